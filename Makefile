@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` runs the self-contained demo, `make test` runs the test suite.
+# Both create ./.venv on first use and install the project into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+venv: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+
+demo: venv
+	$(BIN)/sgt-worker demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: venv
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python -m tests.bench

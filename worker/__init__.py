@@ -1,0 +1,1 @@
+"""The sgt-stream Kafka worker: partition-aware test-then-train with exact checkpoints."""
