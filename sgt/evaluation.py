@@ -1,0 +1,275 @@
+"""Prequential (test-then-train) evaluation: cumulative and recent-window metrics, exact and serialisable.
+
+The Kafka worker keeps one :class:`Prequential` per partition and stores it in its checkpoints, and the
+offline evaluator and the benchmarks use it too. Two properties matter for that:
+
+* **Exactness.** ``update_many`` runs the same per-record arithmetic, in the same order, as a loop of
+  ``update``, so the state is bit for bit the same however the records were batched. Counts of
+  classification errors are integers; the sums of absolute and squared errors and of log losses are
+  accumulated one record at a time in record order. The recent-window error is computed on demand from
+  the window's contents (``math.fsum``, correctly rounded), so it does not drift.
+* **Serialisability.** :meth:`Prequential.to_dict` returns plain JSON types (ints, floats, strings,
+  lists) and :meth:`Prequential.from_dict` restores the state exactly, window contents and order
+  included, and rejects malformed input with ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+_TASKS = ("classification", "regression")
+_P_MIN = 1e-15
+_FORMAT = 1
+_KEYS = frozenset(
+    {"format", "task", "window", "n", "n_wrong", "sum_abs", "sum_sq", "n_log", "sum_log", "recent"}
+)
+
+
+class Prequential:
+    """Cumulative and recent-window prequential metrics for a classification or regression stream.
+
+    Feed it each record's true target and the prediction that was made *before* the model learned that
+    record. ``error`` is the error rate for classification and the mean absolute error for regression;
+    ``recent_error`` is the same over the last ``window`` records. ``p_true``, the probability the model
+    gave the true class, feeds the log loss (clipped to ``[1e-15, 1]``); records without it do not count
+    towards the log loss.
+
+    >>> m = Prequential("classification", window=2)
+    >>> m.update("cat", "cat", p_true=0.8)
+    >>> m.update_many(["dog", "cat"], ["cat", "cat"], p_true=[0.25, 0.5])
+    >>> m.n, round(m.error, 4), m.recent_error, m.accuracy
+    (3, 0.3333, 0.5, 0.6666666666666666)
+    >>> round(m.log_loss, 6)
+    0.767528
+    >>> Prequential.from_dict(m.to_dict()).to_dict() == m.to_dict()
+    True
+    >>> r = Prequential("regression")
+    >>> r.update_many([1.0, 2.0, 4.0], [1.5, 2.0, 1.0])
+    >>> r.mae, r.rmse, r.error_rate
+    (1.1666666666666667, 1.7559422921421233, nan)
+    """
+
+    def __init__(self, task: str = "classification", window: int = 1000) -> None:
+        if task not in _TASKS:
+            raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        self._task = task
+        self._window = window
+        self._n = 0
+        self._n_wrong = 0  # classification: records whose prediction was wrong
+        self._sum_abs = 0.0  # regression: sum of |y - y_pred| in record order
+        self._sum_sq = 0.0  # regression: sum of (y - y_pred)^2 in record order
+        self._n_log = 0  # classification records that came with p_true
+        self._sum_log = 0.0  # sum of -log(clip(p_true)) in record order
+        self._ring: list[float] = []  # per-record errors (0/1 or |y - y_pred|) of the last `window` records
+        self._head = 0  # index of the oldest entry once the ring is full
+
+    # -- recording ---------------------------------------------------------------------------------
+
+    def update(self, y_true: Any, y_pred: Any, p_true: float | None = None) -> None:
+        """Score one record: ``y_pred`` was predicted for it before the model learned ``y_true``."""
+        self._record(*self._score(y_true, y_pred, p_true))
+
+    def update_many(
+        self, y_true: Sequence[Any], y_pred: Sequence[Any], p_true: Sequence[float | None] | None = None
+    ) -> None:
+        """Score a batch of records in order; bit for bit the same state as a loop of :meth:`update`.
+
+        The batch is validated as a whole first, so a bad record leaves the metrics untouched.
+        """
+        ys, preds = list(y_true), list(y_pred)
+        probs = [None] * len(ys) if p_true is None else list(p_true)
+        if not len(ys) == len(preds) == len(probs):
+            lengths = f"{len(ys)}, {len(preds)}, {len(probs)}"
+            raise ValueError(f"y_true, y_pred and p_true must have the same length, got {lengths}")
+        scored = [self._score(y, yp, p) for y, yp, p in zip(ys, preds, probs, strict=True)]
+        for err, loss in scored:
+            self._record(err, loss)
+
+    def _score(self, y_true: Any, y_pred: Any, p_true: float | None) -> tuple[float, float | None]:
+        """Return the record's error and log loss (None without ``p_true``); raise on bad values."""
+        if self._task == "regression":
+            if p_true is not None:
+                raise ValueError("p_true applies to classification only")
+            y, yp = _finite(y_true, "y_true"), _finite(y_pred, "y_pred")
+            err = abs(y - yp)
+            if math.isinf(err):
+                raise ValueError(f"the error |y_true - y_pred| overflows: y_true={y!r}, y_pred={yp!r}")
+            return err, None
+        err = 0 if y_pred == y_true else 1
+        if p_true is None:
+            return err, None
+        p = float(p_true)
+        if math.isnan(p):
+            raise ValueError("p_true must be a probability, got nan")
+        return err, -math.log(min(max(p, _P_MIN), 1.0))
+
+    def _record(self, err: float, loss: float | None) -> None:
+        self._n += 1
+        if self._task == "regression":
+            self._sum_abs += err
+            self._sum_sq += err * err
+        else:
+            self._n_wrong += err
+        if loss is not None:
+            self._n_log += 1
+            self._sum_log += loss
+        if len(self._ring) < self._window:
+            self._ring.append(err)
+        else:
+            self._ring[self._head] = err
+            self._head = (self._head + 1) % self._window
+
+    # -- metrics ---------------------------------------------------------------------------------------
+
+    @property
+    def task(self) -> str:
+        """``"classification"`` or ``"regression"``."""
+        return self._task
+
+    @property
+    def window(self) -> int:
+        """Number of most recent records that ``recent_error`` covers."""
+        return self._window
+
+    @property
+    def n(self) -> int:
+        """Records scored so far."""
+        return self._n
+
+    @property
+    def error(self) -> float:
+        """Cumulative error: the error rate (classification) or the MAE (regression); nan when n = 0."""
+        return self.error_rate if self._task == "classification" else self.mae
+
+    @property
+    def recent_error(self) -> float:
+        """``error`` over the last ``window`` records; nan when no record was scored."""
+        if not self._ring:
+            return math.nan
+        if self._task == "classification":
+            return sum(self._ring) / len(self._ring)
+        return math.fsum(self._ring) / len(self._ring)
+
+    @property
+    def error_rate(self) -> float:
+        """Fraction of wrong predictions (classification; nan for regression or when n = 0)."""
+        if self._task != "classification" or self._n == 0:
+            return math.nan
+        return self._n_wrong / self._n
+
+    @property
+    def accuracy(self) -> float:
+        """Fraction of right predictions (classification; nan for regression or when n = 0)."""
+        if self._task != "classification" or self._n == 0:
+            return math.nan
+        return (self._n - self._n_wrong) / self._n
+
+    @property
+    def log_loss(self) -> float:
+        """Mean of ``-log(p_true)`` over the records that came with ``p_true``; nan when there were none."""
+        return self._sum_log / self._n_log if self._n_log else math.nan
+
+    @property
+    def mae(self) -> float:
+        """Mean absolute error (regression; nan for classification or when n = 0)."""
+        if self._task != "regression" or self._n == 0:
+            return math.nan
+        return self._sum_abs / self._n
+
+    @property
+    def rmse(self) -> float:
+        """Root mean squared error (regression; nan for classification or when n = 0)."""
+        if self._task != "regression" or self._n == 0:
+            return math.nan
+        return math.sqrt(self._sum_sq / self._n)
+
+    def summary(self) -> dict[str, float | int]:
+        """The metrics that apply to this task, as a flat dict (for reports and JSON output)."""
+        out: dict[str, float | int] = {"n": self._n, "error": self.error, "recent_error": self.recent_error}
+        if self._task == "classification":
+            out.update(accuracy=self.accuracy, log_loss=self.log_loss)
+        else:
+            out.update(mae=self.mae, rmse=self.rmse)
+        return out
+
+    # -- serialisation ---------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The complete state as JSON-safe plain types; the window is listed oldest record first."""
+        return {
+            "format": _FORMAT,
+            "task": self._task,
+            "window": self._window,
+            "n": self._n,
+            "n_wrong": self._n_wrong,
+            "sum_abs": self._sum_abs,
+            "sum_sq": self._sum_sq,
+            "n_log": self._n_log,
+            "sum_log": self._sum_log,
+            "recent": self._ring[self._head :] + self._ring[: self._head],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Prequential:
+        """Restore a state written by :meth:`to_dict`; raise ``ValueError`` when ``d`` is malformed."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a Prequential state must be a dict, got {type(d).__name__}")
+        if set(d) != _KEYS:
+            raise ValueError(f"a Prequential state needs exactly the keys {sorted(_KEYS)}, got {sorted(d)}")
+        if d["format"] != _FORMAT or isinstance(d["format"], bool):
+            raise ValueError(f"unsupported Prequential state format {d['format']!r} (expected {_FORMAT})")
+        m = cls(d["task"], d["window"])
+        n, n_wrong, n_log = (_count(d, key) for key in ("n", "n_wrong", "n_log"))
+        sum_abs, sum_sq, sum_log = (_total(d, key) for key in ("sum_abs", "sum_sq", "sum_log"))
+        regression = m.task == "regression"
+        if n_wrong > n or n_log > n or (regression and (n_wrong or n_log or sum_log)):
+            raise ValueError("inconsistent Prequential state: counts exceed n or do not fit the task")
+        if not regression and (sum_abs or sum_sq):
+            raise ValueError("inconsistent Prequential state: regression sums in a classification state")
+        recent = _window_entries(d["recent"], m.task, min(n, m.window))
+        m._n, m._n_wrong, m._n_log = n, n_wrong, n_log
+        m._sum_abs, m._sum_sq, m._sum_log = sum_abs, sum_sq, sum_log
+        m._ring = recent
+        return m
+
+    def __repr__(self) -> str:
+        return f"Prequential({self._task!r}, window={self._window}, n={self._n}, error={self.error:.6g})"
+
+
+def _finite(value: Any, name: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+def _count(d: dict[str, Any], key: str) -> int:
+    value = d[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Prequential state {key!r} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _total(d: dict[str, Any], key: str) -> float:
+    value = d[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"Prequential state {key!r} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _window_entries(entries: Any, task: str, expected: int) -> list[float]:
+    if not isinstance(entries, list) or len(entries) != expected:
+        raise ValueError(f"Prequential state 'recent' must be a list of {expected} errors, got {entries!r}")
+    for e in entries:
+        if task == "classification" and (type(e) is not int or e not in (0, 1)):
+            raise ValueError(f"a classification window holds 0 or 1 per record, got {e!r}")
+        if task == "regression" and (type(e) is not float or not (math.isfinite(e) and e >= 0)):
+            raise ValueError(f"a regression window holds finite errors >= 0, got {e!r}")
+    return list(entries)
