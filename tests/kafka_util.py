@@ -1,0 +1,123 @@
+"""Plain helpers for tests that talk to a real Kafka-protocol broker over loopback.
+
+Client settings tuned for tests (fast group joins, low latency, Java-compatible keyed partitioning),
+and three helpers that need no consumer group: `produce_records`, `read_all` and `end_offsets`.
+Tests import them as ``from kafka_util import ...`` (pytest puts ``tests/`` on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+# Group settings: Tansu takes about half of session.timeout.ms to complete a join (23 s by default).
+GROUP_SETTINGS: Mapping[str, Any] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+# Producer side: small linger for latency; murmur2_random partitions keys as Java clients do, so
+# features and labels produced by different clients land in the same partition number.
+PRODUCER_SETTINGS: Mapping[str, Any] = {"linger.ms": 5, "partitioner": "murmur2_random"}
+# Consumer side: answer fetches after 10 ms instead of 500 ms when there is little data.
+CONSUMER_SETTINGS: Mapping[str, Any] = {**GROUP_SETTINGS, "fetch.wait.max.ms": 10}
+
+FAST_CLIENT_SETTINGS: dict[str, Any] = {**CONSUMER_SETTINGS, **PRODUCER_SETTINGS}
+"""Every fast setting in one dict, as the worker's tests pass them through (the worker splits them)."""
+
+READ_LIMIT_S = 120.0
+
+
+class DeliveryError(RuntimeError):
+    """Some records were not acknowledged by the broker."""
+
+
+def produce_records(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    partition: int | None = None,
+    timeout_s: float = 60.0,
+) -> int:
+    """Produce ``(key, value)`` records in order with an idempotent, acks=all producer; return the count.
+
+    With ``partition`` every record goes to that partition; otherwise the key decides (murmur2, as
+    Java clients). Raises `DeliveryError` unless every record was acknowledged.
+    """
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, "enable.idempotence": True, "acks": "all"}
+    )
+    failures: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            failures.append(err)
+
+    extra = {} if partition is None else {"partition": partition}
+    count = 0
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        count += 1
+        if count % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(timeout_s)
+    if left or failures:
+        raise DeliveryError(f"{left} records undelivered, {len(failures)} failed: {failures[:3]}")
+    return count
+
+
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    idle_s: float = 2.0,
+    expect: int | None = None,
+    limit_s: float = READ_LIMIT_S,
+) -> list[Message]:
+    """Every record of ``topic`` (partitions ``0 .. partitions - 1``), read from offset 0 without a group.
+
+    Reading stops when no record has arrived for ``idle_s`` seconds, as soon as ``expect`` records
+    have been read when given, or after ``limit_s`` seconds. Records of one partition are in offset
+    order.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-all-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    out: list[Message] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        start = last = time.monotonic()
+        while time.monotonic() - last < idle_s and time.monotonic() - start < limit_s:
+            if expect is not None and len(out) >= expect:
+                break
+            batch = consumer.consume(10_000, 0.1)
+            records = [m for m in batch if m.error() is None]
+            if records:
+                out.extend(records)
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return out
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, idle_s: float = 2.0) -> dict[int, int]:
+    """Offset after the last record of every partition, found by reading the topic.
+
+    Tansu answers ListOffsets(latest) with the last record batch's base offset plus one, so
+    ``get_watermark_offsets(cached=False)`` undercounts there; reading is right on every broker.
+    """
+    ends = dict.fromkeys(range(partitions), 0)
+    for message in read_all(bootstrap, topic, partitions, idle_s=idle_s):
+        ends[message.partition()] = max(ends[message.partition()], message.offset() + 1)
+    return ends
