@@ -1,0 +1,139 @@
+"""``sgt-worker``: run, demo, produce and inspect.
+
+``sgt-worker run`` runs one worker of the group (every setting as a flag, an ``SGT_*`` environment
+variable or a TOML key; ``sgt-worker run --help`` lists them); ``demo`` runs broker, producer and
+worker in one process; ``produce`` generates load; ``inspect PATH`` summarises checkpoints as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+import orjson
+
+from worker import __version__
+from worker.config import SETTINGS, ConfigError, add_arguments, settings_from_args
+from worker.logs import configure_logging, fields
+
+_RUN_EPILOG = (
+    "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
+    "setting names, e.g. group_id = 'g', at the top level or in a [worker] table) > defaults. "
+    f"Settings: {', '.join(s.name for s in SETTINGS)}."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from worker import demo, produce
+
+    parser = argparse.ArgumentParser(
+        prog="sgt-worker", description="A Kafka worker that learns with Stochastic Gradient Trees."
+    )
+    parser.add_argument("--version", action="version", version=f"sgt-worker {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="Run a worker against a broker.",
+        description="Run one worker of the group.",
+        epilog=_RUN_EPILOG,
+    )
+    add_arguments(run)
+    demo_parser = sub.add_parser(
+        "demo", help="Embedded broker + synthetic producer + worker, with live progress."
+    )
+    demo.add_arguments(demo_parser)
+    produce_parser = sub.add_parser(
+        "produce", help="Rate-limited load generator (synthetic streams or a file)."
+    )
+    produce.add_arguments(produce_parser)
+    inspect = sub.add_parser("inspect", help="JSON summary of a checkpoint file or directory.")
+    inspect.add_argument("path", help="A checkpoint file, or the checkpoint directory.")
+    inspect.add_argument("--tree", action="store_true", help="Also print the tree(s) of the model.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return run_command(args)
+    if args.command == "demo":
+        from worker import demo
+
+        return demo.run(args)
+    if args.command == "produce":
+        from worker import produce
+
+        return produce.run(args)
+    return inspect_command(args)
+
+
+def inspect_command(args: argparse.Namespace) -> int:
+    from worker.checkpoint import CheckpointError
+    from worker.inspect import inspect_path
+
+    try:
+        summary = inspect_path(args.path, tree=args.tree)
+    except (CheckpointError, ValueError, OSError) as exc:
+        print(f"sgt-worker inspect: {args.path}: {exc}", file=sys.stderr)
+        return 1
+    tree_texts = []
+    if args.tree:
+        for item in summary if isinstance(summary, list) else [summary]:
+            tree_texts.append((item["partition"], item.pop("tree_text")))
+    sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    for partition, text in tree_texts:
+        sys.stderr.write(f"# partition {partition}\n{text}\n")
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        print(f"sgt-worker run: {exc}", file=sys.stderr)
+        return 2
+    log = configure_logging(settings.log_level)
+    from worker.loop import Worker
+    from worker.metrics import Health, MetricsServer, WorkerMetrics
+
+    metrics, health = WorkerMetrics(), Health()
+    server = None
+    if settings.metrics_port:
+        server = MetricsServer(metrics, health, settings.metrics_host, settings.metrics_port).start()
+    worker = Worker(settings, metrics=metrics, health=health, log=log)
+    _handle_signals(worker, settings.shutdown_timeout_seconds, log)
+    log.info("settings", extra=fields(**{s.name: getattr(settings, s.name) for s in SETTINGS}))
+    try:
+        worker.run()
+    except Exception:
+        log.exception("worker failed")
+        return 1
+    finally:
+        if server is not None:
+            server.close()
+    return 0
+
+
+def _handle_signals(worker: object, timeout_s: float, log: object) -> None:
+    """SIGTERM/SIGINT stop the worker gracefully; a watchdog ends the process if that overruns."""
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if worker.stopping:  # type: ignore[attr-defined]
+            os._exit(128 + signum)  # a second signal: stop now
+        log.info("signal received; shutting down", extra=fields(signal=signal.Signals(signum).name))  # type: ignore[attr-defined]
+        worker.stop()  # type: ignore[attr-defined]
+        watchdog = threading.Timer(timeout_s, _overrun, args=(log,))
+        watchdog.daemon = True
+        watchdog.start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _overrun(log: object) -> None:
+    log.error("graceful shutdown took too long; exiting")  # type: ignore[attr-defined]
+    os._exit(3)

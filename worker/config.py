@@ -1,0 +1,337 @@
+"""Worker settings: one registry, four sources, one precedence.
+
+Every setting is declared once in :data:`SETTINGS` (name, flag, environment variable, default, help,
+parser). A value comes from the first source that has it: command-line flag, then ``SGT_*``
+environment variable, then the TOML file given with ``--config`` (keys are the setting names, either at
+the top level or under a ``[worker]`` table), then the default. A bad value is rejected with a
+:class:`ConfigError` naming the setting and what it accepts.
+
+>>> s = load_settings({"task": "regression"}, env={"SGT_GROUP_ID": "g1"})
+>>> (s.task, s.group_id, s.features_topic)
+('regression', 'g1', 'features')
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+
+class ConfigError(ValueError):
+    """A setting has a value it does not accept; the message names the setting and what is allowed."""
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a non-empty string")
+    return value.strip()
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return _text(value)
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError("one of " + ", ".join(allowed))
+        return text
+
+    return parse
+
+
+def _int(low: int, high: int | None = None) -> Callable[[Any], int]:
+    what = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(what)
+        try:
+            number = int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            raise ValueError(what) from None
+        if number < low or (high is not None and number > high):
+            raise ValueError(what)
+        return number
+
+    return parse
+
+
+def _float(low: float, high: float | None = None, open_low: bool = False) -> Callable[[Any], float]:
+    bound = ">" if open_low else ">="
+    what = f"a number {bound} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError(what)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(what) from None
+        too_low = number <= low if open_low else number < low
+        if not math.isfinite(number) or too_low or (high is not None and number > high):
+            raise ValueError(what)
+        return number
+
+    return parse
+
+
+FEATURE_TYPES = ("numeric", "nominal")
+
+
+def parse_feature_spec(value: Any) -> tuple[tuple[str, str], ...]:
+    """Parse ``"age:numeric,plan:nominal,usage"`` (type defaults to numeric) or a TOML list of such items."""
+    what = "a comma-separated list of NAME or NAME:numeric|nominal, each name once"
+    if value is None or value == "" or value == ():
+        return ()
+    if isinstance(value, tuple):
+        return value
+    items = value if isinstance(value, list) else str(value).split(",")
+    spec: list[tuple[str, str]] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(what)
+        name, _, kind = item.strip().partition(":")
+        kind = kind.strip().lower() or "numeric"
+        if not name.strip() or kind not in FEATURE_TYPES:
+            raise ValueError(what)
+        spec.append((name.strip(), kind))
+    if len({name for name, _ in spec}) != len(spec):
+        raise ValueError(what)
+    return tuple(spec)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One worker setting: where it can come from and how its value is checked."""
+
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[Any], Any] = field(repr=False)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.rstrip("_").replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "SGT_" + self.name.rstrip("_").upper()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "bootstrap_servers", "localhost:9092", "Kafka bootstrap servers, host:port[,host:port...].", _text
+    ),
+    Setting("group_id", "sgt-worker", "Consumer group shared by all workers of one deployment.", _text),
+    Setting(
+        "features_topic", "features", "Topic of feature records (JSON objects with x, optional y).", _text
+    ),
+    Setting(
+        "labels_topic",
+        None,
+        "Topic of label records {id, y}, co-partitioned with the features topic; none = inline labels only.",
+        _optional_text,
+    ),
+    Setting("predictions_topic", "predictions", "Topic the predictions are written to.", _text),
+    Setting(
+        "dead_letter_topic", "dead-letters", "Topic unusable records are copied to, byte for byte.", _text
+    ),
+    Setting(
+        "task",
+        "classification",
+        "Learning task: classification or regression.",
+        _choice("classification", "regression"),
+    ),
+    Setting("checkpoint_dir", "./checkpoints", "Directory of the per-partition checkpoint files.", _text),
+    Setting(
+        "metrics_port",
+        8000,
+        "Port of the HTTP server for /metrics, /healthz and /readyz (0 = none).",
+        _int(0, 65535),
+    ),
+    Setting("metrics_host", "0.0.0.0", "Address the metrics HTTP server binds to.", _text),
+    Setting(
+        "checkpoint_records", 10000, "Checkpoint a partition after this many processed records.", _int(1)
+    ),
+    Setting(
+        "checkpoint_seconds",
+        30.0,
+        "Checkpoint a changed partition at least this often (seconds).",
+        _float(0.0, open_low=True),
+    ),
+    Setting(
+        "join_max_pending", 100000, "Most entries waiting on each side of a partition's join buffer.", _int(1)
+    ),
+    Setting(
+        "join_max_age_seconds",
+        3600.0,
+        "Drop join-buffer entries older than this, in event time (seconds).",
+        _float(0.0, open_low=True),
+    ),
+    Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
+    Setting(
+        "features",
+        (),
+        "Declared features, NAME[:numeric|nominal],... in array order; empty = inferred from the data.",
+        parse_feature_spec,
+    ),
+    Setting("delta", 1e-7, "SGT: significance level of the split test.", _float(0.0, 1.0, open_low=True)),
+    Setting("grace_period", 200, "SGT: instances a leaf sees between split attempts.", _int(1)),
+    Setting("lambda_", 0.1, "SGT: L2 regularisation of leaf values.", _float(0.0)),
+    Setting("gamma", 1.0, "SGT: penalty per new leaf.", _float(0.0)),
+    Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 65535)),
+    Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(0)),
+    Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),
+    Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
+    Setting("poll_timeout_seconds", 0.01, "Longest wait of one poll for records (seconds).", _float(0.0)),
+    Setting(
+        "fetch_wait_max_ms", 10, "Consumer fetch.wait.max.ms: longest broker wait per fetch.", _int(0, 300000)
+    ),
+    Setting("linger_ms", 5, "Producer linger.ms: how long predictions wait to be batched.", _int(0, 300000)),
+    Setting("session_timeout_ms", 10000, "Consumer group session timeout (ms).", _int(1000, 3600000)),
+    Setting("heartbeat_interval_ms", 2000, "Consumer group heartbeat interval (ms).", _int(100, 3600000)),
+    Setting(
+        "shutdown_timeout_seconds",
+        30.0,
+        "Longest graceful shutdown (final checkpoint, flush, commit, leave) before the process exits anyway.",
+        _float(0.0, open_low=True),
+    ),
+    Setting("log_level", "info", "Log level.", _choice("debug", "info", "warning", "error")),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Validated values of every setting in :data:`SETTINGS` (attribute = setting name)."""
+
+    bootstrap_servers: str
+    group_id: str
+    features_topic: str
+    labels_topic: str | None
+    predictions_topic: str
+    dead_letter_topic: str
+    task: str
+    checkpoint_dir: str
+    metrics_port: int
+    metrics_host: str
+    checkpoint_records: int
+    checkpoint_seconds: float
+    join_max_pending: int
+    join_max_age_seconds: float
+    max_record_bytes: int
+    features: tuple[tuple[str, str], ...]
+    delta: float
+    grace_period: int
+    lambda_: float
+    gamma: float
+    bins: int
+    warm_up: int
+    metrics_window: int
+    batch_size: int
+    poll_timeout_seconds: float
+    fetch_wait_max_ms: int
+    linger_ms: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    shutdown_timeout_seconds: float
+    log_level: str
+
+    def replace(self, **changes: Any) -> WorkerSettings:
+        """A copy with some settings changed (values are validated like any other source)."""
+        return dataclasses.replace(
+            self, **{k: _check(_BY_NAME[k], v, "override") for k, v in changes.items()}
+        )
+
+
+def _check(setting: Setting, value: Any, source: str) -> Any:
+    try:
+        return setting.parse(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"setting {setting.name} ({setting.flag} / {setting.env}) from {source}: "
+            f"got {value!r}, expected {exc}"
+        ) from None
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The settings table of a TOML file: its ``[worker]`` table if present, else the top level."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"setting config (--config / SGT_CONFIG): cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"setting config (--config / SGT_CONFIG): {path} is not valid TOML: {exc}"
+        ) from None
+    table = data.get("worker", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"setting config: [worker] in {path} must be a table")
+    unknown = sorted(set(table) - set(_BY_NAME) - {"worker"})
+    if unknown:
+        raise ConfigError(f"setting config: unknown setting(s) {', '.join(unknown)} in {path}")
+    return dict(table)
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    file_values: Mapping[str, Any] | None = None,
+) -> WorkerSettings:
+    """Resolve every setting: ``flags`` (non-None) > ``env`` (``SGT_*``) > ``file_values`` > default."""
+    flags = flags or {}
+    env = os.environ if env is None else env
+    file_values = file_values or {}
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if flags.get(setting.name) is not None:
+            values[setting.name] = _check(setting, flags[setting.name], f"flag {setting.flag}")
+        elif setting.env in env:
+            values[setting.name] = _check(setting, env[setting.env], f"environment {setting.env}")
+        elif setting.name in file_values:
+            values[setting.name] = _check(setting, file_values[setting.name], "config file")
+        else:
+            values[setting.name] = _check(setting, setting.default, "default")
+    return WorkerSettings(**values)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and one flag per setting; every flag defaults to None so precedence stays ours."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="TOML file of settings (env SGT_CONFIG); flags > env > file.",
+    )
+    for setting in SETTINGS:
+        default = "none" if setting.default in (None, ()) else setting.default
+        parser.add_argument(
+            setting.flag,
+            dest=setting.name,
+            default=None,
+            metavar=setting.name.rstrip("_").upper(),
+            help=f"{setting.help} [env {setting.env}; default {default}]",
+        )
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> WorkerSettings:
+    """Settings from parsed flags, the environment and the TOML file named by --config or SGT_CONFIG."""
+    env = os.environ if env is None else env
+    config_path = getattr(args, "config", None) or env.get("SGT_CONFIG")
+    file_values = read_toml(config_path) if config_path else {}
+    flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
+    return load_settings(flags, env, file_values)

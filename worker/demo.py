@@ -1,0 +1,127 @@
+"""`sgt-worker demo`: everything in one process, nothing to install but the package.
+
+Starts the embedded Tansu broker on a free loopback port, creates the topics, produces a synthetic
+stream with concept drift (so the model visibly adapts), runs a worker on it in a thread, serves its
+metrics, and prints live per-partition progress (records, recent prequential error, tree size) until
+Ctrl-C or ``--duration`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import tempfile
+import threading
+import time
+from types import FrameType
+
+from worker.config import load_settings
+from worker.logs import configure_logging
+from worker.loop import Worker
+from worker.metrics import Health, MetricsServer, WorkerMetrics
+
+_TOPICS = ("features", "predictions", "dead-letters")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from worker.streams import DEMO_STREAM, STREAMS
+
+    parser.add_argument(
+        "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)."
+    )
+    parser.add_argument(
+        "--rate", type=float, default=2000.0, help="Records per second produced (default 2000)."
+    )
+    parser.add_argument(
+        "--partitions", type=int, default=4, help="Partitions of the demo topics (default 4)."
+    )
+    parser.add_argument("--stream", choices=sorted(STREAMS), default=DEMO_STREAM, help="Synthetic stream.")
+    parser.add_argument(
+        "--metrics-port", type=int, default=8000, help="Metrics port (default 8000; 0 = any free)."
+    )
+    parser.add_argument(
+        "--checkpoint-dir", default=None, help="Checkpoint directory (default: a temporary one)."
+    )
+    parser.add_argument("--log-level", default="warning", help="Worker log level (default warning).")
+
+
+def run(args: argparse.Namespace) -> int:
+    from worker.embedded_broker import create_topics, start_tansu
+    from worker.produce import produce_stream
+    from worker.streams import make_stream
+
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    ckpt = args.checkpoint_dir or tempfile.mkdtemp(prefix="sgt-demo-")
+    with start_tansu() as broker:
+        bs = broker.bootstrap_servers
+        create_topics(bs, list(_TOPICS), args.partitions)
+        settings = load_settings(
+            {
+                "bootstrap_servers": bs,
+                "group_id": "sgt-demo",
+                "checkpoint_dir": ckpt,
+                "metrics_port": args.metrics_port,
+                "metrics_host": "127.0.0.1",
+                "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 1000,
+                "checkpoint_seconds": 5.0,
+            },
+            env={},
+        )
+        metrics, health = WorkerMetrics(), Health()
+        server = MetricsServer(metrics, health, "127.0.0.1", args.metrics_port).start()
+        worker = Worker(settings, metrics, health, log=configure_logging(args.log_level))
+        print(
+            f"broker {bs}; metrics http://127.0.0.1:{server.port}/metrics; checkpoints {ckpt}; "
+            f"stream {args.stream} at {args.rate:g} records/s; Ctrl-C to stop",
+            flush=True,
+        )
+        threads = [
+            threading.Thread(target=worker.run, name="worker"),
+            threading.Thread(
+                target=produce_stream,
+                args=(bs, "features", None, make_stream(args.stream), None, args.rate),
+                kwargs={"stop": stop},
+                name="producer",
+                daemon=True,
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = None if args.duration is None else time.monotonic() + args.duration
+        try:
+            while not stop.wait(1.0) and (deadline is None or time.monotonic() < deadline):
+                print(progress_line(worker), flush=True)
+        finally:
+            stop.set()
+            worker.stop()
+            threads[0].join(60)
+            threads[1].join(10)
+            server.close()
+            print(progress_line(worker, final=True), flush=True)
+    return 0
+
+
+def progress_line(worker: Worker, final: bool = False) -> str:
+    """One line: per partition, records consumed, recent error and tree nodes."""
+    parts = []
+    for p, owned in sorted(dict(worker.owned).items()):
+        state = owned.state
+        error = state.prequential.recent_error
+        shown = "  -  " if math.isnan(error) else f"{error:.3f}"
+        parts.append(f"p{p}: {state.consumed[0]:>7} rec err {shown} nodes {state.model.n_nodes:>3}")
+    head = "final " if final else time.strftime("%H:%M:%S ")
+    return head + (" | ".join(parts) if parts else "waiting for partitions...")
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            sys.exit(130)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)

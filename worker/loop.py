@@ -1,0 +1,499 @@
+"""The Kafka shell around :class:`worker.state.PartitionState`: consume, merge, process, produce, checkpoint.
+
+One :class:`Worker` runs one consumer (group member) and one idempotent producer. The eager ``range``
+assignor gives a member equal partition numbers of the features and labels topics when they have the
+same partition count, so each input partition's two topics are owned together. For each owned
+partition the worker keeps a state restored from the checkpoint directory and seeks both topics to
+the offsets in it; records are merged per partition in a deterministic order (:mod:`worker.merge`),
+processed in runs, and their predictions and dead letters produced. A checkpoint is taken every
+``checkpoint_records`` records or ``checkpoint_seconds`` seconds, on revoke and at shutdown: flush the
+producer, write the file durably, then commit the same offsets to Kafka (informational: restore always
+trusts the checkpoint). Lost partitions are dropped without writing anything.
+
+Usage (needs a broker)::
+
+    >>> worker = Worker(load_settings({"bootstrap_servers": "127.0.0.1:9092"}))  # doctest: +SKIP
+    >>> threading.Thread(target=worker.run).start(); worker.stop()                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from worker import checkpoint
+from worker.config import WorkerSettings
+from worker.logs import fields
+from worker.merge import FEATURES, LABELS, Merger
+from worker.metrics import Health, WorkerMetrics
+from worker.model import model_types, new_model
+from worker.state import PartitionState, ProcessResult, Record, StateConfig
+
+_CONSUMER_KEYS = frozenset(
+    {"session.timeout.ms", "heartbeat.interval.ms", "fetch.wait.max.ms", "max.poll.interval.ms"}
+)
+_PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
+_GAUGE_INTERVAL_S = 1.0
+_FLUSH_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Owned:
+    """An owned input partition: its state, its merge queues and checkpoint bookkeeping."""
+
+    state: PartitionState
+    merger: Merger = field(default_factory=Merger)
+    fetched: list[int] = field(default_factory=lambda: [0, 0])  # next offset to receive, per topic
+    since_checkpoint: int = 0
+    last_checkpoint: float = field(default_factory=time.monotonic)
+
+
+def state_config(settings: WorkerSettings) -> StateConfig:
+    return StateConfig(
+        task=settings.task,
+        labels_topic=settings.labels_topic,
+        features_topic=settings.features_topic,
+        features=settings.features,
+        max_record_bytes=settings.max_record_bytes,
+        join_max_pending=settings.join_max_pending,
+        join_max_age=settings.join_max_age_seconds,
+        metrics_window=settings.metrics_window,
+    )
+
+
+def load_state(
+    settings: WorkerSettings,
+    partition: int,
+    on_bad: Callable[[Any, str], None] | None = None,
+    model_factory: Callable[[], Any] | None = None,
+    registry: Mapping[str, Any] | None = None,
+) -> PartitionState:
+    """The partition's state from its newest valid checkpoint, or a fresh one.
+
+    ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
+    """
+    config = state_config(settings)
+    types = registry if registry is not None else model_types()
+
+    def parse(payload: bytes) -> PartitionState:
+        state = PartitionState.from_bytes(payload, config, types)
+        if state.partition != partition:
+            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
+        return state
+
+    loaded = checkpoint.read_newest(settings.checkpoint_dir, partition, on_bad=on_bad, accept=parse)
+    if loaded is not None:
+        return parse(loaded.payload)
+    model = model_factory() if model_factory is not None else new_model(settings)
+    return PartitionState(partition, model, config)
+
+
+class Worker:
+    """One member of the worker group; :meth:`run` blocks until :meth:`stop` is called."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        metrics: WorkerMetrics | None = None,
+        health: Health | None = None,
+        client_overrides: Mapping[str, Any] | None = None,
+        log: logging.Logger | None = None,
+        model_factory: Callable[[], Any] | None = None,
+        model_registry: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._model_factory = model_factory
+        self._model_registry = model_registry
+        self.metrics = metrics or WorkerMetrics()
+        self.health = health or Health()
+        self.log = log or logging.getLogger("worker")
+        self.owned: dict[int, Owned] = {}
+        self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
+        self._stop = threading.Event()
+        self._overrides = dict(client_overrides or {})
+        self._next_gauges = 0.0
+        self.consumer: Consumer | None = None
+        self.producer: Producer | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to finish: final checkpoint, flush, commit, leave the group. Thread-safe."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        """Consume and learn until stopped; then shut down cleanly."""
+        self.producer = Producer(self._producer_config())
+        self.consumer = Consumer(self._consumer_config())
+        self.consumer.subscribe(
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self.log.info("worker started", extra=fields(topics=self.topics, group=self.settings.group_id))
+        try:
+            while not self._stop.is_set():
+                self.step()
+        finally:
+            self._shutdown()
+
+    def step(self) -> None:
+        """One turn of the loop: consume a batch, process what is ready, produce, maybe checkpoint."""
+        assert self.consumer is not None and self.producer is not None
+        messages = self.consumer.consume(self.settings.batch_size, self.settings.poll_timeout_seconds)
+        self.health.beat()
+        if messages:
+            self._ingest(messages)
+        for partition, owned in list(self.owned.items()):
+            self._process(partition, owned)
+        self.producer.poll(0)
+        self._maybe_checkpoint()
+        now = time.monotonic()
+        if now >= self._next_gauges:
+            self._next_gauges = now + _GAUGE_INTERVAL_S
+            self._update_gauges()
+
+    def _shutdown(self) -> None:
+        self.log.info("worker stopping", extra=fields(partitions=sorted(self.owned)))
+        self.health.set_ready(False)
+        try:
+            if self.owned:
+                self._checkpoint(list(self.owned), force=True)
+        finally:
+            if self.consumer is not None:
+                self.consumer.close()  # runs on_revoke (nothing left to write) and leaves the group
+            if self.producer is not None:
+                left = self.producer.flush(_FLUSH_TIMEOUT_S)
+                if left:
+                    self.log.error("records left undelivered at shutdown", extra=fields(undelivered=left))
+            self.consumer = self.producer = None
+            self.log.info("worker stopped")
+
+    # -- client configuration -------------------------------------------------------------------------
+
+    def _consumer_config(self) -> dict[str, Any]:
+        s = self.settings
+        conf: dict[str, Any] = {
+            "bootstrap.servers": s.bootstrap_servers,
+            "group.id": s.group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": s.session_timeout_ms,
+            "heartbeat.interval.ms": s.heartbeat_interval_ms,
+            "fetch.wait.max.ms": s.fetch_wait_max_ms,
+            "error_cb": self._on_error,
+        }
+        conf.update({k: v for k, v in self._overrides.items() if k in _CONSUMER_KEYS})
+        return conf
+
+    def _producer_config(self) -> dict[str, Any]:
+        s = self.settings
+        conf: dict[str, Any] = {
+            "bootstrap.servers": s.bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": s.linger_ms,
+            "partitioner": "murmur2_random",
+            "message.max.bytes": max(s.max_record_bytes * 2, 1 << 20) + 65536,
+            "error_cb": self._on_error,
+        }
+        conf.update({k: v for k, v in self._overrides.items() if k in _PRODUCER_KEYS})
+        return conf
+
+    def _on_error(self, error: KafkaError) -> None:
+        level = logging.ERROR if error.fatal() else logging.WARNING
+        self.log.log(level, "kafka client error", extra=fields(error=str(error), code=error.code()))
+        if error.fatal():
+            self._stop.set()
+
+    # -- rebalances -----------------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.metrics.rebalances.labels(event="assign").inc()
+        by_topic: dict[str, set[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        features = by_topic.get(self.settings.features_topic, set())
+        labels = by_topic.get(self.settings.labels_topic or "", set())
+        if self.settings.labels_topic and features != labels:
+            self.log.error(
+                "features and labels partitions are not co-assigned; are the partition counts equal?",
+                extra=fields(features=sorted(features), labels=sorted(labels)),
+            )
+        assignment = []
+        for p in sorted(features):
+            owned = self._restore(p)
+            self.owned[p] = owned
+            assignment.append(
+                TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
+            )
+            if self.settings.labels_topic and p in labels:
+                assignment.append(
+                    TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
+                )
+        consumer.assign(assignment)
+        self.metrics.assigned.set(len(self.owned))
+        self.health.set_ready(True)
+        self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
+
+    def _restore(self, partition: int) -> Owned:
+        started = time.monotonic()
+
+        def on_bad(path: Any, why: str) -> None:
+            self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
+            self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
+
+        state = load_state(self.settings, partition, on_bad, self._model_factory, self._model_registry)
+        owned = Owned(state, fetched=list(state.next_offsets))
+        self.log.info(
+            "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
+            extra=fields(
+                partition=partition,
+                next_offsets=state.next_offsets,
+                seconds=round(time.monotonic() - started, 4),
+            ),
+        )
+        self._set_partition_gauges(partition, owned)
+        return owned
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.metrics.rebalances.labels(event="revoke").inc()
+        revoked = sorted(
+            {tp.partition for tp in partitions if tp.topic == self.settings.features_topic} & set(self.owned)
+        )
+        try:
+            self._checkpoint(revoked, force=False)
+        finally:
+            self._drop(revoked)
+            self.log.info("partitions revoked", extra=fields(partitions=revoked))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.metrics.rebalances.labels(event="lost").inc()
+        lost = sorted({tp.partition for tp in partitions} & set(self.owned))
+        self._drop(lost)
+        self.log.warning("partitions lost; nothing written", extra=fields(partitions=lost))
+
+    def _drop(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.owned.pop(p, None)
+            self.metrics.forget_partition(p, self.topics)
+        self.metrics.assigned.set(len(self.owned))
+
+    # -- consuming and processing ---------------------------------------------------------------------
+
+    def _ingest(self, messages: list[Message]) -> None:
+        features_topic = self.settings.features_topic
+        batches: dict[tuple[int, int], list[tuple[float, int, Any]]] = {}
+        for msg in messages:
+            error = msg.error()
+            if error is not None:
+                self._on_message_error(error)
+                continue
+            p = msg.partition()
+            owned = self.owned.get(p)
+            rank = FEATURES if msg.topic() == features_topic else LABELS
+            offset = msg.offset()
+            if owned is None or offset < owned.fetched[rank]:
+                continue
+            owned.fetched[rank] = offset + 1
+            kind, millis = msg.timestamp()
+            record = Record(offset, millis / 1000.0 if kind else 0.0, msg.key(), msg.value())
+            payload = owned.state.decode(rank, record)
+            batches.setdefault((p, rank), []).append((payload[1].ts, offset, payload))
+        for (p, rank), items in batches.items():
+            self.owned[p].merger.push(rank, items)
+            topic = self.topics[rank]
+            self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(items))
+
+    def _on_message_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        if error.fatal():
+            raise KafkaException(error)
+        self.log.warning("consume error", extra=fields(error=str(error)))
+
+    def _topic_done(self, rank: int, partition: int, owned: Owned) -> bool:
+        """No more records of that topic to wait for: not consumed, or read to its fetch-response end."""
+        if rank == LABELS and not self.settings.labels_topic:
+            return True
+        assert self.consumer is not None
+        _, high = self.consumer.get_watermark_offsets(
+            TopicPartition(self.topics[rank], partition), cached=True
+        )
+        return high >= 0 and owned.fetched[rank] >= high
+
+    def _process(self, partition: int, owned: Owned) -> None:
+        merger = owned.merger
+        if not (merger.pending(FEATURES) or merger.pending(LABELS)):
+            return
+        labels_done = merger.pending(LABELS) == 0 and self._topic_done(LABELS, partition, owned)
+        features_done = merger.pending(FEATURES) == 0 and self._topic_done(FEATURES, partition, owned)
+        entries = merger.pop_ready(labels_done=labels_done, features_done=features_done)
+        if not entries:
+            return
+        result = owned.state.process(entries, time.time())
+        owned.since_checkpoint += len(entries)
+        self._emit(partition, result)
+
+    def _emit(self, partition: int, result: ProcessResult) -> None:
+        producer = self.producer
+        assert producer is not None
+        topic = self.settings.predictions_topic
+        observe = self.metrics.latency.observe
+        for out in result.predictions:
+            _produce(producer, topic, out.key, out.value, None, partial(_delivered, observe, out.ts, self))
+        for out, source_topic, reason in result.dead_letters:
+            _produce(
+                producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, self._dl_delivered
+            )
+            self.metrics.invalid.labels(topic=source_topic, reason=reason).inc()
+        p = str(partition)
+        if result.predictions:
+            self.metrics.predictions.labels(partition=p).inc(len(result.predictions))
+        if result.trained:
+            self.metrics.trained.labels(partition=p).inc(result.trained)
+        for (side, reason), n in result.expired.items():
+            self.metrics.join_expired.labels(partition=p, side=side, reason=reason).inc(n)
+
+    def _dl_delivered(self, error: KafkaError | None, _msg: Message) -> None:
+        if error is not None:
+            self.log.error("dead letter not delivered", extra=fields(error=str(error)))
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+
+    def _maybe_checkpoint(self) -> None:
+        now = time.monotonic()
+        due = [
+            p
+            for p, o in self.owned.items()
+            if o.since_checkpoint >= self.settings.checkpoint_records
+            or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
+        ]
+        if due:
+            self._checkpoint(due, force=False)
+
+    def _checkpoint(self, partitions: list[int], force: bool) -> None:
+        """Flush predictions, write the checkpoints durably, then commit the same offsets.
+
+        Partitions with nothing new since their last checkpoint are skipped unless ``force`` and they
+        have never been written (so a restored-but-idle partition does not rewrite its file).
+        """
+        todo = [p for p in partitions if p in self.owned and (self.owned[p].since_checkpoint or force)]
+        if not todo:
+            return
+        assert self.producer is not None
+        left = self.producer.flush(_FLUSH_TIMEOUT_S)
+        if left:
+            self.metrics.checkpoint_failures.labels(reason="flush_timeout").inc()
+            self.log.error("predictions not delivered; checkpoint postponed", extra=fields(undelivered=left))
+            return
+        offsets = []
+        for p in todo:
+            owned = self.owned[p]
+            if (
+                not owned.since_checkpoint
+                and checkpoint.checkpoint_path(self.settings.checkpoint_dir, p).exists()
+            ):
+                continue
+            if self._write(p, owned):
+                offsets.append(
+                    TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
+                )
+                if self.settings.labels_topic:
+                    offsets.append(
+                        TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
+                    )
+        self._commit(offsets)
+
+    def _write(self, partition: int, owned: Owned) -> bool:
+        started = time.perf_counter()
+        try:
+            checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, owned.state.to_bytes())
+        except OSError as exc:
+            self.metrics.checkpoint_failures.labels(reason="write").inc()
+            self.log.error("checkpoint write failed", extra=fields(partition=partition, error=str(exc)))
+            return False
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
+        self.metrics.last_checkpoint.labels(partition=str(partition)).set(time.time())
+        owned.since_checkpoint = 0
+        owned.last_checkpoint = time.monotonic()
+        self.log.debug(
+            "checkpoint written", extra=fields(partition=partition, next_offsets=owned.state.next_offsets)
+        )
+        return True
+
+    def _commit(self, offsets: list[TopicPartition]) -> None:
+        if not offsets or self.consumer is None:
+            return
+        try:
+            results = self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            self.log.warning(
+                "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
+            )
+            return
+        for tp in results or []:
+            if tp.error is not None:
+                self.log.warning("offset commit failed", extra=fields(topic=tp.topic, partition=tp.partition))
+
+    # -- gauges ---------------------------------------------------------------------------------------
+
+    def _update_gauges(self) -> None:
+        assert self.consumer is not None
+        for p, owned in self.owned.items():
+            self._set_partition_gauges(p, owned)
+            for rank, topic in enumerate(self.topics):
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                if high >= 0:
+                    behind = high - owned.state.next_offsets[rank]
+                    self.metrics.lag.labels(topic=topic, partition=str(p)).set(max(behind, 0))
+
+    def _set_partition_gauges(self, partition: int, owned: Owned) -> None:
+        m, state, p = self.metrics, owned.state, str(partition)
+        model = state.model
+        m.tree_nodes.labels(partition=p).set(model.n_nodes)
+        m.tree_leaves.labels(partition=p).set(model.n_leaves)
+        m.tree_depth.labels(partition=p).set(model.depth)
+        m.model_bytes.labels(partition=p).set(model.nbytes)
+        m.model_version.labels(partition=p).set(model.version)
+        m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
+        m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
+        m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
+        m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+
+
+def _produce(
+    producer: Producer,
+    topic: str,
+    key: bytes | None,
+    value: bytes,
+    headers: list[tuple[str, bytes]] | None,
+    callback: Callable[[KafkaError | None, Message], None],
+) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, headers=headers, on_delivery=callback)
+            return
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: serve deliveries, then retry
+
+
+def _delivered(
+    observe: Callable[[float], None], event_ts: float, worker: Worker, error: KafkaError | None, _msg: Message
+) -> None:
+    if error is None:
+        observe(max(time.time() - event_ts, 0.0))
+    else:
+        worker.log.error("prediction not delivered", extra=fields(error=str(error)))

@@ -1,0 +1,211 @@
+"""Prometheus metrics of one worker process, in their own registry, plus the HTTP server for them.
+
+The names are those of docs/architecture.md. Per-partition series are removed when the partition is
+revoked or lost, so that ``sum()`` over the workers of a group never counts a partition twice. The
+server answers ``/metrics``, ``/healthz`` (the processing loop turned recently) and ``/readyz``
+(joined the group and serving).
+
+>>> m = WorkerMetrics()
+>>> m.records.labels(topic="features", partition="0").inc(3)
+>>> m.forget_partition(0, ["features"])
+>>> b"sgt_records_total{" in m.render()
+False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from worker import __version__
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_CHECKPOINT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class WorkerMetrics:
+    """Every metric the worker exports, registered in a private :class:`CollectorRegistry`."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.prequential_error = Gauge(
+            "sgt_prequential_error",
+            "Prequential error: error rate (classification) or mean absolute error (regression).",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.tree_nodes = Gauge(
+            "sgt_tree_nodes", "Nodes in the partition's model.", ["partition"], registry=r
+        )
+        self.tree_leaves = Gauge(
+            "sgt_tree_leaves", "Leaves in the partition's model.", ["partition"], registry=r
+        )
+        self.tree_depth = Gauge(
+            "sgt_tree_depth", "Depth of the partition's model.", ["partition"], registry=r
+        )
+        self.records = Counter("sgt_records", "Records consumed.", ["topic", "partition"], registry=r)
+        self.predictions = Counter("sgt_predictions", "Predictions produced.", ["partition"], registry=r)
+        self.trained = Counter("sgt_trained", "Records the model learned from.", ["partition"], registry=r)
+        self.invalid = Counter(
+            "sgt_invalid_records", "Records sent to the dead-letter topic.", ["topic", "reason"], registry=r
+        )
+        self.lag = Gauge(
+            "sgt_consumer_lag_records",
+            "Records behind the end of the partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.checkpoint_seconds = Histogram(
+            "sgt_checkpoint_seconds", "Time to write a checkpoint.", buckets=_CHECKPOINT_BUCKETS, registry=r
+        )
+        self.last_checkpoint = Gauge(
+            "sgt_last_checkpoint_timestamp_seconds",
+            "Unix time of the last durable checkpoint.",
+            ["partition"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "sgt_prediction_latency_seconds",
+            "Record (event) time to prediction delivered.",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.join_pending = Gauge(
+            "sgt_join_pending", "Entries waiting in the join buffer.", ["partition", "side"], registry=r
+        )
+        self.join_expired = Counter(
+            "sgt_join_expired",
+            "Entries dropped from the join buffer.",
+            ["partition", "side", "reason"],
+            registry=r,
+        )
+        self.model_bytes = Gauge(
+            "sgt_model_bytes", "Memory of the partition's model.", ["partition"], registry=r
+        )
+        self.model_version = Gauge(
+            "sgt_model_version", "Changes applied to the model.", ["partition"], registry=r
+        )
+        self.assigned = Gauge("sgt_assigned_partitions", "Partitions this process owns.", registry=r)
+        self.rebalances = Counter("sgt_rebalances", "Rebalance events.", ["event"], registry=r)
+        self.checkpoint_failures = Counter(
+            "sgt_checkpoint_failures",
+            "Checkpoint writes that failed and corrupt checkpoints skipped on restore.",
+            ["reason"],
+            registry=r,
+        )
+        build = Gauge("sgt_build_info", "Build information.", ["version", "python"], registry=r)
+        build.labels(version=__version__, python=platform.python_version()).set(1)
+        self._partition_metrics = (
+            self.tree_nodes,
+            self.tree_leaves,
+            self.tree_depth,
+            self.predictions,
+            self.trained,
+            self.last_checkpoint,
+            self.model_bytes,
+            self.model_version,
+        )
+
+    def forget_partition(self, partition: int, topics: list[str]) -> None:
+        """Remove every series of an input partition (revoked or lost)."""
+        p = str(partition)
+        for metric in self._partition_metrics:
+            _remove(metric, p)
+        for window in ("cumulative", "recent"):
+            _remove(self.prequential_error, p, window)
+        for side in ("features", "labels"):
+            _remove(self.join_pending, p, side)
+            for reason in ("size", "age"):
+                _remove(self.join_expired, p, side, reason)
+        for topic in topics:
+            _remove(self.records, topic, p)
+            _remove(self.lag, topic, p)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _remove(metric: Counter | Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        metric.remove(*labels)
+
+
+class Health:
+    """Liveness and readiness flags shared between the processing loop and the HTTP server."""
+
+    def __init__(self, stale_after: float = 60.0) -> None:
+        self.stale_after = stale_after
+        self._beat = time.monotonic()
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def beat(self) -> None:
+        with self._lock:
+            self._beat = time.monotonic()
+
+    def set_ready(self, ready: bool) -> None:
+        with self._lock:
+            self._ready = ready
+
+    @property
+    def alive(self) -> bool:
+        with self._lock:
+            return time.monotonic() - self._beat < self.stale_after
+
+    @property
+    def ready(self) -> bool:
+        with self._lock:
+            return self._ready and time.monotonic() - self._beat < self.stale_after
+
+
+class MetricsServer:
+    """A threaded HTTP server for /metrics, /healthz and /readyz; ``port=0`` picks a free port."""
+
+    def __init__(self, metrics: WorkerMetrics, health: Health, host: str, port: int) -> None:
+        handler = _handler(metrics, health)
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _handler(metrics: WorkerMetrics, health: Health) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok = health.alive
+                self._send(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
+            elif path == "/readyz":
+                ok = health.ready
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"not found\n")
+
+        def _send(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Scrapes are not worth a log line each."""
+
+    return Handler

@@ -1,0 +1,32 @@
+"""The worker's models: which sgt class serves a task, built from the settings, restored by name.
+
+Only the classes listed in :func:`model_types` can be restored from a checkpoint: the checkpoint
+names the class and the worker looks it up here, never importing or evaluating anything it read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.config import WorkerSettings
+
+
+def model_types() -> dict[str, Any]:
+    """Class name -> class, for the models a checkpoint may hold."""
+    from sgt import SGTClassifier, SGTRegressor
+
+    return {"SGTClassifier": SGTClassifier, "SGTRegressor": SGTRegressor}
+
+
+def new_model(settings: WorkerSettings) -> Any:
+    """A fresh model for the configured task and hyperparameters."""
+    types = model_types()
+    cls = types["SGTClassifier"] if settings.task == "classification" else types["SGTRegressor"]
+    return cls(
+        delta=settings.delta,
+        grace_period=settings.grace_period,
+        lambda_=settings.lambda_,
+        gamma=settings.gamma,
+        bins=settings.bins,
+        warm_up=settings.warm_up,
+    )

@@ -1,0 +1,171 @@
+"""Decoding and stateless validation of feature and label records.
+
+A Kafka message becomes a :class:`Feature`, a :class:`Label` or an :class:`Invalid` carrying the
+dead-letter reason. Only checks that need no state live here (encoding, JSON shape, value types, label
+type, size); checks against the partition's state (feature schema, duplicate ids, unknown ids) are in
+:mod:`worker.schema` and :mod:`worker.state`.
+
+>>> decode_feature(b'{"id": "a", "x": {"u": 1.5, "plan": "pro"}, "y": 1}', 0.0, "classification", 1000)
+Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
+>>> decode_label(b'{"id": "a", "y": [1]}', 0.0, "classification", 1000).reason
+'bad_label_type'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+Value = float | str | None
+Label = int | str | float
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """A decoded feature record; ``x`` is a dict (names to values) or a list (configured order)."""
+
+    id: str | None
+    x: dict[str, Value] | list[Value]
+    y: Label | None
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRecord:
+    """A decoded label record ``{"id", "y"}``."""
+
+    id: str
+    y: Label
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A record that cannot be used, with the dead-letter reason."""
+
+    reason: str
+    ts: float
+
+
+def _parse_object(raw: bytes, max_bytes: int) -> dict[str, Any] | str:
+    """The decoded JSON object, or the reason it is unusable."""
+    if len(raw) > max_bytes:
+        return "oversized"
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "invalid_utf8"
+        return "invalid_json"
+    if not isinstance(doc, dict):
+        return "not_object"
+    return doc
+
+
+def _event_time(doc: dict[str, Any], fallback: float) -> float:
+    ts = doc.get("ts")
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts):
+        return float(ts)
+    return fallback
+
+
+def _parse_id(doc: dict[str, Any]) -> str | bool | None:
+    """The id as a string, None when absent, False when present but not a string or integer."""
+    rid = doc.get("id")
+    if rid is None:
+        return None
+    if isinstance(rid, str):
+        return rid
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        return str(rid)
+    return False
+
+
+def parse_label(value: Any, task: str) -> Label | None:
+    """The label if its type suits the task, else None.
+
+    Classification labels are strings or integers (an integral float counts as that integer);
+    regression targets are finite numbers. Booleans are rejected: ``true == 1`` in Python would merge
+    two classes silently.
+    """
+    if isinstance(value, bool):
+        return None
+    if task == "regression":
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    if isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _value_problem(value: Any) -> str | None:
+    """Why a feature value is unusable (``nested_value`` or ``bad_x``), or None when it is fine."""
+    if isinstance(value, (dict, list)):
+        return "nested_value"
+    if isinstance(value, bool) or not (value is None or isinstance(value, (str, int, float))):
+        return "bad_x"
+    return None
+
+
+def _parse_x(x: Any) -> dict[str, Value] | list[Value] | str:
+    """The feature values (numbers as floats), or the reason they are unusable."""
+    if isinstance(x, dict):
+        values = x.values()
+    elif isinstance(x, list):
+        values = x
+    else:
+        return "bad_x"
+    for value in values:
+        problem = _value_problem(value)
+        if problem:
+            return problem
+    if isinstance(x, dict):
+        return {k: float(v) if isinstance(v, int) else v for k, v in x.items()}
+    return [float(v) if isinstance(v, int) else v for v in x]
+
+
+def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> Feature | Invalid:
+    """Decode a feature record; ``fallback_ts`` (the Kafka timestamp) is used when ``ts`` is absent."""
+    doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
+    if isinstance(doc, str):
+        return Invalid(doc, fallback_ts)
+    ts = _event_time(doc, fallback_ts)
+    if "x" not in doc:
+        return Invalid("missing_x", ts)
+    x = _parse_x(doc["x"])
+    if isinstance(x, str):
+        return Invalid(x, ts)
+    rid = _parse_id(doc)
+    if rid is False:
+        return Invalid("bad_id", ts)
+    y = None
+    if doc.get("y") is not None:
+        y = parse_label(doc["y"], task)
+        if y is None:
+            return Invalid("bad_label_type", ts)
+    return Feature(rid, x, y, ts)  # type: ignore[arg-type]
+
+
+def decode_label(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> LabelRecord | Invalid:
+    """Decode a label record ``{"id", "y"}``."""
+    doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
+    if isinstance(doc, str):
+        return Invalid(doc, fallback_ts)
+    ts = _event_time(doc, fallback_ts)
+    rid = _parse_id(doc)
+    if rid is None:
+        return Invalid("missing_id", ts)
+    if rid is False:
+        return Invalid("bad_id", ts)
+    if doc.get("y") is None:
+        return Invalid("missing_y", ts)
+    y = parse_label(doc["y"], task)
+    if y is None:
+        return Invalid("bad_label_type", ts)
+    return LabelRecord(rid, y, ts)  # type: ignore[arg-type]

@@ -1,0 +1,352 @@
+"""The Kafka-free core of one input partition: validate, join, test-then-train, score, snapshot.
+
+:class:`PartitionState` holds everything a checkpoint must restore (model, join buffer, prequential
+metrics, feature schema, next offsets of both topics). :meth:`PartitionState.process` takes records in
+the merged order of :mod:`worker.merge` and turns one run of them into a single strictly prequential
+``predict_learn_many`` call: features are predicted with the model as it was before them, labels
+(inline or joined) are learned in order, so the result does not depend on how Kafka batched the
+records.
+
+Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
+
+>>> import numpy as np
+>>> class Majority:
+...     def __init__(self): self.classes_, self.counts = [], []
+...     def predict_learn_many(self, X, y):
+...         out = np.zeros((len(y), 2))
+...         for i, label in enumerate(y):
+...             if self.counts: out[i, int(np.argmax(self.counts))] = 1.0
+...             if label is not None:
+...                 if label not in self.classes_: self.classes_.append(label); self.counts.append(0)
+...                 self.counts[self.classes_.index(label)] += 1
+...         return out[:, : len(self.classes_)]
+>>> state = PartitionState(0, Majority(), StateConfig("classification", None))
+>>> recs = [Record(0, 0.0, None, b'{"x": [1.0], "y": "a"}'), Record(1, 1.0, None, b'{"x": [2.0], "y": "b"}')]
+>>> out = state.process([(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in recs], now=5.0)
+>>> [p.value for p in out.predictions]
+[b'{"id":null,"prediction":null,"proba":{},"partition":0,"offset":0,"model_version":0,"ts":5.0}', \
+b'{"id":null,"prediction":"a","proba":{"a":1.0},"partition":0,"offset":1,"model_version":1,"ts":5.0}']
+>>> state.prequential.n, state.next_offsets
+(2, [2, 0])
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import orjson
+
+from sgt.evaluation import Prequential
+from worker.join import JoinBuffer, PendingFeature, PendingLabel
+from worker.merge import FEATURES, LABELS, Entry
+from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
+from worker.schema import FeatureSchema
+
+STATE_FORMAT = 1
+
+
+class Record(NamedTuple):
+    """A consumed Kafka message, reduced to what the core needs (``ts`` in seconds)."""
+
+    offset: int
+    ts: float
+    key: bytes | None
+    value: bytes | None
+
+
+class Output(NamedTuple):
+    """An encoded record for the prediction or dead-letter topic."""
+
+    key: bytes | None
+    value: bytes
+    ts: float  # event time of the source record (latency metric)
+    headers: list[tuple[str, bytes]] | None = None
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """The settings that shape a partition's processing."""
+
+    task: str
+    labels_topic: str | None
+    features_topic: str = "features"
+    features: tuple[tuple[str, str], ...] = ()
+    max_record_bytes: int = 1 << 20
+    join_max_pending: int = 100000
+    join_max_age: float = 3600.0
+    metrics_window: int = 1000
+
+
+@dataclass
+class ProcessResult:
+    """What one :meth:`PartitionState.process` call produced."""
+
+    predictions: list[Output] = field(default_factory=list)
+    dead_letters: list[tuple[Output, str, str]] = field(default_factory=list)  # (record, topic, reason)
+    expired: dict[tuple[str, str], int] = field(default_factory=dict)  # (side, reason) -> count
+    consumed: list[int] = field(default_factory=lambda: [0, 0])  # per topic rank
+    trained: int = 0
+
+
+class _Run:
+    """Rows of one predict_learn_many call and the bookkeeping to resolve them afterwards."""
+
+    def __init__(self) -> None:
+        self.x: list[dict[str, Any]] = []
+        self.y: list[Any] = []
+        self.published: list[tuple[int, Feature, Record]] = []  # (row, features, source) to publish
+        self.scores: list[tuple[Any, Any]] = []  # (y_true, row index | PendingFeature)
+        self.waiting: list[PendingFeature] = []  # entries whose prediction is a row of this run
+
+    def add(self, x: dict[str, Any], y: Any) -> int:
+        self.x.append(x)
+        self.y.append(y)
+        return len(self.y) - 1
+
+
+class PartitionState:
+    """Model, join buffer, prequential metrics, schema and next offsets of one input partition."""
+
+    def __init__(self, partition: int, model: Any, config: StateConfig) -> None:
+        self.partition = partition
+        self.model = model
+        self.config = config
+        self.prequential = Prequential(config.task, config.metrics_window)
+        self.schema = FeatureSchema(config.features)
+        self.join = JoinBuffer(config.join_max_pending, config.join_max_age)
+        self.next_offsets = [0, 0]  # features, labels
+        self.consumed = [0, 0]
+        self.trained = 0
+        self.predicted = 0
+        self.event_time = float("-inf")
+
+    # -- decoding -----------------------------------------------------------------------------------
+
+    def decode(self, rank: int, record: Record) -> tuple[Record, Feature | LabelRecord | Invalid]:
+        """Decode a record of the given topic (stateless checks only) for :meth:`process`."""
+        cfg = self.config
+        if rank == FEATURES:
+            return record, decode_feature(record.value, record.ts, cfg.task, cfg.max_record_bytes)
+        return record, decode_label(record.value, record.ts, cfg.task, cfg.max_record_bytes)
+
+    # -- processing -----------------------------------------------------------------------------------
+
+    def process(self, entries: list[Entry], now: float) -> ProcessResult:
+        """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
+        result = ProcessResult()
+        run = _Run()
+        for ts, rank, offset, (record, decoded) in entries:
+            self.next_offsets[rank] = offset + 1
+            result.consumed[rank] += 1
+            if ts > self.event_time:
+                self.event_time = ts
+                self._expire(result)
+            if isinstance(decoded, Invalid):
+                self._dead_letter(result, rank, record, decoded.reason)
+            elif rank == FEATURES:
+                self._on_feature(result, run, record, decoded)
+            else:
+                self._on_label(result, run, record, decoded)
+        self._execute(run, result, now)
+        for rank in (FEATURES, LABELS):
+            self.consumed[rank] += result.consumed[rank]
+        return result
+
+    def _on_feature(self, result: ProcessResult, run: _Run, record: Record, feat: Feature) -> None:
+        x = self.schema.conform(feat.x)
+        if isinstance(x, str):
+            self._dead_letter(result, FEATURES, record, x)
+            return
+        if feat.y is not None:
+            row = run.add(x, feat.y)
+            run.scores.append((feat.y, row))
+        elif self.config.labels_topic is None:
+            row = run.add(x, None)
+        elif feat.id is None:
+            self._dead_letter(result, FEATURES, record, "missing_id")
+            return
+        elif feat.id in self.join.features:
+            self._dead_letter(result, FEATURES, record, "duplicate_id")
+            return
+        elif feat.id in self.join.labels:
+            label = self.join.labels.pop(feat.id)
+            row = run.add(x, label.y)
+            run.scores.append((label.y, row))
+        else:
+            row = run.add(x, None)
+            entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row)
+            run.waiting.append(entry)
+            for _ in self.join.add_feature(entry):
+                _count(result.expired, ("features", "size"))
+        run.published.append((row, feat, record))
+
+    def _on_label(self, result: ProcessResult, run: _Run, record: Record, label: LabelRecord) -> None:
+        pending = self.join.features.pop(label.id, None)
+        if pending is not None:
+            run.add(pending.x, label.y)
+            run.scores.append((label.y, pending))
+        elif label.id in self.join.labels:
+            self._dead_letter(result, LABELS, record, "duplicate_id")
+        else:
+            entry = PendingLabel(label.id, label.y, label.ts, record.value or b"", record.key, record.offset)
+            for evicted in self.join.add_label(entry):
+                self._drop_label(result, evicted, "size")
+
+    def _expire(self, result: ProcessResult) -> None:
+        if not (self.join.features or self.join.labels):
+            return
+        features, labels = self.join.expire(self.event_time)
+        if features:
+            _count(result.expired, ("features", "age"), len(features))
+        for entry in labels:
+            self._drop_label(result, entry, "age")
+
+    def _drop_label(self, result: ProcessResult, entry: PendingLabel, reason: str) -> None:
+        """A label that never met its features is counted as expired and dead-lettered as unknown_id."""
+        _count(result.expired, ("labels", reason))
+        source = Record(entry.offset, entry.ts, entry.key, entry.raw)
+        self._dead_letter(result, LABELS, source, "unknown_id")
+
+    def _dead_letter(self, result: ProcessResult, rank: int, record: Record, reason: str) -> None:
+        topic = self.config.features_topic if rank == FEATURES else (self.config.labels_topic or "")
+        headers = [
+            ("reason", reason.encode()),
+            ("source_topic", topic.encode()),
+            ("source_partition", str(self.partition).encode()),
+            ("source_offset", str(record.offset).encode()),
+        ]
+        out = Output(record.key, record.value or b"", record.ts, headers)
+        result.dead_letters.append((out, topic, reason))
+
+    # -- the model call -------------------------------------------------------------------------------
+
+    def _execute(self, run: _Run, result: ProcessResult, now: float) -> None:
+        if not run.y:
+            return
+        scores = self.model.predict_learn_many(run.x, run.y)
+        labels_of = self._prediction_reader(scores)
+        learned_before = np.cumsum([0] + [y is not None for y in run.y])
+        for entry in run.waiting:
+            entry.prediction, entry.proba = labels_of(entry.row)
+            entry.row = None
+        self._score(run, labels_of)
+        encode = orjson.dumps
+        classification = self.config.task == "classification"
+        for row, feat, record in run.published:
+            prediction, proba = labels_of(row)
+            doc: dict[str, Any] = {"id": feat.id, "prediction": prediction}
+            if classification:
+                doc["proba"] = {str(label): p for label, p in proba or ()}
+            doc.update(
+                partition=self.partition,
+                offset=record.offset,
+                model_version=int(self.trained + learned_before[row]),
+                ts=now,
+            )
+            result.predictions.append(Output(record.key, encode(doc), feat.ts))
+        trained = int(learned_before[-1])
+        self.trained += trained
+        self.predicted += len(run.published)
+        result.trained = trained
+
+    def _prediction_reader(self, scores: Any) -> Callable[[int], tuple[Any, list[tuple[Any, float]] | None]]:
+        """Row index -> (prediction, [(class, probability)...] or None for regression)."""
+        if self.config.task == "regression":
+            values = np.asarray(scores, dtype=float).tolist()
+            return lambda row: (values[row], None)
+        classes = list(self.model.classes_)
+        matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(classes))
+        best = matrix.argmax(axis=1).tolist() if classes else []
+        rows = matrix.tolist()
+
+        def read(row: int) -> tuple[Any, list[tuple[Any, float]]]:
+            if not classes:
+                return None, []
+            return classes[best[row]], list(zip(classes, rows[row], strict=True))
+
+        return read
+
+    def _score(self, run: _Run, labels_of: Callable[[int], Any]) -> None:
+        truths, preds, probs = [], [], []
+        for y_true, source in run.scores:
+            if isinstance(source, PendingFeature):
+                prediction, proba = source.prediction, source.proba
+            else:
+                prediction, proba = labels_of(source)
+            truths.append(y_true)
+            preds.append(prediction)
+            probs.append(None if proba is None else dict(proba).get(y_true, 0.0))
+        if truths:
+            classification = self.config.task == "classification"
+            self.prequential.update_many(truths, preds, probs if classification else None)
+
+    # -- snapshot -----------------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """Header (JSON) and model bytes; restored exactly by :meth:`from_bytes`."""
+        header = {
+            "format": STATE_FORMAT,
+            "partition": self.partition,
+            "task": self.config.task,
+            "features_topic": self.config.features_topic,
+            "labels_topic": self.config.labels_topic,
+            "model_type": type(self.model).__name__,
+            "next_offsets": self.next_offsets,
+            "consumed": self.consumed,
+            "trained": self.trained,
+            "predicted": self.predicted,
+            "event_time": None if self.event_time == float("-inf") else self.event_time,
+            "prequential": self.prequential.to_dict(),
+            "schema": self.schema.to_dict(),
+            "join": self.join.to_dict(),
+        }
+        head = orjson.dumps(header)
+        return struct.pack(">I", len(head)) + head + self.model.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
+        """Restore a state; raises ValueError when the blob does not fit ``config`` or is malformed."""
+        header, model_blob = split_state(blob)
+        if header.get("format") != STATE_FORMAT:
+            raise ValueError(f"unsupported state format {header.get('format')!r}")
+        for key, expected in (
+            ("task", config.task),
+            ("features_topic", config.features_topic),
+            ("labels_topic", config.labels_topic),
+        ):
+            if header[key] != expected:
+                raise ValueError(f"checkpoint was written for {key}={header[key]!r}, not {expected!r}")
+        model_type = model_types.get(header["model_type"])
+        if model_type is None:
+            raise ValueError(f"unknown model type {header['model_type']!r}")
+        state = cls(int(header["partition"]), model_type.from_bytes(model_blob), config)
+        state.next_offsets = [int(o) for o in header["next_offsets"]]
+        state.consumed = [int(c) for c in header["consumed"]]
+        state.trained = int(header["trained"])
+        state.predicted = int(header["predicted"])
+        state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
+        state.prequential = Prequential.from_dict(header["prequential"])
+        state.schema = FeatureSchema.from_dict(header["schema"])
+        state.join = JoinBuffer.from_dict(header["join"], config.join_max_pending, config.join_max_age)
+        return state
+
+
+def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
+    """The JSON header and the model bytes of a state blob."""
+    if len(blob) < 4:
+        raise ValueError("state blob too short")
+    (size,) = struct.unpack(">I", blob[:4])
+    if size > len(blob) - 4:
+        raise ValueError("state header length exceeds the blob")
+    header = orjson.loads(blob[4 : 4 + size])
+    if not isinstance(header, dict):
+        raise ValueError("state header is not an object")
+    return header, blob[4 + size :]
+
+
+def _count(counter: dict[tuple[str, str], int], key: tuple[str, str], n: int = 1) -> None:
+    counter[key] = counter.get(key, 0) + n
