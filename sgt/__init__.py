@@ -1,1 +1,14 @@
-"""Stochastic Gradient Trees (Gouk, Pfahringer and Frank, ACML 2019) for online learning."""
+"""Stochastic Gradient Trees (Gouk, Pfahringer and Frank, ACML 2019) for online learning.
+
+>>> from sgt import SGTClassifier
+>>> model = SGTClassifier()
+>>> model.learn_one({"age": 41, "plan": "pro"}, "churn")
+>>> model.predict_one({"age": 39, "plan": "basic"})
+'churn'
+"""
+
+from sgt import losses
+from sgt.classifier import SGTClassifier
+from sgt.regressor import SGTRegressor
+
+__all__ = ["SGTClassifier", "SGTRegressor", "losses"]

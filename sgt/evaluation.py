@@ -89,6 +89,36 @@ class Prequential:
         for err, loss in scored:
             self._record(err, loss)
 
+    def update_proba_many(self, y_true: Sequence[Any], proba: Any, classes: Sequence[Any]) -> None:
+        """Score a batch of classifier probability rows, e.g. from ``predict_learn_many``.
+
+        ``proba[i]`` holds row i's class probabilities in ``classes`` order. The prediction is the most
+        probable class (the first one on ties, ``None`` while a row is all zero, i.e. before the model
+        knew any class) and ``p_true`` is the probability of the true class (0 for a class not in
+        ``classes``). Rows whose ``y_true`` is ``None`` are unlabelled and skipped.
+
+        >>> m = Prequential("classification")
+        >>> m.update_proba_many(["a", "b", None], [[0.0, 0.0], [0.7, 0.3], [0.5, 0.5]], ["a", "b"])
+        >>> m.n, m.error_rate, round(m.log_loss, 4)
+        (2, 1.0, 17.8714)
+        """
+        if self._task != "classification":
+            raise ValueError("update_proba_many applies to classification only")
+        labels = list(classes)
+        column = {c: j for j, c in enumerate(labels)}
+        ys, preds, ps = [], [], []
+        for y, row in zip(y_true, proba, strict=True):
+            if y is None:
+                continue
+            values = [float(p) for p in row]
+            if len(values) != len(labels):
+                raise ValueError(f"a probability row has {len(values)} columns for {len(labels)} classes")
+            best = max(range(len(values)), key=values.__getitem__, default=None)
+            ys.append(y)
+            preds.append(None if best is None or not values[best] > 0 else labels[best])
+            ps.append(values[column[y]] if y in column else 0.0)
+        self.update_many(ys, preds, ps)
+
     def _score(self, y_true: Any, y_pred: Any, p_true: float | None) -> tuple[float, float | None]:
         """Return the record's error and log loss (None without ``p_true``); raise on bad values."""
         if self._task == "regression":

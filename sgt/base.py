@@ -1,0 +1,340 @@
+"""What every SGT estimator shares: parameters, feature encoding and the exact batch algorithm.
+
+One record at a time, learning is: encode the record; register its target (a new class adds a
+tree; a regressor's first target sets the base score); route it through every tree, creating a
+leaf where a category is first learned at a nominal branch; compute g and h of the loss at the
+current prediction; add them to each tree's leaf; attempt a split where a leaf's block fills.
+
+The batch methods do exactly that, but vectorised (see DESIGN.md, "notes on making it fast"):
+between *events* the trees do not change, so a whole run of records is routed, predicted and
+appended to the leaves' pending blocks with numpy. An event is a record that fills a leaf's block
+(a split attempt follows), brings a new target (class or base score), or reaches a nominal branch
+with a category the branch has never learned. The event record goes through the one-record path;
+records after it are re-routed only where the tree changed. Predictions come out strictly
+prequential: each record is predicted by the model that has learned every record before it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from sgt.features import FeatureSpace
+from sgt.tree import Layout, Params, Tree
+
+__all__ = ["BaseSGT"]
+
+
+class BaseSGT:
+    """Base class of the SGT estimators; not used directly."""
+
+    def __init__(
+        self,
+        delta: float = 1e-7,
+        grace_period: int = 200,
+        lambda_: float = 0.1,
+        gamma: float = 1.0,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Iterable[str] = (),
+    ) -> None:
+        _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
+        _check_int("grace_period", grace_period, low=1, allowed=">= 1")
+        _check_real("lambda_", lambda_, low=0.0, allowed=">= 0")
+        _check_real("gamma", gamma, low=0.0, allowed=">= 0")
+        _check_int("bins", bins, low=2, high=4096, allowed="in [2, 4096]")
+        _check_int("warm_up", warm_up, low=1, allowed=">= 1")
+        if max_depth is not None:
+            _check_int("max_depth", max_depth, low=0, allowed="None or an integer >= 0")
+        if feature_names is not None and (
+            isinstance(feature_names, str) or not all(isinstance(n, str) for n in feature_names)
+        ):
+            raise ValueError("feature_names must be None or a sequence of strings")
+        if isinstance(nominal, str) or not all(isinstance(n, str) for n in nominal):
+            raise ValueError("nominal must be an iterable of feature names (strings)")
+        self.delta = float(delta)
+        self.grace_period = int(grace_period)
+        self.lambda_ = float(lambda_)
+        self.gamma = float(gamma)
+        self.bins = int(bins)
+        self.warm_up = int(warm_up)
+        self.max_depth = None if max_depth is None else int(max_depth)
+        self.feature_names = None if feature_names is None else tuple(feature_names)
+        self.nominal = tuple(sorted(set(nominal)))
+        self._space = FeatureSpace(self.bins, self.warm_up, self.nominal, self.feature_names)
+        self._layout = Layout(self._space)
+        self._trees: list[Tree] = []
+        self._n_seen = 0
+
+    # -- hooks for the concrete estimators ----------------------------------------------------
+    def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Validate targets; return them as an array and the rows that are target events."""
+        raise NotImplementedError
+
+    def _register_target(self, target: Any) -> None:
+        """Called for every learned record before it is routed (may add a tree)."""
+
+    def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """g and h, shaped like `raw` ([trees, rows]), of the loss at raw scores `raw`."""
+        raise NotImplementedError
+
+    def _base(self) -> float:
+        return 0.0
+
+    def _n_outputs(self) -> int:
+        """What `_run` records per row beside the raw scores (the classifier: classes known then)."""
+        return len(self._trees)
+
+    # -- parameters and introspection ---------------------------------------------------------
+    def _params(self) -> Params:
+        return Params(self.delta, self.grace_period, self.lambda_, self.gamma, self.max_depth)
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor arguments, as given (JSON-safe)."""
+        return {
+            "delta": self.delta,
+            "grace_period": self.grace_period,
+            "lambda_": self.lambda_,
+            "gamma": self.gamma,
+            "bins": self.bins,
+            "warm_up": self.warm_up,
+            "max_depth": self.max_depth,
+            "feature_names": None if self.feature_names is None else list(self.feature_names),
+            "nominal": list(self.nominal),
+        }
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+    @property
+    def n_seen(self) -> int:
+        """Records learned."""
+        return self._n_seen
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes in all trees."""
+        return sum(t.n_nodes for t in self._trees)
+
+    @property
+    def n_leaves(self) -> int:
+        return sum(t.n_leaves for t in self._trees)
+
+    @property
+    def n_splits(self) -> int:
+        return sum(t.n_splits for t in self._trees)
+
+    @property
+    def n_updates(self) -> int:
+        """Leaf-value updates applied (the "only update the leaf" candidate)."""
+        return sum(t.n_updates for t in self._trees)
+
+    @property
+    def version(self) -> int:
+        """Changes applied to the model so far: splits plus leaf-value updates."""
+        return self.n_splits + self.n_updates
+
+    @property
+    def depth(self) -> int:
+        """Depth of the deepest tree (a lone root has depth 0)."""
+        return max((t.max_depth() for t in self._trees), default=0)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the model's live arrays (tree nodes, split statistics, pending blocks)."""
+        return sum(t.nbytes() for t in self._trees)
+
+    @property
+    def feature_kinds(self) -> dict[str, str]:
+        """Feature name to "numeric" or "nominal", for the features learned so far."""
+        return self._space.kinds()
+
+    # -- encoding ------------------------------------------------------------------------------
+    def _encode_batch(self, X: Any, learn: np.ndarray | None) -> np.ndarray:
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "fiub":
+            return self._space.encode_array(X, learn)
+        if isinstance(X, np.ndarray) and X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+        return self._space.encode_rows(list(X), learn)
+
+    def _sync_layout(self) -> None:
+        """Bring the trees' statistics into the feature space's current layout."""
+        if self._space.widths() == self._layout.widths:
+            return
+        self._layout = Layout(self._space)
+        for tree in self._trees:
+            tree.relayout(self._layout)
+
+    def _new_tree(self, root_value: float = 0.0) -> Tree:
+        tree = Tree(self._params(), self._layout, root_value)
+        self._trees.append(tree)
+        return tree
+
+    # -- the one-record path -------------------------------------------------------------------
+    def _raw_of(self, nodes: Sequence[int]) -> np.ndarray:
+        """Raw scores [trees, 1] of one record that sits at `nodes`."""
+        base = self._base()
+        raw = [tree.value[node] + base for tree, node in zip(self._trees, nodes)]
+        return np.array(raw, dtype=np.float64).reshape(len(raw), 1)
+
+    def _predict_raw_one(self, x: Any) -> np.ndarray:
+        codes = self._space.encode_one(x, learn=False)
+        return self._raw_of([tree.route_one(codes)[0] for tree in self._trees])[:, 0]
+
+    def _learn_codes(self, codes: np.ndarray, target: Any) -> list[tuple[int, int]]:
+        """Learn one encoded record; return (tree, node) pairs whose routing changed."""
+        self._register_target(target)
+        changed: list[tuple[int, int]] = []
+        nodes = []
+        for t, tree in enumerate(self._trees):
+            node, stopped = tree.route_one(codes)
+            if stopped:
+                changed.append((t, node))
+                node = tree.add_category_child(node, int(codes[tree.feature[node]]))
+            nodes.append(node)
+        if self._trees:
+            g, h = self._gradients(self._raw_of(nodes), np.array([target]))
+            for t, tree in enumerate(self._trees):
+                if tree.learn_one(nodes[t], codes, float(g[t, 0]), float(h[t, 0]), self._space):
+                    changed.append((t, nodes[t]))
+        self._n_seen += 1
+        return changed
+
+    def _learn_one(self, x: Any, y: Any) -> None:
+        targets, _ = self._prepare_targets([y], np.ones(1, dtype=bool))
+        codes = self._space.encode_one(x, learn=True)
+        self._sync_layout()
+        self._learn_codes(codes, targets[0])
+
+    # -- the batch path ------------------------------------------------------------------------
+    def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
+        """Predict then learn each row in order; return raw scores [rows, trees] and outputs per row.
+
+        `y[i] is None` (or `y is None`) means row i is only predicted.
+        """
+        n = len(X)
+        if y is not None and len(y) != n:
+            raise ValueError(f"X has {n} rows but y has {len(y)} targets")
+        learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
+        targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
+        codes = self._encode_batch(X, learn)
+        self._sync_layout()
+        capacity = len(self._trees) + len(target_events)
+        raw = np.zeros((n, capacity))
+        outputs_at = np.zeros(n, dtype=np.intp)
+        routes = [tree.route(codes) for tree in self._trees]
+        start = 0
+        while start < n:
+            end = self._next_event(start, n, routes, learn, target_events)
+            if end > start:
+                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at)
+            if end == n:
+                break
+            raw[end, : len(self._trees)] = self._raw_of([r[0][end] for r in routes])[:, 0]
+            outputs_at[end] = self._n_outputs()
+            if learn[end]:
+                changed = self._learn_codes(codes[end], targets[end])
+                self._reroute(end + 1, routes, codes, changed)
+            start = end + 1
+        return raw, outputs_at
+
+    def _next_event(
+        self,
+        start: int,
+        n: int,
+        routes: list[tuple[np.ndarray, np.ndarray]],
+        learn: np.ndarray,
+        target_events: np.ndarray,
+    ) -> int:
+        end = n
+        k = np.searchsorted(target_events, start)
+        if k < target_events.size:
+            end = int(target_events[k])
+        for nodes, stopped in routes:
+            hit = np.flatnonzero(stopped[start:end] & learn[start:end])
+            if hit.size:
+                end = start + int(hit[0])
+        for tree, (nodes, _) in zip(self._trees, routes):
+            rows = start + np.flatnonzero(learn[start:end])
+            k = tree.first_full(nodes[rows])
+            if k < rows.size:
+                end = int(rows[k])
+        return end
+
+    def _run_plain(
+        self,
+        start: int,
+        end: int,
+        routes: list[tuple[np.ndarray, np.ndarray]],
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        raw_out: np.ndarray,
+        outputs_at: np.ndarray,
+    ) -> None:
+        """Rows [start, end) hold no event: predict them all, then learn the labelled ones."""
+        n_trees = len(self._trees)
+        outputs_at[start:end] = self._n_outputs()
+        if not n_trees:
+            self._n_seen += int(learn[start:end].sum())
+            return
+        base = self._base()
+        raw = np.stack([tree.value[nodes[start:end]] + base for tree, (nodes, _) in zip(self._trees, routes)])
+        raw_out[start:end, :n_trees] = raw.T
+        rows = np.flatnonzero(learn[start:end])
+        if not rows.size:
+            return
+        g, h = self._gradients(raw[:, rows], targets[start:end][rows])
+        block = codes[start:end][rows]
+        for t, (tree, (nodes, _)) in enumerate(zip(self._trees, routes)):
+            tree.append(nodes[start:end][rows], block, g[t], h[t])
+        self._n_seen += int(rows.size)
+
+    def _reroute(
+        self,
+        first: int,
+        routes: list[tuple[np.ndarray, np.ndarray]],
+        codes: np.ndarray,
+        changed: list[tuple[int, int]],
+    ) -> None:
+        """After an event, move the remaining rows that sat at a changed node (or in a new tree)."""
+        n = codes.shape[0]
+        while len(routes) < len(self._trees):
+            tree = self._trees[len(routes)]
+            routes.append((np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)))
+            routes[-1][0][first:], routes[-1][1][first:] = tree.route(codes[first:])
+        for t, node in changed:
+            nodes, stopped = routes[t]
+            rows = first + np.flatnonzero(nodes[first:] == node)
+            if rows.size:
+                nodes[rows], stopped[rows] = self._trees[t].route(codes[rows], start=nodes[rows])
+
+
+def _check_real(
+    name: str,
+    value: Any,
+    low: float,
+    allowed: str,
+    high: float = np.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def _check_int(name: str, value: Any, low: int, allowed: str, high: int | None = None) -> None:
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if ok:
+        ok = value >= low and (high is None or value <= high)
+    if not ok:
+        raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")

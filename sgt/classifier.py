@@ -1,0 +1,227 @@
+"""SGTClassifier: the paper's softmax committee of K - 1 trees (section 4.1)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sgt.base import BaseSGT
+
+__all__ = ["SGTClassifier", "softmax_with_reference"]
+
+
+class SGTClassifier(BaseSGT):
+    """Online classifier: one Stochastic Gradient Tree per class but one.
+
+    The first class seen is the reference class with a fixed logit of 0 (the paper hard-wires
+    f_k = 0); every further class c gets a tree f_c, and P(c | x) = softmax(0, f_2(x), ...). With
+    two classes this is a single tree with the logistic loss. Each tree learns from the gradient
+    p_c - y_c and the diagonal Hessian p_c (1 - p_c) of the cross-entropy (Eqs. 21-22), all computed
+    from the same joint prediction. A class first seen mid-stream adds a tree starting at 0; the
+    other trees carry on untouched. Labels can be any JSON scalar: strings, integers, floats, bools.
+
+    Parameters
+    ----------
+    delta
+        Significance level of the split test (p < delta to act). Default 1e-7.
+    grace_period
+        Instances a leaf collects between split attempts. Default 200.
+    lambda_
+        L2 regularisation of leaf values, added to the mean Hessian. Default 0.1.
+    gamma
+        Complexity penalty per new leaf, per instance (gamma |Q| / n). Default 1.
+    bins
+        Equal-width bins per numeric feature. Default 64.
+    warm_up
+        Values of each numeric feature used to fix its range before it can be split. Default 1000.
+        The model learns leaf values from the first record on.
+    max_depth
+        Optional depth limit; a leaf at the limit only updates its value.
+    feature_names
+        Names of the columns when records are arrays or sequences (default x0, x1, ...).
+    nominal
+        Names of features to treat as categories even when their values are numbers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgt import SGTClassifier
+    >>> rng = np.random.default_rng(1)
+    >>> X = rng.uniform(0, 1, size=(5000, 2))
+    >>> y = (X[:, 0] > 0.5).astype(int)
+    >>> model = SGTClassifier(warm_up=200)
+    >>> proba = model.predict_learn_many(X, y)       # prequential: predict each row, then learn it
+    >>> accuracy = (np.array(model.classes_)[proba.argmax(axis=1)] == y)[1000:].mean()
+    >>> bool(accuracy > 0.97), model.n_splits <= 3
+    (True, True)
+    >>> model.predict_one({"x0": 0.9, "x1": 0.1})
+    1
+    """
+
+    def __init__(
+        self,
+        delta: float = 1e-7,
+        grace_period: int = 200,
+        lambda_: float = 0.1,
+        gamma: float = 1.0,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            delta, grace_period, lambda_, gamma, bins, warm_up, max_depth, feature_names, nominal
+        )
+        self._classes: list[Any] = []
+        self._class_index: dict[tuple[bool, Any], int] = {}
+        self._incoming: dict[int, Any] = {}
+
+    @property
+    def classes_(self) -> list[Any]:
+        """Labels in order of first appearance; the columns of the probability arrays."""
+        return list(self._classes)
+
+    # -- targets and gradients -----------------------------------------------------------------
+    def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        targets = np.full(len(learn), -1, dtype=np.intp)
+        events = []
+        incoming: dict[tuple[bool, Any], int] = {}
+        for i in np.flatnonzero(learn):
+            label = _check_label(y[i])
+            key = _label_key(label)
+            k = self._class_index.get(key)
+            if k is None:
+                k = incoming.get(key)
+                if k is None:
+                    k = incoming[key] = len(self._classes) + len(incoming)
+                    self._incoming[k] = label
+                    events.append(i)
+            targets[i] = k
+        return targets, np.array(events, dtype=np.intp)
+
+    def _register_target(self, target: Any) -> None:
+        k = int(target)
+        if k < len(self._classes):
+            return
+        label = self._incoming.pop(k)
+        self._class_index[_label_key(label)] = k
+        self._classes.append(label)
+        if len(self._classes) >= 2:
+            self._new_tree()
+
+    def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = softmax_with_reference(raw)[1:]
+        y = targets[None, :] == np.arange(1, raw.shape[0] + 1)[:, None]
+        return p - y, p * (1.0 - p)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _n_outputs(self) -> int:
+        return len(self._classes)
+
+    def _proba_rows(self, raw: np.ndarray, classes_at: np.ndarray) -> np.ndarray:
+        """Probabilities [rows, classes] from raw scores; rows predicted with fewer classes are padded."""
+        out = np.zeros((raw.shape[0], len(self._classes)))
+        for k in np.unique(classes_at).tolist():
+            rows = np.flatnonzero(classes_at == k)
+            if k <= 1:
+                out[rows, :k] = 1.0  # no tree yet: certainty for the only class known, if any
+            else:
+                out[rows, :k] = softmax_with_reference(raw[rows, : k - 1].T).T
+        return out
+
+    def predict_proba_one(self, x: Any) -> dict[Any, float]:
+        """P(class | x) for every class seen so far ({} before the first label)."""
+        if len(self._classes) < 2:
+            return {c: 1.0 for c in self._classes}
+        p = softmax_with_reference(self._predict_raw_one(x)[:, None])[:, 0]
+        return dict(zip(self._classes, p.tolist()))
+
+    def predict_one(self, x: Any) -> Any:
+        """The most probable class (the earliest seen on ties); None before the first label."""
+        if len(self._classes) < 2:
+            return self._classes[0] if self._classes else None
+        raw = self._predict_raw_one(x)
+        return self._classes[int(np.argmax(np.concatenate([[0.0], raw])))]
+
+    def predict_proba_many(self, X: Any) -> np.ndarray:
+        """Probabilities [rows, classes], columns in `classes_` order."""
+        raw, classes_at = self._run(X, None)
+        return self._proba_rows(raw, classes_at)
+
+    def predict_many(self, X: Any) -> np.ndarray:
+        """Most probable class of every row (an object array)."""
+        return self._labels(self.predict_proba_many(X))
+
+    def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
+        """Predict each row with the model that learned all earlier rows, then learn it.
+
+        Returns probabilities [rows, classes] in `classes_` order as they are after the call; a class
+        first seen at row i has probability 0 in rows before i. Rows whose label is None are only
+        predicted. The result, and the model, equal a loop of predict_proba_one and learn_one.
+        """
+        raw, classes_at = self._run(X, y)
+        return self._proba_rows(raw, classes_at)
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        """Learn one record (x: dict or sequence of values; y: the label)."""
+        if y is None:
+            raise ValueError("y must be a label, not None")
+        self._learn_one(x, y)
+
+    def learn_many(self, X: Any, y: Sequence[Any]) -> None:
+        """Learn rows in order; identical to a loop of learn_one (rows labelled None are skipped)."""
+        self._run(X, y)
+
+    def _labels(self, proba: np.ndarray) -> np.ndarray:
+        out = np.empty(proba.shape[0], dtype=object)
+        if not self._classes:
+            return out
+        index = proba.argmax(axis=1)
+        for i, k in enumerate(index.tolist()):
+            out[i] = self._classes[k]
+        return out
+
+    # scikit-learn style aliases
+    def partial_fit(self, X: Any, y: Sequence[Any]) -> SGTClassifier:
+        self.learn_many(X, y)
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.predict_many(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        return self.predict_proba_many(X)
+
+
+def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
+    """Softmax over (0, raw[0], raw[1], ...) along axis 0: [K - 1, m] raw scores -> [K, m].
+
+    The sum runs over classes in a fixed order so that results do not depend on the batch shape.
+    """
+    z = np.concatenate([np.zeros((1, raw.shape[1])), raw])
+    e = np.exp(z - z.max(axis=0))
+    total = e[0].copy()
+    for k in range(1, e.shape[0]):
+        total += e[k]
+    return e / total
+
+
+def _check_label(label: Any) -> Any:
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, float) and not math.isfinite(label):
+        raise ValueError(f"a class label must be a finite JSON scalar, got {label!r}")
+    if not isinstance(label, (str, int, float, bool)):
+        raise ValueError(
+            f"a class label must be a JSON scalar (str, int, float, bool), got {label!r} of type {type(label).__name__}"
+        )
+    return label
+
+
+def _label_key(label: Any) -> tuple[bool, Any]:
+    """Dictionary key of a label that keeps True apart from 1 (they hash alike in Python)."""
+    return (isinstance(label, bool), label)

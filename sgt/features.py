@@ -1,0 +1,311 @@
+"""The feature space: which features a model knows, of which kind, and how values become codes.
+
+Every value becomes a small integer code (uint16), the unit of all statistics and routing:
+
+- code 0: the value is missing (None, NaN, an absent key), or the feature is numeric and its
+  range is still being estimated;
+- numeric features, codes 1..B: equal-width bins over the feature's range (paper, section 3.2).
+  The range is the min and max of the feature's first `warm_up` finite values, tracked per
+  feature from the first value on (never from 0, never pooled across features); afterwards it is
+  frozen and values outside it, infinities included, are clipped into the end bins. A constant
+  range (width 0) puts the value itself in bin 1 and anything above it in bin B;
+- nominal features, codes 1..K: categories in order of first appearance while learning; a category
+  never learned gets `UNKNOWN` (prediction only).
+
+A feature is nominal when its first value is a string or its name is listed in `nominal`; it is
+numeric otherwise (bools count as 0/1). Features are registered by the first learned record that
+has a value for them, so the feature order, the codes and the ranges depend only on the learned
+records and their order.
+
+>>> space = FeatureSpace(bins=4, warm_up=3)
+>>> codes = space.encode_rows([{"a": 0.0, "c": "x"}, {"a": 4.0, "c": "y"}, {"a": 8.0}], learn=None)
+>>> codes.tolist()
+[[0, 1], [0, 2], [4, 0]]
+>>> space.encode_one({"a": 2.5, "c": "z"}, learn=False).tolist()
+[2, 65535]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MISSING", "UNKNOWN", "FeatureSpace"]
+
+MISSING = 0
+UNKNOWN = int(np.iinfo(np.uint16).max)
+MAX_CATEGORIES = UNKNOWN - 1
+CODE_DTYPE = np.uint16
+
+
+@dataclass
+class _Numeric:
+    lo: float = math.nan
+    hi: float = math.nan
+    seen: int = 0
+
+
+class FeatureSpace:
+    """Names, kinds, numeric ranges and nominal vocabularies, and the encoding of inputs to codes."""
+
+    def __init__(
+        self,
+        bins: int,
+        warm_up: int,
+        nominal: Iterable[str] = (),
+        feature_names: Sequence[str] | None = None,
+    ) -> None:
+        self.bins = bins
+        self.warm_up = warm_up
+        self.nominal = frozenset(nominal)
+        self.feature_names = list(feature_names) if feature_names is not None else None
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.numeric: list[_Numeric | None] = []
+        self.vocab: list[dict[Any, int] | None] = []
+
+    # -- introspection -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def is_nominal(self, j: int) -> bool:
+        return self.vocab[j] is not None
+
+    def is_frozen(self, j: int) -> bool:
+        state = self.numeric[j]
+        return state is not None and state.seen >= self.warm_up
+
+    def categories(self, j: int) -> list[Any]:
+        vocab = self.vocab[j]
+        return list(vocab) if vocab is not None else []
+
+    def kinds(self) -> dict[str, str]:
+        """Feature name to "numeric" or "nominal", in registration order."""
+        return {name: "nominal" if self.is_nominal(j) else "numeric" for j, name in enumerate(self.names)}
+
+    def widths(self) -> tuple[int, ...]:
+        """Columns of split statistics per feature: B + 1 for numeric, a capacity + 1 for nominal.
+
+        Nominal capacities grow in powers of two so that a new category rarely changes the layout.
+        """
+        out = []
+        for vocab in self.vocab:
+            if vocab is None:
+                out.append(self.bins + 1)
+            else:
+                out.append(1 << max(2, len(vocab)).bit_length())
+        return tuple(out)
+
+    def threshold_value(self, j: int, t: int) -> float:
+        """The upper edge of bin t (0-based) of numeric feature j: x <= edge goes left."""
+        state = self.numeric[j]
+        assert state is not None
+        return state.lo + (state.hi - state.lo) * (t + 1) / self.bins
+
+    def range_of(self, j: int) -> tuple[float, float] | None:
+        state = self.numeric[j]
+        if state is None or state.seen == 0:
+            return None
+        return (state.lo, state.hi)
+
+    # -- encoding ------------------------------------------------------------------------------
+    def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> np.ndarray:
+        """Codes of one record; registers features, categories and range values when `learn`."""
+        codes = [MISSING] * len(self.names)
+        for name, value in self._items(x):
+            j = self._feature(name, value, learn)
+            if j < 0:
+                continue
+            if j >= len(codes):
+                codes.extend([MISSING] * (j + 1 - len(codes)))
+            codes[j] = self._code_one(j, name, value, learn)
+        return np.array(codes, dtype=CODE_DTYPE)
+
+    def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
+        """Codes of many records (dicts or sequences); `learn[i]` says whether row i is learned.
+
+        Row by row for names, kinds and categories; vectorised per numeric feature for ranges and
+        bins, with exactly the arithmetic of `encode_one`.
+        """
+        n = len(rows)
+        learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
+        numeric: dict[int, np.ndarray] = {}
+        nominal: list[tuple[int, int, int]] = []
+        for i, x in enumerate(rows):
+            learned = bool(learn_mask[i])
+            for name, value in self._items(x):
+                j = self._feature(name, value, learned)
+                if j < 0:
+                    continue
+                if self.vocab[j] is not None:
+                    nominal.append((i, j, self._category_code(j, name, value, learned)))
+                else:
+                    column = numeric.get(j)
+                    if column is None:
+                        column = numeric[j] = np.full(n, np.nan)
+                    column[i] = _number(name, value)
+        codes = np.zeros((n, len(self.names)), dtype=CODE_DTYPE)
+        for i, j, code in nominal:
+            codes[i, j] = code
+        for j, column in numeric.items():
+            codes[:, j] = self._code_column(j, column, learn_mask)
+        return codes
+
+    def encode_array(self, X: np.ndarray, learn: np.ndarray | None) -> np.ndarray:
+        """Codes of a 2-D numeric array whose columns are features x0, x1, ... (or feature_names)."""
+        n, width = X.shape
+        learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
+        values = np.asarray(X, dtype=np.float64)
+        columns: list[int] = []
+        for c in range(width):
+            name = self._column_name(c)
+            j = self.index.get(name, -1)
+            if j < 0 and learn_mask.any():
+                first = np.flatnonzero(learn_mask & ~np.isnan(values[:, c]))
+                j = self._register(name, values[first[0], c]) if first.size else -1
+            columns.append(j)
+        if any(j >= 0 and self.vocab[j] is not None for j in columns):
+            rows = [dict(zip(map(self._column_name, range(width)), row)) for row in values.tolist()]
+            return self.encode_rows(rows, learn_mask)
+        codes = np.zeros((n, len(self.names)), dtype=CODE_DTYPE)
+        for c, j in enumerate(columns):
+            if j >= 0:
+                codes[:, j] = self._code_column(j, values[:, c], learn_mask)
+        return codes
+
+    # -- internals -----------------------------------------------------------------------------
+    def _column_name(self, c: int) -> str:
+        if self.feature_names is not None and c < len(self.feature_names):
+            return self.feature_names[c]
+        return f"x{c}"
+
+    def _items(self, x: Any) -> Iterable[tuple[str, Any]]:
+        if isinstance(x, Mapping):
+            return x.items()
+        if isinstance(x, (str, bytes)) or not isinstance(x, (Sequence, np.ndarray)):
+            raise TypeError(f"a record must be a dict or a sequence of values, got {type(x).__name__}")
+        values = x.tolist() if isinstance(x, np.ndarray) else x
+        return ((self._column_name(c), v) for c, v in enumerate(values))
+
+    def _feature(self, name: Any, value: Any, learn: bool) -> int:
+        """Index of feature `name`, registering it when learning a non-missing value; -1 to skip."""
+        j = self.index.get(name, -1)
+        if j >= 0:
+            return j
+        if not learn or _is_missing(value):
+            return -1
+        if not isinstance(name, str):
+            raise TypeError(f"feature names must be strings, got {name!r}")
+        return self._register(name, value)
+
+    def _register(self, name: str, value: Any) -> int:
+        nominal = name in self.nominal or isinstance(value, str)
+        if not nominal:
+            _number(name, value)  # reject unsupported types before registering
+        self.index[name] = len(self.names)
+        self.names.append(name)
+        self.numeric.append(None if nominal else _Numeric())
+        self.vocab.append({} if nominal else None)
+        return len(self.names) - 1
+
+    def _code_one(self, j: int, name: str, value: Any, learn: bool) -> int:
+        if self.vocab[j] is not None:
+            return self._category_code(j, name, value, learn)
+        x = _number(name, value)
+        if math.isnan(x):
+            return MISSING
+        state = self.numeric[j]
+        assert state is not None
+        if learn and state.seen < self.warm_up and math.isfinite(x):
+            if state.seen == 0:
+                state.lo = state.hi = x
+            else:
+                state.lo = min(state.lo, x)
+                state.hi = max(state.hi, x)
+            state.seen += 1
+        if state.seen < self.warm_up:
+            return MISSING
+        return self._bin_one(state, x)
+
+    def _bin_one(self, state: _Numeric, x: float) -> int:
+        width = state.hi - state.lo
+        if width == 0.0:
+            return 1 if x <= state.lo else self.bins
+        z = (x - state.lo) / width * self.bins
+        if z < 0.0:
+            return 1
+        if z >= self.bins - 1:
+            return self.bins
+        return 1 + int(z)
+
+    def _code_column(self, j: int, column: np.ndarray, learn: np.ndarray) -> np.ndarray:
+        """Vectorised `_code_one` for one numeric feature over a batch (same arithmetic)."""
+        state = self.numeric[j]
+        assert state is not None
+        first_binned = 0
+        if state.seen < self.warm_up:
+            observed = np.flatnonzero(learn & np.isfinite(column))
+            need = self.warm_up - state.seen
+            taken = observed[:need]
+            if taken.size:
+                values = column[taken]
+                lo, hi = float(values.min()), float(values.max())
+                state.lo = lo if state.seen == 0 else min(state.lo, lo)
+                state.hi = hi if state.seen == 0 else max(state.hi, hi)
+                state.seen += int(taken.size)
+            if state.seen < self.warm_up:
+                return np.zeros(column.shape, dtype=CODE_DTYPE)
+            first_binned = int(taken[-1])
+        codes = self._bin_column(state, column)
+        codes[:first_binned] = MISSING
+        return codes
+
+    def _bin_column(self, state: _Numeric, column: np.ndarray) -> np.ndarray:
+        width = state.hi - state.lo
+        with np.errstate(invalid="ignore"):
+            if width == 0.0:
+                codes = np.where(column <= state.lo, 1, self.bins)
+            else:
+                z = (column - state.lo) / width * self.bins
+                codes = 1 + np.clip(np.floor(np.nan_to_num(z, nan=0.0)), 0, self.bins - 1)
+        codes = codes.astype(CODE_DTYPE)
+        codes[np.isnan(column)] = MISSING
+        return codes
+
+    def _category_code(self, j: int, name: str, value: Any, learn: bool) -> int:
+        if _is_missing(value):
+            return MISSING
+        if not isinstance(value, (str, int, float, bool, np.generic)):
+            raise ValueError(f"feature {name!r}: unsupported value {value!r} of type {type(value).__name__}")
+        key = value.item() if isinstance(value, np.generic) else value
+        vocab = self.vocab[j]
+        assert vocab is not None
+        code = vocab.get(key)
+        if code is not None:
+            return code
+        if not learn:
+            return UNKNOWN
+        if len(vocab) >= MAX_CATEGORIES:
+            raise ValueError(f"feature {name!r}: more than {MAX_CATEGORIES} categories")
+        vocab[key] = code = len(vocab) + 1
+        return code
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def _number(name: str, value: Any) -> float:
+    """The value of a numeric feature as a float (NaN when missing), or a clear ValueError."""
+    if value is None:
+        return math.nan
+    if isinstance(value, (bool, int, float, np.integer, np.floating, np.bool_)):
+        return float(value)
+    raise ValueError(
+        f"feature {name!r} is numeric; got {value!r} of type {type(value).__name__} "
+        "(numbers, bools and None are allowed; list it in nominal= to treat it as categories)"
+    )

@@ -1,0 +1,406 @@
+"""One Stochastic Gradient Tree, stored in flat numpy arrays.
+
+Nodes live in parallel arrays indexed by node id (split feature, threshold code, children, value,
+depth, parent, leaf slot). Nominal branches keep a lookup table from category code to child.
+
+Each leaf owns a *slot* of learning state:
+
+- `stats[slot]`: split statistics, one row of six numbers (see sgt.stats) per feature and code:
+  the `Layout` gives each feature a block of columns (column 0 of a block: missing values);
+- `total[slot]`: the statistics of all instances since the leaf's last reset (the paper's U);
+- a pending block of at most `grace_period - 1` instances (their codes, g and h) not yet merged.
+
+Pending instances are merged into the statistics only when the leaf attempts a split, one block of
+exactly `grace_period` instances at a time (paper, section 3.3: the attempt happens every
+grace_period instances). The block boundaries are therefore fixed by the algorithm, not by how a
+caller batched its records, which makes every learning path give bit-identical statistics.
+
+The attempt (paper section 3; the authors' conventions, reference notes section 1):
+evaluate "update the leaf value only" and the best split of every feature, take the candidate with
+the lowest penalised mean loss change (the null candidate wins ties, then the earlier feature), and
+apply it iff its F-test gives p < delta and its mean is negative. A value update moves the leaf by
+its delta and resets its statistics; a split gives each child the parent's value plus its delta.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sgt.features import CODE_DTYPE, FeatureSpace
+from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
+from sgt.stats import N, WIDTH, block_stats, merge
+
+__all__ = ["Layout", "Params", "Tree"]
+
+NO_NODE = -1
+
+
+@dataclass(frozen=True)
+class Params:
+    """The hyperparameters a tree needs (validated by the estimator)."""
+
+    delta: float
+    grace_period: int
+    lambda_: float
+    gamma: float
+    max_depth: int | None
+
+
+class Layout:
+    """Where each feature's split statistics live in a slot, derived from a FeatureSpace."""
+
+    def __init__(self, space: FeatureSpace) -> None:
+        self.widths = space.widths()
+        self.offsets = np.concatenate([[0], np.cumsum(self.widths)]).astype(np.intp)
+        self.n_columns = int(self.offsets[-1])
+        self.n_features = len(self.widths)
+        self.bins = space.bins
+        self.numeric = np.array([j for j in range(self.n_features) if not space.is_nominal(j)], dtype=np.intp)
+        self.nominal = [j for j in range(self.n_features) if space.is_nominal(j)]
+        self.numeric_columns = (self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)).astype(
+            np.intp
+        )
+
+
+class Tree:
+    """A single SGT: nodes, leaf slots and the split attempt. Used through the estimators."""
+
+    def __init__(self, params: Params, layout: Layout, root_value: float = 0.0) -> None:
+        self.params = params
+        self.layout = layout
+        self.n_splits = 0
+        self.n_updates = 0
+        # nodes
+        self.n_nodes = 0
+        self.feature = np.empty(0, dtype=np.int32)
+        self.threshold = np.empty(0, dtype=np.int32)
+        self.left = np.empty(0, dtype=np.int32)
+        self.right = np.empty(0, dtype=np.int32)
+        self.table = np.empty(0, dtype=np.int32)
+        self.missing = np.empty(0, dtype=np.int32)
+        self.value = np.empty(0, dtype=np.float64)
+        self.depth = np.empty(0, dtype=np.int32)
+        self.parent = np.empty(0, dtype=np.int32)
+        self.slot = np.empty(0, dtype=np.int32)
+        self.tables: list[np.ndarray] = []
+        # leaf slots
+        self.n_slots = 0
+        self.slot_node = np.empty(0, dtype=np.int32)
+        self.stats = np.zeros((0, layout.n_columns, WIDTH))
+        self.total = np.zeros((0, WIDTH))
+        self.pending_n = np.zeros(0, dtype=np.int64)
+        self.pending_codes = np.zeros((0, params.grace_period, layout.n_features), dtype=CODE_DTYPE)
+        self.pending_g = np.zeros((0, params.grace_period))
+        self.pending_h = np.zeros((0, params.grace_period))
+        self._new_leaf(parent=NO_NODE, value=root_value, depth=0)
+
+    # -- structure -----------------------------------------------------------------------------
+    def _new_leaf(self, parent: int, value: float, depth: int, slot: int | None = None) -> int:
+        node = self.n_nodes
+        if node == self.value.size:
+            self._grow_nodes(max(8, 2 * node))
+        self.n_nodes += 1
+        self.feature[node] = -1
+        self.threshold[node] = 0
+        self.left[node] = self.right[node] = self.missing[node] = NO_NODE
+        self.table[node] = -1
+        self.value[node] = value
+        self.depth[node] = depth
+        self.parent[node] = parent
+        if slot is None:
+            slot = self._new_slot()
+        else:
+            self._reset_slot(slot)
+        self.slot[node] = slot
+        self.slot_node[slot] = node
+        return node
+
+    def _grow_nodes(self, capacity: int) -> None:
+        for name in (
+            "feature",
+            "threshold",
+            "left",
+            "right",
+            "table",
+            "missing",
+            "value",
+            "depth",
+            "parent",
+            "slot",
+        ):
+            old = getattr(self, name)
+            new = np.zeros(capacity, dtype=old.dtype)
+            new[: old.size] = old
+            setattr(self, name, new)
+
+    def _new_slot(self) -> int:
+        slot = self.n_slots
+        if slot == self.total.shape[0]:
+            capacity = max(4, slot + slot // 4 + 1)
+            self.slot_node = _grow(self.slot_node, capacity)
+            self.stats = _grow(self.stats, capacity)
+            self.total = _grow(self.total, capacity)
+            self.pending_n = _grow(self.pending_n, capacity)
+            self.pending_codes = _grow(self.pending_codes, capacity)
+            self.pending_g = _grow(self.pending_g, capacity)
+            self.pending_h = _grow(self.pending_h, capacity)
+        self.n_slots += 1
+        self._reset_slot(slot)
+        return slot
+
+    def _reset_slot(self, slot: int) -> None:
+        self.stats[slot] = 0.0
+        self.total[slot] = 0.0
+        self.pending_n[slot] = 0
+
+    def relayout(self, layout: Layout) -> None:
+        """Adopt a new layout after features or categories were added.
+
+        Existing columns move to their new place. A feature new to a leaf gets all the leaf's
+        merged instances in its "missing" column, and code 0 for its pending instances, so every
+        feature block keeps summarising every instance of the leaf.
+        """
+        old = self.layout
+        stats = np.zeros((self.stats.shape[0], layout.n_columns, WIDTH))
+        for j in range(layout.n_features):
+            start = int(layout.offsets[j])
+            if j < old.n_features:
+                width = old.widths[j]
+                stats[:, start : start + width] = self.stats[:, old.offsets[j] : old.offsets[j] + width]
+            else:
+                stats[:, start] = self.total
+        codes = np.zeros((*self.pending_codes.shape[:2], layout.n_features), dtype=CODE_DTYPE)
+        codes[:, :, : old.n_features] = self.pending_codes
+        self.stats, self.pending_codes, self.layout = stats, codes, layout
+
+    # -- routing -------------------------------------------------------------------------------
+    def route(self, codes: np.ndarray, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Node reached by each row of `codes`, moving all rows one level per step.
+
+        Returns (node, stopped): `stopped[i]` means row i reached a nominal branch that has no child
+        for its category; it stays at that branch, whose value is its prediction.
+        """
+        n = codes.shape[0]
+        node = np.zeros(n, dtype=np.int32) if start is None else start.astype(np.int32, copy=True)
+        stopped = np.zeros(n, dtype=bool)
+        active = np.flatnonzero(self.feature[node] >= 0)
+        while active.size:
+            at = node[active]
+            code = codes[active, self.feature[at]].astype(np.int64)
+            nxt = np.where(code <= self.threshold[at], self.left[at], self.right[at])
+            nominal = self.table[at] >= 0
+            if nominal.any():
+                for k in np.unique(self.table[at][nominal]):
+                    rows = np.flatnonzero(self.table[at] == k)
+                    lookup = self.tables[k]
+                    c = code[rows]
+                    nxt[rows] = np.where(c < lookup.size, lookup[np.minimum(c, lookup.size - 1)], NO_NODE)
+            nxt = np.where(code == 0, self.missing[at], nxt)
+            stuck = nxt == NO_NODE
+            stopped[active[stuck]] = True
+            nxt = np.where(stuck, at, nxt)
+            node[active] = nxt
+            active = active[~stuck & (self.feature[nxt] >= 0)]
+        return node, stopped
+
+    def route_one(self, codes: np.ndarray) -> tuple[int, bool]:
+        """`route` for a single row, without numpy overhead per level."""
+        node = 0
+        feature = self.feature
+        while feature[node] >= 0:
+            code = int(codes[feature[node]])
+            if code == 0:
+                nxt = int(self.missing[node])
+            elif self.table[node] >= 0:
+                lookup = self.tables[self.table[node]]
+                nxt = int(lookup[code]) if code < lookup.size else NO_NODE
+            else:
+                nxt = int(self.left[node] if code <= self.threshold[node] else self.right[node])
+            if nxt == NO_NODE:
+                return node, True
+            node = nxt
+        return node, False
+
+    def add_category_child(self, branch: int, code: int) -> int:
+        """A leaf for a category first learned at a nominal branch; it starts at the branch's value."""
+        lookup = self.tables[self.table[branch]]
+        if code >= lookup.size:
+            grown = np.full(max(code + 1, 2 * lookup.size), NO_NODE, dtype=np.int32)
+            grown[: lookup.size] = lookup
+            self.tables[self.table[branch]] = lookup = grown
+        child = self._new_leaf(
+            parent=branch, value=float(self.value[branch]), depth=int(self.depth[branch]) + 1
+        )
+        lookup[code] = child
+        return child
+
+    # -- learning ------------------------------------------------------------------------------
+    def append(self, nodes: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
+        """Add instances (in order) to their leaves' pending blocks; none may fill a block."""
+        slots = self.slot[nodes]
+        order = np.argsort(slots, kind="stable")
+        sorted_slots = slots[order]
+        first = np.searchsorted(sorted_slots, sorted_slots, side="left")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size) - first
+        position = self.pending_n[slots] + rank
+        self.pending_codes[slots, position, : codes.shape[1]] = codes
+        self.pending_g[slots, position] = g
+        self.pending_h[slots, position] = h
+        np.add.at(self.pending_n, slots, 1)
+
+    def first_full(self, nodes: np.ndarray) -> int:
+        """Index of the first instance that would fill its leaf's pending block, or len(nodes)."""
+        if nodes.size == 0:
+            return 0
+        slots = self.slot[nodes]
+        need = self.params.grace_period - self.pending_n[slots]
+        if nodes.size < need.min():
+            return nodes.size
+        order = np.argsort(slots, kind="stable")
+        sorted_slots = slots[order]
+        rank = np.arange(order.size) - np.searchsorted(sorted_slots, sorted_slots, side="left")
+        hits = order[rank + 1 == need[order]]
+        return int(hits.min()) if hits.size else nodes.size
+
+    def learn_one(self, node: int, codes: np.ndarray, g: float, h: float, space: FeatureSpace) -> bool:
+        """Add one instance to leaf `node`; attempt a split when its block fills. True if split."""
+        slot = int(self.slot[node])
+        position = int(self.pending_n[slot])
+        self.pending_codes[slot, position, : codes.size] = codes
+        self.pending_g[slot, position] = g
+        self.pending_h[slot, position] = h
+        self.pending_n[slot] = position + 1
+        if position + 1 < self.params.grace_period:
+            return False
+        return self.attempt(node, space)
+
+    def attempt(self, node: int, space: FeatureSpace) -> bool:
+        """Merge the leaf's full pending block and act on the best candidate. True if it split."""
+        slot = int(self.slot[node])
+        self._merge_pending(slot)
+        candidate = self._best_candidate(node, slot)
+        n = float(self.total[slot, N])
+        if not (candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta):
+            return False
+        if not candidate.is_split:
+            self.value[node] += candidate.deltas[0]
+            self._reset_slot(slot)
+            self.n_updates += 1
+            return False
+        self._split(node, slot, candidate, space)
+        return True
+
+    def _merge_pending(self, slot: int) -> None:
+        size = int(self.pending_n[slot])
+        g = self.pending_g[slot, :size]
+        h = self.pending_h[slot, :size]
+        layout = self.layout
+        if layout.n_features:
+            index = (self.pending_codes[slot, :size].astype(np.intp) + layout.offsets[:-1]).ravel()
+            features = layout.n_features
+            block = block_stats(index, np.repeat(g, features), np.repeat(h, features), layout.n_columns)
+            self.stats[slot] = merge(self.stats[slot], block)
+        self.total[slot] = merge(self.total[slot], block_stats(np.zeros(size, dtype=np.intp), g, h, 1)[0])
+        self.pending_n[slot] = 0
+
+    def _best_candidate(self, node: int, slot: int) -> Candidate:
+        params, layout = self.params, self.layout
+        best = null_candidate(self.total[slot], params.lambda_)
+        if params.max_depth is not None and self.depth[node] >= params.max_depth:
+            return best
+        n = float(self.total[slot, N])
+        by_feature: dict[int, Candidate | None] = {}
+        if layout.numeric.size:
+            blocks = self.stats[slot][layout.numeric_columns]
+            numeric = best_numeric(blocks, params.lambda_, params.gamma, n, layout.numeric)
+            by_feature.update(zip(layout.numeric.tolist(), numeric))
+        used = self._nominal_on_path(node)
+        for j in layout.nominal:
+            if j not in used:
+                start = int(layout.offsets[j])
+                block = self.stats[slot, start : start + layout.widths[j]]
+                by_feature[j] = best_nominal(block, params.lambda_, params.gamma, n, j)
+        for j in sorted(by_feature):
+            candidate = by_feature[j]
+            if candidate is not None and candidate.mean < best.mean:
+                best = candidate
+        return best
+
+    def _nominal_on_path(self, node: int) -> set[int]:
+        """Nominal features already split on between the root and `node` (split once per path)."""
+        used = set()
+        parent = int(self.parent[node])
+        while parent != NO_NODE:
+            if self.table[parent] >= 0:
+                used.add(int(self.feature[parent]))
+            parent = int(self.parent[parent])
+        return used
+
+    def _split(self, node: int, slot: int, candidate: Candidate, space: FeatureSpace) -> None:
+        value = float(self.value[node])
+        depth = int(self.depth[node]) + 1
+        children = [
+            self._new_leaf(node, value + float(d), depth, slot=slot if k == 0 else None)
+            for k, d in enumerate(candidate.deltas)
+        ]
+        self.feature[node] = candidate.feature
+        self.slot[node] = -1
+        self.missing[node] = children[candidate.missing_child]
+        if candidate.categories.size:
+            lookup = np.full(self.layout.widths[candidate.feature], NO_NODE, dtype=np.int32)
+            lookup[candidate.categories] = children
+            self.table[node] = len(self.tables)
+            self.tables.append(lookup)
+        else:
+            self.threshold[node] = candidate.threshold + 1  # codes 1..threshold+1 go left
+            self.left[node], self.right[node] = children
+        self.n_splits += 1
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def n_leaves(self) -> int:
+        return self.n_slots
+
+    def max_depth(self) -> int:
+        return int(self.depth[: self.n_nodes].max())
+
+    def leaf_count(self, node: int) -> int:
+        """Instances at a leaf since its last reset (merged plus pending)."""
+        slot = int(self.slot[node])
+        return int(self.total[slot, N]) + int(self.pending_n[slot])
+
+    def nbytes(self) -> int:
+        """Bytes of the live state: node arrays and the slots of the current leaves."""
+        node_bytes = sum(
+            getattr(self, name)[: self.n_nodes].nbytes
+            for name in (
+                "feature",
+                "threshold",
+                "left",
+                "right",
+                "table",
+                "missing",
+                "value",
+                "depth",
+                "parent",
+                "slot",
+            )
+        )
+        per_slot = (
+            self.stats[0].nbytes
+            + self.total[0].nbytes
+            + self.pending_codes[0].nbytes
+            + self.pending_g[0].nbytes
+            + self.pending_h[0].nbytes
+            + 12
+        )
+        return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+
+def _grow(array: np.ndarray, capacity: int) -> np.ndarray:
+    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+    grown[: array.shape[0]] = array
+    return grown
