@@ -256,7 +256,7 @@ class BaseSGT:
         k = np.searchsorted(target_events, start)
         if k < target_events.size:
             end = int(target_events[k])
-        for nodes, stopped in routes:
+        for _, stopped in routes:
             hit = np.flatnonzero(stopped[start:end] & learn[start:end])
             if hit.size:
                 end = start + int(hit[0])

@@ -217,7 +217,8 @@ def _check_label(label: Any) -> Any:
         raise ValueError(f"a class label must be a finite JSON scalar, got {label!r}")
     if not isinstance(label, (str, int, float, bool)):
         raise ValueError(
-            f"a class label must be a JSON scalar (str, int, float, bool), got {label!r} of type {type(label).__name__}"
+            "a class label must be a JSON scalar (str, int, float, bool), "
+            f"got {label!r} of type {type(label).__name__}"
         )
     return label
 

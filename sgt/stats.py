@@ -30,7 +30,7 @@ import numpy as np
 N, MG, MH, M2G, M2H, CGH = range(6)
 WIDTH = 6
 
-__all__ = ["CGH", "M2G", "M2H", "MG", "MH", "N", "WIDTH", "block_stats", "merge", "merge_into"]
+__all__ = ["CGH", "M2G", "M2H", "MG", "MH", "WIDTH", "N", "block_stats", "merge", "merge_into"]
 
 
 def block_stats(index: np.ndarray, g: np.ndarray, h: np.ndarray, size: int) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 
 from sgt.features import CODE_DTYPE, FeatureSpace
 from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
-from sgt.stats import N, WIDTH, block_stats, merge
+from sgt.stats import WIDTH, N, block_stats, merge
 
 __all__ = ["Layout", "Params", "Tree"]
 
