@@ -1,0 +1,422 @@
+"""``sgt-evaluate``: prequential (test-then-train) evaluation of an SGT on a CSV or JSON-lines file.
+
+Every record is first predicted by the model as it stands and then learned, one pass over the file, and
+the cumulative and recent-window metrics of :class:`sgt.evaluation.Prequential` are reported as one JSON
+object on stdout. A progress bar goes to stderr when stderr is a terminal (or with ``--progress``), and
+``--plot FILE`` draws the learning curve (needs matplotlib, the ``plot`` extra).
+
+Input formats (chosen by the file extension, or ``--format``):
+
+* **CSV** with a header row. Cells that parse as numbers are numeric features, other cells are nominal
+  (string) features, empty cells are missing values. Columns named with ``--nominal`` stay strings.
+  The target cell is a class label (its text) or, for regression, a number; an empty target cell makes
+  an unlabelled record, which is predicted but neither learned nor scored.
+* **JSON lines**: one object per line, mapping names to numbers, strings or null. The target key holds
+  any JSON scalar label (classification) or a number (regression); null or an absent key makes an
+  unlabelled record. Blank lines are skipped.
+
+Any malformed record stops the run with an error that names the file and the line.
+
+Example::
+
+    sgt-evaluate data.csv --target label --task classification --batch-size 1000 --plot curve.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from sgt.evaluation import Prequential
+
+Row = tuple[int, dict[str, Any], Any]  # (line number, features, target or None)
+_CHUNK = 1000  # records between progress updates and learning-curve points when batch size is 1
+
+
+class InputError(ValueError):
+    """A record of the input file cannot be used; the message names the file and the line."""
+
+    def __init__(self, path: Path, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ByteCounter:
+    """Decoded lines of a binary file, counting the bytes consumed (the progress bar's position)."""
+
+    path: Path
+    stream: IO[bytes]
+    consumed: int = 0
+
+    def lines(self) -> Iterator[str]:
+        for line, raw in enumerate(self.stream, start=1):
+            self.consumed += len(raw)
+            try:
+                yield raw.decode("utf-8-sig" if line == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(self.path, line, f"not UTF-8 text: {e}") from None
+
+
+def _csv_cell(text: str, nominal: bool) -> float | str | None:
+    text = text.strip()
+    if not text:
+        return None
+    if nominal:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _regression_target(value: Any, path: Path, line: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(path, line, f"the regression target must be a number, got {value!r}")
+    try:
+        y = float(value)
+    except ValueError:
+        raise InputError(path, line, f"the regression target must be a number, got {value!r}") from None
+    if not math.isfinite(y):
+        raise InputError(path, line, f"the regression target must be finite, got {value!r}")
+    return y
+
+
+def read_csv(
+    path: Path, target: str, task: str, nominal: frozenset[str], counter: _ByteCounter
+) -> Iterator[Row]:
+    """Yield the records of a CSV file with a header row (see the module docstring for the rules)."""
+    reader = csv.reader(counter.lines())
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        raise InputError(path, 1, "the file is empty (a header row is needed)") from None
+    if len(set(header)) != len(header):
+        raise InputError(path, 1, f"duplicate column names in the header {header}")
+    if target not in header:
+        raise InputError(path, 1, f"the target column {target!r} is not in the header {header}")
+    features = [(i, name, name in nominal) for i, name in enumerate(header) if name != target]
+    t = header.index(target)
+    try:
+        for cells in reader:
+            if not cells:
+                continue
+            line = reader.line_num
+            if len(cells) != len(header):
+                raise InputError(path, line, f"expected {len(header)} fields, found {len(cells)}")
+            x = {name: _csv_cell(cells[i], nom) for i, name, nom in features}
+            label = cells[t].strip()
+            if not label:
+                yield line, x, None
+            elif task == "regression":
+                yield line, x, _regression_target(label, path, line)
+            else:
+                yield line, x, label
+    except csv.Error as e:
+        raise InputError(path, reader.line_num, f"malformed CSV: {e}") from None
+
+
+def _json_feature(name: str, value: Any, nominal: bool, path: Path, line: int) -> float | str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return str(value) if nominal else float(value)
+    raise InputError(path, line, f"feature {name!r} must be a number, a string or null, got {value!r}")
+
+
+def read_jsonl(
+    path: Path, target: str, task: str, nominal: frozenset[str], counter: _ByteCounter
+) -> Iterator[Row]:
+    """Yield the records of a JSON-lines file (see the module docstring for the rules)."""
+    for line, text in enumerate(counter.lines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise InputError(path, line, f"invalid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
+        y = obj.pop(target, None)
+        x = {name: _json_feature(name, v, name in nominal, path, line) for name, v in obj.items()}
+        if y is None:
+            yield line, x, None
+        elif task == "regression":
+            yield line, x, _regression_target(y, path, line)
+        elif isinstance(y, (dict, list)):
+            raise InputError(path, line, f"a class label must be a JSON scalar, got {y!r}")
+        else:
+            yield line, x, y
+
+
+def _chunks(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+# -- evaluation -------------------------------------------------------------------------------------
+
+
+def _score_regression(metric: Prequential, rows: list[Row], preds: Iterable[float]) -> None:
+    pairs = [(y, float(p)) for (_, _, y), p in zip(rows, preds, strict=True) if y is not None]
+    metric.update_many([y for y, _ in pairs], [p for _, p in pairs])
+
+
+def _run_batch(model: Any, metric: Prequential, rows: list[Row]) -> None:
+    """Strictly prequential over the batch in one call (``predict_learn_many``)."""
+    xs, ys = [x for _, x, _ in rows], [y for _, _, y in rows]
+    out = model.predict_learn_many(xs, ys)
+    if metric.task == "classification":
+        metric.update_proba_many(ys, out, model.classes_)
+    else:
+        _score_regression(metric, rows, out)
+
+
+def _run_one_by_one(model: Any, metric: Prequential, rows: list[Row]) -> None:
+    """Predict then learn each record in turn (``predict_*_one`` / ``learn_one``)."""
+    for row in rows:
+        _, x, y = row
+        if metric.task == "classification":
+            dist = model.predict_proba_one(x)
+            metric.update_proba_many([y], [[dist.get(c, 0.0) for c in model.classes_]], model.classes_)
+        else:
+            _score_regression(metric, [row], [model.predict_one(x)])
+        if y is not None:
+            model.learn_one(x, y)
+
+
+@dataclass
+class Curve:
+    """Learning-curve points: records scored, cumulative error and recent-window error."""
+
+    n: list[int] = field(default_factory=list)
+    error: list[float] = field(default_factory=list)
+    recent: list[float] = field(default_factory=list)
+
+    def add(self, metric: Prequential) -> None:
+        if metric.n and (not self.n or self.n[-1] != metric.n):
+            self.n.append(metric.n)
+            self.error.append(metric.error)
+            self.recent.append(metric.recent_error)
+
+
+def evaluate(
+    rows: Iterable[Row],
+    model: Any,
+    metric: Prequential,
+    batch_size: int,
+    on_chunk: Callable[[Prequential, int], None] | None = None,
+) -> tuple[Curve, int]:
+    """Run the prequential loop over ``rows``; return the learning curve and the number of records read.
+
+    ``on_chunk(metric, records_read)`` is called after every batch (every 1,000 records when
+    ``batch_size`` is 1), which is where the progress bar updates.
+    """
+    curve, read = Curve(), 0
+    run = _run_one_by_one if batch_size == 1 else _run_batch
+    for chunk in _chunks(rows, _CHUNK if batch_size == 1 else batch_size):
+        run(model, metric, chunk)
+        read += len(chunk)
+        curve.add(metric)
+        if on_chunk is not None:
+            on_chunk(metric, read)
+    return curve, read
+
+
+# -- progress bar and plot ----------------------------------------------------------------------------
+
+
+@dataclass
+class ProgressBar:
+    """A one-line progress bar on a text stream, redrawn at most every ``interval`` seconds."""
+
+    stream: IO[str]
+    total_bytes: int
+    counter: _ByteCounter
+    started: float
+    interval: float = 0.1
+    width: int = 30
+    _last: float = 0.0
+
+    def update(self, metric: Prequential, read: int, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < self.interval:
+            return
+        self._last = now
+        frac = min(1.0, self.counter.consumed / self.total_bytes) if self.total_bytes else 1.0
+        filled = round(frac * self.width)
+        rate = read / max(now - self.started, 1e-9)
+        err = "-" if math.isnan(metric.recent_error) else f"{metric.recent_error:.4g}"
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {frac:4.0%} {read:,} records {rate:,.0f}/s recent error {err}  ")
+        self.stream.flush()
+
+    def close(self, metric: Prequential, read: int) -> None:
+        self.update(metric, read, force=True)
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _load_figure_class() -> type:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        hint = "install the plot extra: pip install 'sgt-stream[plot]'"
+        raise SystemExit(f"sgt-evaluate: error: --plot needs matplotlib; {hint}") from None
+    return Figure
+
+
+def save_plot(figure_class: type, curve: Curve, metric: Prequential, title: str, out: Path) -> None:
+    """Draw the learning curve (cumulative and recent-window error against records) as a PNG."""
+    fig = figure_class(figsize=(8, 4.5), dpi=100)
+    ax = fig.add_subplot()
+    label = "error rate" if metric.task == "classification" else "mean absolute error"
+    ax.plot(curve.n, curve.error, label=f"cumulative {label}")
+    ax.plot(curve.n, curve.recent, label=f"last {metric.window:,} records", alpha=0.8)
+    ax.set_xlabel("records")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, format="png")
+
+
+# -- command line -------------------------------------------------------------------------------------
+
+_HYPERPARAMETERS = {
+    "delta": ("delta", float),
+    "grace_period": ("grace-period", int),
+    "lambda_": ("lambda", float),
+    "gamma": ("gamma", float),
+    "bins": ("bins", int),
+    "warm_up": ("warm-up", int),
+    "max_depth": ("max-depth", int),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sgt-evaluate",
+        description="Prequential (test-then-train) evaluation of a Stochastic Gradient Tree on a CSV or "
+        "JSON-lines file: one pass, every record predicted before it is learned. Prints a JSON summary.",
+    )
+    p.add_argument("file", type=Path, help="CSV file with a header row, or JSON-lines file (.jsonl, .ndjson)")
+    p.add_argument("--target", required=True, help="name of the target column or key")
+    p.add_argument("--task", choices=("classification", "regression"), default="classification")
+    p.add_argument("--format", choices=("csv", "jsonl"), help="input format (default: from the extension)")
+    p.add_argument(
+        "--nominal", action="append", default=[], metavar="COLUMN", help="treat as nominal (repeat)"
+    )
+    for arg, (flag, kind) in _HYPERPARAMETERS.items():
+        p.add_argument(f"--{flag}", dest=arg, type=kind, help=f"SGT {arg} (default: the library's)")
+    p.add_argument(
+        "--batch-size", type=int, default=1000, help="records per predict_learn_many call; 1 = one by one"
+    )
+    p.add_argument(
+        "--window", type=int, default=1000, help="records in the recent-error window (default 1000)"
+    )
+    p.add_argument(
+        "--progress", action="store_true", help="show the progress bar even when stderr is no terminal"
+    )
+    p.add_argument("--plot", type=Path, metavar="FILE", help="write the learning curve to this PNG file")
+    return p
+
+
+def _input_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    return "jsonl" if args.file.suffix.lower() in (".jsonl", ".ndjson", ".json") else "csv"
+
+
+def _build_model(args: argparse.Namespace) -> Any:
+    from sgt import SGTClassifier, SGTRegressor
+
+    params = {k: getattr(args, k) for k in _HYPERPARAMETERS if getattr(args, k) is not None}
+    cls = SGTClassifier if args.task == "classification" else SGTRegressor
+    return cls(nominal=tuple(args.nominal), **params)
+
+
+def _json_number(v: float | int) -> float | int | None:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def summarise(args: argparse.Namespace, model: Any, metric: Prequential, read: int, seconds: float) -> dict:
+    """The final report: metrics, tree size and speed (NaN becomes null so that it stays valid JSON)."""
+    out: dict[str, Any] = {"file": str(args.file), "task": args.task, "records": read}
+    out.update(metric.summary())
+    out.update(
+        unlabelled=read - metric.n,
+        window=metric.window,
+        n_nodes=model.n_nodes,
+        n_leaves=model.n_leaves,
+        depth=model.depth,
+        n_splits=model.n_splits,
+        seconds=round(seconds, 6),
+        records_per_second=round(read / seconds, 1) if seconds > 0 else None,
+    )
+    return {k: _json_number(v) for k, v in out.items()}
+
+
+def run(args: argparse.Namespace, model: Any, stderr: IO[str]) -> dict:
+    """Evaluate ``model`` as the parsed arguments say; return the summary (InputError on bad records)."""
+    figure_class = _load_figure_class() if args.plot else None
+    metric = Prequential(args.task, args.window)
+    reader = read_jsonl if _input_format(args) == "jsonl" else read_csv
+    nominal = frozenset(args.nominal)
+    with args.file.open("rb") as f:
+        counter = _ByteCounter(args.file, f)
+        started = time.perf_counter()
+        bar = None
+        if args.progress or stderr.isatty():
+            bar = ProgressBar(stderr, os.fstat(f.fileno()).st_size, counter, started)
+        rows = reader(args.file, args.target, args.task, nominal, counter)
+        curve, read = evaluate(rows, model, metric, args.batch_size, bar.update if bar else None)
+        seconds = time.perf_counter() - started
+        if bar:
+            bar.close(metric, read)
+    if metric.n == 0:
+        raise InputError(args.file, read, f"no record has a value for the target {args.target!r}")
+    if figure_class is not None:
+        save_plot(figure_class, curve, metric, f"{args.file.name}: prequential {args.task}", args.plot)
+    return summarise(args, model, metric, read, seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sgt-evaluate`` console script; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error("--batch-size must be >= 1")
+    if args.window < 1:
+        parser.error("--window must be >= 1")
+    if not args.file.is_file():
+        parser.error(f"no such file: {args.file}")
+    try:
+        model = _build_model(args)
+    except ValueError as e:  # bad hyperparameters: the library names the argument and the range
+        parser.error(str(e))
+    try:
+        summary = run(args, model, sys.stderr)
+    except InputError as e:
+        print(f"sgt-evaluate: error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary))
+    return 0
