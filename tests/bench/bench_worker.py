@@ -1,0 +1,582 @@
+"""Benchmarks of the Kafka worker over the embedded Tansu broker (loopback only); not part of pytest.
+
+Run from the repository root::
+
+    .venv/bin/python -m tests.bench.bench_worker                 # all three, default sizes
+    .venv/bin/python -m tests.bench.bench_worker --only throughput --records 200000
+
+(a) throughput: ONE ``sgt-worker run`` process (found next to the interpreter, as the console script)
+    against 4 partitions of 10 numeric features with inline labels, all input produced before it
+    starts; records/s from process start to the last prediction read back, side by side with a bare
+    consume -> produce pass-through process (no model, no decoding, the worker's client settings),
+    measured in the same run on the same broker. Steady rates (first to last output) are shown too,
+    because a group join on Tansu costs about half the session timeout.
+(b) latency: records produced at a steady 1,000/s while the worker runs; latency is the time from the
+    record's ``ts`` (stamped when the record is handed to the producer) to the prediction being read
+    by a consumer in this process (p50 / p99 / max).
+(c) restore: a 1-partition worker learns 100,000 records and stops (final checkpoint); a new worker
+    process restores that checkpoint; measured from the start of the assignment callback (the
+    worker's "partition restored" log line minus its restore time) to the first prediction read
+    for a record produced while no worker ran. The checkpoint write time comes from the worker's
+    ``sgt_checkpoint_seconds`` histogram and from timing ``worker.checkpoint.write_checkpoint`` on the
+    restored state directly.
+
+The hidden ``passthrough`` subcommand is the baseline process; the bench starts it itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from worker.embedded_broker import TansuBroker, create_topics, free_port, start_tansu
+from worker.produce import produce_stream
+from worker.streams import RotatingHyperplane
+
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_MS = 1000
+BATCH_SIZE = 2000  # the worker's default consume batch
+POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
+WAIT_LIMIT_S = 600.0
+
+# The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
+CONSUMER_SETTINGS: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "partition.assignment.strategy": "range",
+    "isolation.level": "read_committed",
+    "session.timeout.ms": SESSION_TIMEOUT_MS,
+    "heartbeat.interval.ms": HEARTBEAT_MS,
+    "fetch.wait.max.ms": 10,
+}
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 5,
+    "partitioner": "murmur2_random",
+}
+
+
+def stream() -> RotatingHyperplane:
+    """10 numeric features, gradual drift, binary labels (inline)."""
+    return RotatingHyperplane(seed=7, n_features=10)
+
+
+# --------------------------------------------------------------------------------- processes
+
+
+def worker_command() -> list[str]:
+    """``sgt-worker`` from the environment of this interpreter (the console script)."""
+    script = Path(sys.executable).parent / "sgt-worker"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("sgt-worker")
+    if found is None:
+        raise SystemExit("sgt-worker console script not found; install the project (pip install -e .)")
+    return [found]
+
+
+def worker_args(
+    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int
+) -> list[str]:
+    return [
+        "run",
+        "--bootstrap-servers",
+        bootstrap,
+        "--group-id",
+        group,
+        "--features-topic",
+        topics["features"],
+        "--predictions-topic",
+        topics["predictions"],
+        "--dead-letter-topic",
+        topics["dead"],
+        "--task",
+        "classification",
+        "--checkpoint-dir",
+        str(checkpoints),
+        "--metrics-host",
+        "127.0.0.1",
+        "--metrics-port",
+        str(port),
+        "--session-timeout-ms",
+        str(SESSION_TIMEOUT_MS),
+        "--heartbeat-interval-ms",
+        str(HEARTBEAT_MS),
+        "--log-level",
+        "info",
+    ]
+
+
+def launch(command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> int | None:
+    """SIGTERM, wait, SIGKILL the process group on overrun; returns the exit code (None if killed)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        return None
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+    except OSError:
+        return 0, ""
+
+
+def wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> float:
+    """Poll /readyz until the worker owns partitions; returns the monotonic time it answered 200."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited with {process.returncode} before it was ready")
+        if http_get(port, "/readyz")[0] == 200:
+            return time.monotonic()
+        time.sleep(0.01)
+    raise RuntimeError("worker not ready in time")
+
+
+def histogram(metrics_text: str, name: str) -> dict[str, float]:
+    """``sum``, ``count`` and ``le=...`` buckets of an unlabelled histogram from a /metrics page."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith(f"{name}_sum "):
+            out["sum"] = float(line.split()[-1])
+        elif line.startswith(f"{name}_count "):
+            out["count"] = float(line.split()[-1])
+        elif line.startswith(f'{name}_bucket{{le="'):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            out[f"le={bound}"] = float(line.split()[-1])
+    return out
+
+
+# ---------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Reader:
+    """Reads a topic from offset 0 in a thread, noting when each record arrived (wall clock)."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    keep_values: bool = False
+    count: int = 0
+    first: float | None = None  # monotonic
+    last: float | None = None  # monotonic
+    received: list[tuple[float, bytes]] = field(default_factory=list)  # (time.time(), value)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Reader:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"bench-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        self._thread = threading.Thread(target=self._run, args=(consumer,), daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self, consumer: Consumer) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = consumer.consume(10_000, 0.05)
+                if not batch:
+                    continue
+                now, wall = time.monotonic(), time.time()
+                good = [m for m in batch if m.error() is None]
+                if not good:
+                    continue
+                if self.first is None:
+                    self.first = now
+                self.last = now
+                if self.keep_values:
+                    self.received.extend((wall, m.value()) for m in good)
+                self.count += len(good)
+        finally:
+            consumer.close()
+
+    def wait_for(
+        self, n: int, timeout_s: float = WAIT_LIMIT_S, process: subprocess.Popen[bytes] | None = None
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.count < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {self.count} of {n} records on {self.topic} in time")
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"process exited with {process.returncode}; {self.count} of {n} records")
+            time.sleep(0.005)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+# ------------------------------------------------------------------------------- pass-through
+
+
+def passthrough(bootstrap: str, source: str, target: str, group: str, count: int) -> None:
+    """Consume ``count`` records of ``source`` in a group and produce each value unchanged to ``target``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_SETTINGS})
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
+    consumer.subscribe([source])
+    done = 0
+    try:
+        while done < count:
+            for message in consumer.consume(BATCH_SIZE, POLL_TIMEOUT_S):
+                if message.error() is not None:
+                    continue
+                while True:
+                    try:
+                        producer.produce(target, value=message.value(), key=message.key())
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                done += 1
+            producer.poll(0)
+        producer.flush(60)
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------------- scenarios
+
+
+@dataclass
+class Bench:
+    broker: TansuBroker
+    workdir: Path
+
+    def topics(self, partitions: int, *kinds: str) -> dict[str, str]:
+        suffix = uuid.uuid4().hex[:8]
+        names = {kind: f"bench-{kind}-{suffix}" for kind in kinds}
+        create_topics(self.broker.bootstrap_servers, list(names.values()), partitions)
+        return names
+
+    def produce_up_front(self, topic: str, count: int, start_id: int = 0) -> float:
+        started = time.monotonic()
+        result = produce_stream(
+            self.broker.bootstrap_servers, topic, None, stream(), count=count, rate=None, start_id=start_id
+        )
+        if result.failed or result.features != count:
+            raise RuntimeError(f"produced {result.features} of {count}, {result.failed} failed")
+        return count / (time.monotonic() - started)
+
+    def log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def start_worker(
+        self, topics: dict[str, str], group: str, checkpoints: Path, name: str, profile: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], int]:
+        port = free_port()
+        args = worker_args(self.broker.bootstrap_servers, topics, group, checkpoints, port)
+        command = worker_command() + args
+        if profile is not None:
+            command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker", *args]
+        return launch(command, self.log(name)), port
+
+    def throughput(self, records: int, kind: str, profile: Path | None = None) -> dict[str, Any]:
+        topics = self.topics(4, "features", "predictions", "dead")
+        produce_rate = self.produce_up_front(topics["features"], records)
+        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4).start()
+        group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        started = time.monotonic()
+        port = None
+        if kind == "worker":
+            process, port = self.start_worker(topics, group, self.workdir / f"ckpt-{group}", kind, profile)
+        else:
+            command = [sys.executable, "-m", "tests.bench.bench_worker", "passthrough"]
+            command += [self.broker.bootstrap_servers, topics["features"], topics["predictions"], group]
+            process = launch([*command, str(records)], self.log(kind))
+        try:
+            reader.wait_for(records, process=process)
+            metrics = http_get(port, "/metrics")[1] if port else ""
+        finally:
+            code = stop(process)
+            reader.close()
+        assert reader.first is not None and reader.last is not None
+        total = reader.last - started
+        steady = reader.last - reader.first
+        return {
+            "kind": kind,
+            "records": records,
+            "produce_rate": produce_rate,
+            "seconds_to_last": total,
+            "rate_total": records / total,
+            "seconds_to_first": reader.first - started,
+            "rate_steady": records / steady if steady > 0 else float("inf"),
+            "exit_code": code,
+            "checkpoint_seconds": histogram(metrics, "sgt_checkpoint_seconds"),
+        }
+
+    def latency(self, seconds: float, rate: float) -> dict[str, Any]:
+        topics = self.topics(4, "features", "predictions", "dead")
+        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4, keep_values=True).start()
+        group = f"bench-latency-{uuid.uuid4().hex[:8]}"
+        process, port = self.start_worker(topics, group, self.workdir / f"ckpt-{group}", "latency")
+        try:
+            wait_ready(port, process)
+            sent = produce_stream(
+                self.broker.bootstrap_servers,
+                topics["features"],
+                None,
+                stream(),
+                count=None,
+                rate=rate,
+                duration=seconds,
+            )
+            reader.wait_for(sent.features, timeout_s=60, process=process)
+            metrics = http_get(port, "/metrics")[1]
+        finally:
+            stop(process)
+            reader.close()
+        sent_at = event_times(self.broker.bootstrap_servers, topics["features"], 4, sent.features)
+        latencies = sorted(arrived - sent_at[orjson.loads(value)["id"]] for arrived, value in reader.received)
+        return {
+            "rate": rate,
+            "records": sent.features,
+            "achieved_rate": sent.rate,
+            "p50_ms": 1000 * quantile(latencies, 0.50),
+            "p99_ms": 1000 * quantile(latencies, 0.99),
+            "max_ms": 1000 * latencies[-1],
+            "mean_ms": 1000 * statistics.fmean(latencies),
+            "worker_histogram": histogram(metrics, "sgt_prediction_latency_seconds"),
+        }
+
+    def restore(self, records: int, write_repeats: int) -> dict[str, Any]:
+        topics = self.topics(1, "features", "predictions", "dead")
+        self.produce_up_front(topics["features"], records)
+        group = f"bench-restore-{uuid.uuid4().hex[:8]}"
+        checkpoints = self.workdir / f"ckpt-{group}"
+        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 1, keep_values=True).start()
+        first, port = self.start_worker(topics, group, checkpoints, "restore-first")
+        try:
+            reader.wait_for(records, process=first)
+            metrics = http_get(port, "/metrics")[1]
+        finally:
+            first_code = stop(first)
+        self.produce_up_front(topics["features"], 1, start_id=records)
+        log = self.log("restore-second")
+        second, _ = self.start_worker(topics, group, checkpoints, "restore-second")
+        try:
+            arrived = wait_for_source_offset(reader, records, second)
+        finally:
+            stop(second)
+            reader.close()
+        restored = restore_log_line(log)
+        assignment_wall = restored["ts"] - restored["seconds"]
+        direct = time_checkpoint_io(checkpoints, topics, write_repeats)
+        return {
+            "records": records,
+            "first_exit_code": first_code,
+            "restore_seconds_logged": restored["seconds"],
+            "assignment_to_first_prediction_s": arrived - assignment_wall,
+            "worker_checkpoint_seconds": histogram(metrics, "sgt_checkpoint_seconds"),
+            **direct,
+        }
+
+
+def wait_for_source_offset(reader: Reader, offset: int, process: subprocess.Popen[bytes]) -> float:
+    """Wall time at which the prediction for source offset ``offset`` was read."""
+    deadline = time.monotonic() + 120
+    seen = 0
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited with {process.returncode}")
+        for arrived, value in reader.received[seen:]:
+            if orjson.loads(value)["offset"] == offset:
+                return arrived
+        seen = len(reader.received)
+        time.sleep(0.002)
+    raise RuntimeError("no prediction for the new record in time")
+
+
+def restore_log_line(log: Path) -> dict[str, Any]:
+    """The worker's "partition restored" log record (JSON); fails if the partition started fresh."""
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            if doc.get("msg") == "partition restored":
+                return doc
+    raise RuntimeError(f"no 'partition restored' line in {log}: the second worker did not restore")
+
+
+def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], repeats: int) -> dict[str, Any]:
+    """Restore the checkpoint in-process and time state serialisation and the durable write directly."""
+    from worker.checkpoint import write_checkpoint
+    from worker.config import load_settings
+    from worker.loop import load_state
+
+    settings = load_settings(
+        {"checkpoint_dir": str(checkpoints), "features_topic": topics["features"], "task": "classification"}
+    )
+    started = time.perf_counter()
+    state = load_state(settings, 0)
+    load_s = time.perf_counter() - started
+    scratch = Path(tempfile.mkdtemp(prefix="bench-ckpt-"))
+    to_bytes, writes = [], []
+    size = 0
+    try:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            payload = state.to_bytes()
+            t1 = time.perf_counter()
+            write_checkpoint(scratch, 0, payload)
+            t2 = time.perf_counter()
+            to_bytes.append(t1 - t0)
+            writes.append(t2 - t0)
+            size = len(payload)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    model = state.model
+    return {
+        "model_n_seen": getattr(model, "n_seen", None),
+        "model_nodes": getattr(model, "n_nodes", None),
+        "state_bytes": size,
+        "direct_load_state_s": load_s,
+        "direct_to_bytes_median_s": statistics.median(to_bytes),
+        "direct_checkpoint_median_s": statistics.median(writes),
+        "direct_checkpoint_max_s": max(writes),
+    }
+
+
+def event_times(bootstrap: str, topic: str, partitions: int, count: int) -> dict[str, float]:
+    """``id -> ts`` of the feature records, read back from the topic."""
+    reader = Reader(bootstrap, topic, partitions, keep_values=True).start()
+    try:
+        reader.wait_for(count, timeout_s=60)
+    finally:
+        reader.close()
+    return {doc["id"]: doc["ts"] for doc in (orjson.loads(v) for _, v in reader.received)}
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank quantile of already sorted values."""
+    rank = max(1, -(-len(sorted_values) * q // 1))
+    return sorted_values[int(rank) - 1]
+
+
+# ------------------------------------------------------------------------------------- main
+
+
+@contextlib.contextmanager
+def bench_session(keep: bool) -> Iterator[Bench]:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-worker-"))
+    try:
+        with start_tansu(log_path=workdir / "tansu.log") as broker:
+            yield Bench(broker, workdir)
+    finally:
+        if keep:
+            print(f"logs and checkpoints kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report_throughput(rows: list[dict[str, Any]]) -> None:
+    print("\n(a) throughput, 4 partitions, 10 numeric features, inline labels, input produced up front")
+    print(
+        f"{'process':<12} {'records':>8} {'to first s':>10} {'to last s':>10} "
+        f"{'rec/s total':>12} {'rec/s steady':>13}"
+    )
+    for r in rows:
+        print(
+            f"{r['kind']:<12} {r['records']:>8} {r['seconds_to_first']:>10.2f} {r['seconds_to_last']:>10.2f} "
+            f"{r['rate_total']:>12,.0f} {r['rate_steady']:>13,.0f}"
+        )
+    by_kind = {r["kind"]: r for r in rows}
+    if {"worker", "passthrough"} <= set(by_kind):
+        w, p = by_kind["worker"], by_kind["passthrough"]
+        print(
+            f"worker / pass-through: {w['rate_total'] / p['rate_total']:.0%} total, "
+            f"{w['rate_steady'] / p['rate_steady']:.0%} steady (target >= 50% and >= 20,000 rec/s)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.bench_worker", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command")
+    internal = sub.add_parser("passthrough", help="(internal) the pass-through baseline process")
+    for name in ("bootstrap", "source", "target", "group"):
+        internal.add_argument(name)
+    internal.add_argument("count", type=int)
+    parser.add_argument(
+        "--only", choices=("throughput", "passthrough", "latency", "restore"), action="append"
+    )
+    parser.add_argument("--records", type=int, default=200_000, help="throughput: records (default 200,000)")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=30.0, help="latency: seconds at --latency-rate"
+    )
+    parser.add_argument("--latency-rate", type=float, default=1000.0)
+    parser.add_argument("--restore-records", type=int, default=100_000)
+    parser.add_argument("--write-repeats", type=int, default=20)
+    parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
+    args = parser.parse_args(argv)
+    if args.command == "passthrough":
+        passthrough(args.bootstrap, args.source, args.target, args.group, args.count)
+        return 0
+    wanted = set(args.only or ("throughput", "latency", "restore"))
+    results: dict[str, Any] = {}
+    with bench_session(args.keep) as bench:
+        if wanted & {"throughput", "passthrough"}:
+            kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
+            results["throughput"] = [bench.throughput(args.records, k, args.profile) for k in kinds]
+            report_throughput(results["throughput"])
+        if "latency" in wanted:
+            results["latency"] = bench.latency(args.latency_seconds, args.latency_rate)
+            rate = f"{args.latency_rate:,.0f}"
+            print(f"\n(b) latency at {rate} records/s: {json.dumps(results['latency'], indent=1)}")
+        if "restore" in wanted:
+            results["restore"] = bench.restore(args.restore_records, args.write_repeats)
+            print(f"\n(c) restore and checkpoint: {json.dumps(results['restore'], indent=1)}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
