@@ -23,9 +23,9 @@ Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
 >>> state = PartitionState(0, Majority(), StateConfig("classification", None))
 >>> recs = [Record(0, 0.0, None, b'{"x": [1.0], "y": "a"}'), Record(1, 1.0, None, b'{"x": [2.0], "y": "b"}')]
 >>> out = state.process([(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in recs], now=5.0)
->>> [p.value for p in out.predictions]
-[b'{"id":null,"prediction":null,"proba":{},"partition":0,"offset":0,"model_version":0,"ts":5.0}', \
-b'{"id":null,"prediction":"a","proba":{"a":1.0},"partition":0,"offset":1,"model_version":1,"ts":5.0}']
+>>> docs = [orjson.loads(p.value) for p in out.predictions]
+>>> [(d["prediction"], d["offset"], d["model_version"]) for d in docs]
+[(None, 0, 0), ('a', 1, 1)]
 >>> state.prequential.n, state.next_offsets
 (2, [2, 0])
 """
@@ -254,7 +254,11 @@ class PartitionState:
         result.trained = trained
 
     def _prediction_reader(self, scores: Any) -> Callable[[int], tuple[Any, list[tuple[Any, float]] | None]]:
-        """Row index -> (prediction, [(class, probability)...] or None for regression)."""
+        """Row index -> (prediction, [(class, probability)...] or None for regression).
+
+        The predicted class is the most probable one, the first in ``classes_`` order on a tie; a row
+        predicted before any class was known (all probabilities 0) predicts None.
+        """
         if self.config.task == "regression":
             values = np.asarray(scores, dtype=float).tolist()
             return lambda row: (values[row], None)
@@ -266,7 +270,9 @@ class PartitionState:
         def read(row: int) -> tuple[Any, list[tuple[Any, float]]]:
             if not classes:
                 return None, []
-            return classes[best[row]], list(zip(classes, rows[row], strict=True))
+            pairs = list(zip(classes, rows[row], strict=True))
+            # no class known when this row was predicted (all columns 0): no prediction
+            return (classes[best[row]] if rows[row][best[row]] > 0 else None), pairs
 
         return read
 

@@ -1,0 +1,103 @@
+"""Settings: precedence flags > environment > TOML file > defaults, and errors that name the setting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from worker.cli import build_parser
+from worker.config import SETTINGS, ConfigError, load_settings, read_toml, settings_from_args
+
+REQUIRED = {
+    "--bootstrap-servers": ("SGT_BOOTSTRAP_SERVERS", "localhost:9092"),
+    "--group-id": ("SGT_GROUP_ID", "sgt-worker"),
+    "--features-topic": ("SGT_FEATURES_TOPIC", "features"),
+    "--labels-topic": ("SGT_LABELS_TOPIC", None),
+    "--predictions-topic": ("SGT_PREDICTIONS_TOPIC", "predictions"),
+    "--dead-letter-topic": ("SGT_DEAD_LETTER_TOPIC", "dead-letters"),
+    "--task": ("SGT_TASK", "classification"),
+    "--checkpoint-dir": ("SGT_CHECKPOINT_DIR", "./checkpoints"),
+    "--metrics-port": ("SGT_METRICS_PORT", 8000),
+}
+
+
+def test_the_design_settings_exist_with_their_flags_env_and_defaults() -> None:
+    by_flag = {s.flag: s for s in SETTINGS}
+    for flag, (env, default) in REQUIRED.items():
+        assert (by_flag[flag].env, by_flag[flag].default) == (env, default)
+    defaults = load_settings({}, env={})
+    assert defaults.labels_topic is None and defaults.metrics_port == 8000 and defaults.features == ()
+
+
+def test_every_setting_has_a_unique_flag_env_and_help() -> None:
+    assert len({s.flag for s in SETTINGS}) == len({s.env for s in SETTINGS}) == len(SETTINGS)
+    assert all(s.env.startswith("SGT_") and s.help for s in SETTINGS)
+
+
+def _args(tmp_path: Path, argv: list[str], toml: str | None) -> object:
+    if toml is not None:
+        (tmp_path / "w.toml").write_text(toml)
+        argv = [*argv, "--config", str(tmp_path / "w.toml")]
+    return build_parser().parse_args(["run", *argv])
+
+
+def test_precedence_flag_over_env_over_file_over_default(tmp_path: Path) -> None:
+    toml = 'group_id = "file"\ntask = "regression"\nbins = 16\nfeatures_topic = "file-features"\n'
+    env = {"SGT_GROUP_ID": "env", "SGT_TASK": "classification"}
+    s = settings_from_args(_args(tmp_path, ["--group-id", "flag"], toml), env=env)
+    assert (s.group_id, s.task, s.bins, s.features_topic, s.predictions_topic) == (
+        "flag",
+        "classification",
+        16,
+        "file-features",
+        "predictions",
+    )
+
+
+def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[worker]\nlabels_topic = "labels"\nfeatures = ["age:numeric", "plan:nominal"]\n')
+    s = settings_from_args(build_parser().parse_args(["run"]), env={"SGT_CONFIG": str(path)})
+    assert s.labels_topic == "labels"
+    assert s.features == (("age", "numeric"), ("plan", "nominal"))
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({"flags": {"task": "clustering"}}, "setting task (--task / SGT_TASK) from flag --task"),
+        ({"env": {"SGT_METRICS_PORT": "http"}}, "setting metrics_port (--metrics-port / SGT_METRICS_PORT)"),
+        ({"file": {"grace_period": 0}}, "grace_period"),
+        ({"flags": {"delta": "2"}}, "expected a number > 0 and <= 1"),
+        ({"flags": {"features": "a:text"}}, "NAME:numeric|nominal"),
+        ({"flags": {"checkpoint_seconds": "nan"}}, "checkpoint_seconds"),
+        ({"env": {"SGT_LAMBDA": "-1"}}, "lambda_"),
+    ],
+)
+def test_bad_values_name_the_setting_and_what_is_allowed(source: dict, message: str) -> None:
+    with pytest.raises(
+        ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("|", r"\|")
+    ):
+        load_settings(source.get("flags"), source.get("env", {}), source.get("file"))
+
+
+def test_unknown_keys_and_bad_toml_are_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "x.toml"
+    path.write_text("grup_id = 'typo'\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        read_toml(path)
+    path.write_text("group_id = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        read_toml(path)
+
+
+def test_help_explains_every_setting_and_bad_values_exit_2() -> None:
+    exe = [sys.executable, "-m", "worker"]
+    out = subprocess.run([*exe, "run", "--help"], capture_output=True, text=True, check=True).stdout
+    for s in SETTINGS:
+        assert s.flag in out and s.env in out
+    bad = subprocess.run([*exe, "run", "--task", "clustering"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "setting task" in bad.stderr and "classification, regression" in bad.stderr

@@ -1,0 +1,88 @@
+"""Decoding and stateless validation: every reason in the dead-letter corpus, and the good shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label, parse_label
+
+BAD_FEATURES = [
+    (b"\xff\xfe not json", "invalid_utf8"),
+    (b'{"id": "q", "x": {"a": 1.0', "invalid_json"),
+    (b"", "invalid_json"),
+    (b"[1, 2, 3]", "not_object"),
+    (b'"just a string"', "not_object"),
+    (b'{"id": "q2", "y": 1}', "missing_x"),
+    (b'{"id": "q3", "x": "abc", "y": 1}', "bad_x"),
+    (b'{"id": "q3", "x": {"a": true}}', "bad_x"),
+    (b'{"id": "q4", "x": {"a": {"nested": 1}}, "y": 1}', "nested_value"),
+    (b'{"id": "q4", "x": [1.0, [2.0]]}', "nested_value"),
+    (b'{"id": "q5", "x": {"a": 1.0}, "y": {"bad": 1}}', "bad_label_type"),
+    (b'{"id": "q5", "x": {"a": 1.0}, "y": 1.5}', "bad_label_type"),
+    (b'{"id": "q5", "x": {"a": 1.0}, "y": true}', "bad_label_type"),
+    (b'{"id": {"a": 1}, "x": {"a": 1.0}}', "bad_id"),
+    (b'{"id": "big", "x": {"a": "' + b"z" * 200 + b'"}}', "oversized"),
+]
+
+
+@pytest.mark.parametrize(("raw", "reason"), BAD_FEATURES)
+def test_bad_feature_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
+    assert decode_feature(raw, 7.0, "classification", 100) == Invalid(reason, 7.0)
+
+
+def test_a_missing_value_is_a_bad_record() -> None:
+    assert decode_feature(None, 1.0, "classification", 100) == Invalid("invalid_json", 1.0)
+
+
+def test_good_feature_records_decode_with_numbers_as_floats_and_event_time() -> None:
+    raw = b'{"id": "s-1", "x": {"age": 41, "plan": "pro", "gone": null}, "y": "yes", "ts": 12.5}'
+    assert decode_feature(raw, 0.0, "classification", 1000) == Feature(
+        "s-1", {"age": 41.0, "plan": "pro", "gone": None}, "yes", 12.5
+    )
+    assert decode_feature(b'{"x": [1, 2.5, null], "id": 3}', 9.0, "regression", 1000) == Feature(
+        "3", [1.0, 2.5, None], None, 9.0
+    )
+
+
+def test_a_non_numeric_ts_falls_back_to_the_record_timestamp() -> None:
+    assert decode_feature(b'{"x": {}, "ts": "noon"}', 4.0, "classification", 100).ts == 4.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"y": 1}', "missing_id"),
+        (b'{"id": "a"}', "missing_y"),
+        (b'{"id": "a", "y": null}', "missing_y"),
+        (b'{"id": "a", "y": [1]}', "bad_label_type"),
+        (b'{"id": [1], "y": 1}', "bad_id"),
+        (b"[]", "not_object"),
+        (b"\xc3\x28", "invalid_utf8"),
+    ],
+)
+def test_bad_label_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
+    assert decode_label(raw, 2.0, "classification", 100) == Invalid(reason, 2.0)
+
+
+def test_label_records_decode() -> None:
+    assert decode_label(b'{"id": "a", "y": 2.0}', 1.0, "classification", 100) == LabelRecord("a", 2, 1.0)
+    assert decode_label(b'{"id": "a", "y": 2.5, "ts": 3}', 1.0, "regression", 100) == LabelRecord(
+        "a", 2.5, 3.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "task", "expected"),
+    [
+        ("cat", "classification", "cat"),
+        (3, "classification", 3),
+        (3.0, "classification", 3),
+        (3.5, "classification", None),
+        (False, "classification", None),
+        (3, "regression", 3.0),
+        ("3", "regression", None),
+        (True, "regression", None),
+    ],
+)
+def test_label_types_per_task(value: object, task: str, expected: object) -> None:
+    assert parse_label(value, task) == expected

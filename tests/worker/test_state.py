@@ -1,0 +1,208 @@
+"""The Kafka-free core: merge order, joins, test-then-train bookkeeping and exact snapshots.
+
+A stand-in model (``stub_model.StubModel``) keeps these tests independent of the learning library;
+the end-to-end tests use the real trees.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stub_model import StubModel
+
+from worker.merge import FEATURES, LABELS, Merger
+from worker.state import PartitionState, Record, StateConfig
+
+REGISTRY = {"StubModel": StubModel}
+
+
+def config(labels: str | None = "labels", **kw: object) -> StateConfig:
+    return StateConfig("classification", labels, features_topic="features", **kw)  # type: ignore[arg-type]
+
+
+def feature(offset: int, rid: str | None, ts: float, y: object = None, x: object = None) -> Record:
+    doc: dict[str, object] = {"x": x if x is not None else {"a": float(offset % 5)}, "ts": ts}
+    if rid is not None:
+        doc["id"] = rid
+    if y is not None:
+        doc["y"] = y
+    return Record(offset, ts, rid.encode() if rid else None, orjson.dumps(doc))
+
+
+def label(offset: int, rid: str, ts: float, y: object) -> Record:
+    return Record(offset, ts, rid.encode(), orjson.dumps({"id": rid, "y": y, "ts": ts}))
+
+
+def run_all(state: PartitionState, feats: list[Record], labels: list[Record]) -> list:
+    merger = Merger()
+    merger.push(FEATURES, [(r.ts, r.offset, state.decode(FEATURES, r)) for r in feats])
+    merger.push(LABELS, [(r.ts, r.offset, state.decode(LABELS, r)) for r in labels])
+    return state.process(merger.pop_ready(labels_done=True, features_done=True), now=1.0)
+
+
+def test_a_delayed_label_scores_the_prediction_made_when_the_features_arrived() -> None:
+    state = PartitionState(0, StubModel(), config())
+    feats = [feature(0, "a", 0.0), feature(1, "b", 1.0), feature(2, "c", 3.0)]
+    labels = [label(0, "a", 2.0, "yes"), label(1, "b", 2.5, "no"), label(2, "c", 4.0, "yes")]
+    result = run_all(state, feats, labels)
+    preds = [orjson.loads(p.value) for p in result.predictions]
+    # a and b were predicted with an empty model; c after learning a (yes) and b (no): a tie -> first class
+    assert [(p["id"], p["prediction"], p["model_version"]) for p in preds] == [
+        ("a", None, 0),
+        ("b", None, 0),
+        ("c", "yes", 2),
+    ]
+    assert preds[2]["proba"] == {"yes": 0.5, "no": 0.5}
+    assert state.prequential.n == 3 and state.prequential.error == pytest.approx(2 / 3)
+    assert state.trained == 3 and state.next_offsets == [3, 3] and not state.join.features
+
+
+def test_labels_before_their_features_wait_and_then_train_at_once() -> None:
+    state = PartitionState(0, StubModel(), config())
+    result = run_all(state, [feature(0, "a", 5.0)], [label(0, "a", 1.0, 1)])
+    assert state.trained == 1 and len(result.predictions) == 1 and not state.join.labels
+
+
+def test_bad_records_duplicates_and_unknown_ids_are_dead_lettered_with_headers() -> None:
+    state = PartitionState(0, StubModel(), config(join_max_age=10.0))
+    feats = [
+        feature(0, "a", 0.0),
+        feature(1, "a", 1.0),  # duplicate of a pending id
+        feature(2, None, 1.5),  # no id and no label: can never be joined
+        Record(3, 2.0, b"k", b"\xff"),
+        feature(4, "z", 30.0, y=1),
+    ]
+    labels = [label(0, "ghost", 0.5, 1), label(1, "ghost", 0.7, 1), Record(2, 0.8, None, b'{"id": "q"}')]
+    result = run_all(state, feats, labels)
+    reasons = sorted((topic, reason) for _, topic, reason in result.dead_letters)
+    assert reasons == [
+        ("features", "duplicate_id"),
+        ("features", "invalid_utf8"),
+        ("features", "missing_id"),
+        ("labels", "duplicate_id"),
+        ("labels", "missing_y"),
+        ("labels", "unknown_id"),  # 'ghost' expired once event time passed 0.5 + 10
+    ]
+    out, _, _ = next(d for d in result.dead_letters if d[2] == "invalid_utf8")
+    assert out.value == b"\xff" and out.key == b"k"
+    assert dict(out.headers) == {
+        "reason": b"invalid_utf8",
+        "source_topic": b"features",
+        "source_partition": b"0",
+        "source_offset": b"3",
+    }
+    assert result.expired == {("features", "age"): 1, ("labels", "age"): 1}
+
+
+def test_the_join_buffer_is_bounded_in_size() -> None:
+    state = PartitionState(0, StubModel(), config(join_max_pending=2))
+    result = run_all(state, [feature(i, f"id{i}", float(i)) for i in range(5)], [])
+    assert list(state.join.features) == ["id3", "id4"] and result.expired == {("features", "size"): 3}
+
+
+def test_schema_inference_and_array_length_are_enforced() -> None:
+    state = PartitionState(0, StubModel(), config(labels=None))
+    feats = [
+        feature(0, None, 0, y=1, x=[1.0, 2.0]),
+        feature(1, None, 1, y=1, x=[1.0]),
+        feature(2, None, 2, y=1, x={"x0": "text"}),
+        feature(3, None, 3, y=1, x={"x0": 3.0, "new": "ok"}),
+    ]
+    result = run_all(state, feats, [])
+    assert [reason for _, _, reason in result.dead_letters] == ["wrong_feature_count", "bad_x"]
+    assert state.schema.types == {"x0": "numeric", "x1": "numeric", "new": "nominal"}
+
+
+def test_declared_features_reject_unknown_names_and_wrong_types() -> None:
+    state = PartitionState(0, StubModel(), config(labels=None, features=(("a", "numeric"), ("b", "nominal"))))
+    feats = [
+        feature(0, None, 0, y=1, x=[1.0, "u"]),
+        feature(1, None, 1, y=1, x={"c": 1.0}),
+        feature(2, None, 2, y=1, x={"b": 2.0}),
+        feature(3, None, 3, y=1, x=[1.0, "u", 3.0]),
+    ]
+    result = run_all(state, feats, [])
+    assert [r for _, _, r in result.dead_letters] == ["unknown_feature", "bad_x", "wrong_feature_count"]
+
+
+def _stream(n: int, seed: int) -> tuple[list[Record], list[Record]]:
+    import random
+
+    rng = random.Random(seed)
+    feats, labels, t = [], [], 0.0
+    for i in range(n):
+        t += rng.random()
+        if rng.random() < 0.1:
+            feats.append(Record(i, t, None, b"not json"))
+        elif rng.random() < 0.3:
+            feats.append(feature(i, f"s{i}", t, y=rng.choice(["a", "b", "c"])))
+        else:
+            feats.append(feature(i, f"s{i}", t))
+            if rng.random() < 0.9:
+                labels.append((t + rng.random() * 5, f"s{i}", rng.choice(["a", "b"])))
+    labels.sort()
+    return feats, [label(j, rid, ts, y) for j, (ts, rid, y) in enumerate(labels)]
+
+
+def _replay_in_batches(feats: list[Record], labels: list[Record], cuts: list[int], snapshot_at: int) -> bytes:
+    """Feed both topics in arbitrary fetch batches, snapshot and restore mid-way; return final bytes."""
+    cfg = config(join_max_pending=50, join_max_age=20.0)
+    state = PartitionState(0, StubModel(), cfg)
+    merger = Merger()
+    fi = li = 0
+    for step, cut in enumerate(cuts):
+        take_f, take_l = cut % 7, cut // 7
+        chunk_f, chunk_l = feats[fi : fi + take_f], labels[li : li + take_l]
+        fi, li = fi + len(chunk_f), li + len(chunk_l)
+        merger.push(FEATURES, [(r.ts, r.offset, state.decode(FEATURES, r)) for r in chunk_f])
+        merger.push(LABELS, [(r.ts, r.offset, state.decode(LABELS, r)) for r in chunk_l])
+        state.process(merger.pop_ready(labels_done=li == len(labels), features_done=fi == len(feats)), 0.0)
+        if step == snapshot_at:  # a restart: restore and re-read from the state's offsets
+            state = PartitionState.from_bytes(state.to_bytes(), cfg, REGISTRY)
+            merger.clear()
+            fi, li = state.next_offsets
+    merger.push(FEATURES, [(r.ts, r.offset, state.decode(FEATURES, r)) for r in feats[fi:]])
+    merger.push(LABELS, [(r.ts, r.offset, state.decode(LABELS, r)) for r in labels[li:]])
+    state.process(merger.pop_ready(labels_done=True, features_done=True), 0.0)
+    assert state.next_offsets == [len(feats), len(labels)]
+    return state.to_bytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 5),
+    cuts=st.lists(st.integers(0, 48), min_size=1, max_size=60),
+    snapshot_at=st.integers(0, 60),
+)
+def test_the_final_state_does_not_depend_on_batching_or_restarts(
+    seed: int, cuts: list[int], snapshot_at: int
+) -> None:
+    feats, labels = _stream(150, seed)
+    reference = PartitionState(0, StubModel(), config(join_max_pending=50, join_max_age=20.0))
+    run_all(reference, feats, labels)
+    assert _replay_in_batches(feats, labels, cuts, snapshot_at) == reference.to_bytes()
+
+
+def test_snapshot_round_trip_is_exact_and_checks_the_configuration() -> None:
+    feats, labels = _stream(300, 1)
+    state = PartitionState(2, StubModel(), config())
+    run_all(state, feats, labels[:50])
+    blob = state.to_bytes()
+    again = PartitionState.from_bytes(blob, config(), REGISTRY)
+    assert again.to_bytes() == blob and again.partition == 2
+    assert again.prequential.to_dict() == state.prequential.to_dict()
+    with pytest.raises(ValueError, match="labels_topic"):
+        PartitionState.from_bytes(blob, config(labels="other"), REGISTRY)
+    with pytest.raises(ValueError, match="unknown model type"):
+        PartitionState.from_bytes(blob, config(), {})
+
+
+def test_regression_predictions_have_no_proba() -> None:
+    cfg = StateConfig("regression", None)
+    state = PartitionState(1, StubModel("regression"), cfg)
+    result = run_all(state, [feature(0, "a", 0.0, y=2.0), feature(1, "b", 1.0, y=4.0)], [])
+    docs = [orjson.loads(p.value) for p in result.predictions]
+    assert [d["prediction"] for d in docs] == [0.0, 2.0] and "proba" not in docs[0]
+    assert state.prequential.mae == pytest.approx(2.0)
