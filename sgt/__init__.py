@@ -9,6 +9,9 @@
 
 from sgt import losses
 from sgt.classifier import SGTClassifier
+from sgt.mil import MILClassifier
 from sgt.regressor import SGTRegressor
+from sgt.serialization import SerializationError
+from sgt.serialization import loads as load
 
-__all__ = ["SGTClassifier", "SGTRegressor", "losses"]
+__all__ = ["MILClassifier", "SGTClassifier", "SGTRegressor", "SerializationError", "load", "losses"]

@@ -155,6 +155,51 @@ class BaseSGT:
         """Feature name to "numeric" or "nominal", for the features learned so far."""
         return self._space.kinds()
 
+    # -- serialisation and export ------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The model in sgt's safe binary format (versioned, checksummed, no pickle)."""
+        from sgt.serialization import dumps
+
+        return dumps(self)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, loss: Any = None) -> Any:
+        """Restore a model written by `to_bytes`; it behaves identically from then on.
+
+        Raises sgt.SerializationError for foreign, truncated or corrupted data, or another model type.
+        """
+        from sgt.serialization import SerializationError, loads
+
+        model = loads(blob, loss=loss)
+        if not isinstance(model, cls):
+            raise SerializationError(f"the data holds a {type(model).__name__}, not a {cls.__name__}")
+        return model
+
+    def _state_extra(self) -> dict[str, Any]:
+        """Estimator-specific state for serialisation (JSON-safe)."""
+        return {}
+
+    def _restore_extra(self, extra: dict[str, Any]) -> None:
+        """Inverse of `_state_extra`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as nested plain data (JSON-safe): parameters, features and every tree."""
+        from sgt.export import to_dict
+
+        return to_dict(self)
+
+    def to_text(self) -> str:
+        """The trees as indented text."""
+        from sgt.export import to_text
+
+        return to_text(self)
+
+    def to_dot(self) -> str:
+        """The trees as Graphviz dot source."""
+        from sgt.export import to_dot
+
+        return to_dot(self)
+
     # -- encoding ------------------------------------------------------------------------------
     def _encode_batch(self, X: Any, learn: np.ndarray | None) -> np.ndarray:
         if isinstance(X, np.ndarray) and X.ndim == 2 and X.dtype.kind in "fiub":

@@ -85,6 +85,18 @@ class SGTClassifier(BaseSGT):
         """Labels in order of first appearance; the columns of the probability arrays."""
         return list(self._classes)
 
+    def _state_extra(self) -> dict[str, Any]:
+        return {"classes": list(self._classes)}
+
+    def _restore_extra(self, extra: dict[str, Any]) -> None:
+        classes = [_check_label(label) for label in extra["classes"]]
+        if len(self._trees) != max(0, len(classes) - 1):
+            raise ValueError(
+                f"{len(classes)} classes need {max(0, len(classes) - 1)} trees, found {len(self._trees)}"
+            )
+        self._classes = classes
+        self._class_index = {_label_key(label): k for k, label in enumerate(classes)}
+
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         targets = np.full(len(learn), -1, dtype=np.intp)

@@ -112,6 +112,12 @@ class FeatureSpace:
             return None
         return (state.lo, state.hi)
 
+    def freeze_ranges(self) -> None:
+        """End the warm-up of every numeric feature that has seen a value (ranges known in advance)."""
+        for state in self.numeric:
+            if state is not None and state.seen:
+                state.seen = max(state.seen, self.warm_up)
+
     # -- encoding ------------------------------------------------------------------------------
     def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> np.ndarray:
         """Codes of one record; registers features, categories and range values when `learn`."""

@@ -76,6 +76,13 @@ class SGTRegressor(BaseSGT):
         params.update(loss=self.loss.name, base_score=self.base_score)
         return params
 
+    def _state_extra(self) -> dict[str, Any]:
+        return {"base": self._base_value}
+
+    def _restore_extra(self, extra: dict[str, Any]) -> None:
+        base = extra["base"]
+        self._base_value = None if base is None else float(base)
+
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         targets = np.zeros(len(learn))

@@ -1,0 +1,136 @@
+"""Views of a model for people: a JSON-safe dict, indented text, and Graphviz dot.
+
+>>> from sgt import SGTRegressor
+>>> model = SGTRegressor(grace_period=20, warm_up=20)
+>>> for i in range(400):
+...     model.learn_one({"x": i % 20}, 10.0 if i % 20 >= 10 else 0.0)
+>>> print(model.to_text())
+tree 0
+  x <= 9.20312
+    leaf value=0 n=160
+  x > 9.20312 or missing
+    leaf value=10 n=0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sgt.base import BaseSGT
+    from sgt.tree import Tree
+
+__all__ = ["to_dict", "to_dot", "to_text"]
+
+
+def to_dict(model: BaseSGT) -> dict[str, Any]:
+    """The model as nested plain data (see docs: the `trees` list holds one root node per tree)."""
+    space = model._space
+    features = [
+        {
+            "name": name,
+            "kind": "nominal" if space.is_nominal(j) else "numeric",
+            "range": list(space.range_of(j)) if space.range_of(j) else None,
+            "categories": space.categories(j),
+        }
+        for j, name in enumerate(space.names)
+    ]
+    out: dict[str, Any] = {
+        "model": type(model).__name__,
+        "params": model.get_params(),
+        "features": features,
+        "trees": [_node(model, tree, 0) for tree in model._trees],
+    }
+    if hasattr(model, "_classes"):
+        out["classes"] = model.classes_
+    return out
+
+
+def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
+    base = model._base()
+    out: dict[str, Any] = {
+        "id": node,
+        "value": float(tree.value[node]) + base,
+        "depth": int(tree.depth[node]),
+    }
+    feature = int(tree.feature[node])
+    if feature < 0:
+        out.update(leaf=True, n=tree.leaf_count(node))
+        return out
+    space = model._space
+    out.update(leaf=False, feature=space.names[feature])
+    if tree.table[node] >= 0:
+        lookup = tree.tables[tree.table[node]]
+        codes = [c for c in range(lookup.size) if lookup[c] >= 0]
+        children = [int(lookup[c]) for c in codes]
+        categories = space.categories(feature)
+        out.update(kind="nominal", categories=[categories[c - 1] for c in codes])
+    else:
+        children = [int(tree.left[node]), int(tree.right[node])]
+        t = int(tree.threshold[node]) - 1
+        out.update(kind="numeric", threshold=space.threshold_value(feature, t), bin=t)
+    out["missing"] = children.index(int(tree.missing[node]))
+    out["children"] = [_node(model, tree, c) for c in children]
+    return out
+
+
+def to_text(model: BaseSGT) -> str:
+    """Indented text, one line per branch condition and leaf."""
+    lines: list[str] = []
+    names = model.classes_[1:] if hasattr(model, "_classes") else None
+    for t, root in enumerate(to_dict(model)["trees"]):
+        title = (
+            f"tree {t}" if names is None else f"tree {t} (class {names[t]!r} against {model.classes_[0]!r})"
+        )
+        lines.append(title)
+        _text(root, 1, lines)
+    return "\n".join(lines)
+
+
+def _text(node: dict[str, Any], indent: int, lines: list[str]) -> None:
+    pad = "  " * indent
+    if node["leaf"]:
+        lines.append(f"{pad}leaf value={node['value']:.6g} n={node['n']}")
+        return
+    for k, child in enumerate(node["children"]):
+        condition = _condition(node, k)
+        if k == node["missing"]:
+            condition += " or missing"
+        lines.append(f"{pad}{condition}")
+        _text(child, indent + 1, lines)
+
+
+def _condition(node: dict[str, Any], k: int) -> str:
+    if node["kind"] == "numeric":
+        op = "<=" if k == 0 else ">"
+        return f"{node['feature']} {op} {node['threshold']:.6g}"
+    return f"{node['feature']} == {node['categories'][k]!r}"
+
+
+def to_dot(model: BaseSGT) -> str:
+    """Graphviz source: `dot -Tpng` draws it. One cluster per tree of a committee."""
+    lines = ["digraph sgt {", '  node [shape=box, fontname="Helvetica"];']
+    for t, root in enumerate(to_dict(model)["trees"]):
+        lines.append(f'  subgraph cluster_{t} {{ label="tree {t}";')
+        _dot(root, f"t{t}", lines)
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot(node: dict[str, Any], prefix: str, lines: list[str]) -> None:
+    me = f"{prefix}n{node['id']}"
+    if node["leaf"]:
+        lines.append(f'    {me} [label="{node["value"]:.4g}\\nn={node["n"]}", style=rounded];')
+        return
+    lines.append(f'    {me} [label="{_escape(node["feature"])}"];')
+    for k, child in enumerate(node["children"]):
+        condition = _condition(node, k).split(" ", 1)[1]
+        if k == node["missing"]:
+            condition += " (missing)"
+        lines.append(f'    {me} -> {prefix}n{child["id"]} [label="{_escape(condition)}"];')
+        _dot(child, prefix, lines)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,290 @@
+"""A safe, versioned, checksummed binary format for models (no pickle, nothing executed).
+
+Layout of a blob::
+
+    magic    8 bytes   b"SGTMODEL"
+    version  2 bytes   unsigned, little-endian (FORMAT_VERSION)
+    length   4 bytes   unsigned, little-endian: bytes of the JSON header
+    header   JSON      model type, parameters, feature space, counters, and the name, dtype and
+                       shape of every array that follows, in order
+    arrays   raw little-endian array data, back to back
+    digest   32 bytes  SHA-256 of everything above
+
+Only the live part of each array is written (no spare capacity, no stale pending rows), and the
+JSON is written with sorted keys, so equal models give equal bytes. Reading checks the magic, the
+version, the digest, then every array's dtype against a whitelist and its size against the data,
+before anything is built; any mismatch raises SerializationError.
+
+>>> from sgt import SGTRegressor, load
+>>> model = SGTRegressor()
+>>> model.learn_one({"x": 1.0}, 3.0)
+>>> blob = model.to_bytes()
+>>> load(blob).to_bytes() == blob
+True
+>>> load(blob[:-1])
+Traceback (most recent call last):
+...
+sgt.serialization.SerializationError: checksum mismatch: the data is corrupted or truncated
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sgt.features import FeatureSpace, _Numeric
+from sgt.losses import Loss, get_loss
+from sgt.tree import Layout, Tree
+
+if TYPE_CHECKING:
+    from sgt.base import BaseSGT
+
+__all__ = ["FORMAT_VERSION", "SerializationError", "dumps", "loads"]
+
+MAGIC = b"SGTMODEL"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sHI")
+_DIGEST = 32
+_DTYPES = {"<f8", "<i4", "<i8", "<u2"}
+_NODE_ARRAYS = (
+    "feature",
+    "threshold",
+    "left",
+    "right",
+    "table",
+    "missing",
+    "value",
+    "depth",
+    "parent",
+    "slot",
+)
+
+
+class SerializationError(ValueError):
+    """The bytes are not a model this version can read: foreign, truncated, corrupted or too new."""
+
+
+def dumps(model: BaseSGT) -> bytes:
+    """Serialise a model (see the module docstring for the format)."""
+    arrays: list[tuple[str, np.ndarray]] = []
+    space = model._space
+    ranges = np.array([[s.lo, s.hi] if s is not None else [np.nan, np.nan] for s in space.numeric]).reshape(
+        -1, 2
+    )
+    arrays.append(("space.ranges", ranges))
+    header: dict[str, Any] = {
+        "model": type(model).__name__,
+        "params": model.get_params(),
+        "n_seen": model._n_seen,
+        "space": {
+            "names": space.names,
+            "seen": [s.seen if s is not None else None for s in space.numeric],
+            "vocab": [list(v) if v is not None else None for v in space.vocab],
+        },
+        "trees": [],
+    }
+    extra = model._state_extra()
+    header["extra"] = extra
+    for t, tree in enumerate(model._trees):
+        header["trees"].append(_tree_header(tree))
+        arrays.extend(_tree_arrays(f"t{t}", tree))
+    header["arrays"] = [[name, a.dtype.str, list(a.shape)] for name, a in arrays]
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for _, a in arrays)
+    return body + hashlib.sha256(body).digest()
+
+
+def loads(blob: bytes, loss: Loss | None = None) -> BaseSGT:
+    """Rebuild a model from `dumps` output. `loss` supplies a custom (non built-in) loss."""
+    header, arrays = _parse(blob)
+    try:
+        return _build(header, arrays, loss)
+    except SerializationError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise SerializationError(f"inconsistent model data: {error}") from None
+
+
+# -- writing -------------------------------------------------------------------------------------
+def _tree_header(tree: Tree) -> dict[str, Any]:
+    return {
+        "n_nodes": tree.n_nodes,
+        "n_slots": tree.n_slots,
+        "n_splits": tree.n_splits,
+        "n_updates": tree.n_updates,
+        "n_tables": len(tree.tables),
+    }
+
+
+def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
+    n, s = tree.n_nodes, tree.n_slots
+    out = [(f"{prefix}.{name}", getattr(tree, name)[:n]) for name in _NODE_ARRAYS]
+    pending = tree.pending_n[:s]
+    out += [
+        (f"{prefix}.slot_node", tree.slot_node[:s]),
+        (f"{prefix}.stats", tree.stats[:s]),
+        (f"{prefix}.total", tree.total[:s]),
+        (f"{prefix}.pending_n", pending),
+        (f"{prefix}.pending_codes", np.concatenate([tree.pending_codes[k, : pending[k]] for k in range(s)])),
+        (f"{prefix}.pending_g", np.concatenate([tree.pending_g[k, : pending[k]] for k in range(s)])),
+        (f"{prefix}.pending_h", np.concatenate([tree.pending_h[k, : pending[k]] for k in range(s)])),
+    ]
+    out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(tree.tables)]
+    return [(name, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))) for name, a in out]
+
+
+# -- reading -------------------------------------------------------------------------------------
+def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"expected bytes, got {type(blob).__name__}")
+    blob = bytes(blob)
+    if len(blob) < _PREFIX.size + _DIGEST or not blob.startswith(MAGIC):
+        raise SerializationError("not an sgt model (bad magic bytes)")
+    if hashlib.sha256(blob[:-_DIGEST]).digest() != blob[-_DIGEST:]:
+        raise SerializationError("checksum mismatch: the data is corrupted or truncated")
+    _, version, length = _PREFIX.unpack_from(blob)
+    if version != FORMAT_VERSION:
+        raise SerializationError(
+            f"unsupported format version {version} (this library reads {FORMAT_VERSION})"
+        )
+    start = _PREFIX.size
+    try:
+        header = json.loads(blob[start : start + length])
+    except ValueError as error:
+        raise SerializationError(f"unreadable header: {error}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
+        raise SerializationError("unreadable header: no array table")
+    offset = start + length
+    end = len(blob) - _DIGEST
+    arrays: dict[str, np.ndarray] = {}
+    for entry in header["arrays"]:
+        name, dtype, shape = _array_entry(entry)
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if offset + size > end:
+            raise SerializationError(f"array {name!r} runs past the end of the data")
+        arrays[name] = np.frombuffer(blob, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=offset)
+        arrays[name] = arrays[name].reshape(shape).copy()
+        offset += size
+    if offset != end:
+        raise SerializationError("unexpected bytes after the last array")
+    return header, arrays
+
+
+def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
+    if not (isinstance(entry, list) and len(entry) == 3):
+        raise SerializationError("malformed array table")
+    name, dtype, shape = entry
+    if not isinstance(name, str) or dtype not in _DTYPES:
+        raise SerializationError(f"array {name!r}: dtype {dtype!r} is not allowed")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise SerializationError(f"array {name!r}: bad shape {shape!r}")
+    return name, dtype, tuple(shape)
+
+
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None) -> BaseSGT:
+    from sgt.classifier import SGTClassifier
+    from sgt.mil import MILClassifier
+    from sgt.regressor import SGTRegressor
+
+    types = {cls.__name__: cls for cls in (SGTClassifier, SGTRegressor, MILClassifier)}
+    kind = header["model"]
+    if kind not in types:
+        raise SerializationError(f"unknown model type {kind!r}")
+    params = dict(header["params"])
+    if kind == "SGTRegressor":
+        name = params.pop("loss")
+        params["loss"] = _resolve_loss(name, loss)
+    model = types[kind](**params)
+    _restore_space(model._space, header["space"], arrays["space.ranges"])
+    model._layout = Layout(model._space)
+    model._trees = [_restore_tree(model, f"t{t}", info, arrays) for t, info in enumerate(header["trees"])]
+    model._n_seen = int(header["n_seen"])
+    model._restore_extra(header["extra"])
+    return model
+
+
+def _resolve_loss(name: str, loss: Loss | None) -> Loss:
+    if loss is not None:
+        if loss.name != name:
+            raise SerializationError(f"the model was trained with loss {name!r}, not {loss.name!r}")
+        return loss
+    try:
+        return get_loss(name)
+    except ValueError:
+        raise SerializationError(
+            f"the model uses the custom loss {name!r}: pass it as loads(..., loss=...)"
+        ) from None
+
+
+def _restore_space(space: FeatureSpace, state: dict[str, Any], ranges: np.ndarray) -> None:
+    names, seen, vocab = state["names"], state["seen"], state["vocab"]
+    if not (len(names) == len(seen) == len(vocab) == ranges.shape[0]):
+        raise SerializationError("feature space arrays disagree in length")
+    for j, name in enumerate(names):
+        space.index[name] = j
+        space.names.append(name)
+        if vocab[j] is None:
+            space.numeric.append(_Numeric(float(ranges[j, 0]), float(ranges[j, 1]), int(seen[j])))
+            space.vocab.append(None)
+        else:
+            space.numeric.append(None)
+            space.vocab.append({value: code for code, value in enumerate(vocab[j], start=1)})
+
+
+def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> Tree:
+    tree = Tree(model._params(), model._layout)
+    n, s = int(info["n_nodes"]), int(info["n_slots"])
+    for name in _NODE_ARRAYS:
+        values = arrays[f"{prefix}.{name}"]
+        if values.shape != (n,):
+            raise SerializationError(f"{prefix}.{name} has shape {values.shape}, expected ({n},)")
+        setattr(tree, name, values.astype(getattr(tree, name).dtype))
+    tree.n_nodes, tree.n_slots = n, s
+    tree.n_splits, tree.n_updates = int(info["n_splits"]), int(info["n_updates"])
+    layout, grace = model._layout, model.grace_period
+    tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
+    tree.stats = arrays[f"{prefix}.stats"].reshape(s, layout.n_columns, 6)
+    tree.total = arrays[f"{prefix}.total"].reshape(s, 6)
+    tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
+    if (tree.pending_n < 0).any() or (tree.pending_n >= grace).any():
+        raise SerializationError(f"{prefix}: pending block sizes out of range")
+    codes = arrays[f"{prefix}.pending_codes"].reshape(-1, layout.n_features)
+    g, h = arrays[f"{prefix}.pending_g"], arrays[f"{prefix}.pending_h"]
+    if not (codes.shape[0] == g.size == h.size == int(tree.pending_n.sum())):
+        raise SerializationError(f"{prefix}: pending blocks disagree in size")
+    tree.pending_codes = np.zeros((s, grace, layout.n_features), dtype=codes.dtype)
+    tree.pending_g = np.zeros((s, grace))
+    tree.pending_h = np.zeros((s, grace))
+    ends = np.cumsum(tree.pending_n)
+    for k in range(s):
+        size = int(tree.pending_n[k])
+        rows = slice(int(ends[k]) - size, int(ends[k]))
+        tree.pending_codes[k, :size] = codes[rows]
+        tree.pending_g[k, :size] = g[rows]
+        tree.pending_h[k, :size] = h[rows]
+    tree.tables = [arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(info["n_tables"]))]
+    _check_tree(prefix, tree)
+    return tree
+
+
+def _check_tree(prefix: str, tree: Tree) -> None:
+    """Reject structures that could send routing out of bounds (corruption past the checksum)."""
+    n = tree.n_nodes
+    internal = tree.feature >= 0
+    children = np.concatenate(
+        [tree.left[internal & (tree.table < 0)], tree.right[internal & (tree.table < 0)]]
+    )
+    ok = (
+        n >= 1
+        and bool(np.all((children >= 0) & (children < n)))
+        and bool(np.all(tree.feature < tree.layout.n_features))
+        and bool(np.all(tree.table < len(tree.tables)))
+        and bool(np.all((tree.slot[~internal] >= 0) & (tree.slot[~internal] < tree.n_slots)))
+        and all(bool(np.all(t < n)) for t in tree.tables)
+    )
+    if not ok:
+        raise SerializationError(f"{prefix}: the tree structure is inconsistent")
