@@ -1,0 +1,339 @@
+"""The library benchmark: accuracy, speed and memory of our SGT beside River's (and CapyMOA's when installed).
+
+Everything is measured in one run on the same materialised streams (tests/bench/streams.py):
+
+* **accuracy**: prequential (test-then-train), one pass, fixed seeds; ours through
+  ``predict_learn_many`` in batches of 1,000 (bit for bit the model a one-record loop builds), River's
+  models one record at a time; the issue's reference figures are printed beside the measured ones;
+* **speed** on hyperplane-10: prequential learn+predict records/s for ours one record at a time, ours
+  in batches of 1,000, and River's SGT (on a shorter prefix);
+* **memory**: bytes a numeric feature costs per leaf at 64 bins, ours against River's quantizer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sgt import SGTClassifier, SGTRegressor
+from sgt.evaluation import Prequential
+from tests.bench.streams import Stream, StreamSpec, materialise, specs
+
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One model's prequential result on one stream: accuracy in % (or MAE), time and records."""
+
+    value: float
+    seconds: float
+    n: int
+    model: Any = None
+
+    @property
+    def rate(self) -> float:
+        return self.n / self.seconds if self.seconds > 0 else math.nan
+
+
+# -- running models -------------------------------------------------------------------------------
+
+
+def our_model(spec: StreamSpec, **params: Any) -> SGTClassifier | SGTRegressor:
+    return SGTRegressor(**params) if spec.is_regression else SGTClassifier(**params)
+
+
+def _figure(metric: Prequential) -> float:
+    return metric.mae if metric.task == "regression" else 100.0 * metric.accuracy
+
+
+def run_ours(stream: Stream, n: int | None = None, batch: int = BATCH, **params: Any) -> Outcome:
+    """Our SGT through ``predict_learn_many`` in batches (strictly prequential)."""
+    n = len(stream.y) if n is None else n
+    model = our_model(stream.spec, **params)
+    metric = Prequential("regression" if stream.spec.is_regression else "classification")
+    start = time.perf_counter()
+    for lo in range(0, n, batch):
+        X, y = stream.X[lo : min(n, lo + batch)], stream.y[lo : min(n, lo + batch)]
+        out = model.predict_learn_many(X, y)
+        if stream.spec.is_regression:
+            metric.update_many(y, out.tolist())
+        else:
+            metric.update_proba_many(y, out, model.classes_)
+    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+
+
+def run_ours_one_by_one(stream: Stream, n: int) -> Outcome:
+    """Our SGT one record at a time: ``predict_proba_one`` (or ``predict_one``) then ``learn_one``."""
+    model = our_model(stream.spec)
+    metric = Prequential("regression" if stream.spec.is_regression else "classification")
+    rows = stream.X[:n]
+    start = time.perf_counter()
+    for x, y in zip(rows, stream.y[:n], strict=True):
+        if stream.spec.is_regression:
+            metric.update(y, model.predict_one(x))
+        else:
+            proba = model.predict_proba_one(x)
+            metric.update_proba_many([y], [[proba.get(c, 0.0) for c in model.classes_]], model.classes_)
+        model.learn_one(x, y)
+    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+
+
+def run_river(model: Any, stream: Stream, n: int | None = None) -> Outcome:
+    """A River model, one record at a time: ``predict_one`` then ``learn_one``, on the same records."""
+    n = len(stream.y) if n is None else n
+    metric = Prequential("regression" if stream.spec.is_regression else "classification")
+    start = time.perf_counter()
+    for x, y in zip(stream.dicts[:n], stream.y[:n], strict=True):
+        pred = model.predict_one(x)
+        metric.update(y, 0.0 if pred is None and stream.spec.is_regression else pred)
+        model.learn_one(x, y)
+    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+
+
+def river_sgt(spec: StreamSpec) -> Any:
+    """River's SGT with default parameters; one-vs-rest for the multiclass stream, as in the table."""
+    from river import multiclass, tree
+
+    if spec.is_regression:
+        return tree.SGTRegressor()
+    if spec.task == "multiclass":
+        return multiclass.OneVsRestClassifier(tree.SGTClassifier())
+    return tree.SGTClassifier()
+
+
+def river_hoeffding(spec: StreamSpec) -> dict[str, Callable[[], Any]]:
+    """River's Hoeffding-family trees for the task, default parameters."""
+    from river import tree
+
+    if spec.is_regression:
+        return {"HoeffdingTreeRegressor": tree.HoeffdingTreeRegressor}
+    return {
+        "HoeffdingTree": tree.HoeffdingTreeClassifier,
+        "HoeffdingAdaptiveTree": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=1),
+        "EFDT": tree.ExtremelyFastDecisionTreeClassifier,
+    }
+
+
+def run_capymoa(stream: Stream) -> Outcome | None:
+    """MOA's SGT through CapyMOA, or None when CapyMOA is not importable (it is optional)."""
+    try:
+        from capymoa.classifier import SGT as MoaSGTClassifier
+        from capymoa.regressor import SGTRegressor as MoaSGTRegressor
+        from capymoa.stream import NumpyStream
+    except ImportError:
+        return None
+    X, y = stream.X, np.asarray(stream.y)
+    moa_stream = NumpyStream(X, y, target_type="numeric" if stream.spec.is_regression else "categorical")
+    learner = (MoaSGTRegressor if stream.spec.is_regression else MoaSGTClassifier)(
+        schema=moa_stream.get_schema()
+    )
+    metric = Prequential("regression" if stream.spec.is_regression else "classification")
+    start = time.perf_counter()
+    while moa_stream.has_more_instances():
+        instance = moa_stream.next_instance()
+        pred = learner.predict(instance)
+        truth = instance.y_value if stream.spec.is_regression else instance.y_index
+        metric.update(truth, 0.0 if pred is None and stream.spec.is_regression else pred)
+        learner.train(instance)
+    return Outcome(_figure(metric), time.perf_counter() - start, len(stream.y))
+
+
+# -- the three sections ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    spec: StreamSpec
+    n: int
+    ours: Outcome
+    river: Outcome
+    capymoa: Outcome | None
+    hoeffding: dict[str, Outcome]
+
+    def best_hoeffding(self) -> tuple[str, Outcome]:
+        pick = min if self.spec.is_regression else max
+        return pick(self.hoeffding.items(), key=lambda item: item[1].value)
+
+
+def accuracy(names: list[str] | None, quick: bool, log: Callable[[str], None]) -> list[AccuracyRow]:
+    rows = []
+    for spec in specs(names):
+        n = min(spec.n, 5_000 if quick else spec.n)
+        stream = materialise(spec, n)
+        log(f"accuracy: {spec.name} ({n:,} records)")
+        ours = run_ours(stream)
+        river = run_river(river_sgt(spec), stream)
+        hoeffding = {name: run_river(make(), stream) for name, make in river_hoeffding(spec).items()}
+        rows.append(AccuracyRow(spec, n, ours, river, run_capymoa(stream), hoeffding))
+    return rows
+
+
+@dataclass(frozen=True)
+class SpeedResult:
+    one_by_one: Outcome
+    batched: Outcome
+    river: Outcome
+
+
+def speed(quick: bool, log: Callable[[str], None]) -> SpeedResult:
+    spec = specs(["hyperplane-10"])[0]
+    stream = materialise(spec, 10_000 if quick else spec.n)
+    log(f"speed: hyperplane-10 (ours batched {len(stream.y):,}, one by one and River fewer)")
+    batched = run_ours(stream)
+    one_by_one = run_ours_one_by_one(stream, 5_000 if quick else 20_000)
+    river = run_river(river_sgt(spec), stream, 2_000 if quick else 5_000)
+    return SpeedResult(one_by_one, batched, river)
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    ours_per_feature: float  # nbytes a numeric feature adds to a leaf (statistics and pending codes)
+    ours_stats_per_feature: float  # of which split statistics (from the tree's statistics array)
+    river_per_feature: float  # calculate_object_size of a River leaf's quantizer, mean over leaves/features
+    river_leaves: int
+
+
+def _single_leaf_model(X: np.ndarray) -> SGTClassifier:
+    model = SGTClassifier(warm_up=len(X) + 1, bins=64)  # the range warm-up never ends: one leaf, no split
+    model.learn_many(X, (X[:, 0] > 0.5).astype(int).tolist())
+    assert model.n_leaves == 1
+    return model
+
+
+def _split_stats_bytes(model: SGTClassifier) -> float:
+    """Bytes of one numeric feature's split statistics in a leaf, read off the tree's statistics array.
+
+    This looks at the library's internals (a leaf slot's ``stats`` array and its column layout), so it is
+    a benchmark-only measurement; nan if those internals change.
+    """
+    try:
+        tree = model._trees[0]
+        per_column = tree.stats[0].nbytes / tree.layout.n_columns
+        return per_column * tree.layout.widths[0]
+    except (AttributeError, IndexError):
+        return math.nan
+
+
+def memory(river_model: Any, log: Callable[[str], None]) -> MemoryResult:
+    """Our per-feature leaf cost from ``nbytes`` (one-leaf models with 2F and F numeric features)."""
+    from river.tree.utils import calculate_object_size
+
+    log("memory: bytes per numeric feature per leaf at 64 bins")
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 10))
+    narrow, wide = _single_leaf_model(X), _single_leaf_model(np.hstack([X, X]))
+    ours = (wide.nbytes - narrow.nbytes) / X.shape[1]
+    sizes = [
+        calculate_object_size(quantizer)
+        for leaf in river_model._root.iter_leaves()
+        for quantizer in leaf._split_stats.values()
+    ]
+    return MemoryResult(ours, _split_stats_bytes(narrow), float(np.mean(sizes)), len(sizes) // 10)
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, regression: bool) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.3f}" if regression else f"{value:.1f}%"
+
+
+def _verdict(ours: float, other: float, regression: bool, points: float, relative: float) -> str:
+    ok = ours <= other * (1 + relative) if regression else ours >= other - points
+    gap = (ours / other - 1) * 100 if regression else ours - other
+    unit = "%" if regression else " pt"
+    return f"{'PASS' if ok else 'FAIL'} ({gap:+.1f}{unit})"
+
+
+def accuracy_table(rows: list[AccuracyRow]) -> str:
+    header = (
+        "| stream | n | ours | River SGT | MOA SGT (CapyMOA) | best River Hoeffding | "
+        "ref River SGT | ref MOA SGT | ref best Hoeffding | must (vs best SGT) | target (vs best Hoeffding) |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for r in rows:
+        reg, ref = r.spec.is_regression, r.spec.reference
+        name, best = r.best_hoeffding()
+        sgts = [r.river.value] + ([r.capymoa.value] if r.capymoa else [])
+        best_sgt = min(sgts) if reg else max(sgts)
+        moa_ref_best = min(best_sgt, ref.moa_sgt) if reg else max(best_sgt, ref.moa_sgt)
+        best_ht = min(best.value, ref.best_hoeffding) if reg else max(best.value, ref.best_hoeffding)
+        lines.append(
+            f"| {r.spec.name}{' (MAE)' if reg else ''} | {r.n:,} | **{_fmt(r.ours.value, reg)}** | "
+            f"{_fmt(r.river.value, reg)} | {_fmt(r.capymoa.value if r.capymoa else None, reg)} | "
+            f"{_fmt(best.value, reg)} ({name}) | {_fmt(ref.river_sgt, reg)} | {_fmt(ref.moa_sgt, reg)} | "
+            f"{_fmt(ref.best_hoeffding, reg)} ({ref.best_hoeffding_name}) | "
+            f"{_verdict(r.ours.value, best_sgt, reg, 0.5, 0.02)}, vs MOA ref "
+            f"{_verdict(r.ours.value, moa_ref_best, reg, 0.5, 0.02)} | "
+            f"{_verdict(r.ours.value, best.value, reg, 1.0, 0.05)}, vs ref "
+            f"{_verdict(r.ours.value, best_ht, reg, 1.0, 0.05)} |"
+        )
+    return "\n".join(lines)
+
+
+def accuracy_details(rows: list[AccuracyRow]) -> str:
+    lines = ["| stream | model | result | seconds | records/s |", "|---|---|---|---|---|"]
+    for r in rows:
+        reg = r.spec.is_regression
+        models = {"ours (batches of 1,000)": r.ours, "River SGT": r.river, **r.hoeffding}
+        if r.capymoa:
+            models["MOA SGT (CapyMOA)"] = r.capymoa
+        for name, o in models.items():
+            lines.append(
+                f"| {r.spec.name} | {name} | {_fmt(o.value, reg)} | {o.seconds:.1f} | {o.rate:,.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def speed_table(s: SpeedResult) -> str:
+    def ratio(o: Outcome) -> float:
+        return o.rate / s.river.rate
+
+    lines = ["| hyperplane-10 | records | records/s | × River SGT | target |", "|---|---|---|---|---|"]
+    lines.append(f"| River SGT | {s.river.n:,} | {s.river.rate:,.0f} | 1.0 | |")
+    batch_ok = ratio(s.batched) >= 50 and s.batched.rate >= 100_000
+    lines.append(
+        f"| ours, batches of {BATCH:,} | {s.batched.n:,} | {s.batched.rate:,.0f} | {ratio(s.batched):,.1f} | "
+        f"≥ 50× and ≥ 100,000/s: {'PASS' if batch_ok else 'FAIL'} |"
+    )
+    lines.append(
+        f"| ours, one record at a time | {s.one_by_one.n:,} | {s.one_by_one.rate:,.0f} | "
+        f"{ratio(s.one_by_one):,.1f} | ≥ 10×: {'PASS' if ratio(s.one_by_one) >= 10 else 'FAIL'} |"
+    )
+    return "\n".join(lines)
+
+
+def memory_table(m: MemoryResult) -> str:
+    kib = 1024.0
+
+    def row(label: str, size: float, target: bool) -> str:
+        verdict = ("PASS" if size <= 3.5 * kib else "FAIL") if target else ""
+        return f"| {label} | {size:,.0f} | {size / kib:.2f} | {verdict} |"
+
+    return "\n".join(
+        [
+            "| bytes per numeric feature per leaf, 64 bins | bytes | KiB | target ≤ 3.5 KiB |",
+            "|---|---|---|---|",
+            row(
+                "ours: split statistics (a leaf's `stats` block for one feature)",
+                m.ours_stats_per_feature,
+                True,
+            ),
+            row(
+                "ours: all a feature adds to a leaf's `nbytes` (statistics + pending codes)",
+                m.ours_per_feature,
+                True,
+            ),
+            row(
+                f"River SGT: a leaf's quantizer (mean of {m.river_leaves} leaves)", m.river_per_feature, False
+            ),
+        ]
+    )
