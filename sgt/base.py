@@ -268,7 +268,12 @@ class BaseSGT:
             raise ValueError(f"X has {n} rows but y has {len(y)} targets")
         learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
         targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
-        codes = self._encode_batch(X, learn)
+        snapshot = self._space.snapshot()
+        try:
+            codes = self._encode_batch(X, learn)
+        except Exception:
+            self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
+            raise
         self._sync_layout()
         capacity = len(self._trees) + len(target_events)
         raw = np.zeros((n, capacity))

@@ -101,10 +101,21 @@ class FeatureSpace:
         return tuple(out)
 
     def threshold_value(self, j: int, t: int) -> float:
-        """The upper edge of bin t (0-based) of numeric feature j: x <= edge goes left."""
+        """The largest value that falls in bins 0..t (0-based) of numeric feature j.
+
+        A split on bin t sends exactly the values x <= threshold_value(j, t) left. The nominal
+        edge lo + (t + 1) * width / B is adjusted by a few ulps where rounding in the binning
+        arithmetic puts values near it on the other side.
+        """
         state = self.numeric[j]
         assert state is not None
-        return state.lo + (state.hi - state.lo) * (t + 1) / self.bins
+        code = t + 1
+        x = state.lo + (state.hi - state.lo) * (t + 1) / self.bins
+        while self._bin_one(state, x) > code:
+            x = math.nextafter(x, -math.inf)
+        while self._bin_one(state, math.nextafter(x, math.inf)) <= code:
+            x = math.nextafter(x, math.inf)
+        return x
 
     def range_of(self, j: int) -> tuple[float, float] | None:
         state = self.numeric[j]
@@ -118,11 +129,29 @@ class FeatureSpace:
             if state is not None and state.seen:
                 state.seen = max(state.seen, self.warm_up)
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """Everything encoding may change, to undo a batch that turned out to hold a bad record."""
+        return (
+            list(self.names),
+            dict(self.index),
+            [None if s is None else _Numeric(s.lo, s.hi, s.seen) for s in self.numeric],
+            [None if v is None else dict(v) for v in self.vocab],
+        )
+
+    def restore(self, snapshot: tuple[Any, ...]) -> None:
+        self.names, self.index, self.numeric, self.vocab = snapshot
+
     # -- encoding ------------------------------------------------------------------------------
     def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> np.ndarray:
-        """Codes of one record; registers features, categories and range values when `learn`."""
+        """Codes of one record; registers features, categories and range values when `learn`.
+
+        Every value is checked before anything is registered, so a bad record changes nothing.
+        """
+        items = list(self._items(x))
+        for name, value in items:
+            self._check(name, value)
         codes = [MISSING] * len(self.names)
-        for name, value in self._items(x):
+        for name, value in items:
             j = self._feature(name, value, learn)
             if j < 0:
                 continue
@@ -166,14 +195,14 @@ class FeatureSpace:
         n, width = X.shape
         learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
         values = np.asarray(X, dtype=np.float64)
-        columns: list[int] = []
-        for c in range(width):
+        # new columns register in the order a row-by-row pass would meet them
+        present = learn_mask[:, None] & ~np.isnan(values)
+        first_row = np.where(present.any(axis=0), present.argmax(axis=0), n)
+        for c in sorted(range(width), key=lambda c: (first_row[c], c)):
             name = self._column_name(c)
-            j = self.index.get(name, -1)
-            if j < 0 and learn_mask.any():
-                first = np.flatnonzero(learn_mask & ~np.isnan(values[:, c]))
-                j = self._register(name, values[first[0], c]) if first.size else -1
-            columns.append(j)
+            if name not in self.index and first_row[c] < n:
+                self._register(name, values[first_row[c], c])
+        columns = [self.index.get(self._column_name(c), -1) for c in range(width)]
         if any(j >= 0 and self.vocab[j] is not None for j in columns):
             rows = [dict(zip(map(self._column_name, range(width)), row)) for row in values.tolist()]
             return self.encode_rows(rows, learn_mask)
@@ -196,6 +225,33 @@ class FeatureSpace:
             raise TypeError(f"a record must be a dict or a sequence of values, got {type(x).__name__}")
         values = x.tolist() if isinstance(x, np.ndarray) else x
         return ((self._column_name(c), v) for c, v in enumerate(values))
+
+    def _check(self, name: Any, value: Any) -> None:
+        """Raise the ValueError that encoding `value` for feature `name` would raise."""
+        if _is_missing(value):
+            return
+        j = self.index.get(name, -1)
+        if j < 0:
+            if not isinstance(name, str):
+                raise TypeError(f"feature names must be strings, got {name!r}")
+            if name in self.nominal or isinstance(value, str):
+                _category_key(name, value)
+            else:
+                _number(name, value)
+        elif self.vocab[j] is None:
+            _number(name, value)
+        else:
+            self._category_check(name, value)
+
+    def _category_check(self, name: str, value: Any) -> Any:
+        """The dictionary key of a category value; numbers only for features declared nominal."""
+        key = _category_key(name, value)
+        if not isinstance(key, str) and name not in self.nominal:
+            raise ValueError(
+                f"feature {name!r} is nominal (its first value was a string); got the number {value!r}. "
+                "List it in nominal= to allow numbers as categories."
+            )
+        return key
 
     def _feature(self, name: Any, value: Any, learn: bool) -> int:
         """Index of feature `name`, registering it when learning a non-missing value; -1 to skip."""
@@ -285,9 +341,7 @@ class FeatureSpace:
     def _category_code(self, j: int, name: str, value: Any, learn: bool) -> int:
         if _is_missing(value):
             return MISSING
-        if not isinstance(value, (str, int, float, bool, np.generic)):
-            raise ValueError(f"feature {name!r}: unsupported value {value!r} of type {type(value).__name__}")
-        key = value.item() if isinstance(value, np.generic) else value
+        key = self._category_check(name, value)
         vocab = self.vocab[j]
         assert vocab is not None
         code = vocab.get(key)
@@ -303,6 +357,12 @@ class FeatureSpace:
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def _category_key(name: str, value: Any) -> Any:
+    if not isinstance(value, (str, int, float, bool, np.generic)):
+        raise ValueError(f"feature {name!r}: unsupported value {value!r} of type {type(value).__name__}")
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _number(name: str, value: Any) -> float:
