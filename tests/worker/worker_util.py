@@ -1,0 +1,134 @@
+"""Helpers for the worker's end-to-end tests: worker processes, waiting, and the offline reference.
+
+Workers run as real ``python -m worker run`` processes (so SIGTERM and SIGKILL are real) against the
+session's broker on loopback; results are read back from the broker and the checkpoint files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sgt.evaluation import Prequential
+from worker.checkpoint import read_newest
+from worker.model import model_types
+from worker.state import split_state
+
+FAST = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "1000", "--fetch-wait-max-ms", "10"]
+
+
+def worker_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path, *extra: str) -> list[str]:
+    args = [
+        "--bootstrap-servers",
+        bootstrap,
+        "--group-id",
+        group,
+        "--features-topic",
+        topics["features"],
+        "--predictions-topic",
+        topics["predictions"],
+        "--dead-letter-topic",
+        topics["dead"],
+        "--checkpoint-dir",
+        str(ckpt),
+        "--metrics-port",
+        "0",
+        "--log-level",
+        "debug",
+        *FAST,
+    ]
+    if "labels" in topics:
+        args += ["--labels-topic", topics["labels"]]
+    return [*args, *extra]
+
+
+class WorkerProcess:
+    """A ``python -m worker run`` process whose JSON log goes to a file."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run", *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+
+    def log_count(self, text: str) -> int:
+        return self.log_path.read_text(errors="replace").count(text)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            code = None
+        self._log.close()
+        return code
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def checkpoint_headers(ckpt: Path, partitions: int) -> dict[int, tuple[dict[str, Any], bytes]]:
+    """Header and model bytes of the newest valid checkpoint of every partition that has one."""
+    out = {}
+    for p in range(partitions):
+        loaded = read_newest(ckpt, p)
+        if loaded is not None:
+            out[p] = split_state(loaded.payload)
+    return out
+
+
+def caught_up(ckpt: Path, ends: dict[str, dict[int, int]]) -> bool:
+    """Every partition's checkpoint has reached the ends of both topics."""
+    partitions = len(ends["features"])
+    states = checkpoint_headers(ckpt, partitions)
+    if len(states) != partitions:
+        return False
+    for p, (header, _) in states.items():
+        want = [ends["features"][p], ends.get("labels", {}).get(p, 0)]
+        if header["next_offsets"] != want:
+            return False
+    return True
+
+
+def offline_classification(
+    rows: list[tuple[dict[str, Any], Any]], scores: list[tuple[Any, int]]
+) -> tuple[bytes, dict[str, Any]]:
+    """Run sgt offline: ``predict_learn_many`` over ``(x, y or None)`` rows in order, then score.
+
+    ``scores`` lists ``(true label, row whose prediction it scores)`` in the order labels became
+    known. Returns the model bytes and the Prequential state.
+    """
+    model = model_types()["SGTClassifier"]()
+    metrics = Prequential("classification", 1000)
+    proba = model.predict_learn_many([r[0] for r in rows], [r[1] for r in rows])
+    classes = list(model.classes_)
+    for y, row in scores:
+        p = proba[row]
+        predicted = classes[int(np.argmax(p))] if classes and p.max() > 0 else None
+        metrics.update(y, predicted, dict(zip(classes, p.tolist(), strict=True)).get(y, 0.0))
+    return model.to_bytes(), metrics.to_dict()
