@@ -1,0 +1,132 @@
+"""Seeded synthetic streams and tree-walking helpers shared by the sgt test modules.
+
+Every stream is a pure function of its seed, so a failing test reproduces exactly. The helpers walk the
+JSON form of a model (``to_dict()``) because that is the public view of the trees the tests assert on.
+
+>>> X, y = threshold_stream(4, seed=0)
+>>> X.shape, y.tolist() == [bool(v) for v in X[:, 0] > 0.5]
+((4, 2), True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+
+def threshold_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The issue's example: x0 ~ U(0, 1), x1 ~ U(0, 1000), y = [x0 > 0.5] (a bool array)."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.uniform(0.0, 1.0, n), rng.uniform(0.0, 1000.0, n)])
+    return X, X[:, 0] > 0.5
+
+
+def step_regression_stream(n: int, seed: int = 0, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Two features; y = offset + 3 [x0 > 0.5] + 2 [x1 > 0.3] + N(0, 0.1²): a few clear splits."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    y = 3.0 * (X[:, 0] > 0.5) + 2.0 * (X[:, 1] > 0.3) + rng.normal(0.0, 0.1, n)
+    return X, y + offset
+
+
+def multiclass_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Three classes by thirds of x0 (labels 0, 1, 2), plus a noise feature."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    return X, np.minimum((X[:, 0] * 3).astype(int), 2)
+
+
+def mixed_records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[int]]:
+    """Dict records with a numeric, a nominal and a sparse feature (missing as None, NaN or absent key).
+
+    The label depends on both the numeric and the nominal feature, so splits on both kinds happen.
+    """
+    rng = np.random.default_rng(seed)
+    records: list[dict[str, Any]] = []
+    labels: list[int] = []
+    for _ in range(n):
+        a = float(rng.uniform(0.0, 1.0))
+        colour = str(rng.choice(["red", "green", "blue"]))
+        x: dict[str, Any] = {"a": a, "colour": colour}
+        r = rng.uniform()
+        if r < 0.1:
+            x["b"] = None
+        elif r < 0.2:
+            x["b"] = float("nan")
+        elif r < 0.9:
+            x["b"] = float(rng.normal())
+        records.append(x)
+        labels.append(int((a > 0.6) != (colour == "blue")))
+    return records, labels
+
+
+def as_dicts(X: np.ndarray, names: list[str] | None = None) -> list[dict[str, float]]:
+    """Rows of a 2-D array as dicts named x0, x1, ... (the library's default names)."""
+    names = names or [f"x{j}" for j in range(X.shape[1])]
+    return [{name: float(v) for name, v in zip(names, row, strict=True)} for row in X]
+
+
+def iter_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Depth-first walk over one tree of ``to_dict()``, parents before children."""
+    yield node
+    for child in node.get("children", ()):
+        yield from iter_nodes(child)
+
+
+def iter_paths(node: dict[str, Any], path: tuple[dict[str, Any], ...] = ()) -> Iterator[tuple[dict, ...]]:
+    """Every root-to-node path (a tuple of nodes) of one tree of ``to_dict()``."""
+    path = (*path, node)
+    yield path
+    for child in node.get("children", ()):
+        yield from iter_paths(child, path)
+
+
+def structure(node: dict[str, Any]) -> Any:
+    """The shape of a tree without leaf values or counts: split features, thresholds, categories."""
+    if node["leaf"]:
+        return "leaf"
+    return (
+        node["feature"],
+        node["kind"],
+        node.get("threshold"),
+        tuple(node.get("categories", ())),
+        node["missing"],
+        tuple(structure(child) for child in node["children"]),
+    )
+
+
+def leaf_values(node: dict[str, Any]) -> list[float]:
+    """Values of the leaves of one tree, in depth-first order."""
+    return [n["value"] for n in iter_nodes(node) if n["leaf"]]
+
+
+def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
+    """Fraction of equal entries (labels compared with ==)."""
+    return float(np.mean([p == t for p, t in zip(pred, y, strict=True)]))
+
+
+def proba_to_labels(proba: np.ndarray, classes: list[Any]) -> list[Any]:
+    """Arg-max labels of a probability matrix whose columns follow ``classes``."""
+    return [classes[int(i)] for i in np.argmax(proba, axis=1)]
+
+
+def route(node: dict[str, Any], x: dict[str, Any]) -> dict[str, Any]:
+    """The node that record x reaches by the documented rules of ``to_dict()``.
+
+    Numeric: x <= threshold goes to child 0, otherwise child 1. Nominal: the child of x's category; an
+    unknown category stops at the branch. Missing (None, NaN, absent): the ``missing`` child.
+    """
+    while not node["leaf"]:
+        value = x.get(node["feature"])
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            node = node["children"][node["missing"]]
+        elif node["kind"] == "numeric":
+            node = node["children"][0 if value <= node["threshold"] else 1]
+        elif value in node["categories"]:
+            node = node["children"][node["categories"].index(value)]
+        else:
+            return node
+    return node

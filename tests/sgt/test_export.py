@@ -1,0 +1,171 @@
+"""Introspection and the exports for people: ``to_dict`` (JSON-safe), ``to_text`` and ``to_dot``,
+the size counters and ``nbytes`` (at most 3.5 KiB of split statistics per numeric feature per leaf).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
+
+from sgt import MILClassifier, SGTClassifier, SGTRegressor
+
+SMALL = {"grace_period": 100, "warm_up": 100}
+LEAF_KEYS = {"id", "value", "depth", "leaf", "n"}
+NUMERIC_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "threshold", "bin", "missing", "children"}
+NOMINAL_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "categories", "missing", "children"}
+
+
+def _models() -> dict[str, object]:
+    X, y = threshold_stream(4000, seed=70)
+    Xm, ym = multiclass_stream(4000, seed=71)
+    Xr, yr = step_regression_stream(4000, seed=72)
+    records, labels = mixed_records(4000, seed=73)
+    binary = SGTClassifier(**SMALL)
+    binary.learn_many(X, y)
+    committee = SGTClassifier(**SMALL)
+    committee.learn_many(Xm, ym)
+    regressor = SGTRegressor(**SMALL)
+    regressor.learn_many(Xr, yr)
+    mixed = SGTClassifier(**SMALL)
+    mixed.learn_many(records, labels)
+    return {"binary": binary, "committee": committee, "regressor": regressor, "mixed": mixed}
+
+
+MODELS = _models()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_to_dict_is_json_safe_and_complete(name: str) -> None:
+    model = MODELS[name]
+    d = model.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+    assert d["model"] == type(model).__name__
+    assert set(d["params"]) >= {"delta", "grace_period", "lambda_", "gamma", "bins", "warm_up", "max_depth"}
+    if isinstance(model, SGTClassifier):
+        assert d["classes"] == model.classes_
+        assert len(d["trees"]) == max(1, len(model.classes_) - 1)
+    else:
+        assert "classes" not in d
+        assert len(d["trees"]) == 1
+    for f in d["features"]:
+        assert set(f) == {"name", "kind", "range", "categories"}
+        if f["kind"] == "numeric":
+            lo, hi = f["range"]
+            assert lo <= hi and f["categories"] == []
+        else:
+            assert f["range"] is None and len(f["categories"]) >= 1
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_tree_nodes_follow_the_schema(name: str) -> None:
+    model = MODELS[name]
+    d = model.to_dict()
+    features = {f["name"]: f for f in d["features"]}
+    for tree in d["trees"]:
+        assert tree["depth"] == 0
+        ids = [node["id"] for node in iter_nodes(tree)]
+        assert len(ids) == len(set(ids))
+        for node in iter_nodes(tree):
+            assert math.isfinite(node["value"])
+            if node["leaf"]:
+                assert set(node) == LEAF_KEYS
+                assert node["n"] >= 0
+                continue
+            children = node["children"]
+            assert all(child["depth"] == node["depth"] + 1 for child in children)
+            assert 0 <= node["missing"] < len(children)
+            assert node["kind"] == features[node["feature"]]["kind"]
+            if node["kind"] == "numeric":
+                assert set(node) == NUMERIC_KEYS and len(children) == 2
+                lo, hi = features[node["feature"]]["range"]
+                assert lo < node["threshold"] < hi
+            else:
+                assert set(node) == NOMINAL_KEYS and len(children) == len(node["categories"]) >= 2
+                assert set(node["categories"]) <= set(features[node["feature"]]["categories"])
+
+
+def test_mixed_model_has_both_kinds_of_split() -> None:
+    kinds = {n["kind"] for t in MODELS["mixed"].to_dict()["trees"] for n in iter_nodes(t) if not n["leaf"]}
+    assert kinds == {"numeric", "nominal"}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_to_text_names_every_split(name: str) -> None:
+    model = MODELS[name]
+    text = model.to_text()
+    assert isinstance(text, str) and text.strip()
+    for tree in model.to_dict()["trees"]:
+        for node in iter_nodes(tree):
+            if not node["leaf"]:
+                assert node["feature"] in text
+                if node["kind"] == "numeric":
+                    assert _shows_number(text, node["threshold"]), node["threshold"]
+                else:
+                    assert all(str(c) in text for c in node["categories"])
+    assert text.count("\n") + 1 >= model.n_nodes
+
+
+def _shows_number(text: str, value: float) -> bool:
+    numbers = [float(m) for m in re.findall(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
+    return any(math.isclose(v, value, rel_tol=1e-3, abs_tol=1e-9) for v in numbers)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_to_dot_is_a_graph_with_one_vertex_per_node(name: str) -> None:
+    model = MODELS[name]
+    dot = model.to_dot()
+    assert re.match(r"\s*(strict\s+)?digraph\b", dot)
+    assert dot.count("{") == dot.count("}") >= 1
+    edges = dot.count("->")
+    assert edges == model.n_nodes - len(model.to_dict()["trees"])
+    vertices = len(re.findall(r"^\s*\"?[\w:.-]+\"?\s*\[", dot, flags=re.MULTILINE))
+    assert vertices >= model.n_nodes
+
+
+def test_exports_of_a_fresh_model() -> None:
+    for model in (SGTClassifier(), SGTRegressor(), MILClassifier()):
+        d = model.to_dict()
+        assert json.loads(json.dumps(d, allow_nan=False)) == d
+        assert d["features"] == []
+        assert isinstance(model.to_text(), str)
+        assert "digraph" in model.to_dot()
+        assert (model.n_splits, model.n_updates, model.n_seen, model.depth) == (0, 0, 0, 0)
+
+
+def test_nominal_categories_of_any_json_scalar_export_cleanly() -> None:
+    model = SGTRegressor(nominal=["code"], **SMALL)
+    rng = np.random.default_rng(74)
+    codes = rng.choice([1, 2.5, True, "x"], 3000).tolist()
+    model.learn_many([{"code": c} for c in codes], [float(hash(str(c)) % 7) for c in codes])
+    d = model.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+    assert "digraph" in model.to_dot() and model.to_text()
+
+
+def test_nbytes_stays_within_3_5_kib_per_numeric_feature_per_leaf() -> None:
+    rng = np.random.default_rng(75)
+    X = rng.uniform(0.0, 1.0, (6000, 20))
+    y = 3.0 * (X[:, 0] > 0.5) + 2.0 * (X[:, 1] > 0.5) + rng.normal(0.0, 0.1, 6000)
+    model = SGTRegressor(**SMALL)
+    model.learn_many(X[:150], y[:150])
+    one_leaf = model.nbytes
+    assert model.n_leaves == 1
+    assert one_leaf <= 3.5 * 1024 * 20 + 16 * 1024
+    model.learn_many(X[150:], y[150:])
+    assert model.n_leaves >= 3
+    assert model.nbytes <= (3.5 * 1024 * 20 + 1024) * model.n_leaves + 16 * 1024
+
+
+def test_nbytes_grows_with_features_and_bins() -> None:
+    X = np.random.default_rng(76).uniform(size=(300, 10))
+    small, wide, fine = SGTRegressor(**SMALL), SGTRegressor(**SMALL), SGTRegressor(bins=256, **SMALL)
+    small.learn_many(X[:, :2], X[:, 0])
+    wide.learn_many(X, X[:, 0])
+    fine.learn_many(X[:, :2], X[:, 0])
+    assert small.nbytes < wide.nbytes
+    assert small.nbytes < fine.nbytes

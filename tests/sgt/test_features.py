@@ -1,0 +1,277 @@
+"""Feature handling seen through the public API: kinds, ranges, bins, clipping, nominal and missing values.
+
+Semantics under test (decided for issue 2): a feature's kind is fixed by its first non-missing value or
+by ``nominal=``; numeric ranges come from each feature's first ``warm_up`` finite values and are then
+frozen; values outside the range and infinities fall into the end bins; missing values (None, NaN, an
+absent key) never crash and, at a split, follow the child that had most instances when it was made.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sgt_testkit import iter_nodes, route, threshold_stream
+
+from sgt import SGTClassifier, SGTRegressor
+
+
+def _split_classifier(n: int = 3000, seed: int = 30, left_share: float = 0.5) -> SGTClassifier:
+    """A classifier split on x0 near 0.5 (label x0 > 0.5), with `left_share` of the data on the left."""
+    rng = np.random.default_rng(seed)
+    left = rng.uniform(size=n) < left_share
+    x0 = np.where(left, rng.uniform(0.0, 0.5, n), rng.uniform(0.5, 1.0, n))
+    X = np.column_stack([x0, rng.uniform(0.0, 1.0, n)])
+    model = SGTClassifier(grace_period=100, warm_up=100)
+    model.learn_many(X, X[:, 0] > 0.5)
+    assert model.to_dict()["trees"][0]["feature"] == "x0"
+    return model
+
+
+def test_feature_kinds_follow_the_first_non_missing_value() -> None:
+    model = SGTClassifier()
+    model.learn_one({"a": None, "b": "x", "c": 3, "d": True, "e": float("nan")}, 0)
+    model.learn_one({"a": 1.5, "b": "y", "c": 4, "d": False, "e": "late"}, 1)
+    kinds = {f["name"]: f["kind"] for f in model.to_dict()["features"]}
+    assert kinds == {"a": "numeric", "b": "nominal", "c": "numeric", "d": "numeric", "e": "nominal"}
+
+
+def test_nominal_parameter_makes_numbers_categories() -> None:
+    model = SGTRegressor(nominal=["code"], grace_period=50, warm_up=50)
+    rng = np.random.default_rng(31)
+    codes = rng.integers(0, 3, 1500)
+    model.learn_many([{"code": int(c)} for c in codes], np.array([1.0, 9.0, 4.0])[codes])
+    (feature,) = model.to_dict()["features"]
+    assert feature["kind"] == "nominal"
+    assert sorted(feature["categories"]) == [0, 1, 2]
+    assert feature["range"] is None
+    root = model.to_dict()["trees"][0]
+    assert root["kind"] == "nominal" and sorted(root["categories"]) == [0, 1, 2]
+    assert model.predict_one({"code": 1}) == pytest.approx(9.0, abs=0.5)
+
+
+def test_a_string_for_a_numeric_feature_is_a_value_error_naming_it() -> None:
+    model = SGTClassifier()
+    model.learn_one({"age": 41.0}, 0)
+    with pytest.raises(ValueError, match="age"):
+        model.learn_one({"age": "forty"}, 1)
+    with pytest.raises(ValueError, match="age"):
+        model.learn_many([{"age": 3.0}, {"age": "forty"}], [0, 1])
+
+
+def test_a_number_for_a_string_feature_is_a_value_error_naming_it() -> None:
+    model = SGTClassifier()
+    model.learn_one({"plan": "pro"}, 0)
+    with pytest.raises(ValueError, match="plan"):
+        model.learn_one({"plan": 3.5}, 1)
+
+
+def test_a_rejected_batch_is_not_learnt_at_all() -> None:
+    model = SGTClassifier()
+    model.learn_many([{"age": float(i), "plan": "pro"} for i in range(10)], [i % 2 for i in range(10)])
+    blob = model.to_bytes()
+    with pytest.raises(ValueError, match="age"):
+        model.learn_many([{"age": 1.0, "plan": "new"}, {"age": "x"}], [0, "new-class"])
+    assert model.to_bytes() == blob
+
+
+def test_a_rejected_record_leaves_the_model_unchanged() -> None:
+    model = SGTClassifier()
+    model.learn_many([{"age": float(i), "plan": "pro"} for i in range(10)], [i % 2 for i in range(10)])
+    blob = model.to_bytes()
+    with pytest.raises(ValueError):
+        model.learn_one({"plan": "basic", "age": "forty", "new": 1.0}, 1)
+    assert model.to_bytes() == blob
+
+
+def test_bools_are_numeric() -> None:
+    rng = np.random.default_rng(32)
+    flags = rng.uniform(size=2000) < 0.5
+    model = SGTRegressor(grace_period=50, warm_up=50)
+    model.learn_many([{"flag": bool(f)} for f in flags], np.where(flags, 5.0, -5.0))
+    (feature,) = model.to_dict()["features"]
+    assert feature["kind"] == "numeric" and feature["range"] == [0.0, 1.0]
+    assert model.predict_one({"flag": True}) == pytest.approx(5.0, abs=0.2)
+    assert model.predict_one({"flag": False}) == pytest.approx(-5.0, abs=0.2)
+
+
+def test_range_is_the_first_warm_up_finite_values_then_frozen() -> None:
+    values = [5.0, math.nan, 2.0, None, 9.0, math.inf, 4.0, 100.0, -100.0]
+    model = SGTRegressor(warm_up=4, grace_period=1000)
+    for v in values:
+        model.learn_one({"v": v}, 1.0)
+    (feature,) = model.to_dict()["features"]
+    assert feature["range"] == [2.0, 9.0]
+
+
+def test_split_thresholds_are_bin_edges_of_the_frozen_range() -> None:
+    X, y = threshold_stream(3000, seed=33)
+    model = SGTClassifier(grace_period=100, warm_up=100, bins=16)
+    model.learn_many(X, y)
+    ranges = {f["name"]: f["range"] for f in model.to_dict()["features"]}
+    splits = [n for n in iter_nodes(model.to_dict()["trees"][0]) if not n["leaf"]]
+    assert splits
+    for node in splits:
+        lo, hi = ranges[node["feature"]]
+        assert node["threshold"] == pytest.approx(lo + (hi - lo) * (node["bin"] + 1) / 16, rel=1e-12)
+        assert 0 <= node["bin"] < 15
+
+
+def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:
+    """A regressor with numeric and nominal splits, and records with missing and unseen values."""
+    rng = np.random.default_rng(38)
+    n = 6000
+    a, b = rng.uniform(0.0, 1.0, n), rng.uniform(-5.0, 5.0, n)
+    c = rng.choice(["u", "v", "w"], n)
+    y = 4.0 * (a > 0.3) + 2.0 * (b > 1.0) + 3.0 * (c == "w") + rng.normal(0.0, 0.2, n)
+    records = [{"a": float(p), "b": float(q), "c": str(r)} for p, q, r in zip(a, b, c, strict=True)]
+    model = SGTRegressor(grace_period=100, warm_up=100)
+    model.learn_many(records, y)
+    probes = [
+        {"a": float(p), "b": float(q), "c": str(r)}
+        for p, q, r in zip(
+            rng.uniform(-0.5, 1.5, 300), rng.uniform(-8, 8, 300), rng.choice(["u", "w", "new"], 300)
+        )
+    ]
+    probes += [{"a": None, "b": 2.0, "c": "u"}, {"b": math.nan, "c": None}, {}]
+    return model, probes
+
+
+def test_predictions_follow_the_exported_tree() -> None:
+    model, probes = _deep_regressor()
+    root = model.to_dict()["trees"][0]
+    assert model.n_splits >= 3
+    assert {n["kind"] for n in iter_nodes(root) if not n["leaf"]} == {"numeric", "nominal"}
+    for x in probes:
+        assert model.predict_one(x) == route(root, x)["value"], x
+
+
+def test_values_next_to_a_threshold_go_to_its_two_sides() -> None:
+    model, _ = _deep_regressor()
+    root = model.to_dict()["trees"][0]
+    for node in iter_nodes(root):
+        if not node["leaf"] and node["kind"] == "numeric":
+            for side, x in enumerate(
+                (math.nextafter(node["threshold"], -math.inf), node["threshold"] * 1.0001)
+            ):
+                record = {node["feature"]: x}
+                assert route(node, record) is route(node["children"][side], record)
+
+
+def test_a_value_equal_to_a_threshold_goes_left() -> None:
+    model, probes = _deep_regressor()
+    root = model.to_dict()["trees"][0]
+    at_thresholds = [
+        {**probes[0], node["feature"]: node["threshold"]}
+        for node in iter_nodes(root)
+        if not node["leaf"] and node["kind"] == "numeric"
+    ]
+    assert at_thresholds
+    for x in at_thresholds:
+        assert model.predict_one(x) == route(root, x)["value"], x
+
+
+def test_values_outside_the_range_and_infinities_clip_to_the_end_bins() -> None:
+    model = _split_classifier()
+    lo, hi = next(f["range"] for f in model.to_dict()["features"] if f["name"] == "x0")
+    below = model.predict_proba_one({"x0": lo})
+    above = model.predict_proba_one({"x0": hi})
+    for x in (lo - 1.0, -1e300, -math.inf):
+        assert model.predict_proba_one({"x0": x}) == below
+    for x in (hi + 1.0, 1e300, math.inf):
+        assert model.predict_proba_one({"x0": x}) == above
+
+
+@pytest.mark.parametrize(("left_share", "expected"), [(0.8, False), (0.2, True)])
+def test_missing_values_follow_the_child_with_most_instances(left_share: float, expected: bool) -> None:
+    model = _split_classifier(left_share=left_share)
+    root = model.to_dict()["trees"][0]
+    assert root["missing"] == (0 if left_share > 0.5 else 1)
+    for missing in ({"x0": None}, {"x0": math.nan}, {}):
+        assert model.predict_one({**missing, "x1": 0.3}) is expected
+
+
+def test_missing_values_are_learnt_down_the_missing_child() -> None:
+    model = _split_classifier(left_share=0.8)
+    right_before = model.to_dict()["trees"][0]["children"][1]
+    model.learn_many([{"x1": 0.5}, {"x0": None, "x1": 0.5}, {"x0": math.nan}] * 100, [True] * 300)
+    root = model.to_dict()["trees"][0]
+    assert root["children"][1] == right_before
+    assert model.n_seen == 3300
+
+
+def test_missing_values_are_counted_in_the_leaf() -> None:
+    model = SGTRegressor(grace_period=1000, warm_up=5)
+    model.learn_many([{"a": 1.0}, {"a": None}, {"a": math.nan}, {}, {"b": 2.0}], [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert model.to_dict()["trees"][0]["n"] == 5
+
+
+def test_a_feature_missing_everywhere_so_far_is_no_feature_yet() -> None:
+    model = SGTRegressor()
+    model.learn_many([{"a": None, "b": 1.0}, {"a": math.nan, "b": 2.0}], [1.0, 2.0])
+    assert [f["name"] for f in model.to_dict()["features"]] == ["b"]
+
+
+def test_nominal_split_is_multiway_over_the_categories_seen() -> None:
+    rng = np.random.default_rng(34)
+    cats = rng.choice(["a", "b", "c"], 3000)
+    means = {"a": 0.0, "b": 10.0, "c": 20.0}
+    model = SGTRegressor(grace_period=100, warm_up=100)
+    model.learn_many([{"c": str(c)} for c in cats], [means[str(c)] + rng.normal() for c in cats])
+    root = model.to_dict()["trees"][0]
+    assert root["kind"] == "nominal" and sorted(root["categories"]) == ["a", "b", "c"]
+    assert len(root["children"]) == 3
+    for cat, child in zip(root["categories"], root["children"], strict=True):
+        assert child["value"] == pytest.approx(means[cat], abs=1.0)
+        assert model.predict_one({"c": cat}) == child["value"]
+
+
+def test_missing_nominal_values_follow_the_largest_child() -> None:
+    rng = np.random.default_rng(35)
+    cats = rng.choice(["small", "big"], 3000, p=[0.2, 0.8])
+    model = SGTRegressor(grace_period=100, warm_up=100)
+    model.learn_many([{"c": str(c)} for c in cats], np.where(cats == "big", 10.0, -10.0))
+    root = model.to_dict()["trees"][0]
+    big = root["categories"].index("big")
+    assert root["missing"] == big
+    assert model.predict_one({"c": None}) == model.predict_one({"c": "big"})
+    assert model.predict_one({}) == model.predict_one({"c": "big"})
+
+
+def test_unknown_features_at_prediction_time_are_ignored() -> None:
+    model = _split_classifier()
+    assert model.predict_proba_one({"x0": 0.9, "never-seen": "x"}) == model.predict_proba_one({"x0": 0.9})
+
+
+def test_many_categories_and_large_records_stay_fast_and_correct() -> None:
+    rng = np.random.default_rng(36)
+    ids = rng.integers(0, 300, 5000)
+    records = [
+        {"id": f"u{i}", **{f"n{k}": float(v) for k, v in enumerate(rng.uniform(size=20))}} for i in ids
+    ]
+    model = SGTRegressor(grace_period=200, warm_up=200)
+    model.learn_many(records, (ids % 2).astype(float) * 10.0)
+    assert {f["name"] for f in model.to_dict()["features"]} == {"id"} | {f"n{k}" for k in range(20)}
+    assert np.all(np.isfinite(model.predict_many(records[:100])))
+
+
+def test_array_rows_starting_with_nan_give_the_same_model_on_every_path() -> None:
+    X, y = threshold_stream(1500, seed=37)
+    X[::5, 0] = np.nan
+    batch, loop = SGTClassifier(grace_period=100, warm_up=100), SGTClassifier(grace_period=100, warm_up=100)
+    batch.learn_many(X, y)
+    for row, label in zip(X, y, strict=True):
+        loop.learn_one(row, label)
+    assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_rows_of_an_array_with_nan_predict_like_dicts_with_none() -> None:
+    X, y = threshold_stream(1500, seed=37)
+    X[::5, 0] = np.nan
+    records = [{"x0": None if math.isnan(a) else a, "x1": b} for a, b in X.tolist()]
+    a, b = SGTClassifier(grace_period=100, warm_up=100), SGTClassifier(grace_period=100, warm_up=100)
+    a.learn_many(X, y)
+    b.learn_many(records, y)
+    assert a.to_dict()["trees"] == b.to_dict()["trees"]
+    np.testing.assert_array_equal(a.predict_proba_many(X), b.predict_proba_many(records))

@@ -1,0 +1,212 @@
+"""The binary model format: exact round trips, and clear errors for truncated, corrupted or foreign data.
+
+A restored model must behave bit for bit like the original from then on (same predictions, same bytes
+after learning the same records), whatever state it was saved in: fresh, in the middle of the range
+warm-up, with pending statistics, nominal features and missing values, a committee, a custom loss.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sgt_testkit import as_dicts, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
+
+import sgt
+from sgt import MILClassifier, SerializationError, SGTClassifier, SGTRegressor, losses
+
+SMALL = {"grace_period": 50, "warm_up": 100}
+
+
+def _states() -> dict[str, tuple[object, list, list]]:
+    """Models in various states, each with the records it will learn after the round trip."""
+    X, y = threshold_stream(2000, seed=60)
+    Xm, ym = multiclass_stream(2000, seed=61)
+    Xr, yr = step_regression_stream(2000, seed=62)
+    records, labels = mixed_records(2000, seed=63)
+    states = {}
+
+    fresh = SGTClassifier(**SMALL)
+    states["fresh"] = (fresh, as_dicts(X), [bool(v) for v in y])
+
+    warming = SGTClassifier(**SMALL)
+    warming.learn_many(X[:60], y[:60])  # range warm-up half way
+    states["warming-up"] = (warming, as_dicts(X[60:]), [bool(v) for v in y[60:]])
+
+    pending = SGTClassifier(**SMALL)
+    pending.learn_many(X[:1025], y[:1025])  # statistics pending between attempts
+    states["pending"] = (pending, as_dicts(X[1025:]), [bool(v) for v in y[1025:]])
+
+    committee = SGTClassifier(**SMALL)
+    committee.learn_many(Xm[:1000], [f"c{v}" for v in ym[:1000]])
+    states["committee"] = (committee, as_dicts(Xm[1000:]), [f"c{v}" for v in ym[1000:]])
+
+    mixed = SGTClassifier(nominal=["colour"], **SMALL)
+    mixed.learn_many(records[:1000], labels[:1000])
+    states["mixed"] = (mixed, records[1000:], labels[1000:])
+
+    regressor = SGTRegressor(max_depth=3, **SMALL)
+    regressor.learn_many(Xr[:1000], yr[:1000])
+    states["regressor"] = (regressor, as_dicts(Xr[1000:]), [float(v) for v in yr[1000:]])
+
+    poisson = SGTRegressor(loss=losses.Poisson(), **SMALL)
+    poisson.learn_many(Xr[:1000], np.round(np.abs(yr[:1000])))
+    states["poisson"] = (poisson, as_dicts(Xr[1000:]), [float(v) for v in np.round(np.abs(yr[1000:]))])
+    return states
+
+
+STATES = _states()
+
+
+def _outputs(model: object, records: list) -> list:
+    if isinstance(model, SGTClassifier):
+        return [model.predict_proba_one(x) for x in records]
+    return [model.predict_one(x) for x in records]
+
+
+@pytest.mark.parametrize("name", list(STATES))
+def test_round_trip_is_exact_and_behaves_identically_afterwards(name: str) -> None:
+    model, records, targets = STATES[name]
+    model = sgt.load(model.to_bytes())  # a private copy: STATES is shared between tests
+    blob = model.to_bytes()
+    restored = type(model).from_bytes(blob)
+    assert type(restored) is type(model)
+    assert restored.to_bytes() == blob
+    assert restored.to_dict() == model.to_dict()
+    for attr in ("n_nodes", "n_leaves", "depth", "n_splits", "n_updates", "n_seen", "version", "nbytes"):
+        assert getattr(restored, attr) == getattr(model, attr), attr
+    for a, b in ((model, records), (restored, records)):
+        a.learn_many(b[:500], targets[:500])
+        for x, y in zip(b[500:900], targets[500:900], strict=True):
+            a.learn_one(x, y)
+    assert restored.to_bytes() == model.to_bytes()
+    assert _outputs(restored, records[900:1000]) == _outputs(model, records[900:1000])
+
+
+def test_mil_round_trip() -> None:
+    rng = np.random.default_rng(64)
+    bags = [as_dicts(rng.uniform(0.0, 1.0, (3, 2))) for _ in range(300)]
+    labels = [int(any(x["x0"] > 0.7 for x in bag)) for bag in bags]
+    model = MILClassifier(**SMALL)
+    for bag, label in zip(bags[:200], labels[:200], strict=True):
+        model.learn_one(bag, label)
+    restored = MILClassifier.from_bytes(model.to_bytes())
+    for m in (model, restored):
+        for bag, label in zip(bags[200:], labels[200:], strict=True):
+            m.learn_one(bag, label)
+    assert restored.to_bytes() == model.to_bytes()
+    assert [restored.predict_proba_one(b) for b in bags[:20]] == [
+        model.predict_proba_one(b) for b in bags[:20]
+    ]
+
+
+def test_load_returns_the_right_type() -> None:
+    for model, _, _ in STATES.values():
+        assert type(sgt.load(model.to_bytes())) is type(model)
+
+
+def test_from_bytes_of_another_model_type_is_an_error() -> None:
+    classifier_blob = STATES["pending"][0].to_bytes()
+    regressor_blob = STATES["regressor"][0].to_bytes()
+    with pytest.raises(SerializationError):
+        SGTRegressor.from_bytes(classifier_blob)
+    with pytest.raises(SerializationError):
+        SGTClassifier.from_bytes(regressor_blob)
+    with pytest.raises(SerializationError):
+        MILClassifier.from_bytes(classifier_blob)
+
+
+def test_serialization_error_is_a_value_error() -> None:
+    assert issubclass(SerializationError, ValueError)
+
+
+def test_the_format_is_not_pickle() -> None:
+    blob = STATES["mixed"][0].to_bytes()
+    assert isinstance(blob, bytes)
+    assert not blob.startswith(b"\x80")  # every pickle protocol >= 2 starts with PROTO
+    with pytest.raises(SerializationError):
+        sgt.load(pickle.dumps(STATES["mixed"][0].to_dict()))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x00", b"SGT", b"hello world", b"\x00" * 4096, json.dumps({"model": "SGTClassifier"}).encode()],
+    ids=["empty", "one-byte", "short-magic", "text", "zeros", "json"],
+)
+def test_foreign_data_is_a_clear_error(data: bytes) -> None:
+    with pytest.raises(SerializationError) as info:
+        sgt.load(data)
+    assert len(str(info.value)) > 10
+    with pytest.raises(SerializationError):
+        SGTClassifier.from_bytes(data)
+
+
+def test_non_bytes_input_is_rejected() -> None:
+    with pytest.raises((SerializationError, TypeError)):
+        sgt.load("not bytes")  # type: ignore[arg-type]
+
+
+def test_bytearray_and_memoryview_are_accepted() -> None:
+    blob = STATES["pending"][0].to_bytes()
+    assert sgt.load(bytearray(blob)).to_bytes() == blob
+    assert sgt.load(memoryview(blob)).to_bytes() == blob
+
+
+@pytest.mark.parametrize("name", ["fresh", "pending", "mixed", "regressor"])
+def test_every_truncation_is_detected(name: str) -> None:
+    blob = STATES[name][0].to_bytes()
+    cuts = sorted(
+        {*range(0, min(len(blob), 64)), *range(64, len(blob), max(1, len(blob) // 200)), len(blob) - 1}
+    )
+    for cut in cuts:
+        with pytest.raises(SerializationError):
+            sgt.load(blob[:cut])
+
+
+def test_trailing_garbage_is_detected() -> None:
+    blob = STATES["pending"][0].to_bytes()
+    with pytest.raises(SerializationError):
+        sgt.load(blob + b"\x00")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_flipped_byte_is_detected(data: st.DataObject) -> None:
+    blob = bytearray(STATES[data.draw(st.sampled_from(["pending", "mixed", "committee"]))][0].to_bytes())
+    position = data.draw(st.integers(0, len(blob) - 1))
+    blob[position] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(SerializationError):
+        sgt.load(bytes(blob))
+
+
+def test_the_blob_is_deterministic() -> None:
+    X, y = threshold_stream(1500, seed=65)
+    a, b = SGTClassifier(**SMALL), SGTClassifier(**SMALL)
+    a.learn_many(X, y)
+    b.learn_many(X, y)
+    assert a.to_bytes() == b.to_bytes()
+    assert sgt.load(a.to_bytes()).to_bytes() == a.to_bytes()
+
+
+def test_a_custom_loss_does_not_round_trip_silently() -> None:
+    """A user's Loss subclass is not in the format's registry: saving or loading must say so."""
+
+    class Custom(losses.Loss):
+        name = "test_custom_loss"
+
+        def gradient_hessian(self, y: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return raw - y, np.ones_like(raw)
+
+    model = SGTRegressor(loss=Custom())
+    model.learn_one({"a": 1.0}, 1.0)
+    try:
+        blob = model.to_bytes()
+    except (ValueError, TypeError) as error:
+        assert "test_custom_loss" in str(error) or "Custom" in str(error)
+        return
+    with pytest.raises(SerializationError):
+        sgt.load(blob)
