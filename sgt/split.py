@@ -42,10 +42,12 @@ __all__ = [
     "Candidate",
     "best_nominal",
     "best_numeric",
-    "child_terms",
     "f_test",
+    "loss_change",
+    "newton_step",
     "null_candidate",
     "pooled",
+    "pooled_variance",
 ]
 
 
@@ -73,20 +75,33 @@ class Candidate:
         return self.feature >= 0
 
 
-def child_terms(stats: np.ndarray, lambda_: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per child: the step delta, the mean loss change mu, and the within-child sum of squares.
+def newton_step(stats: np.ndarray, lambda_: float) -> np.ndarray:
+    """delta = -mean g / (mean h + lambda) per set of statistics (0 where the denominator is 0)."""
+    mg, denominator = stats[..., MG], stats[..., MH] + lambda_
+    return np.divide(-mg, denominator, out=np.zeros_like(mg), where=denominator > 0)
 
-    The within-child sum of squared deviations of L = g delta + h delta^2 / 2 around mu follows from
-    the centred moments because delta is a constant within the child (the paper's Eq. 18 times
-    n_j - 1): delta^2 M2G + delta^4 M2H / 4 + delta^3 CGH, clamped at 0 against rounding.
+
+def loss_change(stats: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and within-set sum of squares of L = g delta + h delta^2 / 2 over each set.
+
+    Because delta is a constant within the set (the paper's Eq. 18, times n - 1), the sum of
+    squared deviations is delta^2 M2G + delta^4 M2H / 4 + delta^3 CGH, clamped at 0 against rounding.
     """
-    mg, mh = stats[..., MG], stats[..., MH]
-    denominator = mh + lambda_
-    delta = np.divide(-mg, denominator, out=np.zeros_like(mg), where=denominator > 0)
-    mu = mg * delta + 0.5 * mh * delta * delta
     d2 = delta * delta
+    mu = stats[..., MG] * delta + 0.5 * stats[..., MH] * d2
     within = d2 * stats[..., M2G] + 0.25 * d2 * d2 * stats[..., M2H] + d2 * delta * stats[..., CGH]
-    return delta, mu, np.maximum(within, 0.0)
+    return mu, np.maximum(within, 0.0)
+
+
+def pooled_variance(n: np.ndarray, mean: np.ndarray, within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Combined mean and sample variance of groups (last axis) from their counts, means and sums of squares.
+
+    variance = [sum_j within_j + sum_j n_j (mean_j - mean)^2] / (N - 1), NaN when N < 2.
+    """
+    total = n.sum(axis=-1)
+    combined = (n * mean).sum(axis=-1) / np.where(total > 0, total, 1.0)
+    spread = (n * (mean - combined[..., None]) ** 2).sum(axis=-1)
+    return combined, (within.sum(axis=-1) + spread) / np.where(total > 1, total - 1.0, np.nan)
 
 
 def pooled(children: np.ndarray, lambda_: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -94,13 +109,9 @@ def pooled(children: np.ndarray, lambda_: float) -> tuple[np.ndarray, np.ndarray
 
     `children` has shape [..., m, 6]; empty children contribute nothing.
     """
-    delta, mu, within = child_terms(children, lambda_)
-    n_j = children[..., N]
-    n = n_j.sum(axis=-1)
-    safe_n = np.where(n > 0, n, 1.0)
-    mean = (n_j * mu).sum(axis=-1) / safe_n
-    spread = (n_j * (mu - mean[..., None]) ** 2).sum(axis=-1)
-    variance = (within.sum(axis=-1) + spread) / np.where(n > 1, n - 1.0, np.nan)
+    delta = newton_step(children, lambda_)
+    mu, within = loss_change(children, delta)
+    mean, variance = pooled_variance(children[..., N], mu, within)
     return mean, variance, delta
 
 

@@ -1,0 +1,158 @@
+"""Split candidates: the reference vectors, a brute-force check of every candidate, and the defects
+A1, A2, A3, A6, M3 and R1 of the reference notes (section 9.2) as regression tests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sgt.split import best_nominal, best_numeric, f_test, null_candidate, pooled_variance
+from sgt.stats import block_stats
+
+LAMBDA, GAMMA = 0.1, 1.0
+
+# reference notes 1.6: one ordinal feature with 4 bins, h = 1 throughout
+VECTOR_G = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
+VECTOR_BINS = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])  # code 0 means missing
+
+
+def vector_block() -> np.ndarray:
+    return block_stats(VECTOR_BINS, VECTOR_G, np.ones(10), 5)
+
+
+def test_pooled_variance_reference_vector() -> None:
+    # (m = 2, s2 = 1, n = 5) with (m = 3, s2 = 4, n = 3): 1.982143 (A's formula gives 5.714286, bug A1)
+    n = np.array([5.0, 3.0])
+    mean, variance = pooled_variance(n, np.array([2.0, 3.0]), (n - 1) * np.array([1.0, 4.0]))
+    assert mean == pytest.approx(2.375)
+    assert variance == pytest.approx(1.982143, abs=5e-7)
+
+
+def test_end_to_end_split_vector() -> None:
+    best = best_numeric(vector_block()[None], LAMBDA, GAMMA, n=10.0)[0]
+    assert best is not None
+    assert best.threshold == 1
+    np.testing.assert_allclose(best.deltas, [0.9090909091, -0.9090909091], atol=1e-10)
+    assert best.mean == pytest.approx(-0.2958677686, abs=1e-10)  # raw -0.4958677686 + 2 gamma / n
+    assert best.variance == pytest.approx(0.0275482094, abs=1e-10)  # A1's formula gives 0.8517
+    assert 10 * best.mean**2 / best.variance == pytest.approx(31.776, abs=1e-3)
+    assert f_test(best.mean, best.variance, 10.0) == pytest.approx(3.19e-4, rel=2e-3)  # A1: 0.3372
+
+
+def brute_force_numeric(bins, g, h, n_bins, t):
+    """Mean (penalised) and variance of per-instance loss changes of threshold t, from the instances."""
+    known = bins > 0
+    left = known & (bins <= t + 1)
+    right = known & (bins > t + 1)
+    if not left.any() or not right.any():
+        return math.inf, math.nan
+    missing_left = left.sum() >= right.sum()
+    left = left | (~known & missing_left)
+    right = right | (~known & ~missing_left)
+    loss = np.empty(bins.size)
+    for side in (left, right):
+        delta = -g[side].mean() / (h[side].mean() + LAMBDA)
+        loss[side] = g[side] * delta + 0.5 * h[side] * delta * delta
+    return loss.mean() + GAMMA * 2 / bins.size, loss.var(ddof=1)
+
+
+instances = st.integers(4, 60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 6), min_size=n, max_size=n),
+        st.lists(st.floats(-3, 3), min_size=n, max_size=n),
+        st.lists(st.floats(0.01, 2), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances)
+def test_numeric_candidates_match_brute_force(data) -> None:
+    """Catches A1 (pooled variance), A3 (penalised vs raw comparison) and R1 (accumulated left side)."""
+    bins, g, h = (np.array(v) for v in data)
+    n_bins = 6
+    block = block_stats(bins, g, h, n_bins + 1)
+    best = best_numeric(block[None], LAMBDA, GAMMA, n=float(bins.size))[0]
+    expected = [brute_force_numeric(bins, g, h, n_bins, t) for t in range(n_bins - 1)]
+    means = [m for m, _ in expected]
+    if not np.isfinite(min(means)):
+        assert best is None
+        return
+    assert best is not None
+    t = int(np.argmin(means))
+    assert best.mean == pytest.approx(means[t], rel=1e-9, abs=1e-12)
+    assert best.threshold == t or best.mean == pytest.approx(means[best.threshold], rel=1e-12, abs=1e-15)
+    assert best.variance == pytest.approx(expected[best.threshold][1], rel=1e-7, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances)
+def test_nominal_candidate_matches_brute_force(data) -> None:
+    """A2: each child's deviation is taken from the final pooled mean."""
+    codes, g, h = (np.array(v) for v in data)
+    block = block_stats(codes, g, h, 7)
+    candidate = best_nominal(block, LAMBDA, GAMMA, n=float(codes.size), feature=0)
+    present = sorted(set(codes[codes > 0].tolist()))
+    if len(present) < 2:
+        assert candidate is None
+        return
+    sizes = [(codes == c).sum() for c in present]
+    target = present[int(np.argmax(sizes))]
+    groups = np.where(codes == 0, target, codes)
+    loss = np.empty(codes.size)
+    for c in present:
+        side = groups == c
+        delta = -g[side].mean() / (h[side].mean() + LAMBDA)
+        loss[side] = g[side] * delta + 0.5 * h[side] * delta * delta
+    assert candidate is not None
+    assert list(candidate.categories) == present
+    assert candidate.mean == pytest.approx(
+        loss.mean() + GAMMA * len(present) / codes.size, rel=1e-9, abs=1e-12
+    )
+    assert candidate.variance == pytest.approx(loss.var(ddof=1), rel=1e-7, abs=1e-12)
+
+
+def test_a3_threshold_choice_compares_like_with_like() -> None:
+    # two thresholds whose raw means differ by less than 2 gamma / n: the better one must win
+    block = vector_block()
+    best = best_numeric(block[None], LAMBDA, GAMMA, n=10.0)[0]
+    raw = [brute_force_numeric(VECTOR_BINS, VECTOR_G, np.ones(10), 4, t)[0] for t in range(3)]
+    assert best.threshold == int(np.argmin(raw))
+
+
+def test_a6_a_child_with_one_instance_can_still_split() -> None:
+    # 199 instances with g near -1 and one with g = +5 alone in its bin: A gave that child an infinite
+    # variance, so this best candidate could never pass and blocked the whole attempt
+    bins = np.array([1] * 199 + [2])
+    g = np.r_[np.linspace(-1.2, -0.8, 199), [5.0]]
+    best = best_numeric(block_stats(bins, g, np.ones(200), 3)[None], LAMBDA, 0.0, n=200.0)[0]
+    assert best is not None and math.isfinite(best.variance)
+    assert (
+        best.mean
+        < null_candidate(block_stats(np.zeros(200, dtype=np.intp), g, np.ones(200), 1)[0], LAMBDA).mean
+    )
+    assert f_test(best.mean, best.variance, 200.0) < 1e-7
+
+
+def test_m3_one_or_no_instance_never_gives_nan() -> None:
+    one = block_stats(np.zeros(1, dtype=np.intp), np.array([2.0]), np.array([1.0]), 1)[0]
+    candidate = null_candidate(one, LAMBDA)
+    assert f_test(candidate.mean, candidate.variance, 1.0) == 1.0  # no evidence from one instance
+    assert f_test(-1.0, 0.0, 10.0) == 0.0  # zero variance, negative mean: certain
+    assert f_test(0.0, 0.0, 10.0) == 1.0
+
+
+def test_degenerate_thresholds_are_not_candidates() -> None:
+    # every known value in one bin: no threshold separates anything (R1's empty right children)
+    bins = np.array([3] * 8 + [0, 0])
+    block = block_stats(bins, np.linspace(-1, 1, 10), np.ones(10), 5)
+    assert best_numeric(block[None], LAMBDA, GAMMA, n=10.0) == [None]
+
+
+def test_f_test_keeps_precision_for_huge_statistics() -> None:
+    p = f_test(-1.0, 1e-6, 1000.0)
+    assert 0.0 <= p < 1e-100
