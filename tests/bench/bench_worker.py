@@ -58,6 +58,8 @@ HEARTBEAT_MS = 1000
 BATCH_SIZE = 2000  # the worker's default consume batch
 POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
 WAIT_LIMIT_S = 600.0
+READER_WAIT_S = 0.001
+LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is measured
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
@@ -171,6 +173,18 @@ def wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 6
     raise RuntimeError("worker not ready in time")
 
 
+def summarise(buckets: dict[str, float]) -> dict[str, float]:
+    """Count, mean and the share within 100 ms of a histogram read by `histogram`."""
+    count = buckets.get("count", 0.0)
+    if not count:
+        return {"count": 0.0}
+    return {
+        "count": count,
+        "mean_s": buckets["sum"] / count,
+        "share_le_0.1s": buckets.get("le=0.1", float("nan")) / count,
+    }
+
+
 def histogram(metrics_text: str, name: str) -> dict[str, float]:
     """``sum``, ``count`` and ``le=...`` buckets of an unlabelled histogram from a /metrics page."""
     out: dict[str, float] = {}
@@ -220,7 +234,9 @@ class Reader:
     def _run(self, consumer: Consumer) -> None:
         try:
             while not self._stop.is_set():
-                batch = consumer.consume(10_000, 0.05)
+                # consume() waits for the whole batch or the timeout: keep the timeout short, so the
+                # arrival time is noted within about READER_WAIT_S of the record reaching the client
+                batch = consumer.consume(10_000, READER_WAIT_S)
                 if not batch:
                     continue
                 now, wall = time.monotonic(), time.time()
@@ -320,15 +336,8 @@ class Bench:
         topics = self.topics(4, "features", "predictions", "dead")
         produce_rate = self.produce_up_front(topics["features"], records)
         reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4).start()
-        group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
         started = time.monotonic()
-        port = None
-        if kind == "worker":
-            process, port = self.start_worker(topics, group, self.workdir / f"ckpt-{group}", kind, profile)
-        else:
-            command = [sys.executable, "-m", "tests.bench.bench_worker", "passthrough"]
-            command += [self.broker.bootstrap_servers, topics["features"], topics["predictions"], group]
-            process = launch([*command, str(records)], self.log(kind))
+        process, port = self.start(kind, topics, records, profile)
         try:
             reader.wait_for(records, process=process)
             metrics = http_get(port, "/metrics")[1] if port else ""
@@ -347,42 +356,60 @@ class Bench:
             "seconds_to_first": reader.first - started,
             "rate_steady": records / steady if steady > 0 else float("inf"),
             "exit_code": code,
-            "checkpoint_seconds": histogram(metrics, "sgt_checkpoint_seconds"),
+            "checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
         }
 
-    def latency(self, seconds: float, rate: float) -> dict[str, Any]:
+    def latency(self, seconds: float, rate: float, kind: str) -> dict[str, Any]:
+        """Latency of the worker or the pass-through at a steady rate, after a warm-up proving it fetches."""
         topics = self.topics(4, "features", "predictions", "dead")
-        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4, keep_values=True).start()
-        group = f"bench-latency-{uuid.uuid4().hex[:8]}"
-        process, port = self.start_worker(topics, group, self.workdir / f"ckpt-{group}", "latency")
+        bootstrap = self.broker.bootstrap_servers
+        warm_up, count = LATENCY_WARM_UP, int(rate * seconds)
+        reader = Reader(bootstrap, topics["predictions"], 4, keep_values=True).start()
+        process, port = self.start(kind, topics, warm_up + count)
         try:
-            wait_ready(port, process)
+            produce_stream(bootstrap, topics["features"], None, stream(), count=warm_up, rate=rate)
+            reader.wait_for(warm_up, timeout_s=120, process=process)
             sent = produce_stream(
-                self.broker.bootstrap_servers,
-                topics["features"],
-                None,
-                stream(),
-                count=None,
-                rate=rate,
-                duration=seconds,
+                bootstrap, topics["features"], None, stream(), count=count, rate=rate, start_id=warm_up
             )
-            reader.wait_for(sent.features, timeout_s=60, process=process)
-            metrics = http_get(port, "/metrics")[1]
+            reader.wait_for(warm_up + count, timeout_s=60, process=process)
+            metrics = http_get(port, "/metrics")[1] if port else ""
         finally:
             stop(process)
             reader.close()
-        sent_at = event_times(self.broker.bootstrap_servers, topics["features"], 4, sent.features)
-        latencies = sorted(arrived - sent_at[orjson.loads(value)["id"]] for arrived, value in reader.received)
+        sent_at = event_times(bootstrap, topics["features"], 4, warm_up + count)
+        measured = [(arrived, orjson.loads(value)["id"]) for arrived, value in reader.received]
+        latencies = sorted(arrived - sent_at[i] for arrived, i in measured if int(i[2:]) >= warm_up)
         return {
+            "kind": kind,
             "rate": rate,
-            "records": sent.features,
+            "records": len(latencies),
             "achieved_rate": sent.rate,
             "p50_ms": 1000 * quantile(latencies, 0.50),
             "p99_ms": 1000 * quantile(latencies, 0.99),
             "max_ms": 1000 * latencies[-1],
             "mean_ms": 1000 * statistics.fmean(latencies),
-            "worker_histogram": histogram(metrics, "sgt_prediction_latency_seconds"),
+            "worker_histogram": summarise(histogram(metrics, "sgt_prediction_latency_seconds")),
         }
+
+    def start(
+        self, kind: str, topics: dict[str, str], count: int, profile: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], int | None]:
+        """Start the worker or the pass-through (which stops after ``count`` records) on ``topics``."""
+        group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        if kind == "worker":
+            return self.start_worker(
+                topics, group, self.workdir / f"ckpt-{group}", f"{kind}-{group}", profile
+            )
+        command = [
+            sys.executable,
+            "-m",
+            "tests.bench.bench_worker",
+            "passthrough",
+            self.broker.bootstrap_servers,
+        ]
+        command += [topics["features"], topics["predictions"], group, str(count)]
+        return launch(command, self.log(f"{kind}-{group}")), None
 
     def restore(self, records: int, write_repeats: int) -> dict[str, Any]:
         topics = self.topics(1, "features", "predictions", "dead")
@@ -412,7 +439,7 @@ class Bench:
             "first_exit_code": first_code,
             "restore_seconds_logged": restored["seconds"],
             "assignment_to_first_prediction_s": arrived - assignment_wall,
-            "worker_checkpoint_seconds": histogram(metrics, "sgt_checkpoint_seconds"),
+            "worker_checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
             **direct,
         }
 
@@ -533,6 +560,20 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def report_latency(rows: list[dict[str, Any]]) -> None:
+    print(f"\n(b) latency at {rows[0]['rate']:,.0f} records/s, record ts -> output read by a consumer")
+    print(f"{'process':<12} {'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'mean ms':>8}")
+    for r in rows:
+        print(
+            f"{r['kind']:<12} {r['records']:>8} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+            f"{r['max_ms']:>8.1f} {r['mean_ms']:>8.1f}"
+        )
+    worker = [r for r in rows if r["kind"] == "worker"]
+    if worker and worker[0]["worker_histogram"].get("count"):
+        h = worker[0]["worker_histogram"]
+        print(f"worker's own latency histogram (warm-up included): {h['share_le_0.1s']:.1%} within 100 ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.bench.bench_worker", description=__doc__.split("\n")[0]
@@ -560,19 +601,24 @@ def main(argv: list[str] | None = None) -> int:
         passthrough(args.bootstrap, args.source, args.target, args.group, args.count)
         return 0
     wanted = set(args.only or ("throughput", "latency", "restore"))
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other processes skew it)")
     with bench_session(args.keep) as bench:
         if wanted & {"throughput", "passthrough"}:
             kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
             results["throughput"] = [bench.throughput(args.records, k, args.profile) for k in kinds]
             report_throughput(results["throughput"])
         if "latency" in wanted:
-            results["latency"] = bench.latency(args.latency_seconds, args.latency_rate)
-            rate = f"{args.latency_rate:,.0f}"
-            print(f"\n(b) latency at {rate} records/s: {json.dumps(results['latency'], indent=1)}")
+            results["latency"] = [
+                bench.latency(args.latency_seconds, args.latency_rate, kind)
+                for kind in ("passthrough", "worker")
+            ]
+            report_latency(results["latency"])
         if "restore" in wanted:
             results["restore"] = bench.restore(args.restore_records, args.write_repeats)
             print(f"\n(c) restore and checkpoint: {json.dumps(results['restore'], indent=1)}")
+    results["load_average_after"] = os.getloadavg()
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
