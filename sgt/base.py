@@ -68,6 +68,7 @@ class BaseSGT:
         self.nominal = tuple(sorted(set(nominal)))
         self._space = FeatureSpace(self.bins, self.warm_up, self.nominal, self.feature_names)
         self._layout = Layout(self._space)
+        self._layout_revision = self._space.revision
         self._trees: list[Tree] = []
         self._n_seen = 0
 
@@ -210,6 +211,9 @@ class BaseSGT:
 
     def _sync_layout(self) -> None:
         """Bring the trees' statistics into the feature space's current layout."""
+        if self._space.revision == self._layout_revision:
+            return
+        self._layout_revision = self._space.revision
         if self._space.widths() == self._layout.widths:
             return
         self._layout = Layout(self._space)
@@ -251,11 +255,15 @@ class BaseSGT:
         self._n_seen += 1
         return changed
 
+    def _prepare_target_one(self, y: Any) -> Any:
+        """`_prepare_targets` for a single learned record (subclasses may do it faster)."""
+        return self._prepare_targets([y], np.ones(1, dtype=bool))[0][0]
+
     def _learn_one(self, x: Any, y: Any) -> None:
-        targets, _ = self._prepare_targets([y], np.ones(1, dtype=bool))
+        target = self._prepare_target_one(y)
         codes = self._space.encode_one(x, learn=True)
         self._sync_layout()
-        self._learn_codes(codes, targets[0])
+        self._learn_codes(codes, target)
 
     # -- the batch path ------------------------------------------------------------------------
     def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:

@@ -100,20 +100,55 @@ class SGTClassifier(BaseSGT):
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         targets = np.full(len(learn), -1, dtype=np.intp)
+        rows = np.flatnonzero(learn)
+        homogeneous = (
+            isinstance(y, np.ndarray) or len({type(v) for v in y}) == 1
+        )  # np.asarray([True, 1]) -> ints
+        labels = np.asarray(y) if homogeneous else np.empty(0)
+        if (
+            labels.ndim == 1
+            and labels.size > 16
+            and labels.dtype.kind in "biufU"
+            and rows.size == labels.size
+        ):
+            # vectorised: look up each distinct label once
+            distinct, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            values, first_rows = distinct[order].tolist(), first[order]
+            codes = np.empty(len(values), dtype=np.intp)
+            events = []
+            incoming = 0
+            for position, (label, row) in enumerate(zip(values, first_rows.tolist())):
+                k = self._class_index.get(_label_key(_check_label(label)))
+                if k is None:
+                    k = len(self._classes) + incoming
+                    incoming += 1
+                    self._incoming[k] = label
+                    events.append(row)
+                codes[order[position]] = k
+            return codes[inverse.reshape(-1)], np.array(events, dtype=np.intp)
         events = []
-        incoming: dict[tuple[bool, Any], int] = {}
-        for i in np.flatnonzero(learn):
+        incoming_keys: dict[tuple[bool, Any], int] = {}
+        for i in rows:
             label = _check_label(y[i])
             key = _label_key(label)
             k = self._class_index.get(key)
             if k is None:
-                k = incoming.get(key)
+                k = incoming_keys.get(key)
                 if k is None:
-                    k = incoming[key] = len(self._classes) + len(incoming)
+                    k = incoming_keys[key] = len(self._classes) + len(incoming_keys)
                     self._incoming[k] = label
                     events.append(i)
             targets[i] = k
         return targets, np.array(events, dtype=np.intp)
+
+    def _prepare_target_one(self, y: Any) -> int:
+        label = _check_label(y)
+        k = self._class_index.get(_label_key(label))
+        if k is None:
+            k = len(self._classes)
+            self._incoming[k] = label
+        return k
 
     def _register_target(self, target: Any) -> None:
         k = int(target)

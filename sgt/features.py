@@ -67,6 +67,7 @@ class FeatureSpace:
         self.index: dict[str, int] = {}
         self.numeric: list[_Numeric | None] = []
         self.vocab: list[dict[Any, int] | None] = []
+        self.revision = 0  # bumped whenever a feature or category is added: the layout may change
 
     # -- introspection -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -132,6 +133,7 @@ class FeatureSpace:
     def snapshot(self) -> tuple[Any, ...]:
         """Everything encoding may change, to undo a batch that turned out to hold a bad record."""
         return (
+            self.revision,
             list(self.names),
             dict(self.index),
             [None if s is None else _Numeric(s.lo, s.hi, s.seen) for s in self.numeric],
@@ -139,25 +141,56 @@ class FeatureSpace:
         )
 
     def restore(self, snapshot: tuple[Any, ...]) -> None:
-        self.names, self.index, self.numeric, self.vocab = snapshot
+        self.revision, self.names, self.index, self.numeric, self.vocab = snapshot
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> np.ndarray:
         """Codes of one record; registers features, categories and range values when `learn`.
 
         Every value is checked before anything is registered, so a bad record changes nothing.
+        Plain Python on purpose: for one record, numpy's per-call overhead would dominate. The
+        arithmetic is exactly that of the vectorised `encode_rows`.
         """
-        items = list(self._items(x))
-        for name, value in items:
-            self._check(name, value)
+        items = list(x.items()) if isinstance(x, dict) else list(self._items(x))
+        index, vocab, numeric = self.index, self.vocab, self.numeric
+        if learn:
+            for name, value in items:
+                kind = type(value)
+                j = index.get(name)
+                if kind is float or kind is int:
+                    if j is not None and vocab[j] is not None:
+                        self._category_check(name, value)
+                elif kind is str:
+                    if j is not None and vocab[j] is None:
+                        _number(name, value)
+                elif value is not None:
+                    self._check(name, value)
         codes = [MISSING] * len(self.names)
         for name, value in items:
-            j = self._feature(name, value, learn)
-            if j < 0:
+            j = index.get(name)
+            if j is None:
+                if not learn or _is_missing(value):
+                    continue
+                j = self._register(name, value)
+                codes.append(MISSING)
+            if vocab[j] is not None:
+                codes[j] = self._category_code(j, name, value, learn)
                 continue
-            if j >= len(codes):
-                codes.extend([MISSING] * (j + 1 - len(codes)))
-            codes[j] = self._code_one(j, name, value, learn)
+            kind = type(value)
+            number = float(value) if kind is float or kind is int else _number(name, value)
+            if number != number:  # NaN: missing
+                continue
+            state = numeric[j]
+            if learn and state.seen < self.warm_up and -math.inf < number < math.inf:
+                if state.seen == 0:
+                    state.lo = state.hi = number
+                elif number < state.lo:
+                    state.lo = number
+                elif number > state.hi:
+                    state.hi = number
+                state.seen += 1
+            if state.seen >= self.warm_up:
+                codes[j] = self._bin_one(state, number)
         return np.array(codes, dtype=CODE_DTYPE)
 
     def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
@@ -268,6 +301,7 @@ class FeatureSpace:
         nominal = name in self.nominal or isinstance(value, str)
         if not nominal:
             _number(name, value)  # reject unsupported types before registering
+        self.revision += 1
         self.index[name] = len(self.names)
         self.names.append(name)
         self.numeric.append(None if nominal else _Numeric())
@@ -352,6 +386,7 @@ class FeatureSpace:
         if len(vocab) >= MAX_CATEGORIES:
             raise ValueError(f"feature {name!r}: more than {MAX_CATEGORIES} categories")
         vocab[key] = code = len(vocab) + 1
+        self.revision += 1
         return code
 
 

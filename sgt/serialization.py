@@ -201,6 +201,7 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | N
     model = types[kind](**params)
     _restore_space(model._space, header["space"], arrays["space.ranges"])
     model._layout = Layout(model._space)
+    model._layout_revision = model._space.revision
     model._trees = [_restore_tree(model, f"t{t}", info, arrays) for t, info in enumerate(header["trees"])]
     model._n_seen = int(header["n_seen"])
     model._restore_extra(header["extra"])

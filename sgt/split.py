@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import f as f_distribution
+from scipy.special import fdtrc
 
 from sgt.stats import CGH, M2G, M2H, MG, MH, N, merge
 
@@ -119,13 +119,14 @@ def f_test(mean: float, variance: float, n: float) -> float:
     """p-value of the test that the expected loss change is 0 (two-sided, df = 1, n - 1).
 
     Zero variance with a non-zero mean is certain evidence (p = 0); an undefined variance (fewer
-    than two instances) is no evidence (p = 1). `sf` keeps precision for large F, unlike 1 - cdf.
+    than two instances) is no evidence (p = 1). The survival function keeps precision for large F,
+    unlike 1 - cdf.
     """
     if not n > 1 or not np.isfinite(variance):
         return 1.0
     if variance <= 0.0:
         return 0.0 if mean != 0.0 else 1.0
-    return float(f_distribution.sf(n * mean * mean / variance, 1.0, n - 1.0))
+    return float(fdtrc(1.0, n - 1.0, n * mean * mean / variance))
 
 
 def null_candidate(total: np.ndarray, lambda_: float) -> Candidate:
