@@ -59,6 +59,7 @@ BATCH_SIZE = 2000  # the worker's default consume batch
 POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
 WAIT_LIMIT_S = 600.0
 READER_WAIT_S = 0.001
+EXITED_GRACE_S = 15.0
 LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is measured
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
@@ -260,7 +261,13 @@ class Reader:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {self.count} of {n} records on {self.topic} in time")
             if process is not None and process.poll() is not None:
-                raise RuntimeError(f"process exited with {process.returncode}; {self.count} of {n} records")
+                if process.returncode != 0:
+                    raise RuntimeError(
+                        f"process exited with {process.returncode}; {self.count} of {n} records"
+                    )
+                # a clean exit (the pass-through after its count) flushed everything: allow reading it
+                deadline = min(deadline, time.monotonic() + EXITED_GRACE_S)
+                process = None
             time.sleep(0.005)
 
     def close(self) -> None:
