@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +17,8 @@ from kafka_util import CONSUMER_SETTINGS, end_offsets, produce_records, read_all
 from worker.embedded_broker import BrokerStartError, TansuBroker, create_topics, free_port, start_tansu
 
 pytestmark = pytest.mark.kafka
+
+TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
 def partition_counts(bootstrap: str) -> dict[str, int]:
@@ -132,3 +137,59 @@ def test_fast_group_join_gets_an_assignment(
         assert all(isinstance(tp, TopicPartition) for tp in consumer.assignment())
     finally:
         consumer.close()
+
+
+PROBE = """
+import os
+from confluent_kafka.admin import AdminClient
+
+
+def test_probe(kafka_bootstrap, kafka_bootstrap_again):
+    assert kafka_bootstrap == kafka_bootstrap_again  # one broker per session
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10)
+    with open(os.environ["PROBE_OUT"], "w") as out:
+        out.write(kafka_bootstrap)
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap_again(kafka_bootstrap):
+    return kafka_bootstrap
+"""
+
+
+def run_fixture_probe(tmp_path: Path, bootstrap_env: str | None) -> str:
+    """Run a one-test pytest session that uses this suite's conftest as a plugin; return its bootstrap."""
+    (tmp_path / "test_probe.py").write_text(PROBE, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    env["PROBE_OUT"] = str(tmp_path / "bootstrap.txt")
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
+    if bootstrap_env is not None:
+        env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap_env
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-c", str(tmp_path / "pytest.ini")]
+    done = subprocess.run(
+        [*command, "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return (tmp_path / "bootstrap.txt").read_text(encoding="utf-8")
+
+
+def test_fixture_prefers_the_configured_cluster(tmp_path: Path) -> None:
+    assert run_fixture_probe(tmp_path, "127.0.0.1:1") == "127.0.0.1:1"
+
+
+def test_fixture_falls_back_to_tansu_and_stops_it_at_session_end(tmp_path: Path) -> None:
+    bootstrap = run_fixture_probe(tmp_path, None)
+    host, port = bootstrap.split(":")
+    assert host == "127.0.0.1"
+    with socket.socket() as probe:
+        assert probe.connect_ex((host, int(port))) != 0, "the session's broker outlived the session"
