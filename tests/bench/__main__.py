@@ -25,7 +25,10 @@ def _log(message: str) -> None:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="short smoke run (5,000 records per stream)")
+    p.add_argument("--quick", action="store_true", help="short smoke run (--records 5000)")
+    p.add_argument(
+        "--records", type=int, help="cap on the records per stream (default: each stream's length)"
+    )
     p.add_argument("--streams", help="comma-separated stream names (default: all)")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, from {SECTIONS}")
     args = p.parse_args(argv)
@@ -34,6 +37,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
     args.streams = [s.strip() for s in args.streams.split(",")] if args.streams else None
+    if args.quick and args.records is None:
+        args.records = 5_000
+    if args.records is not None and args.records < 100:
+        p.error("--records must be >= 100")
     return args
 
 
@@ -43,20 +50,21 @@ def main(argv: list[str] | None = None) -> int:
     import river
 
     started = time.perf_counter()
-    print(f"# sgt benchmark{' (--quick)' if args.quick else ''}\n")
+    limit = "" if args.records is None else f" (at most {args.records:,} records per stream)"
+    print(f"# sgt benchmark{limit}\n")
     print(
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores; Python {platform.python_version()}, numpy {numpy.__version__}, "
         f"River {river.__version__}; CapyMOA {'installed' if _has_capymoa() else 'not installed'}\n"
     )
     if "accuracy" in args.sections:
-        rows = bench_sgt.accuracy(args.streams, args.quick, _log)
+        rows = bench_sgt.accuracy(args.streams, args.records, _log)
         print("## Accuracy (prequential, one pass; accuracy %, Friedman #1: MAE)\n")
         print(bench_sgt.accuracy_table(rows) + "\n")
         print(bench_sgt.accuracy_details(rows) + "\n")
     speed = None
     if "speed" in args.sections or "memory" in args.sections:
-        speed = bench_sgt.speed(args.quick, _log)
+        speed = bench_sgt.speed(args.records, _log)
     if "speed" in args.sections and speed is not None:
         print("## Speed (prequential learn + predict)\n")
         print(bench_sgt.speed_table(speed) + "\n")

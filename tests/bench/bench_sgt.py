@@ -161,10 +161,11 @@ class AccuracyRow:
         return pick(self.hoeffding.items(), key=lambda item: item[1].value)
 
 
-def accuracy(names: list[str] | None, quick: bool, log: Callable[[str], None]) -> list[AccuracyRow]:
+def accuracy(names: list[str] | None, limit: int | None, log: Callable[[str], None]) -> list[AccuracyRow]:
+    """Every model on every stream; ``limit`` caps the records per stream (None: the full length)."""
     rows = []
     for spec in specs(names):
-        n = min(spec.n, 5_000 if quick else spec.n)
+        n = spec.n if limit is None else min(spec.n, limit)
         stream = materialise(spec, n)
         log(f"accuracy: {spec.name} ({n:,} records)")
         ours = run_ours(stream)
@@ -181,13 +182,15 @@ class SpeedResult:
     river: Outcome
 
 
-def speed(quick: bool, log: Callable[[str], None]) -> SpeedResult:
+def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
+    """Hyperplane-10: ours batched on ``limit`` records (default 50,000), one by one on 40%, River on 10%."""
     spec = specs(["hyperplane-10"])[0]
-    stream = materialise(spec, 10_000 if quick else spec.n)
-    log(f"speed: hyperplane-10 (ours batched {len(stream.y):,}, one by one and River fewer)")
+    stream = materialise(spec, spec.n if limit is None else limit)
+    n = len(stream.y)
+    log(f"speed: hyperplane-10 (ours batched {n:,}, one by one {n * 2 // 5:,}, River SGT {n // 10:,})")
     batched = run_ours(stream)
-    one_by_one = run_ours_one_by_one(stream, 5_000 if quick else 20_000)
-    river = run_river(river_sgt(spec), stream, 2_000 if quick else 5_000)
+    one_by_one = run_ours_one_by_one(stream, n * 2 // 5)
+    river = run_river(river_sgt(spec), stream, n // 10)
     return SpeedResult(one_by_one, batched, river)
 
 
