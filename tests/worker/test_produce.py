@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -280,3 +282,36 @@ def test_cli_replays_a_file_and_creates_topics(
     assert len(docs) == 50
     assert docs[7]["id"] == "s-000007"
     assert (docs[7]["x"], docs[7]["y"]) == ({"a": 7, "b": "y"}, 1)
+
+
+@pytest.mark.kafka
+def test_sgt_worker_produce_command(kafka_bootstrap: str, topic_factory: Topics) -> None:
+    topics = topic_factory(2, "features", "labels")
+    script = Path(sys.executable).parent / "sgt-worker"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "worker"]
+    done = subprocess.run(
+        [
+            *command,
+            "produce",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--features-topic",
+            topics["features"],
+            "--labels-topic",
+            topics["labels"],
+            "--stream",
+            "friedman",
+            "--count",
+            "120",
+            "--rate",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "produced 120 features, 120 labels" in done.stderr
+    labels = decoded(read_all(kafka_bootstrap, topics["labels"], 2, expect=120))
+    assert sorted(doc["id"] for doc in labels) == [f"s-{i:06d}" for i in range(120)]
+    assert all(isinstance(doc["y"], float) for doc in labels)
