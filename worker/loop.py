@@ -42,6 +42,7 @@ _CONSUMER_KEYS = frozenset(
 _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
 _GAUGE_INTERVAL_S = 1.0
 _FLUSH_TIMEOUT_S = 10.0
+_LIST_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -119,6 +120,7 @@ class Worker:
         self._stop = threading.Event()
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
+        self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
 
@@ -325,14 +327,35 @@ class Worker:
         self.log.warning("consume error", extra=fields(error=str(error)))
 
     def _topic_done(self, rank: int, partition: int, owned: Owned) -> bool:
-        """No more records of that topic to wait for: not consumed, or read to its fetch-response end."""
+        """No more records of that topic to wait for: not consumed, or read to its end.
+
+        The end is the high watermark of the last fetch response. Some brokers (Tansu) send none for
+        an empty partition; then the partition counts as done only if the broker lists it as holding
+        no records at all (low == high), which its imprecise ListOffsets still answers correctly.
+        """
         if rank == LABELS and not self.settings.labels_topic:
             return True
         assert self.consumer is not None
-        _, high = self.consumer.get_watermark_offsets(
-            TopicPartition(self.topics[rank], partition), cached=True
-        )
-        return high >= 0 and owned.fetched[rank] >= high
+        tp = TopicPartition(self.topics[rank], partition)
+        _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+        if high >= 0:
+            return owned.fetched[rank] >= high
+        return self._listed_empty(tp, owned.fetched[rank])
+
+    def _listed_empty(self, tp: TopicPartition, fetched: int) -> bool:
+        """Whether the broker lists the partition as empty up to ``fetched`` (asked at most once a second)."""
+        assert self.consumer is not None
+        key = (tp.topic, tp.partition)
+        now = time.monotonic()
+        cached = self._listed.get(key)
+        if cached is None or now - cached[0] > _LIST_INTERVAL_S:
+            try:
+                low, high = self.consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+            except KafkaException:
+                low, high = -1, -1
+            cached = self._listed[key] = (now, low, high)
+        _, low, high = cached
+        return 0 <= low == high <= fetched
 
     def _process(self, partition: int, owned: Owned) -> None:
         merger = owned.merger
@@ -346,6 +369,7 @@ class Worker:
         result = owned.state.process(entries, time.time())
         owned.since_checkpoint += len(entries)
         self._emit(partition, result)
+        self._set_partition_gauges(partition, owned)
 
     def _emit(self, partition: int, result: ProcessResult) -> None:
         producer = self.producer

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -44,10 +44,15 @@ class LabelRecord:
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
-    """A record that cannot be used, with the dead-letter reason."""
+    """A record that cannot be used, with the dead-letter reason.
+
+    Its time is minus infinity: a bad record has no trustworthy event time (its Kafka timestamp may be
+    on another clock than the ``ts`` of good records), so it is merged as soon as it heads its queue
+    and never holds the other topic back.
+    """
 
     reason: str
-    ts: float
+    ts: ClassVar[float] = float("-inf")
 
 
 def _parse_object(raw: bytes, max_bytes: int) -> dict[str, Any] | str:
@@ -134,21 +139,21 @@ def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: 
     """Decode a feature record; ``fallback_ts`` (the Kafka timestamp) is used when ``ts`` is absent."""
     doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
     if isinstance(doc, str):
-        return Invalid(doc, fallback_ts)
+        return Invalid(doc)
     ts = _event_time(doc, fallback_ts)
     if "x" not in doc:
-        return Invalid("missing_x", ts)
+        return Invalid("missing_x")
     x = _parse_x(doc["x"])
     if isinstance(x, str):
-        return Invalid(x, ts)
+        return Invalid(x)
     rid = _parse_id(doc)
     if rid is False:
-        return Invalid("bad_id", ts)
+        return Invalid("bad_id")
     y = None
     if doc.get("y") is not None:
         y = parse_label(doc["y"], task)
         if y is None:
-            return Invalid("bad_label_type", ts)
+            return Invalid("bad_label_type")
     return Feature(rid, x, y, ts)  # type: ignore[arg-type]
 
 
@@ -156,16 +161,16 @@ def decode_label(raw: bytes | None, fallback_ts: float, task: str, max_bytes: in
     """Decode a label record ``{"id", "y"}``."""
     doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
     if isinstance(doc, str):
-        return Invalid(doc, fallback_ts)
+        return Invalid(doc)
     ts = _event_time(doc, fallback_ts)
     rid = _parse_id(doc)
     if rid is None:
-        return Invalid("missing_id", ts)
+        return Invalid("missing_id")
     if rid is False:
-        return Invalid("bad_id", ts)
+        return Invalid("bad_id")
     if doc.get("y") is None:
-        return Invalid("missing_y", ts)
+        return Invalid("missing_y")
     y = parse_label(doc["y"], task)
     if y is None:
-        return Invalid("bad_label_type", ts)
+        return Invalid("bad_label_type")
     return LabelRecord(rid, y, ts)  # type: ignore[arg-type]

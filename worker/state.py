@@ -142,7 +142,8 @@ class PartitionState:
         for ts, rank, offset, (record, decoded) in entries:
             self.next_offsets[rank] = offset + 1
             result.consumed[rank] += 1
-            if ts > self.event_time:
+            if ts > self.event_time and not isinstance(decoded, Invalid):
+                # only usable records move the event clock: a bad record's time may be on another clock
                 self.event_time = ts
                 self._expire(result)
             if isinstance(decoded, Invalid):

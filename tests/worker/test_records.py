@@ -27,11 +27,11 @@ BAD_FEATURES = [
 
 @pytest.mark.parametrize(("raw", "reason"), BAD_FEATURES)
 def test_bad_feature_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
-    assert decode_feature(raw, 7.0, "classification", 100) == Invalid(reason, 7.0)
+    assert decode_feature(raw, 7.0, "classification", 100) == Invalid(reason)
 
 
 def test_a_missing_value_is_a_bad_record() -> None:
-    assert decode_feature(None, 1.0, "classification", 100) == Invalid("invalid_json", 1.0)
+    assert decode_feature(None, 1.0, "classification", 100) == Invalid("invalid_json")
 
 
 def test_good_feature_records_decode_with_numbers_as_floats_and_event_time() -> None:
@@ -61,7 +61,7 @@ def test_a_non_numeric_ts_falls_back_to_the_record_timestamp() -> None:
     ],
 )
 def test_bad_label_records_are_rejected_with_their_reason(raw: bytes, reason: str) -> None:
-    assert decode_label(raw, 2.0, "classification", 100) == Invalid(reason, 2.0)
+    assert decode_label(raw, 2.0, "classification", 100) == Invalid(reason)
 
 
 def test_label_records_decode() -> None:

@@ -132,3 +132,20 @@ def offline_classification(
         predicted = classes[int(np.argmax(p))] if classes and p.max() > 0 else None
         metrics.update(y, predicted, dict(zip(classes, p.tolist(), strict=True)).get(y, 0.0))
     return model.to_bytes(), metrics.to_dict()
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Prometheus exposition text as ``{(sample name, labels): value}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def value(
+    parsed: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
+    return parsed.get((name, frozenset(labels.items())))
