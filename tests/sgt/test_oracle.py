@@ -1,0 +1,283 @@
+"""Differential test: the library against a slow, literal transcription of the algorithm's rules.
+
+``ReferenceSGT`` keeps every (codes, g, h) of a leaf in a Python list and evaluates each candidate
+from the per-instance loss changes L_i = g_i delta_j + h_i delta_j^2 / 2 directly: mean, and sample
+variance with ddof = 1 over all instances of the candidate (the definition the pooled formula of the
+reference notes, section 1.3, computes). It shares no code with the library. Rules transcribed:
+
+- attempts every ``grace_period`` instances since the leaf's last reset; the leaf counter n counts
+  every instance that reached the leaf;
+- the null candidate (whole leaf, no penalty) is the initial best; then every threshold of every
+  frozen numeric feature, in feature order, with known values on both sides, penalised by
+  gamma * 2 / n; a candidate replaces the best only if strictly better. Instances whose value is
+  missing (including values seen before the feature's range froze) are evaluated in the side with
+  more known values (the left one on a tie), where the split will route them;
+- F = n mean^2 / var, p = P(F(1, n - 1) > F); act iff p < delta and mean < 0 (var = 0: p = 0);
+- a value update adds delta_0 and resets the leaf; a split gives child j the value v + delta_j, and
+  missing values go to that side; at max_depth only the null candidate is considered;
+- numeric codes: the range is the min/max of a feature's first ``warm_up`` finite values; until then
+  the feature's value counts as missing; bin = floor(B (x - lo) / (hi - lo)) clipped to [0, B - 1].
+
+Comparison stops at the first attempt whose outcome hinges on rounding (two candidates equal to
+1e-9, or p equal to delta): with log loss a leaf's gradients take two values, so mirror-image
+partitions often tie exactly. Squared error starts from the first target; the binary classifier's
+single tree appears with the second class (logit of the second class against the first).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import f as f_distribution
+
+from sgt import SGTClassifier, SGTRegressor
+
+
+@dataclass
+class Node:
+    value: float
+    depth: int
+    items: list[tuple[dict[str, int | None], float, float]] = field(default_factory=list)
+    feature: str | None = None
+    bin: int = -1
+    missing: int = 0
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    mean: float
+    variance: float
+    deltas: list[float]
+    feature: str | None = None
+    bin: int = -1
+    sizes: tuple[int, ...] = ()
+
+
+class ReferenceSGT:
+    """A direct, slow SGT for numeric features: squared error or binary log loss."""
+
+    def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
+                 warm_up: int, max_depth: int | None) -> None:  # fmt: skip
+        self.loss, self.grace, self.delta, self.lambda_, self.gamma = (
+            loss,
+            grace_period,
+            delta,
+            lambda_,
+            gamma,
+        )
+        self.bins, self.warm_up, self.max_depth = bins, warm_up, max_depth
+        self.ranges: dict[str, list[float]] = {}  # name -> [lo, hi, seen]
+        self.classes: list[Any] = []
+        self.root: Node | None = None
+        self.n_splits = self.n_updates = 0
+        self.ambiguous = False  # set when a decision hinges on rounding (an exact tie, or p == delta)
+
+    # -- features ----------------------------------------------------------------------------------
+    def codes(self, x: dict[str, float | None], learn: bool) -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        for name, value in x.items():
+            missing = value is None or math.isnan(value)
+            if name not in self.ranges:
+                if missing or not learn:
+                    continue
+                self.ranges[name] = [math.nan, math.nan, 0]
+            state = self.ranges[name]
+            if learn and not missing and math.isfinite(value) and state[2] < self.warm_up:
+                state[0] = value if state[2] == 0 else min(state[0], value)
+                state[1] = value if state[2] == 0 else max(state[1], value)
+                state[2] += 1
+            out[name] = None if missing or state[2] < self.warm_up else self._bin(state, value)
+        return out
+
+    def _bin(self, state: list[float], x: float) -> int:
+        lo, hi = state[0], state[1]
+        if hi == lo:
+            return 0 if x <= lo else self.bins - 1
+        z = (x - lo) / (hi - lo) * self.bins
+        return (
+            int(min(max(math.floor(z), 0), self.bins - 1))
+            if math.isfinite(z)
+            else (0 if z < 0 else self.bins - 1)
+        )
+
+    # -- learning ----------------------------------------------------------------------------------
+    def route(self, codes: dict[str, int | None]) -> Node:
+        node = self.root
+        assert node is not None
+        while node.children:
+            code = codes.get(node.feature)
+            node = node.children[node.missing if code is None else int(code > node.bin)]
+        return node
+
+    def learn_one(self, x: dict[str, float | None], y: Any) -> None:
+        codes = self.codes(x, learn=True)
+        if self.loss == "squared":
+            if self.root is None:
+                self.root = Node(float(y), 0)
+            target = float(y)
+        else:
+            if y not in self.classes:
+                self.classes.append(y)
+                if len(self.classes) == 2:
+                    self.root = Node(0.0, 0)
+            if self.root is None:
+                return
+            target = float(y == self.classes[1])
+        leaf = self.route(codes)
+        if self.loss == "squared":
+            g, h = leaf.value - target, 1.0
+        else:
+            p = 1.0 / (1.0 + math.exp(-leaf.value))
+            g, h = p - target, p * (1.0 - p)
+        leaf.items.append((codes, g, h))
+        if len(leaf.items) % self.grace == 0:
+            self.attempt(leaf)
+
+    def attempt(self, leaf: Node) -> None:
+        g = np.array([item[1] for item in leaf.items])
+        h = np.array([item[2] for item in leaf.items])
+        n = len(leaf.items)
+        best = self.evaluate(g, h, [np.ones(n, dtype=bool)], penalty=0.0)
+        means = [best.mean]
+        if self.max_depth is None or leaf.depth < self.max_depth:
+            for name in self.ranges:
+                if self.ranges[name][2] < self.warm_up:
+                    continue
+                codes = np.array([-1 if item[0].get(name) is None else item[0][name] for item in leaf.items])
+                for t in range(self.bins - 1):
+                    left, right = (codes >= 0) & (codes <= t), codes > t
+                    if not (left.any() and right.any()):
+                        continue
+                    sizes = (int(left.sum()), int(right.sum()))
+                    if sizes[0] >= sizes[1]:
+                        left = left | (codes < 0)
+                    else:
+                        right = right | (codes < 0)
+                    candidate = self.evaluate(g, h, [left, right], penalty=self.gamma * 2 / n)
+                    means.append(candidate.mean)
+                    if candidate.mean < best.mean:
+                        best = candidate
+                        best.feature, best.bin, best.sizes = name, t, sizes
+        if best.variance > 0:
+            p = f_distribution.sf(n * best.mean**2 / best.variance, 1, n - 1)
+        else:
+            p = 0.0 if best.mean != 0 else 1.0
+        close = [m for m in means if abs(m - best.mean) <= 1e-9 * abs(best.mean) + 1e-15]
+        if len(close) > 1 or abs(p - self.delta) <= 1e-6 * self.delta or abs(best.mean) < 1e-12:
+            self.ambiguous = True
+        if not (p < self.delta and best.mean < 0):
+            return
+        if best.feature is None:
+            leaf.value += best.deltas[0]
+            leaf.items = []
+            self.n_updates += 1
+            return
+        leaf.feature, leaf.bin, leaf.items = best.feature, best.bin, []
+        leaf.missing = 0 if best.sizes[0] >= best.sizes[1] else 1
+        leaf.children = [Node(leaf.value + d, leaf.depth + 1) for d in best.deltas]
+        self.n_splits += 1
+
+    def evaluate(self, g: np.ndarray, h: np.ndarray, groups: list[np.ndarray], penalty: float) -> Candidate:
+        losses, deltas = [], []
+        for mask in groups:
+            d = -g[mask].mean() / (h[mask].mean() + self.lambda_)
+            deltas.append(float(d))
+            losses.append(g[mask] * d + 0.5 * h[mask] * d * d)
+        changes = np.concatenate(losses)
+        variance = float(changes.var(ddof=1)) if changes.size > 1 else 0.0
+        return Candidate(float(changes.mean()) + penalty, variance, deltas)
+
+    # -- prediction --------------------------------------------------------------------------------
+    def predict_raw(self, x: dict[str, float | None]) -> float | None:
+        return None if self.root is None else self.route(self.codes(x, learn=False)).value
+
+
+def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tuple[list[dict], list]:
+    """Features on different scales with missing values; the target depends on the first two."""
+    rng = np.random.default_rng(seed)
+    scales = rng.choice([1.0, 10.0, 1000.0], n_features)
+    U = rng.uniform(0.0, 1.0, (n, n_features))
+    X = U * scales
+    X[rng.uniform(size=X.shape) < missing] = np.nan
+    a = U[:, 0] > 0.5
+    b = U[:, 1] > 0.7 if n_features > 1 else np.zeros(n, dtype=bool)
+    if loss == "squared":
+        y = [float(v) for v in 3.0 * a + 2.0 * b + rng.normal(0.0, 0.3, n) + rng.choice([0.0, 100.0])]
+    else:
+        y = [str(v) for v in (a != b) != (rng.uniform(size=n) < 0.05)]
+    records = [{f"f{j}": (None if math.isnan(v) else float(v)) for j, v in enumerate(row)} for row in X]
+    return records, y
+
+
+def _shape(node: dict[str, Any] | Node) -> Any:
+    if isinstance(node, Node):
+        return (
+            None
+            if not node.children
+            else (node.feature, node.bin, node.missing, tuple(map(_shape, node.children)))
+        )
+    return (
+        None
+        if node["leaf"]
+        else (node["feature"], node["bin"], node["missing"], tuple(map(_shape, node["children"])))
+    )
+
+
+def _values(node: dict[str, Any] | Node) -> list[float]:
+    if isinstance(node, Node):
+        return [node.value, *(v for c in node.children for v in _values(c))]
+    return [node["value"], *(v for c in node.get("children", ()) for v in _values(c))]
+
+
+CONFIG = st.fixed_dictionaries(
+    {
+        "grace_period": st.sampled_from([5, 10, 25]),
+        "delta": st.sampled_from([1e-3, 0.01, 0.1]),
+        "lambda_": st.sampled_from([0.1, 1.0]),
+        "gamma": st.sampled_from([0.3, 1.0]),
+        "bins": st.sampled_from([2, 3, 8]),
+        "warm_up": st.sampled_from([1, 7, 40]),
+        "max_depth": st.sampled_from([None, 1, 3]),
+    }
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    config=CONFIG,
+    loss=st.sampled_from(["squared", "logistic"]),
+    seed=st.integers(0, 10_000),
+    n_features=st.integers(1, 3),
+    missing=st.sampled_from([0.0, 0.2]),
+)
+def test_library_matches_the_reference_transcription(
+    config: dict, loss: str, seed: int, n_features: int, missing: float
+) -> None:
+    records, y = _stream(seed, 400, loss, n_features, missing)
+    reference = ReferenceSGT(loss, **config)
+    model = SGTRegressor(**config) if loss == "squared" else SGTClassifier(**config)
+    for i, (x, target) in enumerate(zip(records, y, strict=True)):
+        reference.learn_one(x, target)
+        model.learn_one(x, target)
+        if reference.ambiguous:
+            return  # the two may round an exact tie differently; everything before was compared
+        assert (model.n_splits, model.n_updates) == (reference.n_splits, reference.n_updates), f"record {i}"
+    if reference.root is None:
+        return
+    (tree,) = model.to_dict()["trees"]
+    assert _shape(tree) == _shape(reference.root)
+    np.testing.assert_allclose(_values(tree), _values(reference.root), rtol=1e-9, atol=1e-9)
+    for x in records[:50]:
+        raw = reference.predict_raw(x)
+        if loss == "squared":
+            assert model.predict_one(x) == pytest.approx(raw, rel=1e-9, abs=1e-9)
+        else:
+            p = model.predict_proba_one(x)[reference.classes[1]]
+            assert p == pytest.approx(1.0 / (1.0 + math.exp(-raw)), rel=1e-9, abs=1e-12)
