@@ -96,6 +96,39 @@ def load_state(
     return PartitionState(partition, model, config)
 
 
+def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The consumer settings: manual offsets (the checkpoint is the truth) and the co-partitioning
+    ``range`` assignor, which gives a member equal partition numbers of topics with equal counts."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "group.id": settings.group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "range",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+        "fetch.wait.max.ms": settings.fetch_wait_max_ms,
+    }
+    conf.update({k: v for k, v in (overrides or {}).items() if k in _CONSUMER_KEYS})
+    return conf
+
+
+def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The producer settings: idempotent, acks=all, Java-compatible key partitioning."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": settings.linger_ms,
+        "partitioner": "murmur2_random",
+        "message.max.bytes": max(settings.max_record_bytes * 2, 1 << 20) + 65536,
+    }
+    conf.update({k: v for k, v in (overrides or {}).items() if k in _PRODUCER_KEYS})
+    return conf
+
+
 class Worker:
     """One member of the worker group; :meth:`run` blocks until :meth:`stop` is called."""
 
@@ -183,35 +216,13 @@ class Worker:
     # -- client configuration -------------------------------------------------------------------------
 
     def _consumer_config(self) -> dict[str, Any]:
-        s = self.settings
-        conf: dict[str, Any] = {
-            "bootstrap.servers": s.bootstrap_servers,
-            "group.id": s.group_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "range",
-            "isolation.level": "read_committed",
-            "session.timeout.ms": s.session_timeout_ms,
-            "heartbeat.interval.ms": s.heartbeat_interval_ms,
-            "fetch.wait.max.ms": s.fetch_wait_max_ms,
-            "error_cb": self._on_error,
-        }
-        conf.update({k: v for k, v in self._overrides.items() if k in _CONSUMER_KEYS})
+        conf = consumer_config(self.settings, self._overrides)
+        conf["error_cb"] = self._on_error
         return conf
 
     def _producer_config(self) -> dict[str, Any]:
-        s = self.settings
-        conf: dict[str, Any] = {
-            "bootstrap.servers": s.bootstrap_servers,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": s.linger_ms,
-            "partitioner": "murmur2_random",
-            "message.max.bytes": max(s.max_record_bytes * 2, 1 << 20) + 65536,
-            "error_cb": self._on_error,
-        }
-        conf.update({k: v for k, v in self._overrides.items() if k in _PRODUCER_KEYS})
+        conf = producer_config(self.settings, self._overrides)
+        conf["error_cb"] = self._on_error
         return conf
 
     def _on_error(self, error: KafkaError) -> None:

@@ -1,0 +1,133 @@
+"""The worker in-process against the real broker: co-partitioned assignment, live streams whose labels
+topic is still empty, regression, and clean shutdown with per-partition series removed."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Consumer
+from kafka_util import produce_records, read_all
+from worker_util import samples, value, wait_for
+
+from worker.config import WorkerSettings, load_settings
+from worker.embedded_broker import create_topics
+from worker.loop import Worker, consumer_config
+
+
+def _settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:
+    values: dict[str, object] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"inproc-{uuid.uuid4().hex[:8]}",
+        "features_topic": topics["features"],
+        "labels_topic": topics.get("labels"),
+        "predictions_topic": topics["predictions"],
+        "dead_letter_topic": topics["dead"],
+        "checkpoint_dir": str(ckpt),
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        "metrics_port": 0,
+        **extra,
+    }
+    return load_settings(values, env={})
+
+
+def _topics(bootstrap: str, partitions: int, *kinds: str) -> dict[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    topics = {k: f"inproc-{k}-{tag}" for k in kinds}
+    create_topics(bootstrap, list(topics.values()), partitions)
+    return topics
+
+
+@pytest.fixture
+def running() -> Iterator[list[tuple[Worker, threading.Thread]]]:
+    started: list[tuple[Worker, threading.Thread]] = []
+    yield started
+    for worker, thread in started:
+        worker.stop()
+        thread.join(60)
+
+
+def _start(started: list, settings: WorkerSettings) -> Worker:
+    worker = Worker(settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    started.append((worker, thread))
+    return worker
+
+
+def test_the_range_assignor_keeps_equal_partition_numbers_together(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topics = _topics(kafka_bootstrap, 4, "features", "labels", "predictions", "dead")
+    settings = _settings(kafka_bootstrap, topics, tmp_path)
+    assigned: dict[int, list] = {0: [], 1: []}
+    consumers = [Consumer(consumer_config(settings)) for _ in range(2)]
+    for i, consumer in enumerate(consumers):
+        consumer.subscribe(
+            [topics["features"], topics["labels"]],
+            on_assign=lambda _c, parts, i=i: assigned.__setitem__(i, [(p.topic, p.partition) for p in parts]),
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (assigned[0] and assigned[1]):
+        for consumer in consumers:
+            consumer.poll(0.1)
+    for consumer in consumers:
+        consumer.close()
+    assert assigned[0] and assigned[1], "both members should get partitions"
+    for parts in assigned.values():
+        features = {p for t, p in parts if t == topics["features"]}
+        labels = {p for t, p in parts if t == topics["labels"]}
+        assert features == labels and len(features) == 2
+    assert {p for t, p in assigned[0]} | {p for t, p in assigned[1]} == {0, 1, 2, 3}
+
+
+def test_features_flow_while_the_labels_topic_is_still_empty(
+    kafka_bootstrap: str, tmp_path: Path, running: list
+) -> None:
+    topics = _topics(kafka_bootstrap, 2, "features", "labels", "predictions", "dead")
+    worker = _start(running, _settings(kafka_bootstrap, topics, tmp_path))
+    records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(200)]
+    produce_records(kafka_bootstrap, topics["features"], records)
+    predictions = read_all(kafka_bootstrap, topics["predictions"], 2, expect=200, idle_s=20)
+    assert len(predictions) == 200
+    # labels arriving later are joined to the waiting features and learned
+    labels = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "y": i % 2})) for i in range(200)]
+    produce_records(kafka_bootstrap, topics["labels"], labels)
+    wait_for(
+        lambda: sum(o.state.trained for o in dict(worker.owned).values()) == 200,
+        30,
+        "the labels to be learned",
+    )
+    assert sum(o.state.prequential.n for o in worker.owned.values()) == 200
+
+
+def test_regression_inline_labels_and_series_removed_at_shutdown(
+    kafka_bootstrap: str, tmp_path: Path, running: list
+) -> None:
+    topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
+    worker = _start(running, _settings(kafka_bootstrap, topics, tmp_path, task="regression"))
+    records = [
+        (f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": [float(i % 10), 1.0], "y": 2.0 * (i % 10)}))
+        for i in range(500)
+    ]
+    produce_records(kafka_bootstrap, topics["features"], records)
+    docs = [
+        orjson.loads(m.value())
+        for m in read_all(kafka_bootstrap, topics["predictions"], 2, expect=500, idle_s=30)
+    ]
+    assert len(docs) == 500 and all(isinstance(d["prediction"], float) and "proba" not in d for d in docs)
+    wait_for(lambda: worker.health.ready, 10, "readiness")
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_assigned_partitions") == 2
+    assert sum(value(parsed, "sgt_trained_total", partition=str(p)) or 0 for p in range(2)) == 500
+    worker.stop()
+    running[-1][1].join(60)
+    text = worker.metrics.render().decode()
+    assert 'partition="' not in text.replace('sgt_rebalances_total{event="', "")
+    assert not worker.health.ready
