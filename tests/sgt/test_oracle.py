@@ -38,14 +38,18 @@ from scipy.stats import f as f_distribution
 
 from sgt import SGTClassifier, SGTRegressor
 
+UNKNOWN = object()  # a category never learned (prediction only)
+
 
 @dataclass
 class Node:
     value: float
     depth: int
-    items: list[tuple[dict[str, int | None], float, float]] = field(default_factory=list)
+    used: frozenset[str] = frozenset()  # nominal features split on along the path
+    items: list[tuple[dict[str, Any], float, float]] = field(default_factory=list)
     feature: str | None = None
     bin: int = -1
+    categories: list[Any] = field(default_factory=list)
     missing: int = 0
     children: list[Node] = field(default_factory=list)
 
@@ -57,66 +61,83 @@ class Candidate:
     deltas: list[float]
     feature: str | None = None
     bin: int = -1
-    sizes: tuple[int, ...] = ()
+    categories: list[Any] = field(default_factory=list)
+    missing: int = 0
 
 
 class ReferenceSGT:
-    """A direct, slow SGT for numeric features: squared error or binary log loss."""
+    """A direct, slow SGT with numeric and nominal features: squared error or binary log loss."""
 
     def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
                  warm_up: int, max_depth: int | None) -> None:  # fmt: skip
-        self.loss, self.grace, self.delta, self.lambda_, self.gamma = (
-            loss,
-            grace_period,
-            delta,
-            lambda_,
-            gamma,
-        )
-        self.bins, self.warm_up, self.max_depth = bins, warm_up, max_depth
-        self.ranges: dict[str, list[float]] = {}  # name -> [lo, hi, seen]
+        self.loss, self.grace, self.delta, self.lambda_ = loss, grace_period, delta, lambda_
+        self.gamma, self.bins, self.warm_up, self.max_depth = gamma, bins, warm_up, max_depth
+        self.ranges: dict[str, list[float]] = {}  # numeric: name -> [lo, hi, seen]
+        self.vocab: dict[str, list[Any]] = {}  # nominal: name -> categories in order of first learning
+        self.order: list[str] = []  # features in order of registration
         self.classes: list[Any] = []
         self.root: Node | None = None
         self.n_splits = self.n_updates = 0
         self.ambiguous = False  # set when a decision hinges on rounding (an exact tie, or p == delta)
 
     # -- features ----------------------------------------------------------------------------------
-    def codes(self, x: dict[str, float | None], learn: bool) -> dict[str, int | None]:
-        out: dict[str, int | None] = {}
+    def codes(self, x: dict[str, Any], learn: bool) -> dict[str, Any]:
+        """Numeric: bin or None; nominal: the category, UNKNOWN or None."""
+        out: dict[str, Any] = {}
         for name, value in x.items():
-            missing = value is None or math.isnan(value)
-            if name not in self.ranges:
+            missing = value is None or (isinstance(value, float) and math.isnan(value))
+            if name not in self.order:
                 if missing or not learn:
                     continue
-                self.ranges[name] = [math.nan, math.nan, 0]
-            state = self.ranges[name]
-            if learn and not missing and math.isfinite(value) and state[2] < self.warm_up:
-                state[0] = value if state[2] == 0 else min(state[0], value)
-                state[1] = value if state[2] == 0 else max(state[1], value)
-                state[2] += 1
-            out[name] = None if missing or state[2] < self.warm_up else self._bin(state, value)
+                self.order.append(name)
+                if isinstance(value, str):
+                    self.vocab[name] = []
+                else:
+                    self.ranges[name] = [math.nan, math.nan, 0]
+            if missing:
+                out[name] = None
+            elif name in self.vocab:
+                if value not in self.vocab[name] and learn:
+                    self.vocab[name].append(value)
+                out[name] = value if value in self.vocab[name] else UNKNOWN
+            else:
+                out[name] = self._numeric_code(self.ranges[name], value, learn)
         return out
 
-    def _bin(self, state: list[float], x: float) -> int:
+    def _numeric_code(self, state: list[float], x: float, learn: bool) -> int | None:
+        if learn and math.isfinite(x) and state[2] < self.warm_up:
+            state[0] = x if state[2] == 0 else min(state[0], x)
+            state[1] = x if state[2] == 0 else max(state[1], x)
+            state[2] += 1
+        if state[2] < self.warm_up:
+            return None
         lo, hi = state[0], state[1]
         if hi == lo:
             return 0 if x <= lo else self.bins - 1
         z = (x - lo) / (hi - lo) * self.bins
-        return (
-            int(min(max(math.floor(z), 0), self.bins - 1))
-            if math.isfinite(z)
-            else (0 if z < 0 else self.bins - 1)
-        )
+        return int(min(max(math.floor(z), 0), self.bins - 1))
 
     # -- learning ----------------------------------------------------------------------------------
-    def route(self, codes: dict[str, int | None]) -> Node:
+    def route(self, codes: dict[str, Any], learn: bool) -> Node:
+        """The leaf of a record; an unknown category stops at its branch, or grows a leaf when learning."""
         node = self.root
         assert node is not None
         while node.children:
             code = codes.get(node.feature)
-            node = node.children[node.missing if code is None else int(code > node.bin)]
+            if code is None:
+                node = node.children[node.missing]
+            elif node.categories:
+                if code not in node.categories:
+                    if not learn:
+                        return node
+                    node.categories.append(code)
+                    node.children.append(Node(node.value, node.depth + 1, node.used))
+                node = node.children[node.categories.index(code)]
+            else:
+                node = node.children[int(code > node.bin)]
         return node
 
-    def learn_one(self, x: dict[str, float | None], y: Any) -> None:
+    def learn_one(self, x: dict[str, Any], y: Any) -> None:
         codes = self.codes(x, learn=True)
         if self.loss == "squared":
             if self.root is None:
@@ -130,7 +151,7 @@ class ReferenceSGT:
             if self.root is None:
                 return
             target = float(y == self.classes[1])
-        leaf = self.route(codes)
+        leaf = self.route(codes, learn=True)
         if self.loss == "squared":
             g, h = leaf.value - target, 1.0
         else:
@@ -144,45 +165,71 @@ class ReferenceSGT:
         g = np.array([item[1] for item in leaf.items])
         h = np.array([item[2] for item in leaf.items])
         n = len(leaf.items)
-        best = self.evaluate(g, h, [np.ones(n, dtype=bool)], penalty=0.0)
-        means = [best.mean]
+        candidates = [self.evaluate(g, h, [np.ones(n, dtype=bool)], penalty=0.0)]
         if self.max_depth is None or leaf.depth < self.max_depth:
-            for name in self.ranges:
-                if self.ranges[name][2] < self.warm_up:
-                    continue
-                codes = np.array([-1 if item[0].get(name) is None else item[0][name] for item in leaf.items])
-                for t in range(self.bins - 1):
-                    left, right = (codes >= 0) & (codes <= t), codes > t
-                    if not (left.any() and right.any()):
-                        continue
-                    sizes = (int(left.sum()), int(right.sum()))
-                    if sizes[0] >= sizes[1]:
-                        left = left | (codes < 0)
-                    else:
-                        right = right | (codes < 0)
-                    candidate = self.evaluate(g, h, [left, right], penalty=self.gamma * 2 / n)
-                    means.append(candidate.mean)
-                    if candidate.mean < best.mean:
-                        best = candidate
-                        best.feature, best.bin, best.sizes = name, t, sizes
+            for name in self.order:
+                values = [item[0].get(name) for item in leaf.items]
+                if name in self.vocab:
+                    if name not in leaf.used:
+                        candidates += self.nominal_candidates(name, values, g, h, n)
+                elif self.ranges[name][2] >= self.warm_up:
+                    candidates += self.numeric_candidates(name, values, g, h, n)
+        best = candidates[0]
+        for candidate in candidates[1:]:
+            if candidate.mean < best.mean:
+                best = candidate
         if best.variance > 0:
             p = f_distribution.sf(n * best.mean**2 / best.variance, 1, n - 1)
         else:
             p = 0.0 if best.mean != 0 else 1.0
-        close = [m for m in means if abs(m - best.mean) <= 1e-9 * abs(best.mean) + 1e-15]
+        close = [c for c in candidates if abs(c.mean - best.mean) <= 1e-9 * abs(best.mean) + 1e-15]
         if len(close) > 1 or abs(p - self.delta) <= 1e-6 * self.delta or abs(best.mean) < 1e-12:
             self.ambiguous = True
         if not (p < self.delta and best.mean < 0):
             return
+        leaf.items = []
         if best.feature is None:
             leaf.value += best.deltas[0]
-            leaf.items = []
             self.n_updates += 1
             return
-        leaf.feature, leaf.bin, leaf.items = best.feature, best.bin, []
-        leaf.missing = 0 if best.sizes[0] >= best.sizes[1] else 1
-        leaf.children = [Node(leaf.value + d, leaf.depth + 1) for d in best.deltas]
+        used = leaf.used | {best.feature} if best.categories else leaf.used
+        leaf.feature, leaf.bin, leaf.categories, leaf.missing = (
+            best.feature,
+            best.bin,
+            best.categories,
+            best.missing,
+        )
+        leaf.children = [Node(leaf.value + d, leaf.depth + 1, used) for d in best.deltas]
         self.n_splits += 1
+
+    def numeric_candidates(
+        self, name: str, values: list, g: np.ndarray, h: np.ndarray, n: int
+    ) -> list[Candidate]:
+        codes = np.array([-1 if v is None else v for v in values])
+        out = []
+        for t in range(self.bins - 1):
+            left, right = (codes >= 0) & (codes <= t), codes > t
+            if not (left.any() and right.any()):
+                continue
+            missing = 0 if left.sum() >= right.sum() else 1
+            groups = [left | (codes < 0), right] if missing == 0 else [left, right | (codes < 0)]
+            candidate = self.evaluate(g, h, groups, penalty=self.gamma * 2 / n)
+            candidate.feature, candidate.bin, candidate.missing = name, t, missing
+            out.append(candidate)
+        return out
+
+    def nominal_candidates(
+        self, name: str, values: list, g: np.ndarray, h: np.ndarray, n: int
+    ) -> list[Candidate]:
+        seen = [c for c in self.vocab[name] if c in values]
+        if len(seen) < 2:
+            return []
+        groups = [np.array([v == c and v is not None for v in values]) for c in seen]
+        missing = int(np.argmax([m.sum() for m in groups]))
+        groups[missing] = groups[missing] | np.array([v is None for v in values])
+        candidate = self.evaluate(g, h, groups, penalty=self.gamma * len(seen) / n)
+        candidate.feature, candidate.categories, candidate.missing = name, seen, missing
+        return [candidate]
 
     def evaluate(self, g: np.ndarray, h: np.ndarray, groups: list[np.ndarray], penalty: float) -> Candidate:
         losses, deltas = [], []
@@ -195,39 +242,47 @@ class ReferenceSGT:
         return Candidate(float(changes.mean()) + penalty, variance, deltas)
 
     # -- prediction --------------------------------------------------------------------------------
-    def predict_raw(self, x: dict[str, float | None]) -> float | None:
-        return None if self.root is None else self.route(self.codes(x, learn=False)).value
+    def predict_raw(self, x: dict[str, Any]) -> float | None:
+        return None if self.root is None else self.route(self.codes(x, learn=False), learn=False).value
 
 
 def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tuple[list[dict], list]:
-    """Features on different scales with missing values; the target depends on the first two."""
+    """Numeric features on different scales and a nominal one whose fourth category appears late, all
+    with missing values; the target depends on the first numeric feature, the second one and the nominal.
+    """
     rng = np.random.default_rng(seed)
     scales = rng.choice([1.0, 10.0, 1000.0], n_features)
     U = rng.uniform(0.0, 1.0, (n, n_features))
     X = U * scales
     X[rng.uniform(size=X.shape) < missing] = np.nan
+    colour = rng.choice(["red", "green", "blue"], n).astype(object)
+    colour[n // 2 :][rng.uniform(size=n - n // 2) < 0.3] = "violet"
+    colour[rng.uniform(size=n) < missing] = None
     a = U[:, 0] > 0.5
     b = U[:, 1] > 0.7 if n_features > 1 else np.zeros(n, dtype=bool)
+    c = np.isin(colour, ["green", "violet"])
     if loss == "squared":
-        y = [float(v) for v in 3.0 * a + 2.0 * b + rng.normal(0.0, 0.3, n) + rng.choice([0.0, 100.0])]
+        noise = rng.normal(0.0, 0.3, n) + rng.choice([0.0, 100.0])
+        y = [float(v) for v in 3.0 * a + 2.0 * b + 2.5 * c + noise]
     else:
-        y = [str(v) for v in (a != b) != (rng.uniform(size=n) < 0.05)]
-    records = [{f"f{j}": (None if math.isnan(v) else float(v)) for j, v in enumerate(row)} for row in X]
+        y = [str(v) for v in (a != b) != (c & (rng.uniform(size=n) < 0.5))]
+    records = []
+    for row, col in zip(X, colour, strict=True):
+        x: dict[str, Any] = {f"f{j}": (None if math.isnan(v) else float(v)) for j, v in enumerate(row)}
+        records.append({"colour": col, **x} if rng.uniform() < 0.5 else {**x, "colour": col})
     return records, y
 
 
 def _shape(node: dict[str, Any] | Node) -> Any:
     if isinstance(node, Node):
-        return (
-            None
-            if not node.children
-            else (node.feature, node.bin, node.missing, tuple(map(_shape, node.children)))
-        )
-    return (
-        None
-        if node["leaf"]
-        else (node["feature"], node["bin"], node["missing"], tuple(map(_shape, node["children"])))
-    )
+        if not node.children:
+            return None
+        split = node.categories or node.bin
+        return (node.feature, split, node.missing, tuple(map(_shape, node.children)))
+    if node["leaf"]:
+        return None
+    split = node["categories"] if node["kind"] == "nominal" else node["bin"]
+    return (node["feature"], split, node["missing"], tuple(map(_shape, node["children"])))
 
 
 def _values(node: dict[str, Any] | Node) -> list[float]:
@@ -274,7 +329,8 @@ def test_library_matches_the_reference_transcription(
     (tree,) = model.to_dict()["trees"]
     assert _shape(tree) == _shape(reference.root)
     np.testing.assert_allclose(_values(tree), _values(reference.root), rtol=1e-9, atol=1e-9)
-    for x in records[:50]:
+    probes = [*records[:50], {"colour": "never-seen", "f0": 0.5}, {"colour": "violet"}, {}]
+    for x in probes:
         raw = reference.predict_raw(x)
         if loss == "squared":
             assert model.predict_one(x) == pytest.approx(raw, rel=1e-9, abs=1e-9)
