@@ -1,0 +1,173 @@
+"""deploy/Dockerfile, checked without a Docker engine: stages, user, volume, port, settings, health check.
+
+The health check is not only read but run: its exact command, against the worker's real metrics HTTP
+server on a free loopback port, must succeed while the worker is alive and fail when it is stalled or
+gone.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import tomllib
+from build_context import IgnoreRules
+from deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
+from dockerfile_model import Stage, parse_dockerfile
+
+from worker.cli import build_parser
+from worker.metrics import Health, MetricsServer, WorkerMetrics
+
+CHECKPOINT_DIR = "/var/lib/sgt/checkpoints"
+
+
+@pytest.fixture(scope="module")
+def stages() -> list[Stage]:
+    return parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def final(stages: list[Stage]) -> Stage:
+    return stages[-1]
+
+
+def test_runtime_is_a_slim_python_image_fed_by_a_build_stage(stages: list[Stage], final: Stage) -> None:
+    assert len(stages) == 2
+    build = stages[0]
+    assert build.name is not None
+    assert build.base.startswith("python:3.11") and build.base.endswith("-slim")
+    assert final.base == build.base
+    copies = [c.options() for c in final.all("COPY")]
+    assert copies == [({"from": build.name}, "/opt/venv /opt/venv")]
+    assert final.env()["PATH"].startswith("/opt/venv/bin:")
+
+
+def test_runs_as_an_unprivileged_user_created_in_the_image(final: Stage) -> None:
+    user = final.last("USER").arguments
+    uid, _, gid = user.partition(":")
+    assert int(uid) > 0 and int(gid) > 0
+    creation = " ".join(r.arguments for r in final.all("RUN"))
+    assert f"--uid {uid}" in creation and f"--gid {gid}" in creation
+    # the user instruction comes after everything that needs root
+    assert final.last("USER").line > max(i.line for i in final.all("RUN"))
+
+
+def test_checkpoint_directory_is_a_volume_owned_by_the_user(final: Stage) -> None:
+    assert final.env()["SGT_CHECKPOINT_DIR"] == CHECKPOINT_DIR
+    volumes = final.first("VOLUME").exec_form()
+    assert volumes == [CHECKPOINT_DIR]
+    setup = " ".join(r.arguments for r in final.all("RUN"))
+    assert f"mkdir -p {CHECKPOINT_DIR}" in setup
+    assert "chown -R sgt:sgt /var/lib/sgt" in setup
+
+
+def test_metrics_port_is_exposed_and_configured(final: Stage, settings_by_env: dict[str, Any]) -> None:
+    port = settings_by_env["SGT_METRICS_PORT"].parse(final.env()["SGT_METRICS_PORT"])
+    assert port > 0
+    assert final.first("EXPOSE").arguments.split() == [str(port)]
+
+
+def test_every_sgt_variable_is_a_worker_setting_with_a_valid_value(
+    stages: list[Stage], settings_by_env: dict[str, Any]
+) -> None:
+    assert sgt_variables(DOCKERFILE.read_text(encoding="utf-8")) <= set(settings_by_env)
+    for stage in stages:
+        for name, value in stage.env().items():
+            if name.startswith("SGT_"):
+                settings_by_env[name].parse(value)  # raises ValueError on a value the worker rejects
+
+
+def test_entrypoint_is_the_worker_console_script_running_the_worker(final: Stage) -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    entrypoint = final.first("ENTRYPOINT").exec_form()
+    command = final.first("CMD").exec_form()
+    assert entrypoint == ["sgt-worker"] and "sgt-worker" in scripts
+    assert command == ["run"]
+    assert build_parser().parse_args(command).command == "run"
+    assert final.first("STOPSIGNAL").arguments == "SIGTERM"
+
+
+def test_build_context_holds_what_the_build_copies_and_nothing_else() -> None:
+    rules = IgnoreRules.parse(DOCKERIGNORE.read_text(encoding="utf-8"))
+    build = parse_dockerfile(DOCKERFILE.read_text(encoding="utf-8"))[0]
+    sources = [word for c in build.all("COPY") for word in c.options()[1].split()[:-1]]
+    assert sources == ["pyproject.toml", "README.md", "sgt", "worker"]
+    for source in sources:
+        path = REPO / source
+        files = [path] if path.is_file() else [f for f in path.rglob("*.py") if "__pycache__" not in f.parts]
+        assert files, source
+        for file in files:
+            assert rules.included(file.relative_to(REPO).as_posix()), file
+    for excluded in (".venv/bin/python", ".git/HEAD", "tests/conftest.py", "docs/architecture.md"):
+        assert not rules.included(excluded), excluded
+    assert not rules.included("worker/__pycache__/cli.cpython-311.pyc")
+
+
+# ------------------------------------------------------------------------------------ health check
+
+
+@pytest.fixture(scope="module")
+def healthcheck(final: Stage) -> tuple[dict[str, str], list[str]]:
+    options, rest = final.first("HEALTHCHECK").options()
+    kind, _, command = rest.partition(" ")
+    assert kind == "CMD"
+    argv = parse_dockerfile(f"FROM scratch\nCMD {command}")[0].first("CMD").exec_form()
+    assert argv is not None, "exec form, so that no shell is needed"
+    return options, argv
+
+
+def _serve(health: Health) -> Iterator[int]:
+    server = MetricsServer(WorkerMetrics(), health, "127.0.0.1", 0).start()
+    try:
+        yield server.port
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def alive_port() -> Iterator[int]:
+    yield from _serve(Health(stale_after=3600.0))
+
+
+@pytest.fixture
+def stalled_port() -> Iterator[int]:
+    yield from _serve(Health(stale_after=0.0))
+
+
+def _run_healthcheck(argv: list[str], port: int) -> int:
+    assert argv[0] == "python"
+    command = [sys.executable, *argv[1:]]
+    env = {"SGT_METRICS_PORT": str(port), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(command, env=env, capture_output=True, timeout=30).returncode
+
+
+def test_healthcheck_options_are_sane(healthcheck: tuple[dict[str, str], list[str]]) -> None:
+    options, argv = healthcheck
+    assert set(options) == {"interval", "timeout", "start-period", "retries"}
+    assert int(options["timeout"].rstrip("s")) < int(options["interval"].rstrip("s"))
+    assert int(options["retries"]) >= 2
+    assert HEALTH_PATH in " ".join(argv) and "SGT_METRICS_PORT" in " ".join(argv)
+
+
+def test_healthcheck_passes_while_the_worker_is_alive(
+    healthcheck: tuple[dict[str, str], list[str]], alive_port: int
+) -> None:
+    assert _run_healthcheck(healthcheck[1], alive_port) == 0
+
+
+def test_healthcheck_fails_when_the_worker_is_stalled(
+    healthcheck: tuple[dict[str, str], list[str]], stalled_port: int
+) -> None:
+    assert _run_healthcheck(healthcheck[1], stalled_port) != 0
+
+
+def test_healthcheck_fails_when_nothing_listens(healthcheck: tuple[dict[str, str], list[str]]) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # the port was free a moment ago and nothing was started on it
+    assert _run_healthcheck(healthcheck[1], port) != 0
