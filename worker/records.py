@@ -109,6 +109,9 @@ def parse_label(value: Any, task: str) -> Label | None:
     return None
 
 
+_PLAIN = frozenset({float, str, type(None)})  # value types that need no conversion
+
+
 def _value_problem(value: Any) -> str | None:
     """Why a feature value is unusable (``nested_value`` or ``bad_x``), or None when it is fine."""
     if isinstance(value, (dict, list)):
@@ -126,13 +129,16 @@ def _parse_x(x: Any) -> dict[str, Value] | list[Value] | str:
         values = x
     else:
         return "bad_x"
+    plain = _PLAIN
+    if all(type(v) in plain for v in values):  # the common case: nothing to check or convert
+        return x
     for value in values:
         problem = _value_problem(value)
         if problem:
             return problem
     if isinstance(x, dict):
-        return {k: float(v) if isinstance(v, int) else v for k, v in x.items()}
-    return [float(v) if isinstance(v, int) else v for v in x]
+        return {k: float(v) if type(v) is int else v for k, v in x.items()}
+    return [float(v) if type(v) is int else v for v in x]
 
 
 def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> Feature | Invalid:

@@ -29,6 +29,7 @@ class FeatureSchema:
         self.types: dict[str, str] = dict(declared)
         self.order: list[str] = [name for name, _ in declared]
         self.array_length: int | None = len(declared) if declared else None
+        self._numeric = {name for name, kind in declared if kind == "numeric"}
 
     def conform(self, x: dict[str, Value] | list[Value]) -> dict[str, Value] | str:
         """``x`` as a dict of named values, or the dead-letter reason; learns new names when inferring."""
@@ -39,6 +40,8 @@ class FeatureSchema:
             row = dict(zip(names, x, strict=True))
         else:
             row = x
+        if row.keys() <= self._numeric and all(type(v) is not str for v in row.values()):
+            return row  # fast path: only known numeric names with numbers or nulls
         new: dict[str, str] = {}
         for name, value in row.items():
             if value is None:
@@ -52,6 +55,7 @@ class FeatureSchema:
             elif known != kind:
                 return "bad_x"
         self.types.update(new)
+        self._numeric.update(name for name, kind in new.items() if kind == "numeric")
         if isinstance(x, list) and self.array_length is None:
             self.array_length = len(x)
         return row
@@ -71,4 +75,5 @@ class FeatureSchema:
         schema.types = dict(data["types"])
         schema.order = list(data["order"])
         schema.array_length = data["array_length"]
+        schema._numeric = {name for name, kind in schema.types.items() if kind == "numeric"}
         return schema

@@ -33,7 +33,7 @@ Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -106,6 +106,48 @@ class _Run:
         self.x.append(x)
         self.y.append(y)
         return len(self.y) - 1
+
+
+class _Predictions:
+    """Reads the result of one predict_learn_many call row by row.
+
+    Classification: the predicted class is the most probable one, the first in ``classes_`` order on
+    a tie; a row predicted before any class was known (all probabilities 0) predicts None.
+    """
+
+    def __init__(self, scores: Any, model: Any, task: str) -> None:
+        self.regression = task == "regression"
+        if self.regression:
+            self.values = np.asarray(scores, dtype=float).tolist()
+            return
+        self.classes = list(model.classes_)
+        self.names = [str(c) for c in self.classes]
+        self.index = {c: i for i, c in enumerate(self.classes)}
+        matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(self.classes))
+        self.rows = matrix.tolist()
+        if self.classes:
+            best = matrix.argmax(axis=1)
+            known = matrix[np.arange(len(matrix)), best] > 0
+            self.best = [
+                self.classes[b] if k else None for b, k in zip(best.tolist(), known.tolist(), strict=True)
+            ]
+        else:
+            self.best = [None] * len(self.rows)
+
+    def label(self, row: int) -> Any:
+        return self.values[row] if self.regression else self.best[row]
+
+    def pairs(self, row: int) -> list[tuple[Any, float]] | None:
+        return None if self.regression else list(zip(self.classes, self.rows[row], strict=True))
+
+    def proba_doc(self, row: int) -> dict[str, float]:
+        return dict(zip(self.names, self.rows[row], strict=True))
+
+    def p_true(self, row: int, y: Any) -> float | None:
+        if self.regression:
+            return None
+        i = self.index.get(y)
+        return 0.0 if i is None else self.rows[row][i]
 
 
 class PartitionState:
@@ -228,65 +270,38 @@ class PartitionState:
     def _execute(self, run: _Run, result: ProcessResult, now: float) -> None:
         if not run.y:
             return
-        scores = self.model.predict_learn_many(run.x, run.y)
-        labels_of = self._prediction_reader(scores)
-        learned_before = np.cumsum([0] + [y is not None for y in run.y])
+        out = _Predictions(self.model.predict_learn_many(run.x, run.y), self.model, self.config.task)
+        learned_before = np.cumsum([0] + [y is not None for y in run.y]).tolist()
         for entry in run.waiting:
-            entry.prediction, entry.proba = labels_of(entry.row)
+            entry.prediction, entry.proba = out.label(entry.row), out.pairs(entry.row)
             entry.row = None
-        self._score(run, labels_of)
+        self._score(run, out)
         encode = orjson.dumps
         classification = self.config.task == "classification"
+        partition, trained = self.partition, self.trained
         for row, feat, record in run.published:
-            prediction, proba = labels_of(row)
-            doc: dict[str, Any] = {"id": feat.id, "prediction": prediction}
+            doc: dict[str, Any] = {"id": feat.id, "prediction": out.label(row)}
             if classification:
-                doc["proba"] = {str(label): p for label, p in proba or ()}
-            doc.update(
-                partition=self.partition,
-                offset=record.offset,
-                model_version=int(self.trained + learned_before[row]),
-                ts=now,
-            )
+                doc["proba"] = out.proba_doc(row)
+            doc["partition"] = partition
+            doc["offset"] = record.offset
+            doc["model_version"] = trained + learned_before[row]
+            doc["ts"] = now
             result.predictions.append(Output(record.key, encode(doc), feat.ts))
-        trained = int(learned_before[-1])
-        self.trained += trained
+        self.trained += learned_before[-1]
         self.predicted += len(run.published)
-        result.trained = trained
+        result.trained = learned_before[-1]
 
-    def _prediction_reader(self, scores: Any) -> Callable[[int], tuple[Any, list[tuple[Any, float]] | None]]:
-        """Row index -> (prediction, [(class, probability)...] or None for regression).
-
-        The predicted class is the most probable one, the first in ``classes_`` order on a tie; a row
-        predicted before any class was known (all probabilities 0) predicts None.
-        """
-        if self.config.task == "regression":
-            values = np.asarray(scores, dtype=float).tolist()
-            return lambda row: (values[row], None)
-        classes = list(self.model.classes_)
-        matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(classes))
-        best = matrix.argmax(axis=1).tolist() if classes else []
-        rows = matrix.tolist()
-
-        def read(row: int) -> tuple[Any, list[tuple[Any, float]]]:
-            if not classes:
-                return None, []
-            pairs = list(zip(classes, rows[row], strict=True))
-            # no class known when this row was predicted (all columns 0): no prediction
-            return (classes[best[row]] if rows[row][best[row]] > 0 else None), pairs
-
-        return read
-
-    def _score(self, run: _Run, labels_of: Callable[[int], Any]) -> None:
+    def _score(self, run: _Run, out: _Predictions) -> None:
         truths, preds, probs = [], [], []
         for y_true, source in run.scores:
-            if isinstance(source, PendingFeature):
-                prediction, proba = source.prediction, source.proba
-            else:
-                prediction, proba = labels_of(source)
             truths.append(y_true)
-            preds.append(prediction)
-            probs.append(None if proba is None else dict(proba).get(y_true, 0.0))
+            if isinstance(source, PendingFeature):
+                preds.append(source.prediction)
+                probs.append(None if source.proba is None else dict(source.proba).get(y_true, 0.0))
+            else:
+                preds.append(out.label(source))
+                probs.append(out.p_true(source, y_true))
         if truths:
             classification = self.config.task == "classification"
             self.prequential.update_many(truths, preds, probs if classification else None)
