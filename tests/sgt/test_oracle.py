@@ -20,8 +20,9 @@ reference notes, section 1.3, computes). It shares no code with the library. Rul
 
 Comparison stops at the first attempt whose outcome hinges on rounding (two candidates equal to
 1e-9, or p equal to delta): with log loss a leaf's gradients take two values, so mirror-image
-partitions often tie exactly. Squared error starts from the first target; the binary classifier's
-single tree appears with the second class (logit of the second class against the first).
+partitions often tie exactly. Squared error starts from the first target. Classification is the
+softmax committee: a tree (starting at 0) per class after the first, which is the reference with logit
+0; every tree's g and h come from the same joint prediction, made before any tree attempts a split.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Candidate:
 
 
 class ReferenceSGT:
-    """A direct, slow SGT with numeric and nominal features: squared error or binary log loss."""
+    """A direct, slow SGT with numeric and nominal features: squared error or a softmax committee."""
 
     def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
                  warm_up: int, max_depth: int | None) -> None:  # fmt: skip
@@ -76,7 +77,7 @@ class ReferenceSGT:
         self.vocab: dict[str, list[Any]] = {}  # nominal: name -> categories in order of first learning
         self.order: list[str] = []  # features in order of registration
         self.classes: list[Any] = []
-        self.root: Node | None = None
+        self.trees: list[Node] = []  # squared error: one; softmax: one per class after the first
         self.n_splits = self.n_updates = 0
         self.ambiguous = False  # set when a decision hinges on rounding (an exact tie, or p == delta)
 
@@ -118,10 +119,8 @@ class ReferenceSGT:
         return int(min(max(math.floor(z), 0), self.bins - 1))
 
     # -- learning ----------------------------------------------------------------------------------
-    def route(self, codes: dict[str, Any], learn: bool) -> Node:
+    def route(self, node: Node, codes: dict[str, Any], learn: bool) -> Node:
         """The leaf of a record; an unknown category stops at its branch, or grows a leaf when learning."""
-        node = self.root
-        assert node is not None
         while node.children:
             code = codes.get(node.feature)
             if code is None:
@@ -140,26 +139,25 @@ class ReferenceSGT:
     def learn_one(self, x: dict[str, Any], y: Any) -> None:
         codes = self.codes(x, learn=True)
         if self.loss == "squared":
-            if self.root is None:
-                self.root = Node(float(y), 0)
-            target = float(y)
+            if not self.trees:
+                self.trees.append(Node(float(y), 0))
+            targets = [float(y)]
         else:
             if y not in self.classes:
                 self.classes.append(y)
-                if len(self.classes) == 2:
-                    self.root = Node(0.0, 0)
-            if self.root is None:
-                return
-            target = float(y == self.classes[1])
-        leaf = self.route(codes, learn=True)
+                if len(self.classes) >= 2:
+                    self.trees.append(Node(0.0, 0))
+            targets = [float(y == c) for c in self.classes[1:]]
+        leaves = [self.route(tree, codes, learn=True) for tree in self.trees]
         if self.loss == "squared":
-            g, h = leaf.value - target, 1.0
+            gradients = [(leaves[0].value - targets[0], 1.0)]
         else:
-            p = 1.0 / (1.0 + math.exp(-leaf.value))
-            g, h = p - target, p * (1.0 - p)
-        leaf.items.append((codes, g, h))
-        if len(leaf.items) % self.grace == 0:
-            self.attempt(leaf)
+            p = softmax([leaf.value for leaf in leaves])[1:]
+            gradients = [(pk - t, pk * (1.0 - pk)) for pk, t in zip(p, targets, strict=True)]
+        for leaf, (g, h) in zip(leaves, gradients, strict=True):
+            leaf.items.append((codes, g, h))
+            if len(leaf.items) % self.grace == 0:
+                self.attempt(leaf)
 
     def attempt(self, leaf: Node) -> None:
         g = np.array([item[1] for item in leaf.items])
@@ -242,8 +240,16 @@ class ReferenceSGT:
         return Candidate(float(changes.mean()) + penalty, variance, deltas)
 
     # -- prediction --------------------------------------------------------------------------------
-    def predict_raw(self, x: dict[str, Any]) -> float | None:
-        return None if self.root is None else self.route(self.codes(x, learn=False), learn=False).value
+    def predict_raw(self, x: dict[str, Any]) -> list[float]:
+        codes = self.codes(x, learn=False)
+        return [self.route(tree, codes, learn=False).value for tree in self.trees]
+
+
+def softmax(raw: list[float]) -> list[float]:
+    """Class probabilities from the trees' raw scores, the first class being the reference (logit 0)."""
+    z = np.array([0.0, *raw])
+    e = np.exp(z - z.max())
+    return list(e / e.sum())
 
 
 def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tuple[list[dict], list]:
@@ -263,9 +269,11 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     c = np.isin(colour, ["green", "violet"])
     if loss == "squared":
         noise = rng.normal(0.0, 0.3, n) + rng.choice([0.0, 100.0])
-        y = [float(v) for v in 3.0 * a + 2.0 * b + 2.5 * c + noise]
-    else:
+        y: list = [float(v) for v in 3.0 * a + 2.0 * b + 2.5 * c + noise]
+    elif loss == "binary":
         y = [str(v) for v in (a != b) != (c & (rng.uniform(size=n) < 0.5))]
+    else:  # three classes, the third one first seen in the second half of the stream
+        y = [1 if a[i] else 2.5 if (b[i] or c[i]) and i >= n // 2 else "zero" for i in range(n)]
     records = []
     for row, col in zip(X, colour, strict=True):
         x: dict[str, Any] = {f"f{j}": (None if math.isnan(v) else float(v)) for j, v in enumerate(row)}
@@ -273,22 +281,33 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     return records, y
 
 
-def _shape(node: dict[str, Any] | Node) -> Any:
+def _canonical(node: dict[str, Any] | Node) -> tuple[Any, float, list]:
+    """(split, value, children) of a node, nominal children ordered by category.
+
+    The order of a nominal branch's children is not part of the model (categories first learned at
+    the branch may be listed anywhere), so it is normalised; the missing child is named by category.
+    """
     if isinstance(node, Node):
-        if not node.children:
-            return None
-        split = node.categories or node.bin
-        return (node.feature, split, node.missing, tuple(map(_shape, node.children)))
-    if node["leaf"]:
-        return None
-    split = node["categories"] if node["kind"] == "nominal" else node["bin"]
-    return (node["feature"], split, node["missing"], tuple(map(_shape, node["children"])))
+        feature, bin_, categories, missing = node.feature, node.bin, node.categories, node.missing
+        value, children = node.value, node.children
+    else:
+        feature, bin_, categories = node.get("feature"), node.get("bin"), node.get("categories", [])
+        missing, value, children = node.get("missing"), node["value"], node.get("children", [])
+    if not children:
+        return None, value, []
+    if not categories:
+        return (feature, bin_, missing), value, [_canonical(c) for c in children]
+    order = sorted(range(len(children)), key=lambda k: repr(categories[k]))
+    split = (feature, tuple(repr(categories[k]) for k in order), repr(categories[missing]))
+    return split, value, [_canonical(children[k]) for k in order]
 
 
-def _values(node: dict[str, Any] | Node) -> list[float]:
-    if isinstance(node, Node):
-        return [node.value, *(v for c in node.children for v in _values(c))]
-    return [node["value"], *(v for c in node.get("children", ()) for v in _values(c))]
+def _shape(canonical: tuple[Any, float, list]) -> Any:
+    return canonical[0], [_shape(c) for c in canonical[2]]
+
+
+def _values(canonical: tuple[Any, float, list]) -> list[float]:
+    return [canonical[1], *(v for c in canonical[2] for v in _values(c))]
 
 
 CONFIG = st.fixed_dictionaries(
@@ -307,7 +326,7 @@ CONFIG = st.fixed_dictionaries(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     config=CONFIG,
-    loss=st.sampled_from(["squared", "logistic"]),
+    loss=st.sampled_from(["squared", "binary", "multiclass"]),
     seed=st.integers(0, 10_000),
     n_features=st.integers(1, 3),
     missing=st.sampled_from([0.0, 0.2]),
@@ -324,16 +343,17 @@ def test_library_matches_the_reference_transcription(
         if reference.ambiguous:
             return  # the two may round an exact tie differently; everything before was compared
         assert (model.n_splits, model.n_updates) == (reference.n_splits, reference.n_updates), f"record {i}"
-    if reference.root is None:
-        return
-    (tree,) = model.to_dict()["trees"]
-    assert _shape(tree) == _shape(reference.root)
-    np.testing.assert_allclose(_values(tree), _values(reference.root), rtol=1e-9, atol=1e-9)
+    trees = model.to_dict()["trees"]
+    assert len(trees) == len(reference.trees)
+    for tree, expected in zip(trees, reference.trees, strict=True):
+        got, want = _canonical(tree), _canonical(expected)
+        assert _shape(got) == _shape(want)
+        np.testing.assert_allclose(_values(got), _values(want), rtol=1e-9, atol=1e-9)
     probes = [*records[:50], {"colour": "never-seen", "f0": 0.5}, {"colour": "violet"}, {}]
     for x in probes:
         raw = reference.predict_raw(x)
         if loss == "squared":
-            assert model.predict_one(x) == pytest.approx(raw, rel=1e-9, abs=1e-9)
-        else:
-            p = model.predict_proba_one(x)[reference.classes[1]]
-            assert p == pytest.approx(1.0 / (1.0 + math.exp(-raw)), rel=1e-9, abs=1e-12)
+            assert model.predict_one(x) == pytest.approx(raw[0], rel=1e-9, abs=1e-9)
+        elif raw:
+            p = model.predict_proba_one(x)
+            np.testing.assert_allclose([p[c] for c in reference.classes], softmax(raw), rtol=1e-9, atol=1e-12)
