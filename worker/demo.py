@@ -1,9 +1,10 @@
 """`sgt-worker demo`: everything in one process, nothing to install but the package.
 
 Starts the embedded Tansu broker on a free loopback port, creates the topics, produces a synthetic
-stream with concept drift (so the model visibly adapts), runs a worker on it in a thread, serves its
-metrics, and prints live per-partition progress (records, recent prequential error, tree size) until
-Ctrl-C or ``--duration`` seconds.
+stream with concept drift (so the model visibly adapts) with inline labels or, with ``--label-delay``,
+labels on a separate topic, runs a worker on it in a thread, serves its metrics, and prints live
+per-partition progress (records, recent prequential error, tree size) until Ctrl-C or ``--duration``
+seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from worker.logs import configure_logging
 from worker.loop import Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
-_TOPICS = ("features", "predictions", "dead-letters")
+_TOPICS = ("features", "labels", "predictions", "dead-letters")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoint-dir", default=None, help="Checkpoint directory (default: a temporary one)."
+    )
+    parser.add_argument(
+        "--label-delay",
+        type=float,
+        default=0.0,
+        help="Send labels to a separate 'labels' topic this many seconds after their features (0: inline).",
     )
     parser.add_argument("--log-level", default="warning", help="Worker log level (default warning).")
 
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 "session_timeout_ms": 6000,
                 "heartbeat_interval_ms": 1000,
                 "checkpoint_seconds": 5.0,
+                "labels_topic": "labels" if args.label_delay > 0 else None,
             },
             env={},
         )
@@ -83,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=worker.run, name="worker"),
             threading.Thread(
                 target=produce_stream,
-                args=(bs, "features", None, make_stream(args.stream), None, args.rate),
-                kwargs={"stop": stop},
+                args=(bs, "features", settings.labels_topic, make_stream(args.stream), None, args.rate),
+                kwargs={"stop": stop, "label_delay": args.label_delay},
                 name="producer",
                 daemon=True,
             ),
@@ -96,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
             while not stop.wait(1.0) and (deadline is None or time.monotonic() < deadline):
                 print(progress_line(worker), flush=True)
         finally:
+            print(progress_line(worker, final=True), flush=True)
             stop.set()
             worker.stop()
             threads[0].join(60)
             threads[1].join(10)
             server.close()
-            print(progress_line(worker, final=True), flush=True)
     return 0
 
 

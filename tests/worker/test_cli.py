@@ -1,0 +1,89 @@
+"""The command line: inspect (file, directory, --tree, bad input) and the self-contained demo."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgt import SGTClassifier
+from worker.checkpoint import checkpoint_path, write_checkpoint
+from worker.state import PartitionState, StateConfig
+
+CMD = [sys.executable, "-m", "worker"]
+
+
+def _checkpoints(directory: Path) -> dict[int, bytes]:
+    """Two partitions with trained models; partition 1 also has an older previous checkpoint."""
+    models = {}
+    for p in (0, 1):
+        state = PartitionState(
+            p, SGTClassifier(grace_period=20, warm_up=50), StateConfig("classification", None)
+        )
+        for i in range(300):
+            state.model.learn_one({"a": float(i % 13), "b": float(i % 7)}, int(i % 13 > 6))
+        state.next_offsets = [300 + p, 0]
+        if p == 1:
+            write_checkpoint(directory, p, state.to_bytes())
+            state.next_offsets = [400, 0]
+        write_checkpoint(directory, p, state.to_bytes())
+        models[p] = state.model.to_bytes()
+    return models
+
+
+def test_inspect_directory_file_and_tree(tmp_path: Path) -> None:
+    models = _checkpoints(tmp_path)
+    out = subprocess.run([*CMD, "inspect", str(tmp_path)], capture_output=True, text=True, check=True)
+    summary = json.loads(out.stdout)
+    assert [s["partition"] for s in summary] == [0, 1]
+    assert [s["next_offsets"]["features"] for s in summary] == [300, 400]
+    for s in summary:
+        assert s["model_sha256"] == hashlib.sha256(models[s["partition"]]).hexdigest()
+        assert s["tree"]["nodes"] > 1 and set(s["prequential"]) == {"n", "error", "recent_error"}
+    single = subprocess.run(
+        [*CMD, "inspect", str(checkpoint_path(tmp_path, 0)), "--tree"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(single.stdout)["partition"] == 0
+    assert "# partition 0" in single.stderr and re.search(r"[<>=]", single.stderr)
+
+
+def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
+    _checkpoints(tmp_path)
+    path = checkpoint_path(tmp_path, 0)
+    path.write_bytes(path.read_bytes()[:-3])
+    out = subprocess.run([*CMD, "inspect", str(path)], capture_output=True, text=True)
+    assert out.returncode == 1 and "length does not match" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            *CMD,
+            "demo",
+            "--duration",
+            "10",
+            "--metrics-port",
+            "0",
+            "--rate",
+            "500",
+            "--checkpoint-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    final = [line for line in out.stdout.splitlines() if line.startswith("final ")]
+    assert final and all(f"p{p}:" in final[0] for p in range(4)), out.stdout[-1000:]
+    assert re.search(r"p0: +[1-9]\d* rec err", final[0])
+    assert len(list(tmp_path.glob("partition-*.ckpt"))) == 4
