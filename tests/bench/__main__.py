@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores; Python {platform.python_version()}, numpy {numpy.__version__}, "
-        f"River {river.__version__}; CapyMOA {'installed' if _has_capymoa() else 'not installed'}\n"
+        f"River {river.__version__}; CapyMOA {'installed' if _has_capymoa() else 'not installed'}; "
+        f"commit {_commit()}\n"
     )
     if "accuracy" in args.sections:
         rows = bench_sgt.accuracy(args.streams, args.records, _log)
@@ -73,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         print(bench_sgt.memory_table(bench_sgt.memory(speed.river.model, _log)) + "\n")
     print(f"(total {time.perf_counter() - started:,.0f} s)")
     return 0
+
+
+def _commit() -> str:
+    """The checked-out commit, with "+changes" when tracked files differ from it ("unknown" outside git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "sgt"], check=False).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + (" (+ uncommitted changes in sgt/)" if dirty else "")
 
 
 def _has_capymoa() -> bool:
