@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -190,3 +191,37 @@ def test_arbitrary_values_never_crash_and_stay_deterministic(stream: list) -> No
         b.learn_one(x, t)
     assert a.to_bytes() == b.to_bytes()
     assert np.all(np.isfinite(a.predict_many(records)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(-1e3, 1e3), st.sampled_from([math.nan, math.inf, -math.inf])),
+            st.one_of(st.none(), st.sampled_from(["p", "q", "r", "s"])),
+            st.sampled_from([0, 0, 1, 1, "two", None]),
+        ),
+        min_size=1,
+        max_size=250,
+    ),
+    cuts=st.lists(st.integers(1, 249), max_size=8, unique=True).map(sorted),
+)
+def test_classifier_batches_equal_the_loop_on_arbitrary_streams(stream: list, cuts: list[int]) -> None:
+    """New classes, new categories at branches, missing values and unlabelled rows inside batches."""
+    records = [{"num": a} if i % 3 else {"cat": c, "num": a} for i, (a, c, _) in enumerate(stream)]
+    labels = [label for _, _, label in stream]
+    loop = SGTClassifier(grace_period=10, warm_up=5, delta=0.05)
+    expected = []
+    for x, label in zip(records, labels, strict=True):
+        expected.append(loop.predict_proba_one(x))
+        if label is not None:
+            loop.learn_one(x, label)
+    batch = SGTClassifier(grace_period=10, warm_up=5, delta=0.05)
+    rows = []
+    for part in batches(len(stream), [c for c in cuts if c < len(stream)]):
+        P = batch.predict_learn_many(records[part], labels[part])
+        rows.extend({c: P[i, j] for j, c in enumerate(batch.classes_)} for i in range(P.shape[0]))
+    assert batch.to_bytes() == loop.to_bytes()
+    for got, want in zip(rows, expected, strict=True):
+        assert {c: p for c, p in got.items() if c in want} == want
+        assert all(p == 0.0 for c, p in got.items() if c not in want)
