@@ -104,10 +104,13 @@ class Prequential:
         """
         if self._task != "classification":
             raise ValueError("update_proba_many applies to classification only")
+        ys_in, rows = list(y_true), list(proba)
+        if len(ys_in) != len(rows):
+            raise ValueError(f"y_true and proba must have the same length, got {len(ys_in)} and {len(rows)}")
         labels = list(classes)
         column = {c: j for j, c in enumerate(labels)}
         ys, preds, ps = [], [], []
-        for y, row in zip(y_true, proba, strict=True):
+        for y, row in zip(ys_in, rows, strict=True):
             if y is None:
                 continue
             values = [float(p) for p in row]

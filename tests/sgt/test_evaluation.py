@@ -291,3 +291,37 @@ def test_update_many_is_fast_enough() -> None:
     m.update_many(ys, preds, ps)
     assert m.n == n
     assert m.error_rate == float(np.mean(ys != preds))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_update_proba_many_scores_argmax_and_true_class_probability(data) -> None:
+    classes = data.draw(st.lists(st.sampled_from(["a", "b", "c", 7]), unique=True, max_size=4))
+    n = data.draw(st.integers(0, 30))
+    rows = data.draw(
+        st.lists(
+            st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=len(classes), max_size=len(classes)),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    ys = data.draw(st.lists(st.sampled_from(["a", "b", "c", 7, "new", None]), min_size=n, max_size=n))
+    batched, looped = Prequential("classification", 5), Prequential("classification", 5)
+    batched.update_proba_many(ys, np.array(rows).reshape(n, len(classes)), classes)
+    for y, row in zip(ys, rows, strict=True):
+        if y is None:
+            continue
+        top = max(row, default=0.0)
+        pred = classes[row.index(top)] if top > 0 else None  # first maximum wins ties
+        looped.update(y, pred, row[classes.index(y)] if y in classes else 0.0)
+    assert same_state(batched, looped)
+    assert batched.n == sum(y is not None for y in ys)
+
+
+def test_update_proba_many_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="classification only"):
+        Prequential("regression").update_proba_many([1.0], [[1.0]], [1.0])
+    with pytest.raises(ValueError, match="2 columns for 3 classes"):
+        Prequential("classification").update_proba_many(["a"], [[0.5, 0.5]], ["a", "b", "c"])
+    with pytest.raises(ValueError, match="same length"):
+        Prequential("classification").update_proba_many(["a", "b"], [[1.0]], ["a"])
