@@ -7,8 +7,11 @@ warm-up, with pending statistics, nominal features and missing values, a committ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
+import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -210,3 +213,120 @@ def test_a_custom_loss_does_not_round_trip_silently() -> None:
         return
     with pytest.raises(SerializationError):
         sgt.load(blob)
+
+
+# -- forged blobs: well-formed and correctly checksummed, but describing an impossible model ---------------
+# The checksum catches accidents, not intent: a blob from an untrusted place can carry a valid digest.
+# Loading such data must still fail cleanly (SerializationError), never hang or crash later.
+
+_PREFIX = struct.Struct("<8sHI")
+
+
+def _unpack(blob: bytes) -> tuple[int, dict, list[bytes]]:
+    """Version, JSON header and raw array payloads of a blob, per the documented layout."""
+    _, version, length = _PREFIX.unpack_from(blob)
+    header = json.loads(blob[_PREFIX.size : _PREFIX.size + length])
+    offset, payloads = _PREFIX.size + length, []
+    for _, dtype, shape in header["arrays"]:
+        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        payloads.append(blob[offset : offset + size])
+        offset += size
+    return version, header, payloads
+
+
+def _pack(version: int, header: dict, payloads: list[bytes]) -> bytes:
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    body = _PREFIX.pack(b"SGTMODEL", version, len(text)) + text + b"".join(payloads)
+    return body + hashlib.sha256(body).digest()
+
+
+def _forge(blob: bytes, array: str, edit: Any) -> bytes:
+    """Re-sign `blob` after `edit(values)` changed one array in place."""
+    version, header, payloads = _unpack(blob)
+    names = [name for name, _, _ in header["arrays"]]
+    k = names.index(array)
+    _, dtype, shape = header["arrays"][k]
+    values = np.frombuffer(payloads[k], dtype=dtype).reshape(shape).copy()
+    edit(values)
+    payloads[k] = values.tobytes()
+    return _pack(version, header, payloads)
+
+
+def _split_model() -> SGTClassifier:
+    model = sgt.load(STATES["pending"][0].to_bytes())
+    assert model.n_splits >= 1
+    return model
+
+
+def test_re_signing_an_unchanged_blob_round_trips() -> None:
+    blob = _split_model().to_bytes()
+    assert _pack(*_unpack(blob)) == blob
+
+
+def test_a_newer_format_version_is_refused_by_name() -> None:
+    version, header, payloads = _unpack(_split_model().to_bytes())
+    with pytest.raises(SerializationError, match="version"):
+        sgt.load(_pack(version + 1, header, payloads))
+
+
+@pytest.mark.timeout(3)
+@pytest.mark.xfail(
+    strict=True,
+    reason="library bug: _check_tree checks child indices are in range but not that the nodes form a tree; "
+    "a re-signed blob whose root is its own child loads, and routing then loops forever",
+)
+def test_a_forged_cycle_in_the_tree_is_refused() -> None:
+    blob = _forge(_split_model().to_bytes(), "t0.left", lambda left: left.__setitem__(0, 0))
+    with pytest.raises(SerializationError):
+        sgt.load(blob).predict_one({"x0": 0.1, "x1": 1.0})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="library bug: the `missing` child pointers are not validated on load; an out-of-range one "
+    "loads and predict_one({}) raises IndexError",
+)
+def test_a_forged_missing_child_out_of_range_is_refused() -> None:
+    blob = _forge(_split_model().to_bytes(), "t0.missing", lambda missing: missing.__setitem__(0, 10_000))
+    with pytest.raises(SerializationError):
+        sgt.load(blob).predict_one({})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="library bug: an array shape whose size overflows int64 passes the bounds check in _parse "
+    "(outside loads' try) and surfaces as a plain ValueError from reshape, not SerializationError",
+)
+def test_a_forged_array_shape_that_overflows_is_refused() -> None:
+    version, header, payloads = _unpack(_split_model().to_bytes())
+    header["arrays"][0][2] = [2**40, 2**40]
+    with pytest.raises(SerializationError):
+        sgt.load(_pack(version, header, payloads))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda h: h.__setitem__("model", "os.system"),
+        lambda h: h.__setitem__("n_seen", "many"),
+        lambda h: h["params"].__setitem__("bins", 1),
+        lambda h: h["space"]["vocab"].__setitem__(0, [[1, 2]]),
+        lambda h: h["trees"].append(h["trees"][0]),
+        lambda h: h.pop("trees"),
+        lambda h: h["arrays"].pop(),
+    ],
+    ids=[
+        "model-type",
+        "counter-type",
+        "bad-param",
+        "unhashable-category",
+        "extra-tree",
+        "no-trees",
+        "array-gone",
+    ],
+)
+def test_a_forged_header_is_refused(edit: Any) -> None:
+    version, header, payloads = _unpack(_split_model().to_bytes())
+    edit(header)
+    with pytest.raises(SerializationError):
+        sgt.load(_pack(version, header, payloads))
