@@ -216,6 +216,8 @@ def test_grafana_is_provisioned_with_the_prometheus_datasource_and_dashboard(
     (datasource,) = load_yaml(GRAFANA_DATASOURCES)["datasources"]
     prometheus_port = services["prometheus"]["ports"][0].split(":")[1]
     assert datasource["url"] == f"http://prometheus:{prometheus_port}"
+    # Grafana's $__rate_interval is only right when it knows the scrape interval
+    assert datasource["jsonData"]["timeInterval"] == load_yaml(PROMETHEUS_CONFIG)["global"]["scrape_interval"]
     (provider,) = load_yaml(GRAFANA_PROVIDERS)["providers"]
     dashboards_dir = provider["options"]["path"]
     assert (REPO / mounts[dashboards_dir]).resolve() == DASHBOARD.parent

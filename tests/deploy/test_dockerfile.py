@@ -7,10 +7,12 @@ gone.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +107,36 @@ def test_build_context_holds_what_the_build_copies_and_nothing_else() -> None:
     for excluded in (".venv/bin/python", ".git/HEAD", "tests/conftest.py", "docs/architecture.md"):
         assert not rules.included(excluded), excluded
     assert not rules.included("worker/__pycache__/cli.cpython-311.pyc")
+
+
+def test_build_context_is_enough_to_package_the_worker(tmp_path: Path) -> None:
+    """What the build stage copies, filtered by .dockerignore, builds the package with its console script.
+
+    ``pip install .`` in the image cannot be run here (no network for dependencies), so setuptools
+    builds the metadata and the modules from a copy of exactly those files, offline.
+    """
+    rules = IgnoreRules.parse(DOCKERIGNORE.read_text(encoding="utf-8"))
+    context = tmp_path / "context"
+    for path in [
+        REPO / "pyproject.toml",
+        REPO / "README.md",
+        *(REPO / "sgt").rglob("*"),
+        *(REPO / "worker").rglob("*"),
+    ]:
+        relative = path.relative_to(REPO).as_posix()
+        if path.is_file() and rules.included(relative):
+            (context / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, context / relative)
+    (tmp_path / "meta").mkdir()
+    command = [sys.executable, "-W", "ignore", "-c", "from setuptools import setup; setup()", "-q"]
+    command += ["egg_info", "-e", str(tmp_path / "meta"), "build_py", "--build-lib", str(tmp_path / "lib")]
+    result = subprocess.run(command, cwd=context, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (meta,) = (tmp_path / "meta").iterdir()
+    assert "sgt-worker = worker.cli:main" in (meta / "entry_points.txt").read_text().splitlines()
+    for package in ("sgt", "worker"):
+        sources = {p.name for p in (REPO / package).glob("*.py")}
+        assert sources <= {p.name for p in (tmp_path / "lib" / package).glob("*.py")}, package
 
 
 # ------------------------------------------------------------------------------------ health check
