@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -330,3 +334,35 @@ def test_a_forged_header_is_refused(edit: Any) -> None:
     edit(header)
     with pytest.raises(SerializationError):
         sgt.load(_pack(version, header, payloads))
+
+
+_TRAIN_AND_HASH = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from sgt_testkit import mixed_records
+from sgt import SGTClassifier
+records, labels = mixed_records(1500, seed=66)
+model = SGTClassifier(grace_period=50, warm_up=100)
+model.learn_many(records, [("no", "yes", "maybe")[v + (i % 7 == 0)] for i, v in enumerate(labels)])
+print(hashlib.sha256(model.to_bytes()).hexdigest(), model.n_splits)
+"""
+
+
+def test_the_bytes_do_not_depend_on_the_process_hash_seed() -> None:
+    """Checkpoints must be byte-identical across processes: no set or str-hash order may leak in."""
+    here = str(Path(__file__).parent)
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _TRAIN_AND_HASH, here],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        digest, splits = done.stdout.split()
+        assert int(splits) >= 1
+        digests.add(digest)
+    assert len(digests) == 1
