@@ -7,13 +7,15 @@ object on stdout. A progress bar goes to stderr when stderr is a terminal (or wi
 
 Input formats (chosen by the file extension, or ``--format``):
 
-* **CSV** with a header row. Cells that parse as numbers are numeric features, other cells are nominal
-  (string) features, empty cells are missing values. Columns named with ``--nominal`` stay strings.
-  The target cell is a class label (its text) or, for regression, a number; an empty target cell makes
-  an unlabelled record, which is predicted but neither learned nor scored.
-* **JSON lines**: one object per line, mapping names to numbers, strings or null. The target key holds
-  any JSON scalar label (classification) or a number (regression); null or an absent key makes an
-  unlabelled record. Blank lines are skipped.
+* **CSV** with a header row. Empty cells are missing values. A column whose first value is a number is
+  numeric (a later non-number in it is an error); any other column is nominal and read as strings.
+  Columns named with ``--nominal`` are always strings. The target cell is a class label (its text)
+  or, for regression, a number; an empty target cell makes an unlabelled record, which is predicted
+  but neither learned nor scored.
+* **JSON lines**: one object per line, mapping names to numbers, strings or null; a feature keeps the
+  type of its first value (``--nominal`` turns numbers into strings). The target key holds any JSON
+  scalar label (classification) or a number (regression); null or an absent key makes an unlabelled
+  record. Blank lines are skipped.
 
 Any malformed record stops the run with an error that names the file and the line.
 
@@ -43,7 +45,11 @@ _CHUNK = 1000  # records between progress updates and learning-curve points when
 
 
 class InputError(ValueError):
-    """A record of the input file cannot be used; the message names the file and the line."""
+    """A record of the input file cannot be used; the message names the file and the line.
+
+    >>> str(InputError(Path("data.csv"), 12, "expected 3 fields, found 2"))
+    'data.csv:12: expected 3 fields, found 2'
+    """
 
     def __init__(self, path: Path, line: int, message: str) -> None:
         super().__init__(f"{path}:{line}: {message}")
@@ -69,16 +75,55 @@ class _ByteCounter:
                 raise InputError(self.path, line, f"not UTF-8 text: {e}") from None
 
 
-def _csv_cell(text: str, nominal: bool) -> float | str | None:
-    text = text.strip()
-    if not text:
-        return None
-    if nominal:
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        return text
+@dataclass
+class _Kinds:
+    """Each feature's kind, numeric or nominal, fixed by its first value (the library is as strict).
+
+    In a CSV file a column whose first value is not a number is read as strings throughout; a later
+    non-number in a numeric column is an error. In JSON lines the types are explicit, so a string
+    where the first value was a number (or the reverse) is an error. ``--nominal`` columns are
+    always strings.
+    """
+
+    path: Path
+    nominal: frozenset[str]
+    kinds: dict[str, str] = field(default_factory=dict)
+
+    def _mismatch(self, name: str, line: int, value: Any) -> InputError:
+        hint = "name it with --nominal to read all its values as categories"
+        first = self.kinds[name]
+        return InputError(
+            self.path, line, f"feature {name!r} is {first} (its first value) but has {value!r}; {hint}"
+        )
+
+    def csv_cell(self, name: str, text: str, line: int) -> float | str | None:
+        text = text.strip()
+        if not text:
+            return None
+        if name in self.nominal or self.kinds.get(name) == "nominal":
+            return text
+        try:
+            value = float(text)
+        except ValueError:
+            if self.kinds.setdefault(name, "nominal") == "numeric":
+                raise self._mismatch(name, line, text) from None
+            return text
+        self.kinds[name] = "numeric"
+        return value
+
+    def json_value(self, name: str, value: Any, line: int) -> float | str | None:
+        if value is None:
+            return None
+        if not isinstance(value, (str, bool, int, float)):
+            raise InputError(
+                self.path, line, f"feature {name!r} must be a number, a string or null, got {value!r}"
+            )
+        if name in self.nominal:
+            return value if isinstance(value, str) else json.dumps(value)
+        kind = "nominal" if isinstance(value, str) else "numeric"
+        if self.kinds.setdefault(name, kind) != kind:
+            raise self._mismatch(name, line, value)
+        return value if kind == "nominal" else float(value)
 
 
 def _regression_target(value: Any, path: Path, line: int) -> float:
@@ -106,8 +151,8 @@ def read_csv(
         raise InputError(path, 1, f"duplicate column names in the header {header}")
     if target not in header:
         raise InputError(path, 1, f"the target column {target!r} is not in the header {header}")
-    features = [(i, name, name in nominal) for i, name in enumerate(header) if name != target]
-    t = header.index(target)
+    features = [(i, name) for i, name in enumerate(header) if name != target]
+    t, kinds = header.index(target), _Kinds(path, nominal)
     try:
         for cells in reader:
             if not cells:
@@ -115,7 +160,7 @@ def read_csv(
             line = reader.line_num
             if len(cells) != len(header):
                 raise InputError(path, line, f"expected {len(header)} fields, found {len(cells)}")
-            x = {name: _csv_cell(cells[i], nom) for i, name, nom in features}
+            x = {name: kinds.csv_cell(name, cells[i], line) for i, name in features}
             label = cells[t].strip()
             if not label:
                 yield line, x, None
@@ -127,18 +172,11 @@ def read_csv(
         raise InputError(path, reader.line_num, f"malformed CSV: {e}") from None
 
 
-def _json_feature(name: str, value: Any, nominal: bool, path: Path, line: int) -> float | str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (bool, int, float)):
-        return str(value) if nominal else float(value)
-    raise InputError(path, line, f"feature {name!r} must be a number, a string or null, got {value!r}")
-
-
 def read_jsonl(
     path: Path, target: str, task: str, nominal: frozenset[str], counter: _ByteCounter
 ) -> Iterator[Row]:
     """Yield the records of a JSON-lines file (see the module docstring for the rules)."""
+    kinds = _Kinds(path, nominal)
     for line, text in enumerate(counter.lines(), start=1):
         if not text.strip():
             continue
@@ -149,7 +187,7 @@ def read_jsonl(
         if not isinstance(obj, dict):
             raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
         y = obj.pop(target, None)
-        x = {name: _json_feature(name, v, name in nominal, path, line) for name, v in obj.items()}
+        x = {name: kinds.json_value(name, v, line) for name, v in obj.items()}
         if y is None:
             yield line, x, None
         elif task == "regression":
@@ -179,10 +217,22 @@ def _score_regression(metric: Prequential, rows: list[Row], preds: Iterable[floa
     metric.update_many([y for y, _ in pairs], [p for _, p in pairs])
 
 
+class _Refused(Exception):
+    """The model raised ValueError on a record that the reader let through."""
+
+    def __init__(self, rows: list[Row], reason: ValueError) -> None:
+        super().__init__(str(reason))
+        self.line, self.reason = rows[0][0], reason
+        self.where = "this record" if len(rows) == 1 else f"a record of lines {rows[0][0]}-{rows[-1][0]}"
+
+
 def _run_batch(model: Any, metric: Prequential, rows: list[Row]) -> None:
     """Strictly prequential over the batch in one call (``predict_learn_many``)."""
     xs, ys = [x for _, x, _ in rows], [y for _, _, y in rows]
-    out = model.predict_learn_many(xs, ys)
+    try:
+        out = model.predict_learn_many(xs, ys)
+    except ValueError as e:
+        raise _Refused(rows, e) from None
     if metric.task == "classification":
         metric.update_proba_many(ys, out, model.classes_)
     else:
@@ -193,17 +243,20 @@ def _run_one_by_one(model: Any, metric: Prequential, rows: list[Row]) -> None:
     """Predict then learn each record in turn (``predict_*_one`` / ``learn_one``)."""
     for row in rows:
         _, x, y = row
-        if metric.task == "classification":
-            dist = model.predict_proba_one(x)
-            metric.update_proba_many([y], [[dist.get(c, 0.0) for c in model.classes_]], model.classes_)
-        else:
-            _score_regression(metric, [row], [model.predict_one(x)])
-        if y is not None:
-            model.learn_one(x, y)
+        try:
+            if metric.task == "classification":
+                dist = model.predict_proba_one(x)
+                metric.update_proba_many([y], [[dist.get(c, 0.0) for c in model.classes_]], model.classes_)
+            else:
+                _score_regression(metric, [row], [model.predict_one(x)])
+            if y is not None:
+                model.learn_one(x, y)
+        except ValueError as e:
+            raise _Refused([row], e) from None
 
 
 @dataclass
-class Curve:
+class _Curve:
     """Learning-curve points: records scored, cumulative error and recent-window error."""
 
     n: list[int] = field(default_factory=list)
@@ -218,21 +271,25 @@ class Curve:
 
 
 def evaluate(
+    path: Path,
     rows: Iterable[Row],
     model: Any,
     metric: Prequential,
     batch_size: int,
     on_chunk: Callable[[Prequential, int], None] | None = None,
-) -> tuple[Curve, int]:
+) -> tuple[_Curve, int]:
     """Run the prequential loop over ``rows``; return the learning curve and the number of records read.
 
     ``on_chunk(metric, records_read)`` is called after every batch (every 1,000 records when
     ``batch_size`` is 1), which is where the progress bar updates.
     """
-    curve, read = Curve(), 0
+    curve, read = _Curve(), 0
     run = _run_one_by_one if batch_size == 1 else _run_batch
     for chunk in _chunks(rows, _CHUNK if batch_size == 1 else batch_size):
-        run(model, metric, chunk)
+        try:
+            run(model, metric, chunk)
+        except _Refused as e:
+            raise InputError(path, e.line, f"{e.where} was refused by the model: {e.reason}") from None
         read += len(chunk)
         curve.add(metric)
         if on_chunk is not None:
@@ -244,7 +301,7 @@ def evaluate(
 
 
 @dataclass
-class ProgressBar:
+class _ProgressBar:
     """A one-line progress bar on a text stream, redrawn at most every ``interval`` seconds."""
 
     stream: IO[str]
@@ -283,7 +340,7 @@ def _load_figure_class() -> type:
     return Figure
 
 
-def save_plot(figure_class: type, curve: Curve, metric: Prequential, title: str, out: Path) -> None:
+def save_plot(figure_class: type, curve: _Curve, metric: Prequential, title: str, out: Path) -> None:
     """Draw the learning curve (cumulative and recent-window error against records) as a PNG."""
     fig = figure_class(figsize=(8, 4.5), dpi=100)
     ax = fig.add_subplot()
@@ -386,9 +443,9 @@ def run(args: argparse.Namespace, model: Any, stderr: IO[str]) -> dict:
         started = time.perf_counter()
         bar = None
         if args.progress or stderr.isatty():
-            bar = ProgressBar(stderr, os.fstat(f.fileno()).st_size, counter, started)
+            bar = _ProgressBar(stderr, os.fstat(f.fileno()).st_size, counter, started)
         rows = reader(args.file, args.target, args.task, nominal, counter)
-        curve, read = evaluate(rows, model, metric, args.batch_size, bar.update if bar else None)
+        curve, read = evaluate(args.file, rows, model, metric, args.batch_size, bar.update if bar else None)
         seconds = time.perf_counter() - started
         if bar:
             bar.close(metric, read)

@@ -150,12 +150,21 @@ def test_csv_and_jsonl_of_the_same_data_agree(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_csv_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Quoted fields, a BOM, blank lines, spaces and a --nominal numeric column are all read."""
-    text = '\ufeffzip,"size, m2",y\n 1010 ,"1,5",a\n\n2020,7,b\n1010,,a\n'
+    """Quoted fields, a BOM, blank lines, spaces, a number in a nominal column and --nominal are all read."""
+    text = '\ufeffzip,"city, country",size,y\n 1010 ,"Paris, FR",1.5,a\n\n2020,"Oslo, NO",7,b\n'
+    text += "1010,,,a\n3030,7,2,b\n"
     path = tmp_path / "c.csv"
     path.write_text(text, encoding="utf-8")
     out = evaluate(capsys, path, "--target", "y", "--nominal", "zip", "--batch-size", "1")
-    assert (out["records"], out["n"], out["n_nodes"]) == (3, 3, 1)
+    assert (out["records"], out["n"], out["n_nodes"]) == (4, 4, 1)
+
+
+def test_jsonl_nominal_flag_reads_numbers_as_categories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": "red", "y": 0}\n{"a": 7, "y": 1}\n{"a": true, "y": 1}\n', encoding="utf-8")
+    assert evaluate(capsys, path, "--target", "y", "--nominal", "a")["records"] == 3
 
 
 def test_progress_bar_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -206,6 +215,20 @@ def test_no_progress_bar_without_a_terminal(tmp_path: Path, capsys: pytest.Captu
             "a.jsonl:1: the regression target must be",
         ),
         ("a.data", '{"a": 1, "y": 0}\n', [], "a.data:1: the target column 'y' is not in the header"),
+        ("a.csv", "a,y\n1,x\nfoo,y\n", [], "a.csv:3: feature 'a' is numeric (its first value) but has 'foo'"),
+        ("a.jsonl", '{"a": "red", "y": 0}\n{"a": 7, "y": 1}\n', [], "a.jsonl:2: feature 'a' is nominal"),
+        (
+            "a.jsonl",
+            '{"a": 1, "y": 0}\n{"a": 2, "y": NaN}\n',
+            [],
+            "a.jsonl:1: a record of lines 1-2 was refused",
+        ),
+        (
+            "a.jsonl",
+            '{"a": 1, "y": 0}\n{"a": 2, "y": NaN}\n',
+            ["--batch-size", "1"],
+            "a.jsonl:2: this record was",
+        ),
     ],
 )
 def test_bad_input_names_the_line(
