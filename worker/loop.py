@@ -43,6 +43,7 @@ _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compressi
 _GAUGE_INTERVAL_S = 1.0
 _FLUSH_TIMEOUT_S = 10.0
 _LIST_INTERVAL_S = 1.0
+_MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Owned:
     fetched: list[int] = field(default_factory=lambda: [0, 0])  # next offset to receive, per topic
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
+    paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
 
 
 def state_config(settings: WorkerSettings) -> StateConfig:
@@ -190,6 +192,7 @@ class Worker:
             self._ingest(messages)
         for partition, owned in list(self.owned.items()):
             self._process(partition, owned)
+            self._backpressure(partition, owned)
         self.producer.poll(0)
         self._maybe_checkpoint()
         now = time.monotonic()
@@ -381,6 +384,22 @@ class Worker:
         owned.since_checkpoint += len(entries)
         self._emit(partition, result)
         self._set_partition_gauges(partition, owned)
+
+    def _backpressure(self, partition: int, owned: Owned) -> None:
+        """Pause a topic partition whose records pile up waiting for the other topic; resume at half.
+
+        After processing at most one queue of a partition is non-empty (the merge drains until one
+        side is exhausted), so the topic being waited for is never paused and this cannot deadlock.
+        """
+        assert self.consumer is not None
+        for rank, topic in enumerate(self.topics):
+            queued = owned.merger.pending(rank)
+            if rank not in owned.paused and queued > _MAX_QUEUED:
+                self.consumer.pause([TopicPartition(topic, partition)])
+                owned.paused.add(rank)
+            elif rank in owned.paused and queued <= _MAX_QUEUED // 2:
+                self.consumer.resume([TopicPartition(topic, partition)])
+                owned.paused.discard(rank)
 
     def _emit(self, partition: int, result: ProcessResult) -> None:
         producer = self.producer
