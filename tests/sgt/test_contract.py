@@ -448,3 +448,41 @@ def test_feature_names_name_array_columns() -> None:
     assert [f["name"] for f in named.to_dict()["features"]] == ["size", "noise"]
     assert named.to_dict()["trees"] == dicts.to_dict()["trees"]
     assert named.predict_one({"size": 0.9, "noise": 3.0}) == named.predict_one([0.9, 3.0])
+
+
+@pytest.mark.parametrize("estimator", [SGTClassifier, SGTRegressor], ids=lambda e: e.__name__)
+def test_an_empty_list_batch_is_a_no_op(estimator: type) -> None:
+    model = estimator(**SMALL)
+    model.learn_many([{"a": 1.0}, {"a": 2.0}], [0, 1])
+    blob = model.to_bytes()
+    model.learn_many([], [])
+    assert model.predict_many([]).shape == (0,)
+    expected = (0, len(model.classes_)) if estimator is SGTClassifier else (0,)
+    assert model.predict_learn_many([], []).shape == expected
+    assert model.to_bytes() == blob
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="library bug: a 2-D array with 0 rows raises 'attempt to get argmax of an empty sequence' "
+    "(FeatureSpace.encode_array) instead of being a no-op",
+)
+@pytest.mark.parametrize("estimator", [SGTClassifier, SGTRegressor], ids=lambda e: e.__name__)
+def test_an_empty_array_batch_is_a_no_op(estimator: type) -> None:
+    model = estimator(**SMALL)
+    model.learn_many(np.ones((2, 3)), [0, 1])
+    blob = model.to_bytes()
+    empty = np.empty((0, 3))
+    model.learn_many(empty, [])
+    assert model.predict_many(empty).shape == (0,)
+    assert model.predict_learn_many(empty, np.array([])).shape[0] == 0
+    assert model.to_bytes() == blob
+
+
+def test_mismatched_lengths_are_a_value_error() -> None:
+    model = SGTClassifier()
+    with pytest.raises(ValueError):
+        model.learn_many([[1.0], [2.0]], [1])
+    with pytest.raises(ValueError):
+        model.predict_learn_many(np.ones((3, 1)), [1, 0])
+    assert model.n_seen == 0
