@@ -22,6 +22,8 @@ from deploy_files import (
     RULES_DIR,
     WORKER_JOB,
     alert_rules,
+    compose_file,
+    k8s_object,
     load_yaml,
     metric_names,
     threshold_rules,
@@ -134,3 +136,17 @@ def test_every_alert_has_a_runbook_entry() -> None:
     doc = DEPLOYMENT_DOC.read_text(encoding="utf-8")
     headings = set(re.findall(r"^#{2,4} +`?(Sgt\w+)`?", doc, flags=re.MULTILINE))
     assert headings == {rule["alert"] for rule in alert_rules()}
+
+
+def test_checkpoint_stale_threshold_leaves_room_for_the_configured_checkpoint_interval(
+    settings_by_env: dict[str, Any],
+) -> None:
+    (threshold,) = [r for r in threshold_rules() if r["record"] == "sgt:threshold:checkpoint_age_seconds"]
+    stale_after = float(re.fullmatch(r"vector\((.+)\)", threshold["expr"]).group(1))
+    setting = settings_by_env["SGT_CHECKPOINT_SECONDS"]
+    configured = [
+        compose_file()["services"]["worker"]["environment"].get(setting.env, setting.default),
+        k8s_object("ConfigMap")["data"].get(setting.env, setting.default),
+    ]
+    for value in configured:
+        assert stale_after >= 5 * setting.parse(value)
