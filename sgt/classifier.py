@@ -77,7 +77,7 @@ class SGTClassifier(BaseSGT):
             delta, grace_period, lambda_, gamma, bins, warm_up, max_depth, feature_names, nominal
         )
         self._classes: list[Any] = []
-        self._class_index: dict[tuple[bool, Any], int] = {}
+        self._class_index: dict[Any, int] = {}
         self._incoming: dict[int, Any] = {}
 
     @property
@@ -95,7 +95,7 @@ class SGTClassifier(BaseSGT):
                 f"{len(classes)} classes need {max(0, len(classes) - 1)} trees, found {len(self._trees)}"
             )
         self._classes = classes
-        self._class_index = {_label_key(label): k for k, label in enumerate(classes)}
+        self._class_index = {label: k for k, label in enumerate(classes)}
 
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +119,7 @@ class SGTClassifier(BaseSGT):
             events = []
             incoming = 0
             for position, (label, row) in enumerate(zip(values, first_rows.tolist())):
-                k = self._class_index.get(_label_key(_check_label(label)))
+                k = self._class_index.get(_check_label(label))
                 if k is None:
                     k = len(self._classes) + incoming
                     incoming += 1
@@ -128,10 +128,10 @@ class SGTClassifier(BaseSGT):
                 codes[order[position]] = k
             return codes[inverse.reshape(-1)], np.array(events, dtype=np.intp)
         events = []
-        incoming_keys: dict[tuple[bool, Any], int] = {}
+        incoming_keys: dict[Any, int] = {}
         for i in rows:
             label = _check_label(y[i])
-            key = _label_key(label)
+            key = label
             k = self._class_index.get(key)
             if k is None:
                 k = incoming_keys.get(key)
@@ -144,7 +144,7 @@ class SGTClassifier(BaseSGT):
 
     def _prepare_target_one(self, y: Any) -> int:
         label = _check_label(y)
-        k = self._class_index.get(_label_key(label))
+        k = self._class_index.get(label)
         if k is None:
             k = len(self._classes)
             self._incoming[k] = label
@@ -155,7 +155,7 @@ class SGTClassifier(BaseSGT):
         if k < len(self._classes):
             return
         label = self._incoming.pop(k)
-        self._class_index[_label_key(label)] = k
+        self._class_index[label] = k
         self._classes.append(label)
         if len(self._classes) >= 2:
             self._new_tree()
@@ -268,8 +268,3 @@ def _check_label(label: Any) -> Any:
             f"got {label!r} of type {type(label).__name__}"
         )
     return label
-
-
-def _label_key(label: Any) -> tuple[bool, Any]:
-    """Dictionary key of a label that keeps True apart from 1 (they hash alike in Python)."""
-    return (isinstance(label, bool), label)

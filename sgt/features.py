@@ -201,6 +201,9 @@ class FeatureSpace:
         """
         n = len(rows)
         learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
+        columnar = self._encode_columns(rows, learn_mask)
+        if columnar is not None:
+            return columnar
         numeric: dict[int, np.ndarray] = {}
         nominal: list[tuple[int, int, int]] = []
         for i, x in enumerate(rows):
@@ -223,9 +226,42 @@ class FeatureSpace:
             codes[:, j] = self._code_column(j, column, learn_mask)
         return codes
 
+    def _encode_columns(self, rows: Sequence[Any], learn: np.ndarray) -> np.ndarray | None:
+        """Fast path for dict records whose keys are all known features: one pass per column.
+
+        Returns None (use the row-by-row path, which also gives the precise error) when a record is
+        not a dict, brings a new feature, or holds a value a numeric column cannot take as is.
+        """
+        keys: set[Any] = set()
+        for x in rows:
+            if type(x) is not dict:
+                return None
+            keys.update(x)
+        if not keys <= self.index.keys():
+            return None
+        codes = np.zeros((len(rows), len(self.names)), dtype=CODE_DTYPE)
+        for name in keys:
+            j = self.index[name]
+            values = [x.get(name) for x in rows]
+            if self.vocab[j] is not None:
+                learned = learn.tolist()
+                codes[:, j] = [self._category_code(j, name, v, learned[i]) for i, v in enumerate(values)]
+                continue
+            column = np.array(values)
+            if column.dtype.kind not in "fiub":
+                if column.dtype.kind != "O" or any(
+                    v is not None and type(v) not in (float, int) for v in values
+                ):
+                    return None
+                column = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+            codes[:, j] = self._code_column(j, column.astype(np.float64), learn)
+        return codes
+
     def encode_array(self, X: np.ndarray, learn: np.ndarray | None) -> np.ndarray:
         """Codes of a 2-D numeric array whose columns are features x0, x1, ... (or feature_names)."""
         n, width = X.shape
+        if n == 0:
+            return np.zeros((0, len(self.names)), dtype=CODE_DTYPE)
         learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
         values = np.asarray(X, dtype=np.float64)
         # new columns register in the order a row-by-row pass would meet them

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +164,7 @@ def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays: dict[str, np.ndarray] = {}
     for entry in header["arrays"]:
         name, dtype, shape = _array_entry(entry)
-        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        size = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no overflow
         if offset + size > end:
             raise SerializationError(f"array {name!r} runs past the end of the data")
         arrays[name] = np.frombuffer(blob, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=offset)
@@ -273,19 +274,38 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
 
 
 def _check_tree(prefix: str, tree: Tree) -> None:
-    """Reject structures that could send routing out of bounds (corruption past the checksum)."""
+    """Reject structures that routing could not walk safely (corruption behind a valid checksum).
+
+    Children are always created after their parent, so every child id must exceed its parent's
+    and name it as parent: that rules out cycles. Missing values must go to one of the children.
+    """
     n = tree.n_nodes
-    internal = tree.feature >= 0
-    children = np.concatenate(
-        [tree.left[internal & (tree.table < 0)], tree.right[internal & (tree.table < 0)]]
-    )
-    ok = (
-        n >= 1
-        and bool(np.all((children >= 0) & (children < n)))
-        and bool(np.all(tree.feature < tree.layout.n_features))
-        and bool(np.all(tree.table < len(tree.tables)))
-        and bool(np.all((tree.slot[~internal] >= 0) & (tree.slot[~internal] < tree.n_slots)))
-        and all(bool(np.all(t < n)) for t in tree.tables)
-    )
-    if not ok:
-        raise SerializationError(f"{prefix}: the tree structure is inconsistent")
+    if n < 1 or tree.n_slots < 1:
+        raise SerializationError(f"{prefix}: empty tree")
+    for node in range(n):
+        feature = int(tree.feature[node])
+        if feature < 0:
+            slot = int(tree.slot[node])
+            if not 0 <= slot < tree.n_slots or int(tree.slot_node[slot]) != node:
+                raise SerializationError(f"{prefix}: leaf {node} has an invalid slot")
+            continue
+        if feature >= tree.layout.n_features:
+            raise SerializationError(f"{prefix}: node {node} splits on an unknown feature")
+        table = int(tree.table[node])
+        if table >= len(tree.tables):
+            raise SerializationError(f"{prefix}: node {node} names a missing category table")
+        children = (
+            [int(c) for c in tree.tables[table] if c >= 0]
+            if table >= 0
+            else [
+                int(tree.left[node]),
+                int(tree.right[node]),
+            ]
+        )
+        for child in children:
+            if not node < child < n or int(tree.parent[child]) != node:
+                raise SerializationError(f"{prefix}: node {node} has an invalid child {child}")
+        if int(tree.missing[node]) not in children:
+            raise SerializationError(
+                f"{prefix}: node {node} sends missing values to a node that is not its child"
+            )
