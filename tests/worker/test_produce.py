@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import doctest
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka_util import read_all
 
+import worker.produce as produce_module
 from worker.produce import (
     TokenBucket,
     add_arguments,
@@ -29,6 +31,13 @@ from worker.produce import (
 from worker.streams import SEA, Subscriptions
 
 EPS = 1e-6
+
+
+def test_docstring_examples_pass() -> None:
+    result = doctest.testmod(produce_module)
+    assert result.attempted >= 6
+    assert result.failed == 0
+
 
 # ------------------------------------------------------------------------------------ token bucket
 
