@@ -8,6 +8,7 @@ gap to the paper's defaults, and the tree sizes. ``--grid NAME`` picks a named s
     python -m tests.bench.experiments                 # the one-at-a-time sweep
     python -m tests.bench.experiments --grid combos   # combinations of the promising changes
     python -m tests.bench.experiments --grid hoeffding-leaves  # River's HoeffdingTree: mc / nb / nba leaves
+    python -m tests.bench.experiments --grid noise    # false splits on pure noise under each variant
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ LEAF_PREDICTIONS = ("mc", "nb", "nba")  # River HoeffdingTree leaves: majority c
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.bench.experiments", description=__doc__.splitlines()[0])
-    p.add_argument("--grid", choices=[*sorted(GRIDS), "hoeffding-leaves"], default="sweep")
+    p.add_argument("--grid", choices=[*sorted(GRIDS), "hoeffding-leaves", "noise"], default="sweep")
     p.add_argument("--streams", help="comma-separated stream names (default: all)")
     p.add_argument("--quick", action="store_true", help="5,000 records per stream")
     return p.parse_args(argv)
@@ -137,8 +138,36 @@ def hoeffding_leaves(streams: list[Stream]) -> str:
     return "\n".join(lines)
 
 
+def noise_control(variants: list[Variant], n: int = 50_000) -> str:
+    """Splits grown on pure noise (10 uniform features, labels and targets independent of them).
+
+    Every split here is a false discovery, so this is the price of a less conservative split test.
+    """
+    import numpy as np
+
+    from sgt import SGTClassifier, SGTRegressor
+
+    rng = np.random.default_rng(7)
+    X = rng.random((n, 10))
+    labels, targets = rng.integers(0, 2, n).tolist(), rng.normal(size=n).tolist()
+    lines = [
+        f"| variant | splits, classification ({n:,} noise records) | splits, regression |",
+        "|---|---|---|",
+    ]
+    for label, params in variants:
+        classifier, regressor = SGTClassifier(**params), SGTRegressor(**params)
+        classifier.learn_many(X, labels)
+        regressor.learn_many(X, targets)
+        lines.append(f"| {label} | {classifier.n_splits} | {regressor.n_splits} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.grid == "noise":
+        print("## Pure-noise control: splits that should not happen\n")
+        print(noise_control(GRIDS["sweep"][:1] + GRIDS["combos"][1:-2] + GRIDS["refine"][3:]))
+        return 0
     chosen = specs([s.strip() for s in args.streams.split(",")] if args.streams else None)
     streams = [materialise(spec, min(spec.n, 5_000) if args.quick else None) for spec in chosen]
     if args.grid == "hoeffding-leaves":
