@@ -166,7 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.grid == "noise":
         print("## Pure-noise control: splits that should not happen\n")
-        print(noise_control(GRIDS["sweep"][:1] + GRIDS["combos"][1:-2] + GRIDS["refine"][3:]))
+        print(
+            noise_control(
+                GRIDS["sweep"][:1] + GRIDS["combos"][1:-2] + GRIDS["combos"][-1:] + GRIDS["refine"][3:]
+            )
+        )
         return 0
     chosen = specs([s.strip() for s in args.streams.split(",")] if args.streams else None)
     streams = [materialise(spec, min(spec.n, 5_000) if args.quick else None) for spec in chosen]
