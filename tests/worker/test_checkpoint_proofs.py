@@ -190,6 +190,12 @@ def test_partitions_moving_between_two_workers_give_the_uninterrupted_result(
     two = WorkerProcess(args, tmp_path / "two.log")
     wait_for(lambda: two.log_count("partitions assigned") > 0, 60, "the second worker joining")
     wait_for(lambda: one.log_count("partitions revoked") > 0, 30, "a rebalance")
+    wait_for(lambda: len(one.log_events("partitions assigned")) > 1, 30, "the first worker's new assignment")
+    halves = [
+        one.log_events("partitions assigned")[-1]["partitions"],
+        two.log_events("partitions assigned")[0]["partitions"],
+    ]
+    assert sorted(halves[0] + halves[1]) == list(range(PARTITIONS)) and len(halves[0]) == PARTITIONS // 2
     assert one.stop(signal.SIGTERM) == 0  # its partitions move to the second worker
     wait_for(lambda: two.log_count("partitions assigned") > 1, 60, "the second worker taking over")
     wait_for(lambda: caught_up(ckpt, ends), 120, "the remaining worker to reach the ends")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from sgt.evaluation import Prequential
 from worker.checkpoint import read_newest
@@ -69,6 +70,14 @@ class WorkerProcess:
 
     def log_count(self, text: str) -> int:
         return self.log_path.read_text(errors="replace").count(text)
+
+    def log_events(self, msg: str) -> list[dict[str, Any]]:
+        """The JSON log lines with this message, in order."""
+        events = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{") and f'"msg":"{msg}"' in line:
+                events.append(orjson.loads(line))
+        return events
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
         with contextlib.suppress(ProcessLookupError):
