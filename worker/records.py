@@ -129,8 +129,7 @@ def _parse_x(x: Any) -> dict[str, Value] | list[Value] | str:
         values = x
     else:
         return "bad_x"
-    plain = _PLAIN
-    if all(type(v) in plain for v in values):  # the common case: nothing to check or convert
+    if set(map(type, values)) <= _PLAIN:  # the common case: nothing to check or convert
         return x
     for value in values:
         problem = _value_problem(value)

@@ -40,7 +40,7 @@ class FeatureSchema:
             row = dict(zip(names, x, strict=True))
         else:
             row = x
-        if row.keys() <= self._numeric and all(type(v) is not str for v in row.values()):
+        if row.keys() <= self._numeric and str not in set(map(type, row.values())):
             return row  # fast path: only known numeric names with numbers or nulls
         new: dict[str, str] = {}
         for name, value in row.items():
