@@ -1,0 +1,91 @@
+"""Metrics registry and the HTTP server (real HTTP on loopback): names, removal on revoke, health."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from worker_util import samples, value
+
+from worker.metrics import Health, MetricsServer, WorkerMetrics
+
+REQUIRED = {
+    "sgt_prequential_error": "gauge",
+    "sgt_tree_nodes": "gauge",
+    "sgt_tree_leaves": "gauge",
+    "sgt_tree_depth": "gauge",
+    "sgt_records": "counter",
+    "sgt_predictions": "counter",
+    "sgt_trained": "counter",
+    "sgt_invalid_records": "counter",
+    "sgt_consumer_lag_records": "gauge",
+    "sgt_checkpoint_seconds": "histogram",
+    "sgt_last_checkpoint_timestamp_seconds": "gauge",
+    "sgt_prediction_latency_seconds": "histogram",
+    "sgt_join_pending": "gauge",
+    "sgt_join_expired": "counter",
+    "sgt_model_bytes": "gauge",
+    "sgt_model_version": "gauge",
+    "sgt_assigned_partitions": "gauge",
+    "sgt_rebalances": "counter",
+    "sgt_checkpoint_failures": "counter",
+    "sgt_build_info": "gauge",
+}
+
+
+def test_every_documented_metric_is_registered_with_its_type() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = {f.name: f.type for f in text_string_to_metric_families(WorkerMetrics().render().decode())}
+    assert {name: families.get(name) for name in REQUIRED} == REQUIRED
+
+
+def test_forget_partition_removes_only_that_partitions_series() -> None:
+    m = WorkerMetrics()
+    for p in ("0", "1"):
+        m.records.labels(topic="f", partition=p).inc(2)
+        m.prequential_error.labels(partition=p, window="recent").set(0.5)
+        m.join_expired.labels(partition=p, side="labels", reason="age").inc()
+        m.tree_nodes.labels(partition=p).set(3)
+    m.invalid.labels(topic="f", reason="bad_x").inc()
+    m.forget_partition(0, ["f"])
+    parsed = samples(m.render().decode())
+    assert not [key for key in parsed if ("partition", "0") in key[1]]
+    assert value(parsed, "sgt_records_total", topic="f", partition="1") == 2
+    assert value(parsed, "sgt_tree_nodes", partition="1") == 3
+    assert value(parsed, "sgt_invalid_records_total", topic="f", reason="bad_x") == 1
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[MetricsServer, Health]]:
+    health = Health(stale_after=60)
+    srv = MetricsServer(WorkerMetrics(), health, "127.0.0.1", 0).start()
+    yield srv, health
+    srv.close()
+
+
+def test_http_endpoints(server: tuple[MetricsServer, Health]) -> None:
+    srv, health = server
+    status, body = _get(srv.port, "/metrics")
+    assert status == 200 and "sgt_build_info{" in body
+    assert _get(srv.port, "/healthz")[0] == 200
+    assert _get(srv.port, "/readyz")[0] == 503
+    health.set_ready(True)
+    assert _get(srv.port, "/readyz")[0] == 200
+    assert _get(srv.port, "/nope")[0] == 404
+
+
+def test_a_stalled_loop_is_unhealthy_and_unready() -> None:
+    health = Health(stale_after=0.0)
+    health.set_ready(True)
+    assert not health.alive and not health.ready
