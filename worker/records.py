@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import orjson
 
 Value = float | str | None
+MAX_TARGET = 1e100
 Label = int | str | float
 
 
@@ -95,13 +96,14 @@ def parse_label(value: Any, task: str) -> Label | None:
     """The label if its type suits the task, else None.
 
     Classification labels are strings or integers (an integral float counts as that integer);
-    regression targets are finite numbers. Booleans are rejected: ``true == 1`` in Python would merge
-    two classes silently.
+    regression targets are numbers of magnitude at most 1e100 (so that errors and their squares stay
+    finite in the metrics). Booleans are rejected: ``true == 1`` in Python would merge two classes
+    silently.
     """
     if isinstance(value, bool):
         return None
     if task == "regression":
-        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+        return float(value) if isinstance(value, (int, float)) and abs(value) <= MAX_TARGET else None
     if isinstance(value, (str, int)):
         return value
     if isinstance(value, float) and value.is_integer():

@@ -332,6 +332,13 @@ class PartitionState:
     @classmethod
     def from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
         """Restore a state; raises ValueError when the blob does not fit ``config`` or is malformed."""
+        try:
+            return cls._from_bytes(blob, config, model_types)
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise ValueError(f"malformed state: {type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
         header, model_blob = split_state(blob)
         if header.get("format") != STATE_FORMAT:
             raise ValueError(f"unsupported state format {header.get('format')!r}")

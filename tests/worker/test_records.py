@@ -82,6 +82,8 @@ def test_label_records_decode() -> None:
         (3, "regression", 3.0),
         ("3", "regression", None),
         (True, "regression", None),
+        (1e100, "regression", 1e100),
+        (-1e101, "regression", None),
     ],
 )
 def test_label_types_per_task(value: object, task: str, expected: object) -> None:

@@ -197,6 +197,9 @@ def test_snapshot_round_trip_is_exact_and_checks_the_configuration() -> None:
         PartitionState.from_bytes(blob, config(labels="other"), REGISTRY)
     with pytest.raises(ValueError, match="unknown model type"):
         PartitionState.from_bytes(blob, config(), {})
+    header = orjson.dumps({"format": 1, "task": "classification"})
+    with pytest.raises(ValueError, match="malformed state: KeyError"):
+        PartitionState.from_bytes(len(header).to_bytes(4, "big") + header, config(), REGISTRY)
 
 
 def test_regression_predictions_have_no_proba() -> None:
