@@ -17,7 +17,7 @@ from types import FrameType
 import orjson
 
 from worker import __version__
-from worker.config import SETTINGS, ConfigError, add_arguments, settings_from_args
+from worker.config import SETTINGS, ConfigError, add_arguments, redacted, settings_from_args
 from worker.logs import configure_logging, fields
 
 _RUN_EPILOG = (
@@ -106,7 +106,9 @@ def run_command(args: argparse.Namespace) -> int:
         server = MetricsServer(metrics, health, settings.metrics_host, settings.metrics_port).start()
     worker = Worker(settings, metrics=metrics, health=health, log=log)
     _handle_signals(worker, settings.shutdown_timeout_seconds, log)
-    log.info("settings", extra=fields(**{s.name: getattr(settings, s.name) for s in SETTINGS}))
+    shown = {s.name: getattr(settings, s.name) for s in SETTINGS}
+    shown["kafka_options"] = redacted(settings.kafka_options)
+    log.info("settings", extra=fields(**shown))
     try:
         worker.run()
     except Exception:

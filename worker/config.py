@@ -112,6 +112,54 @@ def parse_feature_spec(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(spec)
 
 
+# Client properties that the worker's guarantees depend on: not overridable through kafka_options.
+PROTECTED_CLIENT_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "enable.auto.commit",
+        "enable.auto.offset.store",
+        "partition.assignment.strategy",
+        "group.protocol",
+        "isolation.level",
+        "enable.idempotence",
+        "acks",
+        "transactional.id",
+    }
+)
+
+
+def parse_client_options(value: Any) -> tuple[tuple[str, str], ...]:
+    """Parse ``"security.protocol=SASL_SSL,sasl.mechanism=PLAIN"`` or a TOML table into (key, value) pairs."""
+    what = (
+        "comma-separated librdkafka properties KEY=VALUE (not "
+        + ", ".join(sorted(PROTECTED_CLIENT_KEYS))
+        + ")"
+    )
+    if value is None or value == "" or value == ():
+        return ()
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, dict):
+        items = [(str(k), str(v)) for k, v in value.items()]
+    else:
+        items = []
+        for item in str(value).split(","):
+            key, sep, val = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(what)
+            items.append((key.strip(), val.strip()))
+    if any(key in PROTECTED_CLIENT_KEYS for key, _ in items):
+        raise ValueError(what)
+    return tuple(items)
+
+
+def redacted(options: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Client options for logs, with passwords and secrets masked."""
+    secret = ("password", "secret", "token", "key")
+    return {k: "***" if any(word in k for word in secret) else v for k, v in options}
+
+
 @dataclass(frozen=True)
 class Setting:
     """One worker setting: where it can come from and how its value is checked."""
@@ -208,6 +256,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Longest graceful shutdown (final checkpoint, flush, commit, leave) before the process exits anyway.",
         _float(0.0, open_low=True),
     ),
+    Setting(
+        "kafka_options",
+        (),
+        "Extra librdkafka properties for both clients, KEY=VALUE,... (e.g. security.protocol=SASL_SSL).",
+        parse_client_options,
+    ),
     Setting("log_level", "info", "Log level.", _choice("debug", "info", "warning", "error")),
 )
 
@@ -248,6 +302,7 @@ class WorkerSettings:
     session_timeout_ms: int
     heartbeat_interval_ms: int
     shutdown_timeout_seconds: float
+    kafka_options: tuple[tuple[str, str], ...]
     log_level: str
 
     def replace(self, **changes: Any) -> WorkerSettings:

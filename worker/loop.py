@@ -112,6 +112,7 @@ def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
         "session.timeout.ms": settings.session_timeout_ms,
         "heartbeat.interval.ms": settings.heartbeat_interval_ms,
         "fetch.wait.max.ms": settings.fetch_wait_max_ms,
+        **dict(settings.kafka_options),
     }
     conf.update({k: v for k, v in (overrides or {}).items() if k in _CONSUMER_KEYS})
     return conf
@@ -126,6 +127,7 @@ def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
         "linger.ms": settings.linger_ms,
         "partitioner": "murmur2_random",
         "message.max.bytes": max(settings.max_record_bytes * 2, 1 << 20) + 65536,
+        **dict(settings.kafka_options),
     }
     conf.update({k: v for k, v in (overrides or {}).items() if k in _PRODUCER_KEYS})
     return conf

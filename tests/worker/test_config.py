@@ -101,3 +101,20 @@ def test_help_explains_every_setting_and_bad_values_exit_2() -> None:
         assert s.flag in out and s.env in out
     bad = subprocess.run([*exe, "run", "--task", "clustering"], capture_output=True, text=True)
     assert bad.returncode == 2 and "setting task" in bad.stderr and "classification, regression" in bad.stderr
+
+
+def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -> None:
+    from worker.loop import consumer_config, producer_config
+
+    s = load_settings({"kafka_options": "security.protocol=SASL_SSL, sasl.password=hunter2"}, env={})
+    assert consumer_config(s)["security.protocol"] == producer_config(s)["security.protocol"] == "SASL_SSL"
+    assert consumer_config(s)["enable.auto.commit"] is False and producer_config(s)["acks"] == "all"
+    file_table = load_settings({}, env={}, file_values={"kafka_options": {"client.rack": "a"}})
+    assert file_table.kafka_options == (("client.rack", "a"),)
+    with pytest.raises(ConfigError, match=r"kafka_options.*not acks"):
+        load_settings({"kafka_options": "acks=1"}, env={})
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        load_settings({"kafka_options": "nonsense"}, env={})
+    from worker.config import redacted
+
+    assert redacted(s.kafka_options) == {"security.protocol": "SASL_SSL", "sasl.password": "***"}
