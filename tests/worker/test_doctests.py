@@ -1,0 +1,26 @@
+"""Runs the examples in the worker's docstrings (pytest's testpaths do not include worker/)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "worker.checkpoint",
+    "worker.config",
+    "worker.join",
+    "worker.logs",
+    "worker.merge",
+    "worker.metrics",
+    "worker.records",
+    "worker.schema",
+    "worker.state",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
