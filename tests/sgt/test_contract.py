@@ -462,11 +462,6 @@ def test_an_empty_list_batch_is_a_no_op(estimator: type) -> None:
     assert model.to_bytes() == blob
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: a 2-D array with 0 rows raises 'attempt to get argmax of an empty sequence' "
-    "(FeatureSpace.encode_array) instead of being a no-op",
-)
 @pytest.mark.parametrize("estimator", [SGTClassifier, SGTRegressor], ids=lambda e: e.__name__)
 def test_an_empty_array_batch_is_a_no_op(estimator: type) -> None:
     model = estimator(**SMALL)

@@ -267,16 +267,13 @@ def test_a_custom_loss_plugs_in() -> None:
     np.testing.assert_array_equal(custom.predict_many(X[:100]), builtin.predict_many(X[:100]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: True and 1 (False and 0) are kept as distinct classes, but predict_proba_one "
-    "returns a dict keyed by label, where True == 1 collide: probabilities are lost and do not sum to 1",
-)
-def test_labels_true_and_1_have_consistent_probabilities() -> None:
+def test_labels_equal_in_python_are_one_class() -> None:
+    """True == 1 == 1.0 as dict keys, so they must be one class for {label: p} results to add up."""
     model = SGTClassifier(grace_period=10, warm_up=5)
-    labels = [True, 1, "1", 1.5]
+    labels = [True, 1, "1", 1.5, 1.0]
     for i in range(120):
-        model.learn_one({"a": float(i % 7)}, labels[i % 4])
+        model.learn_one({"a": float(i % 7)}, labels[i % 5])
+    assert model.classes_ == [True, "1", 1.5]
     proba = model.predict_proba_one({"a": 1.0})
     assert len(proba) == len(model.classes_)
     assert sum(proba.values()) == pytest.approx(1.0)
