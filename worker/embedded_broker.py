@@ -15,10 +15,15 @@ Example (needs the Tansu binary; a real broker is started)::
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -136,7 +141,12 @@ def _start_once(port: int, log_path: str | Path | None) -> TansuBroker:
     # An environment without the broker's own variables, so stray settings cannot redirect it.
     env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
     process = subprocess.Popen(
-        command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        command,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=_die_with_parent(),  # runs only prctl between fork and exec
     )
     broker = TansuBroker(process, port, log)
     try:
@@ -150,6 +160,26 @@ def _start_once(port: int, log_path: str | Path | None) -> TansuBroker:
 _TANSU_ENV = frozenset(
     {"CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "SCHEMA_REGISTRY"}
 )
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a pre-exec hook asking the kernel to SIGTERM the broker when its parent dies.
+
+    Keeps a crashed or killed demo or test session from leaving an orphan broker behind. The kernel
+    ties this to the thread that started the broker, so it is only used from the main thread.
+    """
+    if sys.platform != "linux" or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG from <linux/prctl.h>
+
+    def hook() -> None:
+        libc.prctl(set_parent_death_signal, signal.SIGTERM, 0, 0, 0)
+
+    return hook
 
 
 def _wait_until_serving(broker: TansuBroker, timeout_s: float) -> None:

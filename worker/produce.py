@@ -219,7 +219,7 @@ def produce_stream(
         result.labels += _send_due_labels(sender, labels_topic, waiting, time.monotonic())
         sender.producer.poll(0)
         if progress is not None and time.monotonic() >= next_progress:
-            next_progress += PROGRESS_INTERVAL_S
+            next_progress = time.monotonic() + PROGRESS_INTERVAL_S
             progress(_snapshot(result, sender, started))
         if bucket is not None and granted == 0:
             stop.wait(_pause(bucket, waiting, deadline))

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -193,3 +194,34 @@ def test_fixture_falls_back_to_tansu_and_stops_it_at_session_end(tmp_path: Path)
     assert host == "127.0.0.1"
     with socket.socket() as probe:
         assert probe.connect_ex((host, int(port))) != 0, "the session's broker outlived the session"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="parent-death signal is Linux only")
+def test_broker_dies_with_a_killed_parent(tmp_path: Path) -> None:
+    script = (
+        "import sys, time\n"
+        "from worker.embedded_broker import start_tansu\n"
+        "broker = start_tansu()\n"
+        "print(broker.port, broker.process.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        port, pid = (int(v) for v in parent.stdout.readline().split())
+    finally:
+        parent.kill()
+        parent.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not zombie(pid):
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or zombie(pid), "orphaned broker still running"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
