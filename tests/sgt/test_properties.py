@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -225,3 +226,51 @@ def test_classifier_batches_equal_the_loop_on_arbitrary_streams(stream: list, cu
     for got, want in zip(rows, expected, strict=True):
         assert {c: p for c, p in got.items() if c in want} == want
         assert all(p == 0.0 for c, p in got.items() if c not in want)
+
+
+NUMBERS = st.one_of(
+    st.none(),
+    st.just(math.nan),
+    st.floats(-1e6, 1e6).map(lambda v: v + 0.0),  # -0.0 -> 0.0: see test_features (signed zero)
+    st.integers(-1000, 1000),
+    st.booleans(),
+    st.floats(-1e3, 1e3).map(lambda v: np.float32(v) + np.float32(0.0)),
+    st.integers(-1000, 1000).map(np.int64),
+    st.sampled_from([math.inf, -math.inf]),
+)
+CATEGORIES = st.one_of(st.none(), st.sampled_from(["p", "q", "r"]), st.sampled_from(["p", "q"]).map(np.str_))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(st.tuples(NUMBERS, CATEGORIES, st.floats(-3, 3)), min_size=2, max_size=200),
+    cut=st.integers(1, 199),
+    bad=st.one_of(st.none(), st.tuples(st.integers(0, 199), st.sampled_from(["num", "cat"]))),
+)
+def test_dict_batches_with_mixed_value_types_equal_the_loop(rows: list, cut: int, bad: tuple | None) -> None:
+    """Python and numpy scalars, bools, None, NaN and infinities in known columns; a wrong-kind value
+    anywhere in a batch rejects the whole batch (and the same record one by one), changing nothing."""
+    records = [{"num": 1.0, "cat": "p"}, *({"num": a, "cat": c} for a, c, _ in rows)]
+    targets = [0.0, *(t for _, _, t in rows)]
+    if bad is not None and bad[0] < len(rows):
+        records[bad[0] + 1][bad[1]] = "text" if bad[1] == "num" else 2.5
+    loop, batch = SGTRegressor(grace_period=10, warm_up=5), SGTRegressor(grace_period=10, warm_up=5)
+    rejected_loop = rejected_batch = False
+    for x, t in zip(records, targets, strict=True):
+        try:
+            loop.learn_one(x, t)
+        except ValueError:
+            rejected_loop = True
+    cut = min(cut, len(records) - 1)
+    for part in (slice(0, cut), slice(cut, None)):
+        before = batch.to_bytes()
+        try:
+            batch.learn_many(records[part], targets[part])
+        except ValueError:
+            rejected_batch = True
+            assert batch.to_bytes() == before
+            for x, t in zip(records[part], targets[part], strict=True):
+                with contextlib.suppress(ValueError):
+                    batch.learn_one(x, t)
+    assert rejected_loop == rejected_batch == (bad is not None and bad[0] < len(rows))
+    assert batch.to_bytes() == loop.to_bytes()
