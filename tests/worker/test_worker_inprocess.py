@@ -117,11 +117,12 @@ def test_regression_inline_labels_and_series_removed_at_shutdown(
         for i in range(500)
     ]
     produce_records(kafka_bootstrap, topics["features"], records)
-    docs = [
-        orjson.loads(m.value())
-        for m in read_all(kafka_bootstrap, topics["predictions"], 2, expect=500, idle_s=30)
-    ]
+    messages = read_all(kafka_bootstrap, topics["predictions"], 2, expect=500, idle_s=30)
+    docs = [orjson.loads(m.value()) for m in messages]
     assert len(docs) == 500 and all(isinstance(d["prediction"], float) and "proba" not in d for d in docs)
+    # keyed like the input, so with equal partition counts a prediction lands in its input's partition
+    for m, d in zip(messages, docs, strict=True):
+        assert m.key() == f"k{d['id'][1:]}".encode() and m.partition() == d["partition"]
     wait_for(lambda: worker.health.ready, 10, "readiness")
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_assigned_partitions") == 2
