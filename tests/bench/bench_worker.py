@@ -129,6 +129,7 @@ def worker_args(
         str(HEARTBEAT_MS),
         "--log-level",
         "info",
+        *(["--labels-topic", topics["labels"]] if "labels" in topics else []),
     ]
 
 
@@ -317,10 +318,18 @@ class Bench:
         create_topics(self.broker.bootstrap_servers, list(names.values()), partitions)
         return names
 
-    def produce_up_front(self, topic: str, count: int, start_id: int = 0) -> float:
+    def produce_up_front(
+        self, topic: str, count: int, start_id: int = 0, labels_topic: str | None = None
+    ) -> float:
         started = time.monotonic()
         result = produce_stream(
-            self.broker.bootstrap_servers, topic, None, stream(), count=count, rate=None, start_id=start_id
+            self.broker.bootstrap_servers,
+            topic,
+            labels_topic,
+            stream(),
+            count=count,
+            rate=None,
+            start_id=start_id,
         )
         if result.failed or result.features != count:
             raise RuntimeError(f"produced {result.features} of {count}, {result.failed} failed")
@@ -339,14 +348,25 @@ class Bench:
             command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker", *args]
         return launch(command, self.log(name)), port
 
-    def throughput(self, records: int, kind: str, profile: Path | None = None) -> dict[str, Any]:
-        topics = self.topics(4, "features", "predictions", "dead")
-        produce_rate = self.produce_up_front(topics["features"], records)
+    def throughput(
+        self, records: int, kind: str, profile: Path | None = None, separate_labels: bool = False
+    ) -> dict[str, Any]:
+        """Records/s of the worker or the pass-through over ``records`` produced before it starts.
+
+        With ``separate_labels`` (worker only) the labels go to a co-partitioned labels topic; the
+        time until the worker has trained on every record is then read from ``sgt_trained_total``.
+        """
+        kinds = ("features", "predictions", "dead", *(("labels",) if separate_labels else ()))
+        topics = self.topics(4, *kinds)
+        produce_rate = self.produce_up_front(topics["features"], records, labels_topic=topics.get("labels"))
         reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4).start()
         started = time.monotonic()
         process, port = self.start(kind, topics, records, profile)
+        trained_at = None
         try:
             reader.wait_for(records, process=process)
+            if separate_labels and port:
+                trained_at = wait_trained(port, records, process)
             metrics = http_get(port, "/metrics")[1] if port else ""
         finally:
             code = stop(process)
@@ -355,13 +375,14 @@ class Bench:
         total = reader.last - started
         steady = reader.last - reader.first
         return {
-            "kind": kind,
+            "kind": kind + ("+labels" if separate_labels else ""),
             "records": records,
             "produce_rate": produce_rate,
             "seconds_to_last": total,
             "rate_total": records / total,
             "seconds_to_first": reader.first - started,
             "rate_steady": records / steady if steady > 0 else float("inf"),
+            "seconds_to_all_trained": None if trained_at is None else trained_at - started,
             "exit_code": code,
             "checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
         }
@@ -449,6 +470,22 @@ class Bench:
             "worker_checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
             **direct,
         }
+
+
+def wait_trained(port: int, records: int, process: subprocess.Popen[bytes]) -> float:
+    """Monotonic time at which the worker's ``sgt_trained_total`` (all partitions) reached ``records``."""
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited with {process.returncode}")
+        text = http_get(port, "/metrics")[1]
+        trained = sum(
+            float(line.split()[-1]) for line in text.splitlines() if line.startswith("sgt_trained_total{")
+        )
+        if trained >= records:
+            return time.monotonic()
+        time.sleep(0.02)
+    raise RuntimeError("the worker did not train on every record in time")
 
 
 def wait_for_source_offset(reader: Reader, offset: int, process: subprocess.Popen[bytes]) -> float:
@@ -548,15 +585,17 @@ def bench_session(keep: bool) -> Iterator[Bench]:
 
 
 def report_throughput(rows: list[dict[str, Any]]) -> None:
-    print("\n(a) throughput, 4 partitions, 10 numeric features, inline labels, input produced up front")
+    print("\n(a) throughput, 4 partitions, 10 numeric features, input produced up front (inline labels")
+    print("    unless +labels: then a labels topic, and 'trained' is when every record was learned)")
     print(
-        f"{'process':<12} {'records':>8} {'to first s':>10} {'to last s':>10} "
+        f"{'process':<14} {'records':>8} {'to first s':>10} {'to last s':>10} "
         f"{'rec/s total':>12} {'rec/s steady':>13}"
     )
     for r in rows:
         print(
-            f"{r['kind']:<12} {r['records']:>8} {r['seconds_to_first']:>10.2f} {r['seconds_to_last']:>10.2f} "
+            f"{r['kind']:<14} {r['records']:>8} {r['seconds_to_first']:>10.2f} {r['seconds_to_last']:>10.2f} "
             f"{r['rate_total']:>12,.0f} {r['rate_steady']:>13,.0f}"
+            + (f"  trained {r['seconds_to_all_trained']:.2f} s" if r.get("seconds_to_all_trained") else "")
         )
     by_kind = {r["kind"]: r for r in rows}
     if {"worker", "passthrough"} <= set(by_kind):
@@ -600,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=1000.0)
     parser.add_argument("--restore-records", type=int, default=100_000)
     parser.add_argument("--write-repeats", type=int, default=20)
+    parser.add_argument(
+        "--separate-labels", action="store_true", help="throughput: also run the worker with a labels topic"
+    )
     parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
@@ -614,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         if wanted & {"throughput", "passthrough"}:
             kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
             results["throughput"] = [bench.throughput(args.records, k, args.profile) for k in kinds]
+            if args.separate_labels and "throughput" in wanted:
+                results["throughput"].append(bench.throughput(args.records, "worker", separate_labels=True))
             report_throughput(results["throughput"])
         if "latency" in wanted:
             results["latency"] = [
