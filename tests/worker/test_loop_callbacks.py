@@ -1,0 +1,61 @@
+"""Rebalance and checkpoint paths of the Kafka shell that need no broker: lost partitions write
+nothing, a failing checkpoint write is counted and leaves the worker running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from stub_model import StubModel
+from worker_util import samples, value
+
+from worker.config import load_settings
+from worker.loop import Owned, Worker, state_config
+from worker.state import PartitionState
+
+
+def _worker(ckpt: Path) -> Worker:
+    settings = load_settings(
+        {"checkpoint_dir": str(ckpt), "features_topic": "f", "labels_topic": "l"}, env={}
+    )
+    worker = Worker(settings, model_factory=StubModel, model_registry={"StubModel": StubModel})
+    for p in (0, 1):
+        owned = Owned(PartitionState(p, StubModel(), state_config(settings)))
+        owned.since_checkpoint = 5
+        worker.owned[p] = owned
+        worker._set_partition_gauges(p, owned)
+        worker.metrics.records.labels(topic="f", partition=str(p)).inc(5)
+    return worker
+
+
+def test_lost_partitions_are_dropped_without_writing_anything(tmp_path: Path) -> None:
+    worker = _worker(tmp_path / "ckpt")
+    worker._on_lost(None, [TopicPartition("f", 0), TopicPartition("l", 0)])  # type: ignore[arg-type]
+    assert sorted(worker.owned) == [1]
+    assert not (tmp_path / "ckpt").exists()
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_rebalances_total", event="lost") == 1
+    assert value(parsed, "sgt_records_total", topic="f", partition="0") is None
+    assert value(parsed, "sgt_records_total", topic="f", partition="1") == 5
+    assert value(parsed, "sgt_assigned_partitions") == 1
+
+
+def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    worker = _worker(blocker / "ckpt")
+    assert worker._write(0, worker.owned[0]) is False
+    assert worker.owned[0].since_checkpoint == 5  # still due: the next attempt writes it
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 1
+    assert value(parsed, "sgt_last_checkpoint_timestamp_seconds", partition="0") is None
+
+
+def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
+    from worker.loop import load_state
+
+    worker = _worker(tmp_path)
+    assert worker._write(1, worker.owned[1]) is True
+    restored = load_state(worker.settings, 1, registry={"StubModel": StubModel})
+    assert restored.to_bytes() == worker.owned[1].state.to_bytes()
+    assert worker.owned[1].since_checkpoint == 0
