@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -52,9 +53,12 @@ class TansuBroker:
     >>> broker.close()                                           # doctest: +SKIP
     """
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log: IO[bytes] | None) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], port: int, cluster_id: str, log: IO[bytes] | None
+    ) -> None:
         self.process = process
         self.port = port
+        self.cluster_id = cluster_id
         self.bootstrap_servers = f"{LOOPBACK}:{port}"
         self._log = log
 
@@ -126,9 +130,13 @@ def start_tansu(port: int | None = None, log_path: str | Path | None = None) -> 
 
 def _start_once(port: int, log_path: str | Path | None) -> TansuBroker:
     url = f"tcp://{LOOPBACK}:{port}"
+    # A unique cluster id tells our broker's metadata apart from any other listener on that port.
+    cluster_id = f"sgt-{uuid.uuid4().hex[:12]}"
     command = [
         broker_binary(),
         "broker",
+        "--cluster-id",
+        cluster_id,
         "--listener-url",
         url,
         "--advertised-listener-url",
@@ -148,7 +156,7 @@ def _start_once(port: int, log_path: str | Path | None) -> TansuBroker:
         env=env,
         preexec_fn=_die_with_parent(),  # runs only prctl between fork and exec
     )
-    broker = TansuBroker(process, port, log)
+    broker = TansuBroker(process, port, cluster_id, log)
     try:
         _wait_until_serving(broker, START_TIMEOUT_S)
     except BaseException:
@@ -183,14 +191,14 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 def _wait_until_serving(broker: TansuBroker, timeout_s: float) -> None:
-    """Poll with real metadata requests until the broker lists its topics."""
+    """Poll with real metadata requests until the broker answers with its own cluster id."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not broker.running:
             raise BrokerStartError(
                 f"Tansu exited with code {broker.process.returncode} on port {broker.port}"
             )
-        if _port_open(broker.port) and _answers_metadata(broker.bootstrap_servers):
+        if _port_open(broker.port) and _cluster_id(broker.bootstrap_servers) == broker.cluster_id:
             return
         time.sleep(0.05)
     raise BrokerStartError(f"Tansu did not answer on {broker.bootstrap_servers} within {timeout_s:.0f} s")
@@ -202,13 +210,13 @@ def _port_open(port: int) -> bool:
     return False
 
 
-def _answers_metadata(bootstrap: str) -> bool:
+def _cluster_id(bootstrap: str) -> str | None:
+    """The cluster id from a metadata request, or None when nothing answers in time."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
     try:
-        admin.list_topics(timeout=2.0)
+        return admin.list_topics(timeout=2.0).cluster_id
     except KafkaException:
-        return False
-    return True
+        return None
 
 
 def create_topics(

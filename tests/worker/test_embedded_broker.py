@@ -65,6 +65,15 @@ def test_port_in_use_raises_and_leaves_no_process(tmp_path: Path) -> None:
     assert "in use" in (tmp_path / "tansu.log").read_text(errors="replace").lower()
 
 
+def test_a_port_served_by_another_broker_is_not_mistaken_for_ours() -> None:
+    with start_tansu() as other:
+        with pytest.raises(BrokerStartError):
+            start_tansu(port=other.port)
+        assert other.running
+        metadata = AdminClient({"bootstrap.servers": other.bootstrap_servers}).list_topics(timeout=10)
+        assert metadata.cluster_id == other.cluster_id
+
+
 def test_create_topics_is_idempotent_and_keeps_existing(kafka_bootstrap: str) -> None:
     create_topics(kafka_bootstrap, ["idem-a", "idem-b"], 3)
     create_topics(kafka_bootstrap, ["idem-a", "idem-c"], 5)
