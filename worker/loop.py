@@ -182,8 +182,13 @@ class Worker:
         try:
             while not self._stop.is_set():
                 self.step()
-        finally:
+        except BaseException:
+            # The state may be half-updated: write nothing, the next owner replays from the last checkpoint.
+            self.log.exception("worker loop failed; leaving without a final checkpoint")
+            self._drop(sorted(self.owned))
             self._shutdown()
+            raise
+        self._shutdown()
 
     def step(self) -> None:
         """One turn of the loop: consume a batch, process what is ready, produce, maybe checkpoint."""

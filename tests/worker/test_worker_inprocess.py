@@ -13,6 +13,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer
 from kafka_util import produce_records, read_all
+from stub_model import StubModel
 from worker_util import samples, value, wait_for
 
 from worker.config import WorkerSettings, load_settings
@@ -132,3 +133,38 @@ def test_regression_inline_labels_and_series_removed_at_shutdown(
     text = worker.metrics.render().decode()
     assert 'partition="' not in text.replace('sgt_rebalances_total{event="', "")
     assert not worker.health.ready
+
+
+class _ExplodingModel(StubModel):
+    """Fails on its second batch, after changing itself: a state no checkpoint may capture."""
+
+    calls = 0
+
+    def predict_learn_many(self, X: list, y: list) -> object:
+        out = super().predict_learn_many(X, y)
+        type(self).calls += 1
+        if type(self).calls >= 2:
+            raise RuntimeError("model failure")
+        return out
+
+
+def test_a_failing_loop_leaves_without_writing_a_checkpoint(kafka_bootstrap: str, tmp_path: Path) -> None:
+    topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
+    settings = _settings(kafka_bootstrap, topics, tmp_path, batch_size=10, checkpoint_records=10**6)
+    registry = {"_ExplodingModel": _ExplodingModel}
+    worker = Worker(settings, model_factory=_ExplodingModel, model_registry=registry)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    records = [(None, orjson.dumps({"x": {"a": float(i)}, "y": i % 2})) for i in range(100)]
+    produce_records(kafka_bootstrap, topics["features"], records)
+    thread.join(60)
+    assert not thread.is_alive() and [str(e) for e in errors] == ["model failure"]
+    assert not list(tmp_path.glob("partition-*"))
