@@ -31,6 +31,7 @@ from worker.produce import (
 from worker.streams import SEA, Subscriptions
 
 EPS = 1e-6
+DEFAULT_BURST = 10  # 10 ms worth of records at 1,000 records/s
 
 
 def test_docstring_examples_pass() -> None:
@@ -198,11 +199,13 @@ def test_rate_is_respected(kafka_bootstrap: str, topic_factory: Topics) -> None:
     topic = topic_factory(1, "features")["features"]
     result = produce_stream(kafka_bootstrap, topic, None, SEA(), count=600, rate=1000.0)
     assert result.features == 600
-    # the bucket starts with a 10-record burst: the last record is due at (600 - 10) / 1000 s
-    assert 0.58 <= result.seconds < 1.5
+    # the bucket starts with a 10-record burst: the last record is due at (600 - 10) / 1000 s; a busy
+    # machine can only make it later, so upper bounds are loose and lower bounds exact
+    assert 0.59 <= result.seconds < 3.0
     stamps = sorted(doc["ts"] for doc in decoded(read_all(kafka_bootstrap, topic, 1, expect=600)))
-    assert 0.57 <= stamps[-1] - stamps[0] < 1.0
-    assert stamps[299] - stamps[0] == pytest.approx(0.29, abs=0.08)  # evenly paced, not bunched
+    assert 0.589 <= stamps[-1] - stamps[0] < 3.0
+    # evenly paced, not bunched: record i + 10 can never be sent less than i / rate after the first
+    assert all(stamps[i + 10] - stamps[0] >= i / 1000.0 - 1e-3 for i in range(0, 590, 7))
 
 
 @pytest.mark.kafka
@@ -220,7 +223,7 @@ def test_duration_and_start_id(kafka_bootstrap: str, topic_factory: Topics) -> N
         start_id=100,
         id_prefix="r-",
     )
-    assert 450 <= result.features <= 520
+    assert 250 <= result.features <= DEFAULT_BURST + 1000.0 * result.seconds + 1
     docs = {doc["id"]: doc for doc in decoded(read_all(kafka_bootstrap, topic, 2, expect=result.features))}
     assert len(docs) == result.features
     assert docs["r-000100"]["x"] == stream.take(1, start=100)[0][0]
@@ -254,7 +257,8 @@ def test_stop_event_from_another_thread_drops_waiting_labels(
     thread.join(10)
     assert not thread.is_alive(), "producer did not stop"
     result = outcome[0]
-    assert 150 <= result.features <= 400 and result.labels == 0 and result.failed == 0
+    assert 50 <= result.features <= 5 + 500.0 * result.seconds + 1  # burst of 5 at 500 records/s
+    assert result.labels == 0 and result.failed == 0
     assert len(read_all(kafka_bootstrap, topics["features"], 2, expect=result.features)) == result.features
     assert read_all(kafka_bootstrap, topics["labels"], 2, idle_s=0.5) == []
 
