@@ -287,3 +287,21 @@ def test_labels_keep_their_json_type_through_serialisation() -> None:
     restored = type(model).from_bytes(model.to_bytes())
     assert restored.classes_ == labels
     assert [type(c) for c in restored.classes_] == [str, float, int, bool]
+
+
+def test_mil_fit_with_a_seed_is_reproducible() -> None:
+    bags, labels = _bags(120, seed=53)
+    a, b, c = (MILClassifier(grace_period=20, warm_up=50) for _ in range(3))
+    a.fit(bags, labels, epochs=3, seed=7)
+    b.fit(bags, labels, epochs=3, seed=7)
+    c.fit(bags, labels, epochs=3)
+    assert a.to_bytes() == b.to_bytes()
+    assert a.n_seen == c.n_seen == 3 * 120
+
+
+def test_mil_rejects_labels_other_than_0_and_1() -> None:
+    model = MILClassifier()
+    for bad in (2, "yes", None, 0.5):
+        with pytest.raises(ValueError):
+            model.learn_one([{"a": 1.0}], bad)
+    assert model.n_seen == 0
