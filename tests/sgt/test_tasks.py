@@ -305,3 +305,23 @@ def test_mil_rejects_labels_other_than_0_and_1() -> None:
         with pytest.raises(ValueError):
             model.learn_one([{"a": 1.0}], bad)
     assert model.n_seen == 0
+
+
+def test_regressor_rows_without_a_target_are_only_predicted() -> None:
+    X, y = step_regression_stream(1500, seed=54)
+    targets: list = [float(v) for v in y]
+    for i in range(0, 1500, 3):
+        targets[i] = None
+    both = SGTRegressor(**SMALL)
+    pred = both.predict_learn_many(X, targets)
+    keep = [i for i in range(1500) if targets[i] is not None]
+    learnt = SGTRegressor(**SMALL)
+    learnt.learn_many(X[keep], [targets[i] for i in keep])
+    assert both.to_bytes() == learnt.to_bytes()
+    loop = SGTRegressor(**SMALL)
+    expected = []
+    for row, target in zip(X, targets, strict=True):
+        expected.append(loop.predict_one(row))
+        if target is not None:
+            loop.learn_one(row, target)
+    np.testing.assert_array_equal(pred, expected)
