@@ -245,7 +245,13 @@ CATEGORIES = st.one_of(st.none(), st.sampled_from(["p", "q", "r"]), st.sampled_f
 @given(
     rows=st.lists(st.tuples(NUMBERS, CATEGORIES, st.floats(-3, 3)), min_size=2, max_size=200),
     cut=st.integers(1, 199),
-    bad=st.one_of(st.none(), st.tuples(st.integers(0, 199), st.sampled_from(["num", "cat"]))),
+    bad=st.one_of(
+        st.none(),
+        st.tuples(st.integers(0, 199), st.just("num"), st.sampled_from(["text", np.str_("x"), "1.5"])),
+        st.tuples(
+            st.integers(0, 199), st.just("cat"), st.sampled_from([2.5, 3, True, np.float64(1.0), np.int64(2)])
+        ),
+    ),
 )
 def test_dict_batches_with_mixed_value_types_equal_the_loop(rows: list, cut: int, bad: tuple | None) -> None:
     """Python and numpy scalars, bools, None, NaN and infinities in known columns; a wrong-kind value
@@ -253,7 +259,7 @@ def test_dict_batches_with_mixed_value_types_equal_the_loop(rows: list, cut: int
     records = [{"num": 1.0, "cat": "p"}, *({"num": a, "cat": c} for a, c, _ in rows)]
     targets = [0.0, *(t for _, _, t in rows)]
     if bad is not None and bad[0] < len(rows):
-        records[bad[0] + 1][bad[1]] = "text" if bad[1] == "num" else 2.5
+        records[bad[0] + 1][bad[1]] = bad[2]
     loop, batch = SGTRegressor(grace_period=10, warm_up=5), SGTRegressor(grace_period=10, warm_up=5)
     rejected_loop = rejected_batch = False
     for x, t in zip(records, targets, strict=True):
