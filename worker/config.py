@@ -68,9 +68,12 @@ def _int(low: int, high: int | None = None) -> Callable[[Any], int]:
     return parse
 
 
-def _float(low: float, high: float | None = None, open_low: bool = False) -> Callable[[Any], float]:
-    bound = ">" if open_low else ">="
-    what = f"a number {bound} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+def _float(
+    low: float, high: float | None = None, open_low: bool = False, open_high: bool = False
+) -> Callable[[Any], float]:
+    what = f"a number {'>' if open_low else '>='} {low:g}"
+    if high is not None:
+        what += f" and {'<' if open_high else '<='} {high:g}"
 
     def parse(value: Any) -> float:
         if isinstance(value, bool):
@@ -80,9 +83,24 @@ def _float(low: float, high: float | None = None, open_low: bool = False) -> Cal
         except (TypeError, ValueError):
             raise ValueError(what) from None
         too_low = number <= low if open_low else number < low
-        if not math.isfinite(number) or too_low or (high is not None and number > high):
+        too_high = high is not None and (number >= high if open_high else number > high)
+        if not math.isfinite(number) or too_low or too_high:
             raise ValueError(what)
         return number
+
+    return parse
+
+
+def _optional_int(low: int) -> Callable[[Any], int | None]:
+    whole = _int(low)
+
+    def parse(value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            return None
+        try:
+            return whole(value)
+        except ValueError:
+            raise ValueError(f"none or an integer >= {low}") from None
 
     return parse
 
@@ -235,12 +253,18 @@ SETTINGS: tuple[Setting, ...] = (
         "Declared features, NAME[:numeric|nominal],... in array order; empty = inferred from the data.",
         parse_feature_spec,
     ),
-    Setting("delta", 1e-7, "SGT: significance level of the split test.", _float(0.0, 1.0, open_low=True)),
+    Setting(
+        "delta",
+        1e-7,
+        "SGT: significance level of the split test.",
+        _float(0.0, 1.0, open_low=True, open_high=True),
+    ),
     Setting("grace_period", 200, "SGT: instances a leaf sees between split attempts.", _int(1)),
     Setting("lambda_", 0.1, "SGT: L2 regularisation of leaf values.", _float(0.0)),
     Setting("gamma", 1.0, "SGT: penalty per new leaf.", _float(0.0)),
-    Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 65535)),
-    Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(0)),
+    Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 4096)),
+    Setting("max_depth", None, "SGT: deepest a tree may grow; none = unlimited.", _optional_int(0)),
+    Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(1)),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),
     Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
     Setting("poll_timeout_seconds", 0.01, "Longest wait of one poll for records (seconds).", _float(0.0)),
@@ -294,6 +318,7 @@ class WorkerSettings:
     gamma: float
     bins: int
     warm_up: int
+    max_depth: int | None
     metrics_window: int
     batch_size: int
     poll_timeout_seconds: float

@@ -29,4 +29,5 @@ def new_model(settings: WorkerSettings) -> Any:
         gamma=settings.gamma,
         bins=settings.bins,
         warm_up=settings.warm_up,
+        max_depth=settings.max_depth,
     )

@@ -71,7 +71,10 @@ def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
         ({"flags": {"task": "clustering"}}, "setting task (--task / SGT_TASK) from flag --task"),
         ({"env": {"SGT_METRICS_PORT": "http"}}, "setting metrics_port (--metrics-port / SGT_METRICS_PORT)"),
         ({"file": {"grace_period": 0}}, "grace_period"),
-        ({"flags": {"delta": "2"}}, "expected a number > 0 and <= 1"),
+        ({"flags": {"delta": "1"}}, "expected a number > 0 and < 1"),
+        ({"flags": {"bins": "5000"}}, "expected an integer >= 2 and <= 4096"),
+        ({"flags": {"warm_up": "0"}}, "warm_up"),
+        ({"flags": {"max_depth": "-1"}}, "none or an integer >= 0"),
         ({"flags": {"features": "a:text"}}, "NAME:numeric|nominal"),
         ({"flags": {"checkpoint_seconds": "nan"}}, "checkpoint_seconds"),
         ({"env": {"SGT_LAMBDA": "-1"}}, "lambda_"),
@@ -118,3 +121,17 @@ def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -
     from worker.config import redacted
 
     assert redacted(s.kafka_options) == {"security.protocol": "SASL_SSL", "sasl.password": "***"}
+
+
+@pytest.mark.parametrize(
+    "extreme",
+    [
+        {"delta": "1e-300", "grace_period": "1", "lambda_": "0", "gamma": "0", "bins": "2", "warm_up": "1"},
+        {"delta": "0.999", "bins": "4096", "max_depth": "0", "task": "regression"},
+    ],
+)
+def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
+    from worker.model import new_model
+
+    model = new_model(load_settings(extreme, env={}))
+    model.learn_one({"a": 1.0}, 1)
