@@ -104,11 +104,16 @@ def test_predict_before_any_label_and_with_one_class() -> None:
     np.testing.assert_array_equal(model.predict_proba_many([{"a": 1.0}, {}]), [[1.0], [1.0]])
 
 
-def test_none_is_not_a_label() -> None:
+@pytest.mark.parametrize("label", [None, math.nan, math.inf, [1], {"a": 1}, (1, 2)], ids=repr)
+def test_labels_must_be_json_scalars(label: object) -> None:
     model = SGTClassifier()
     with pytest.raises(ValueError):
-        model.learn_one({"a": 1.0}, None)
+        model.learn_one({"a": 1.0}, label)
+    if label is not None:  # None in a batch means "predict only"
+        with pytest.raises(ValueError):
+            model.learn_many([{"a": 1.0}, {"a": 2.0}], [0, label])
     assert model.n_seen == 0
+    assert model.classes_ == []
 
 
 def test_multiclass_is_a_committee_of_k_minus_1_trees() -> None:
