@@ -169,3 +169,15 @@ def test_nbytes_grows_with_features_and_bins() -> None:
     fine.learn_many(X[:, :2], X[:, 0])
     assert small.nbytes < wide.nbytes
     assert small.nbytes < fine.nbytes
+
+
+def test_each_numeric_feature_costs_at_most_3_5_kib_per_leaf() -> None:
+    """The marginal memory of one more numeric feature in a leaf (64 bins, default grace period)."""
+    rng = np.random.default_rng(77)
+    sizes = {}
+    for n_features in (10, 50):
+        model = SGTRegressor()
+        model.learn_many(rng.uniform(size=(150, n_features)), rng.normal(size=150))
+        assert model.n_leaves == 1
+        sizes[n_features] = model.nbytes
+    assert (sizes[50] - sizes[10]) / 40 <= 3.5 * 1024
