@@ -11,6 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from sgt.evaluation import Prequential
+from sgt.export import to_text
 from worker import checkpoint
 from worker.model import model_types
 from worker.state import split_state
@@ -23,10 +25,7 @@ def summarize(payload: bytes, path: Path, tree: bool = False) -> dict[str, Any]:
     if model_type is None:
         raise checkpoint.CheckpointError(f"unknown model type {header.get('model_type')!r}")
     model = model_type.from_bytes(model_blob)
-    preq = header["prequential"]
-    from sgt.evaluation import Prequential
-
-    metrics = Prequential.from_dict(preq)
+    metrics = Prequential.from_dict(header["prequential"])
     summary: dict[str, Any] = {
         "path": str(path),
         "partition": header["partition"],
@@ -56,8 +55,6 @@ def summarize(payload: bytes, path: Path, tree: bool = False) -> dict[str, Any]:
         },
     }
     if tree:
-        from sgt.export import to_text
-
         summary["tree_text"] = to_text(model)
     return summary
 
