@@ -47,7 +47,15 @@ class PrometheusError(RuntimeError):
 
 @dataclass
 class PrometheusServer:
-    """A running ``prometheus`` process and the URL of its HTTP API."""
+    """A running ``prometheus`` process and the URL of its HTTP API.
+
+    Usage (needs the ``prometheus`` binary, hence not a doctest)::
+
+        server = PrometheusServer.start("prometheus", ["127.0.0.1:8000"], tmp_path)
+        server.wait_ready()
+        server.query('up{job="sgt-worker"}')[0]["value"][1]  # '1' once the target was scraped
+        server.stop()
+    """
 
     process: subprocess.Popen[bytes]
     url: str

@@ -81,6 +81,8 @@ def test_selectors_match_the_pod_labels(objects: list[dict[str, Any]], workload:
     assert workload["spec"]["serviceName"] == service["metadata"]["name"]
     pdb = k8s_object("PodDisruptionBudget", objects)
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (spread,) = workload["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
 
 
 def test_several_workers_start_in_parallel(workload: dict[str, Any]) -> None:
