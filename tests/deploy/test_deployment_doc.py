@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from deploy_files import COMPOSE, DEPLOYMENT_DOC, REPO, compose_file, sgt_variables, threshold_rules
+from deploy_files import COMPOSE, DEPLOY, DEPLOYMENT_DOC, REPO, compose_file, sgt_variables, threshold_rules
 
 
 def _doc() -> str:
@@ -30,6 +30,14 @@ def _table_rows(first_header: str) -> list[list[str]]:
 
 def test_every_setting_named_is_a_worker_setting(settings_by_env: dict) -> None:
     assert sgt_variables(_doc()) <= set(settings_by_env)
+
+
+def test_every_setting_named_in_any_deployment_file_is_a_worker_setting(settings_by_env: dict) -> None:
+    files = [COMPOSE, *(p for p in DEPLOY.rglob("*") if p.is_file())]
+    assert len(files) > 10
+    for path in files:
+        unknown = sgt_variables(path.read_text(encoding="utf-8")) - set(settings_by_env)
+        assert not unknown, f"{path.relative_to(REPO)}: {sorted(unknown)}"
 
 
 def test_every_repository_path_named_exists() -> None:
