@@ -8,6 +8,7 @@ worker in one process; ``produce`` generates load; ``inspect PATH`` summarises c
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -19,6 +20,8 @@ import orjson
 from worker import __version__
 from worker.config import SETTINGS, ConfigError, add_arguments, redacted, settings_from_args
 from worker.logs import configure_logging, fields
+from worker.loop import Worker
+from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 _RUN_EPILOG = (
     "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
@@ -97,8 +100,6 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"sgt-worker run: {exc}", file=sys.stderr)
         return 2
     log = configure_logging(settings.log_level)
-    from worker.loop import Worker
-    from worker.metrics import Health, MetricsServer, WorkerMetrics
 
     metrics, health = WorkerMetrics(), Health()
     server = None
@@ -120,14 +121,14 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _handle_signals(worker: object, timeout_s: float, log: object) -> None:
+def _handle_signals(worker: Worker, timeout_s: float, log: logging.Logger) -> None:
     """SIGTERM/SIGINT stop the worker gracefully; a watchdog ends the process if that overruns."""
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if worker.stopping:  # type: ignore[attr-defined]
+        if worker.stopping:
             os._exit(128 + signum)  # a second signal: stop now
-        log.info("signal received; shutting down", extra=fields(signal=signal.Signals(signum).name))  # type: ignore[attr-defined]
-        worker.stop()  # type: ignore[attr-defined]
+        log.info("signal received; shutting down", extra=fields(signal=signal.Signals(signum).name))
+        worker.stop()
         watchdog = threading.Timer(timeout_s, _overrun, args=(log,))
         watchdog.daemon = True
         watchdog.start()
@@ -136,6 +137,6 @@ def _handle_signals(worker: object, timeout_s: float, log: object) -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-def _overrun(log: object) -> None:
-    log.error("graceful shutdown took too long; exiting")  # type: ignore[attr-defined]
+def _overrun(log: logging.Logger) -> None:
+    log.error("graceful shutdown took too long; exiting")
     os._exit(3)
