@@ -40,6 +40,7 @@ MISSING = 0
 UNKNOWN = int(np.iinfo(np.uint16).max)
 MAX_CATEGORIES = UNKNOWN - 1
 CODE_DTYPE = np.uint16
+_PLAIN_NUMBERS = frozenset({float, int, bool, type(None)})
 
 
 @dataclass
@@ -158,7 +159,7 @@ class FeatureSpace:
                 kind = type(value)
                 j = index.get(name)
                 if kind is float or kind is int:
-                    if j is not None and vocab[j] is not None:
+                    if j is not None and vocab[j] is not None and value == value:  # NaN is missing
                         self._category_check(name, value)
                 elif kind is str:
                     if j is not None and vocab[j] is None:
@@ -182,6 +183,7 @@ class FeatureSpace:
                 continue
             state = numeric[j]
             if learn and state.seen < self.warm_up and -math.inf < number < math.inf:
+                number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: ranges never hold -0.0
                 if state.seen == 0:
                     state.lo = state.hi = number
                 elif number < state.lo:
@@ -247,14 +249,12 @@ class FeatureSpace:
                 learned = learn.tolist()
                 codes[:, j] = [self._category_code(j, name, v, learned[i]) for i, v in enumerate(values)]
                 continue
-            column = np.array(values)
-            if column.dtype.kind not in "fiub":
-                if column.dtype.kind != "O" or any(
-                    v is not None and type(v) not in (float, int) for v in values
-                ):
-                    return None
-                column = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-            codes[:, j] = self._code_column(j, column.astype(np.float64), learn)
+            kinds = set(map(type, values))
+            if not kinds <= _PLAIN_NUMBERS:
+                return None  # anything else (numpy scalars, arrays, strings): the row-by-row path decides
+            if type(None) in kinds:
+                values = [math.nan if v is None else v for v in values]
+            codes[:, j] = self._code_column(j, np.array(values, dtype=np.float64), learn)
         return codes
 
     def encode_array(self, X: np.ndarray, learn: np.ndarray | None) -> np.ndarray:
@@ -384,7 +384,7 @@ class FeatureSpace:
             need = self.warm_up - state.seen
             taken = observed[:need]
             if taken.size:
-                values = column[taken]
+                values = column[taken] + 0.0  # -0.0 becomes 0.0: min/max then agree with encode_one
                 lo, hi = float(values.min()), float(values.max())
                 state.lo = lo if state.seen == 0 else min(state.lo, lo)
                 state.hi = hi if state.seen == 0 else max(state.hi, hi)
