@@ -177,21 +177,28 @@ def accuracy(names: list[str] | None, limit: int | None, log: Callable[[str], No
 
 @dataclass(frozen=True)
 class SpeedResult:
-    one_by_one: Outcome
-    batched: Outcome
-    river: Outcome
+    river: Outcome  # River's SGT on the prefix
+    one_by_one: Outcome  # ours, one record at a time, on the same prefix
+    batched_prefix: Outcome  # ours in batches, on the same prefix
+    batched: Outcome  # ours in batches, on the whole stream
 
 
 def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
-    """Hyperplane-10: ours batched on ``limit`` records (default 50,000), one by one on 40%, River on 10%."""
+    """Hyperplane-10: River's SGT and ours on the same prefix (40% of the records), and ours on all of them.
+
+    The ratios compare the three on the same records: River slows down as its tree grows, so a shorter
+    prefix for River alone would flatter it.
+    """
     spec = specs(["hyperplane-10"])[0]
     stream = materialise(spec, spec.n if limit is None else limit)
     n = len(stream.y)
-    log(f"speed: hyperplane-10 (ours batched {n:,}, one by one {n * 2 // 5:,}, River SGT {n // 10:,})")
+    prefix = n * 2 // 5
+    log(f"speed: hyperplane-10 (River SGT and ours on {prefix:,} records, ours batched on {n:,})")
     batched = run_ours(stream)
-    one_by_one = run_ours_one_by_one(stream, n * 2 // 5)
-    river = run_river(river_sgt(spec), stream, n // 10)
-    return SpeedResult(one_by_one, batched, river)
+    batched_prefix = run_ours(stream, prefix)
+    one_by_one = run_ours_one_by_one(stream, prefix)
+    river = run_river(river_sgt(spec), stream, prefix)
+    return SpeedResult(river, one_by_one, batched_prefix, batched)
 
 
 @dataclass(frozen=True)
@@ -297,20 +304,26 @@ def accuracy_details(rows: list[AccuracyRow]) -> str:
 
 
 def speed_table(s: SpeedResult) -> str:
-    def ratio(o: Outcome) -> float:
-        return o.rate / s.river.rate
+    def ratio(o: Outcome) -> str:
+        return f"{o.rate / s.river.rate:,.1f}"
 
+    fast = s.batched_prefix.rate >= 50 * s.river.rate and s.batched.rate >= 100_000
+    rows = [
+        ("River SGT", s.river, "1.0", ""),
+        ("ours, one record at a time", s.one_by_one, ratio(s.one_by_one), "≥ 10×: "),
+        (f"ours, batches of {BATCH:,}", s.batched_prefix, ratio(s.batched_prefix), "≥ 50×: "),
+        (f"ours, batches of {BATCH:,}, whole stream", s.batched, "", "≥ 100,000/s: "),
+    ]
+    verdicts = [
+        "",
+        "PASS" if s.one_by_one.rate >= 10 * s.river.rate else "FAIL",
+        "PASS" if s.batched_prefix.rate >= 50 * s.river.rate else "FAIL",
+        "PASS" if s.batched.rate >= 100_000 else "FAIL",
+    ]
     lines = ["| hyperplane-10 | records | records/s | × River SGT | target |", "|---|---|---|---|---|"]
-    lines.append(f"| River SGT | {s.river.n:,} | {s.river.rate:,.0f} | 1.0 | |")
-    batch_ok = ratio(s.batched) >= 50 and s.batched.rate >= 100_000
-    lines.append(
-        f"| ours, batches of {BATCH:,} | {s.batched.n:,} | {s.batched.rate:,.0f} | {ratio(s.batched):,.1f} | "
-        f"≥ 50× and ≥ 100,000/s: {'PASS' if batch_ok else 'FAIL'} |"
-    )
-    lines.append(
-        f"| ours, one record at a time | {s.one_by_one.n:,} | {s.one_by_one.rate:,.0f} | "
-        f"{ratio(s.one_by_one):,.1f} | ≥ 10×: {'PASS' if ratio(s.one_by_one) >= 10 else 'FAIL'} |"
-    )
+    for (label, o, r, target), verdict in zip(rows, verdicts, strict=True):
+        lines.append(f"| {label} | {o.n:,} | {o.rate:,.0f} | {r} | {target}{verdict} |")
+    lines.append(f"\nAll speed targets met: {'yes' if fast and verdicts[1] == 'PASS' else 'no'}.")
     return "\n".join(lines)
 
 

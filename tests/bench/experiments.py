@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any
 
+from tests.bench.__main__ import _commit
 from tests.bench.bench_sgt import run_ours
 from tests.bench.streams import Stream, materialise, specs
 
@@ -164,6 +165,7 @@ def noise_control(variants: list[Variant], n: int = 50_000) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    print(f"(commit {_commit()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC)\n")
     if args.grid == "noise":
         print("## Pure-noise control: splits that should not happen\n")
         print(

@@ -299,5 +299,5 @@ def test_bench_harness_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["--records", "600", "--streams", "sea,friedman-1"]) == 0
     out = capsys.readouterr().out
     assert "| sea | 600 | **" in out and "| friedman-1 (MAE) | 600 | **" in out
-    assert "| ours, batches of 1,000 | 600 |" in out and "| River SGT | 60 |" in out
+    assert "| ours, batches of 1,000, whole stream | 600 |" in out and "| River SGT | 240 |" in out
     assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out
