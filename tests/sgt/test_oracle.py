@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.stats import f as f_distribution
 
-from sgt import SGTClassifier, SGTRegressor
+from sgt import MILClassifier, SGTClassifier, SGTRegressor
 
 UNKNOWN = object()  # a category never learned (prediction only)
 
@@ -158,6 +158,22 @@ class ReferenceSGT:
             leaf.items.append((codes, g, h))
             if len(leaf.items) % self.grace == 0:
                 self.attempt(leaf)
+
+    def learn_bag(self, bag: list[dict[str, Any]], y: int) -> None:
+        """Multi-instance learning (paper, section 4.3): only the top-scoring instance gets g and h."""
+        codes = [self.codes(x, learn=True) for x in bag]
+        if not self.trees:
+            self.trees.append(Node(0.0, 0))
+        nodes = [self.route(self.trees[0], c, learn=False) for c in codes]
+        scores = [node.value for node in nodes]
+        top = int(np.argmax(scores))
+        if any(n is not nodes[top] and abs(n.value - scores[top]) <= 1e-9 for n in nodes):
+            self.ambiguous = True  # the top instance is decided by rounding
+        p = 1.0 / (1.0 + math.exp(-scores[top]))
+        leaf = self.route(self.trees[0], codes[top], learn=True)
+        leaf.items.append((codes[top], p - y, p * (1.0 - p)))
+        if len(leaf.items) % self.grace == 0:
+            self.attempt(leaf)
 
     def attempt(self, leaf: Node) -> None:
         g = np.array([item[1] for item in leaf.items])
@@ -367,3 +383,33 @@ def test_library_matches_the_reference_transcription(
         elif raw:
             p = model.predict_proba_one(x)
             np.testing.assert_allclose([p[c] for c in reference.classes], softmax(raw), rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=CONFIG, seed=st.integers(0, 10_000), missing=st.sampled_from([0.0, 0.2]))
+def test_multi_instance_learning_matches_the_reference_transcription(
+    config: dict, seed: int, missing: float
+) -> None:
+    records, _ = _stream(seed, 900, "squared", 2, missing)
+    rng = np.random.default_rng(seed)
+    bags, start = [], 0
+    while start < len(records):
+        size = int(rng.integers(1, 6))
+        bags.append(records[start : start + size])
+        start += size
+    labels = [int(any(x["colour"] == "green" or (x["f0"] or 0.0) > 0.8 for x in bag)) for bag in bags]
+    reference = ReferenceSGT("mil", **config)
+    model = MILClassifier(**config)
+    for i, (bag, label) in enumerate(zip(bags, labels, strict=True)):
+        reference.learn_bag(bag, label)
+        model.learn_one(bag, label)
+        if reference.ambiguous:
+            return
+        assert (model.n_splits, model.n_updates) == (reference.n_splits, reference.n_updates), f"bag {i}"
+    (tree,) = model.to_dict()["trees"]
+    got, want = _canonical(tree), _canonical(reference.trees[0])
+    assert _shape(got) == _shape(want)
+    np.testing.assert_allclose(_values(got), _values(want), rtol=1e-9, atol=1e-9)
+    for bag in bags[:30]:
+        top = max(reference.predict_raw(x)[0] for x in bag)
+        assert model.predict_proba_one(bag)[1] == pytest.approx(1.0 / (1.0 + math.exp(-top)), rel=1e-9)
