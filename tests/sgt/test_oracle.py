@@ -20,7 +20,8 @@ reference notes, section 1.3, computes). It shares no code with the library. Rul
 
 Comparison stops at the first attempt whose outcome hinges on rounding (two candidates equal to
 1e-9, or p equal to delta): with log loss a leaf's gradients take two values, so mirror-image
-partitions often tie exactly. Squared error starts from the first target. Classification is the
+partitions often tie exactly. Squared error starts from the first target, Poisson (g = e^F - y,
+h = e^F) from 0. Classification is the
 softmax committee: a tree (starting at 0) per class after the first, which is the reference with logit
 0; every tree's g and h come from the same joint prediction, made before any tree attempts a split.
 """
@@ -37,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.stats import f as f_distribution
 
-from sgt import MILClassifier, SGTClassifier, SGTRegressor
+from sgt import MILClassifier, SGTClassifier, SGTRegressor, losses
 
 UNKNOWN = object()  # a category never learned (prediction only)
 
@@ -138,9 +139,9 @@ class ReferenceSGT:
 
     def learn_one(self, x: dict[str, Any], y: Any) -> None:
         codes = self.codes(x, learn=True)
-        if self.loss == "squared":
+        if self.loss in ("squared", "poisson"):
             if not self.trees:
-                self.trees.append(Node(float(y), 0))
+                self.trees.append(Node(float(y) if self.loss == "squared" else 0.0, 0))
             targets = [float(y)]
         else:
             if y not in self.classes:
@@ -151,6 +152,9 @@ class ReferenceSGT:
         leaves = [self.route(tree, codes, learn=True) for tree in self.trees]
         if self.loss == "squared":
             gradients = [(leaves[0].value - targets[0], 1.0)]
+        elif self.loss == "poisson":
+            rate = math.exp(leaves[0].value)
+            gradients = [(rate - targets[0], rate)]
         else:
             p = softmax([leaf.value for leaf in leaves])[1:]
             gradients = [(pk - t, pk * (1.0 - pk)) for pk, t in zip(p, targets, strict=True)]
@@ -286,6 +290,8 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     if loss == "squared":
         noise = rng.normal(0.0, 0.3, n) + rng.choice([0.0, 100.0])
         y: list = [float(v) for v in 3.0 * a + 2.0 * b + 2.5 * c + noise]
+    elif loss == "poisson":
+        y = [float(v) for v in rng.poisson(np.exp(0.3 + a + 0.5 * b + 0.7 * c))]
     elif loss == "binary":
         y = [str(v) for v in (a != b) != (c & (rng.uniform(size=n) < 0.5))]
     else:  # three classes, the third one first seen in the second half of the stream
@@ -342,7 +348,7 @@ CONFIG = st.fixed_dictionaries(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     config=CONFIG,
-    loss=st.sampled_from(["squared", "binary", "multiclass"]),
+    loss=st.sampled_from(["squared", "poisson", "binary", "multiclass"]),
     seed=st.integers(0, 10_000),
     n_features=st.integers(1, 3),
     missing=st.sampled_from([0.0, 0.2]),
@@ -354,7 +360,12 @@ def test_library_matches_the_reference_transcription(
     """Record by record (learn_one, counters compared after every record) or in three learn_many batches."""
     records, y = _stream(seed, 400, loss, n_features, missing)
     reference = ReferenceSGT(loss, **config)
-    model = SGTRegressor(**config) if loss == "squared" else SGTClassifier(**config)
+    if loss == "squared":
+        model = SGTRegressor(**config)
+    elif loss == "poisson":
+        model = SGTRegressor(loss=losses.Poisson(), **config)
+    else:
+        model = SGTClassifier(**config)
     for i, (x, target) in enumerate(zip(records, y, strict=True)):
         reference.learn_one(x, target)
         if not batched:
@@ -380,6 +391,8 @@ def test_library_matches_the_reference_transcription(
         raw = reference.predict_raw(x)
         if loss == "squared":
             assert model.predict_one(x) == pytest.approx(raw[0], rel=1e-9, abs=1e-9)
+        elif loss == "poisson":
+            assert model.predict_one(x) == pytest.approx(math.exp(raw[0]), rel=1e-9)
         elif raw:
             p = model.predict_proba_one(x)
             np.testing.assert_allclose([p[c] for c in reference.classes], softmax(raw), rtol=1e-9, atol=1e-12)
