@@ -7,23 +7,29 @@ reference notes, section 1.3, computes). It shares no code with the library. Rul
 
 - attempts every ``grace_period`` instances since the leaf's last reset; the leaf counter n counts
   every instance that reached the leaf;
-- the null candidate (whole leaf, no penalty) is the initial best; then every threshold of every
-  frozen numeric feature, in feature order, with known values on both sides, penalised by
-  gamma * 2 / n; a candidate replaces the best only if strictly better. Instances whose value is
-  missing (including values seen before the feature's range froze) are evaluated in the side with
-  more known values (the left one on a tie), where the split will route them;
+- the null candidate (whole leaf, no penalty) is the initial best; then, feature by feature in order
+  of registration, every threshold of a frozen numeric feature with known values on both sides
+  (penalty gamma * 2 / n), and the multiway split of a nominal feature over the categories seen at
+  the leaf, if at least two and if the feature is not split on above (penalty gamma * |Q| / n). A
+  candidate replaces the best only if strictly better. Instances whose value is missing (including
+  numeric values seen before the range froze) are evaluated in, and later routed to, the side with
+  more known values (numeric: the left one on a tie; nominal: the earliest category on a tie);
 - F = n mean^2 / var, p = P(F(1, n - 1) > F); act iff p < delta and mean < 0 (var = 0: p = 0);
-- a value update adds delta_0 and resets the leaf; a split gives child j the value v + delta_j, and
-  missing values go to that side; at max_depth only the null candidate is considered;
+- a value update adds delta_0 and resets the leaf; a split gives child j the value v + delta_j; at
+  max_depth only the null candidate is considered;
 - numeric codes: the range is the min/max of a feature's first ``warm_up`` finite values; until then
-  the feature's value counts as missing; bin = floor(B (x - lo) / (hi - lo)) clipped to [0, B - 1].
+  the value counts as missing; bin = floor(B (x - lo) / (hi - lo)) clipped to [0, B - 1]. A category
+  first met at a nominal branch grows a leaf at the branch's value when learning, and predicts with
+  the branch's value otherwise.
 
-Comparison stops at the first attempt whose outcome hinges on rounding (two candidates equal to
-1e-9, or p equal to delta): with log loss a leaf's gradients take two values, so mirror-image
-partitions often tie exactly. Squared error starts from the first target, Poisson (g = e^F - y,
-h = e^F) from 0. Classification is the
-softmax committee: a tree (starting at 0) per class after the first, which is the reference with logit
-0; every tree's g and h come from the same joint prediction, made before any tree attempts a split.
+Losses: squared error starts from the first target, Poisson (g = e^F - y, h = e^F) from 0.
+Classification is the softmax committee: a tree (starting at 0) per class after the first, which is
+the reference with logit 0; every tree's g and h come from the same joint prediction, made before any
+tree attempts a split. Multi-instance learning gives the bag's gradient to its top-scoring instance.
+
+Comparison stops at the first decision that hinges on rounding (two candidates, or two instances' scores
+in a bag, equal to 1e-9, or p equal to delta): with log loss a leaf's gradients take two values, so
+mirror-image partitions often tie exactly.
 """
 
 from __future__ import annotations
