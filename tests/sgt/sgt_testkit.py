@@ -98,11 +98,6 @@ def structure(node: dict[str, Any]) -> Any:
     )
 
 
-def leaf_values(node: dict[str, Any]) -> list[float]:
-    """Values of the leaves of one tree, in depth-first order."""
-    return [n["value"] for n in iter_nodes(node) if n["leaf"]]
-
-
 def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
     """Fraction of equal entries (labels compared with ==)."""
     return float(np.mean([p == t for p, t in zip(pred, y, strict=True)]))

@@ -103,7 +103,7 @@ def outputs(case: Case, model: Any, records: list) -> list:
     return [model.predict_one(x) for x in records]
 
 
-def probe(case: Case, records: list) -> list:
+def probe(records: list) -> list:
     """A fixed sample of records to compare predictions on."""
     return records[::37]
 
@@ -206,7 +206,7 @@ def test_emerging_features(case: Case) -> None:
     learn(model, records[500:], targets[500:])
     names = [f["name"] for f in model.to_dict()["features"]]
     assert set(names) == set().union(*(x.keys() for x in records))
-    for out in outputs(case, model, probe(case, records)):
+    for out in outputs(case, model, probe(records)):
         assert_valid_output(case, out)
 
 
@@ -232,7 +232,7 @@ def test_key_order_does_not_matter(case: Case) -> None:
     a = learn(case.model(), records, targets)
     b = learn(case.model(), shuffled, targets)
     assert a.to_bytes() == b.to_bytes()
-    assert outputs(case, a, probe(case, records)) == outputs(case, b, probe(case, shuffled))
+    assert outputs(case, a, probe(records)) == outputs(case, b, probe(shuffled))
 
 
 def assert_valid_output(case: Case, out: Any) -> None:
@@ -252,7 +252,7 @@ def test_learn_many_equals_learn_one_loop(case: Case) -> None:
     assert loop.n_updates > 0
     assert batch.to_bytes() == loop.to_bytes()
     assert batch.n_seen == loop.n_seen == len(records)
-    assert outputs(case, batch, probe(case, records)) == outputs(case, loop, probe(case, records))
+    assert outputs(case, batch, probe(records)) == outputs(case, loop, probe(records))
 
 
 @by_name(FLAT)
@@ -269,7 +269,7 @@ def test_predict_learn_many_gives_the_same_model(case: Case) -> None:
 def test_predict_many_equals_predict_one(case: Case) -> None:
     records, targets = case.data()
     model = learn(case.model(), records, targets)
-    sample = probe(case, records)
+    sample = probe(records)
     pred = model.predict_many(sample)
     assert len(pred) == len(sample)
     assert list(pred) == [model.predict_one(x) for x in sample]
@@ -308,11 +308,11 @@ def test_round_trip_then_identical_behaviour(case: Case) -> None:
     restored = type(model).from_bytes(model.to_bytes())
     assert type(restored) is type(model)
     assert restored.to_bytes() == model.to_bytes()
-    assert outputs(case, restored, probe(case, records)) == outputs(case, model, probe(case, records))
+    assert outputs(case, restored, probe(records)) == outputs(case, model, probe(records))
     learn(model, records[half:], targets[half:])
     learn(restored, records[half:], targets[half:])
     assert restored.to_bytes() == model.to_bytes()
-    assert outputs(case, restored, probe(case, records)) == outputs(case, model, probe(case, records))
+    assert outputs(case, restored, probe(records)) == outputs(case, model, probe(records))
 
 
 @by_name(CASES)
