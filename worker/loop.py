@@ -31,9 +31,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from worker import checkpoint
 from worker.config import WorkerSettings
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS, Merger
+from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import Health, WorkerMetrics
 from worker.model import model_types, new_model
+from worker.records import Invalid
 from worker.state import PartitionState, ProcessResult, Record, StateConfig
 
 _CONSUMER_KEYS = frozenset(
@@ -56,6 +57,8 @@ class Owned:
     since_checkpoint: int = 0
     last_checkpoint: float = field(default_factory=time.monotonic)
     paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
+    poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
+    careful_until: list[int] | None = None  # next offsets up to which records go one per model call
 
 
 def state_config(settings: WorkerSettings) -> StateConfig:
@@ -199,7 +202,7 @@ class Worker:
             self._ingest(messages)
         for partition, owned in list(self.owned.items()):
             self._process(partition, owned)
-            self._backpressure(partition, owned)
+            self._backpressure(partition, self.owned[partition])  # a recovery may have replaced it
         self.producer.poll(0)
         self._maybe_checkpoint()
         now = time.monotonic()
@@ -387,10 +390,55 @@ class Worker:
         entries = merger.pop_ready(labels_done=labels_done, features_done=features_done)
         if not entries:
             return
-        result = owned.state.process(entries, time.time())
+        if owned.poison:
+            entries = [_defuse(entry, owned.poison) for entry in entries]
+        if owned.careful_until is None:
+            self._run(partition, owned, entries)
+            return
+        for entry in entries:  # after a model failure: one record per call, to find the one that fails
+            if not self._run(partition, owned, [entry]):
+                return
+            if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
+                owned.careful_until = None
+
+    def _run(self, partition: int, owned: Owned, entries: list[Entry]) -> bool:
+        """Process entries and publish the results; on a model failure recover and return False."""
+        try:
+            result = owned.state.process(entries, time.time())
+        except Exception:
+            self._recover(partition, owned, entries)
+            return False
         owned.since_checkpoint += len(entries)
         self._emit(partition, result)
         self._set_partition_gauges(partition, owned)
+        return True
+
+    def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
+        """The model raised: its state may be half-updated, so restore the last checkpoint and replay.
+
+        The replay goes one record at a time up to the end of the failed run; the record whose call
+        fails alone is dead-lettered (``model_error``) from then on. Input is never the reason the
+        worker stops, and the result is the same as if that record had been invalid from the start.
+        """
+        _, rank, offset, _ = entries[0]
+        if len(entries) == 1:
+            owned.poison.add((rank, offset))
+        self.log.exception(
+            "model failed; restoring the last checkpoint and replaying",
+            extra=fields(partition=partition, records=len(entries), topic=self.topics[rank], offset=offset),
+        )
+        failed_end = list(owned.state.next_offsets)
+        careful_until = [
+            max(a, b) for a, b in zip(failed_end, owned.careful_until or failed_end, strict=True)
+        ]
+        assert self.consumer is not None
+        if owned.paused:
+            self.consumer.resume([TopicPartition(self.topics[r], partition) for r in owned.paused])
+        restored = self._restore(partition)
+        restored.poison, restored.careful_until = owned.poison, careful_until
+        self.owned[partition] = restored
+        for r, topic in enumerate(self.topics):
+            self.consumer.seek(TopicPartition(topic, partition, restored.state.next_offsets[r]))
 
     def _backpressure(self, partition: int, owned: Owned) -> None:
         """Pause a topic partition whose records pile up waiting for the other topic; resume at half.
@@ -533,6 +581,14 @@ class Worker:
         m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
         m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
         m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+
+
+def _defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:
+    """The entry, or the same record marked invalid (``model_error``) if the model failed on it."""
+    ts, rank, offset, (record, _) = entry
+    if (rank, offset) in poison:
+        return ts, rank, offset, (record, Invalid("model_error"))
+    return entry
 
 
 def _produce(

@@ -135,24 +135,20 @@ def test_regression_inline_labels_and_series_removed_at_shutdown(
     assert not worker.health.ready
 
 
-class _ExplodingModel(StubModel):
-    """Fails on its second batch, after changing itself: a state no checkpoint may capture."""
+class _BrokenGauges(StubModel):
+    """Learns normally but fails when asked its size after a batch: a failure outside the model call."""
 
-    calls = 0
-
-    def predict_learn_many(self, X: list, y: list) -> object:
-        out = super().predict_learn_many(X, y)
-        type(self).calls += 1
-        if type(self).calls >= 2:
-            raise RuntimeError("model failure")
-        return out
+    @property
+    def n_nodes(self) -> int:
+        if self.n_seen:
+            raise RuntimeError("gauge failure")
+        return 1
 
 
 def test_a_failing_loop_leaves_without_writing_a_checkpoint(kafka_bootstrap: str, tmp_path: Path) -> None:
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
     settings = _settings(kafka_bootstrap, topics, tmp_path, batch_size=10, checkpoint_records=10**6)
-    registry = {"_ExplodingModel": _ExplodingModel}
-    worker = Worker(settings, model_factory=_ExplodingModel, model_registry=registry)
+    worker = Worker(settings, model_factory=_BrokenGauges, model_registry={"_BrokenGauges": _BrokenGauges})
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -166,5 +162,50 @@ def test_a_failing_loop_leaves_without_writing_a_checkpoint(kafka_bootstrap: str
     records = [(None, orjson.dumps({"x": {"a": float(i)}, "y": i % 2})) for i in range(100)]
     produce_records(kafka_bootstrap, topics["features"], records)
     thread.join(60)
-    assert not thread.is_alive() and [str(e) for e in errors] == ["model failure"]
+    assert not thread.is_alive() and [str(e) for e in errors] == ["gauge failure"]
     assert not list(tmp_path.glob("partition-*"))
+
+
+class _PoisonModel(StubModel):
+    """Fails on rows with a == 13, after learning the rows before it in the same call."""
+
+    def predict_learn_many(self, X: list, y: list) -> object:
+        for i, x in enumerate(X):
+            if x.get("a") == 13.0:
+                super().predict_learn_many(X[:i], y[:i])
+                raise ValueError("cannot learn this row")
+        return super().predict_learn_many(X, y)
+
+
+def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exactly(
+    kafka_bootstrap: str, tmp_path: Path, running: list
+) -> None:
+    from worker.checkpoint import read_newest
+    from worker.state import split_state
+
+    topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
+    settings = _settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=5, batch_size=30)
+    worker = Worker(settings, model_factory=_PoisonModel, model_registry={"_PoisonModel": _PoisonModel})
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    running.append((worker, thread))
+    docs = [{"id": f"s{i}", "x": {"a": float(i)}, "y": i % 3} for i in range(200)]
+    produce_records(kafka_bootstrap, topics["features"], [(None, orjson.dumps(d)) for d in docs])
+    dead = read_all(kafka_bootstrap, topics["dead"], 1, expect=1, idle_s=30)
+    assert [(m.value(), dict(m.headers())["reason"]) for m in dead] == [
+        (orjson.dumps(docs[13]), b"model_error")
+    ]
+    wait_for(lambda: worker.owned and worker.owned[0].state.next_offsets == [200, 0], 30, "the end")
+    worker.stop()
+    thread.join(60)
+    reference = StubModel()
+    rows = [d for d in docs if d["x"]["a"] != 13.0]
+    reference.predict_learn_many([d["x"] for d in rows], [d["y"] for d in rows])
+    loaded = read_newest(tmp_path, 0)
+    assert loaded is not None
+    header, model_blob = split_state(loaded.payload)
+    assert model_blob == reference.to_bytes() and header["next_offsets"] == [200, 0]
+    predicted = {
+        orjson.loads(m.value())["offset"] for m in read_all(kafka_bootstrap, topics["predictions"], 1)
+    }
+    assert predicted == set(range(200)) - {13}
