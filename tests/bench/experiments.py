@@ -170,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         print("## Pure-noise control: splits that should not happen\n")
         print(
             noise_control(
-                GRIDS["sweep"][:1] + GRIDS["combos"][1:-2] + GRIDS["combos"][-1:] + GRIDS["refine"][3:]
+                GRIDS["sweep"][:1]
+                + GRIDS["combos"][1:-2]
+                + GRIDS["combos"][-1:]
+                + GRIDS["refine"][1:2]
+                + GRIDS["refine"][3:]
             )
         )
         return 0
