@@ -77,7 +77,8 @@ class ReferenceSGT:
     """A direct, slow SGT with numeric and nominal features: squared error or a softmax committee."""
 
     def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
-                 warm_up: int, max_depth: int | None) -> None:  # fmt: skip
+                 warm_up: int, max_depth: int | None, nominal: tuple[str, ...]) -> None:  # fmt: skip
+        self.nominal = nominal
         self.loss, self.grace, self.delta, self.lambda_ = loss, grace_period, delta, lambda_
         self.gamma, self.bins, self.warm_up, self.max_depth = gamma, bins, warm_up, max_depth
         self.ranges: dict[str, list[float]] = {}  # numeric: name -> [lo, hi, seen]
@@ -98,7 +99,7 @@ class ReferenceSGT:
                 if missing or not learn:
                     continue
                 self.order.append(name)
-                if isinstance(value, str):
+                if isinstance(value, str) or name in self.nominal:
                     self.vocab[name] = []
                 else:
                     self.ranges[name] = [math.nan, math.nan, 0]
@@ -123,6 +124,8 @@ class ReferenceSGT:
         if hi == lo:
             return 0 if x <= lo else self.bins - 1
         z = (x - lo) / (hi - lo) * self.bins
+        if not math.isfinite(z):  # an infinite value: an end bin
+            return 0 if z < 0 else self.bins - 1
         return int(min(max(math.floor(z), 0), self.bins - 1))
 
     # -- learning ----------------------------------------------------------------------------------
@@ -287,6 +290,7 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     U = rng.uniform(0.0, 1.0, (n, n_features))
     X = U * scales
     X[rng.uniform(size=X.shape) < missing] = np.nan
+    X[rng.uniform(size=X.shape) < missing / 10] = np.inf * rng.choice([-1.0, 1.0])
     colour = rng.choice(["red", "green", "blue"], n).astype(object)
     colour[n // 2 :][rng.uniform(size=n - n // 2) < 0.3] = "violet"
     colour[rng.uniform(size=n) < missing] = None
@@ -305,6 +309,9 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     records = []
     for row, col in zip(X, colour, strict=True):
         x: dict[str, Any] = {f"f{j}": (None if math.isnan(v) else float(v)) for j, v in enumerate(row)}
+        x["code"] = int(rng.integers(0, 3)) if rng.uniform() >= missing else None  # nominal= integer codes
+        if rng.uniform() < 0.5:
+            x["flag"] = bool(rng.uniform() < 0.5)  # bools are numbers
         records.append({"colour": col, **x} if rng.uniform() < 0.5 else {**x, "colour": col})
     return records, y
 
@@ -347,6 +354,7 @@ CONFIG = st.fixed_dictionaries(
         "bins": st.sampled_from([2, 3, 8]),
         "warm_up": st.sampled_from([1, 7, 40]),
         "max_depth": st.sampled_from([None, 1, 3]),
+        "nominal": st.sampled_from([(), ("code",)]),
     }
 )
 
