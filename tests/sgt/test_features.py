@@ -278,12 +278,6 @@ def test_rows_of_an_array_with_nan_predict_like_dicts_with_none() -> None:
     np.testing.assert_array_equal(a.predict_proba_many(X), b.predict_proba_many(records))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: learn_one's fast pre-check (FeatureSpace.encode_one) calls _category_check on a "
-    "float NaN for a nominal feature and raises 'got the number nan', while NaN means missing (and "
-    "learn_many treats it as missing)",
-)
 def test_nan_for_a_nominal_feature_is_missing_on_every_path() -> None:
     one, many = SGTRegressor(), SGTRegressor()
     records = [{"c": "p"}, {"c": math.nan}, {"c": None}, {"c": "q"}]
@@ -294,11 +288,6 @@ def test_nan_for_a_nominal_feature_is_missing_on_every_path() -> None:
     assert one.predict_one({"c": math.nan}) == one.predict_one({"c": None})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug (minor): the batch path takes a feature's range minimum with numpy's min, which "
-    "may return -0.0 where the one-by-one path keeps 0.0; same behaviour, but the bytes differ",
-)
 def test_signed_zeros_give_the_same_bytes_on_every_path() -> None:
     records = [{"num": 1.0}, {"num": 0.0}, {"num": -0.0}]
     loop, batch = SGTRegressor(warm_up=5), SGTRegressor(warm_up=5)
@@ -316,21 +305,13 @@ def _outcome(call: Any) -> str:
     return "accepted"
 
 
-_INCONSISTENT = pytest.mark.xfail(
-    strict=True,
-    reason="library bug: some batch paths take this value for a numeric feature as a number (via numpy: "
-    "predict_many/predict_learn_many on predict-only rows; learn_many too for a 0-d array) where "
-    "learn_one/predict_one raise ValueError",
-)
-
-
 @pytest.mark.parametrize(
     "bad",
     [
-        pytest.param([1], marks=_INCONSISTENT, id="list"),
-        pytest.param((2.0,), marks=_INCONSISTENT, id="tuple"),
-        pytest.param(np.array([3.0]), marks=_INCONSISTENT, id="1-d-array"),
-        pytest.param(np.array(5.0), marks=_INCONSISTENT, id="0-d-array"),
+        pytest.param([1], id="list"),
+        pytest.param((2.0,), id="tuple"),
+        pytest.param(np.array([3.0]), id="1-d-array"),
+        pytest.param(np.array(5.0), id="0-d-array"),
         pytest.param("4", id="str"),
         pytest.param(b"5", id="bytes"),
         pytest.param({"a": 1}, id="dict"),

@@ -294,6 +294,7 @@ def _stream(seed: int, n: int, loss: str, n_features: int, missing: float) -> tu
     colour = rng.choice(["red", "green", "blue"], n).astype(object)
     colour[n // 2 :][rng.uniform(size=n - n // 2) < 0.3] = "violet"
     colour[rng.uniform(size=n) < missing] = None
+    colour[rng.uniform(size=n) < missing / 4] = math.nan  # NaN is missing for a nominal feature too
     a = U[:, 0] > 0.5
     b = U[:, 1] > 0.7 if n_features > 1 else np.zeros(n, dtype=bool)
     c = np.isin(colour, ["green", "violet"])
