@@ -33,7 +33,10 @@ def _models() -> dict[str, object]:
     regressor.learn_many(Xr, yr)
     mixed = SGTClassifier(**SMALL)
     mixed.learn_many(records, labels)
-    return {"binary": binary, "committee": committee, "regressor": regressor, "mixed": mixed}
+    bags = [X[i : i + 3] for i in range(0, 3000, 3)]
+    mil = MILClassifier(**SMALL).fit(bags, [int(np.any(bag[:, 0] > 0.8)) for bag in bags], epochs=2)
+    assert mil.n_splits >= 1
+    return {"binary": binary, "committee": committee, "regressor": regressor, "mixed": mixed, "mil": mil}
 
 
 MODELS = _models()
