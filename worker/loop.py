@@ -161,6 +161,7 @@ class Worker:
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
         self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
+        self._latencies: list[float] = []
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
 
@@ -205,6 +206,9 @@ class Worker:
             self._backpressure(partition, self.owned[partition])  # a recovery may have replaced it
         self.producer.poll(0)
         self._maybe_checkpoint()
+        if self._latencies:  # filled by delivery callbacks, which run inside poll() and flush()
+            self.metrics.latency.observe_many(self._latencies)
+            self._latencies.clear()
         now = time.monotonic()
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
@@ -460,9 +464,9 @@ class Worker:
         producer = self.producer
         assert producer is not None
         topic = self.settings.predictions_topic
-        observe = self.metrics.latency.observe
+        record = self._latencies.append
         for out in result.predictions:
-            _produce(producer, topic, out.key, out.value, None, partial(_delivered, observe, out.ts, self))
+            _produce(producer, topic, out.key, out.value, None, partial(_delivered, record, out.ts, self))
         for out, source_topic, reason in result.dead_letters:
             _produce(
                 producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, self._dl_delivered
@@ -608,9 +612,9 @@ def _produce(
 
 
 def _delivered(
-    observe: Callable[[float], None], event_ts: float, worker: Worker, error: KafkaError | None, _msg: Message
+    record: Callable[[float], None], event_ts: float, worker: Worker, error: KafkaError | None, _msg: Message
 ) -> None:
     if error is None:
-        observe(max(time.time() - event_ts, 0.0))
+        record(max(time.time() - event_ts, 0.0))
     else:
         worker.log.error("prediction not delivered", extra=fields(error=str(error)))

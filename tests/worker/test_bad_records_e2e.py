@@ -16,11 +16,12 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 from kafka_util import produce_records, read_all
-from worker_util import WorkerProcess, caught_up, checkpoint_headers, samples, value, wait_for, worker_args
+from worker_util import caught_up, checkpoint_headers, samples, value, wait_for, worker_args
 
 from worker.embedded_broker import create_topics, free_port
 
@@ -106,7 +107,7 @@ def _produce(bootstrap: str, topic: str, per_partition: dict[int, list[bytes]]) 
 
 
 def test_every_good_record_is_predicted_and_learned_and_every_bad_one_dead_lettered(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     topics = {k: f"corpus-{k}-{tag}" for k in ("features", "labels", "predictions", "dead")}
@@ -122,7 +123,7 @@ def test_every_good_record_is_predicted_and_learned_and_every_bad_one_dead_lette
     args = worker_args(kafka_bootstrap, f"corpus-{tag}", topics, ckpt)
     args += ["--metrics-port", str(port), "--metrics-host", "127.0.0.1", "--checkpoint-seconds", "0.3"]
     args += ["--features", "p,q", "--max-record-bytes", "4096", "--join-max-age-seconds", "30"]
-    worker = WorkerProcess(args, tmp_path / "worker.log")
+    worker = start_worker(args, tmp_path / "worker.log")
     wait_for(lambda: caught_up(ckpt, ends), 90, "the worker to reach the ends of both topics")
 
     base = f"http://127.0.0.1:{port}"

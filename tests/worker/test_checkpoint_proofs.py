@@ -16,6 +16,7 @@ import signal
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,6 @@ import orjson
 import pytest
 from kafka_util import produce_records, read_all
 from worker_util import (
-    WorkerProcess,
     caught_up,
     checkpoint_headers,
     offline_classification,
@@ -125,17 +125,17 @@ def _progress(ckpt: Path) -> int:
 
 
 def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
     topics, _ = _topics(kafka_bootstrap, separate_labels=False, seed=1)
     offline, ends = _offline(kafka_bootstrap, topics)
     ckpt, group = tmp_path / "ckpt", f"proof-a-{uuid.uuid4().hex[:8]}"
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
-    first = WorkerProcess(args, tmp_path / "w1.log")
+    first = start_worker(args, tmp_path / "w1.log")
     wait_for(lambda: _progress(ckpt) > 0, 60, "a first checkpoint")
     assert first.stop(signal.SIGTERM) == 0
     assert 0 < _progress(ckpt) < N, "the first run should stop mid-stream"
-    second = WorkerProcess(args, tmp_path / "w2.log")
+    second = start_worker(args, tmp_path / "w2.log")
     wait_for(lambda: second.log_count("partitions assigned") > 0, 60, "an assignment")
     wait_for(lambda: caught_up(ckpt, ends), 90, "the restarted worker to reach the ends")
     assert second.stop(signal.SIGTERM) == 0
@@ -148,13 +148,13 @@ def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
 
 
 def test_sigkill_at_random_moments_then_restart_gives_the_uninterrupted_result(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
     topics, _ = _topics(kafka_bootstrap, separate_labels=True, seed=2)
     offline, ends = _offline(kafka_bootstrap, topics)
     ckpt, ref_ckpt = tmp_path / "ckpt", tmp_path / "reference"
     group = f"proof-b-{uuid.uuid4().hex[:8]}"
-    reference = WorkerProcess(
+    reference = start_worker(
         worker_args(kafka_bootstrap, f"{group}-ref", topics, ref_ckpt, "--checkpoint-seconds", "0.3"),
         tmp_path / "ref.log",
     )
@@ -162,13 +162,13 @@ def test_sigkill_at_random_moments_then_restart_gives_the_uninterrupted_result(
     at_kill: list[int] = []
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
     for attempt in range(3):
-        worker = WorkerProcess(args, tmp_path / f"kill{attempt}.log")
+        worker = start_worker(args, tmp_path / f"kill{attempt}.log")
         wait_for(lambda w=worker: w.log_count("partitions assigned") > 0, 60, "an assignment")
         time.sleep(rng.uniform(0.05, 1.0))
         assert worker.stop(signal.SIGKILL) == -signal.SIGKILL
         at_kill.append(_progress(ckpt))
     assert any(0 < done < N for done in at_kill), f"no kill landed mid-stream: {at_kill}"
-    last = WorkerProcess(args, tmp_path / "last.log")
+    last = start_worker(args, tmp_path / "last.log")
     wait_for(lambda: last.log_count("partitions assigned") > 0, 60, "an assignment")
     wait_for(lambda: caught_up(ckpt, ends), 120, "the restarted worker to reach the ends")
     assert last.stop(signal.SIGTERM) == 0
@@ -179,15 +179,15 @@ def test_sigkill_at_random_moments_then_restart_gives_the_uninterrupted_result(
 
 
 def test_partitions_moving_between_two_workers_give_the_uninterrupted_result(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
     topics, _ = _topics(kafka_bootstrap, separate_labels=True, seed=3)
     offline, ends = _offline(kafka_bootstrap, topics)
     ckpt, group = tmp_path / "ckpt", f"proof-c-{uuid.uuid4().hex[:8]}"
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
-    one = WorkerProcess(args, tmp_path / "one.log")
+    one = start_worker(args, tmp_path / "one.log")
     wait_for(lambda: one.log_count("partitions assigned") > 0, 60, "the first assignment")
-    two = WorkerProcess(args, tmp_path / "two.log")
+    two = start_worker(args, tmp_path / "two.log")
     wait_for(lambda: two.log_count("partitions assigned") > 0, 60, "the second worker joining")
     wait_for(lambda: one.log_count("partitions revoked") > 0, 30, "a rebalance")
     wait_for(lambda: len(one.log_events("partitions assigned")) > 1, 30, "the first worker's new assignment")
@@ -205,13 +205,13 @@ def test_partitions_moving_between_two_workers_give_the_uninterrupted_result(
 
 
 def test_a_corrupt_newest_checkpoint_is_detected_and_the_previous_one_used(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
     topics, _ = _topics(kafka_bootstrap, separate_labels=False, seed=4)
     offline, ends = _offline(kafka_bootstrap, topics)
     ckpt, group = tmp_path / "ckpt", f"proof-d-{uuid.uuid4().hex[:8]}"
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
-    first = WorkerProcess(args, tmp_path / "w1.log")
+    first = start_worker(args, tmp_path / "w1.log")
     wait_for(lambda: caught_up(ckpt, ends), 90, "the first run to reach the ends")
     assert first.stop(signal.SIGTERM) == 0
     # Corrupt partition 0's newest checkpoint: restore must use the previous (older) one and replay.
@@ -221,7 +221,7 @@ def test_a_corrupt_newest_checkpoint_is_detected_and_the_previous_one_used(
     data[len(data) // 2] ^= 0x55
     path.write_bytes(bytes(data))
     port = _free_port()
-    second = WorkerProcess(
+    second = start_worker(
         [*args, "--metrics-port", str(port), "--metrics-host", "127.0.0.1"], tmp_path / "w2.log"
     )
     wait_for(lambda: second.log_count("partitions assigned") > 0, 60, "an assignment")
