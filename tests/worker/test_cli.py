@@ -63,6 +63,7 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
     assert out.returncode == 1 and "length does not match" in out.stderr
 
 
+@pytest.mark.kafka  # starts its own embedded broker
 @pytest.mark.timeout(120)
 def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
     out = subprocess.run(
