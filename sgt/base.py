@@ -226,17 +226,21 @@ class BaseSGT:
         return tree
 
     # -- the one-record path -------------------------------------------------------------------
-    def _raw_of(self, nodes: Sequence[int]) -> np.ndarray:
-        """Raw scores [trees, 1] of one record that sits at `nodes`."""
+    def _raw_one(self, nodes: Sequence[int]) -> list[float]:
+        """Raw scores (one per tree) of a record that sits at `nodes`."""
         base = self._base()
-        raw = [tree.value[node] + base for tree, node in zip(self._trees, nodes)]
-        return np.array(raw, dtype=np.float64).reshape(len(raw), 1)
+        return [float(tree.value[node]) + base for tree, node in zip(self._trees, nodes)]
 
-    def _predict_raw_one(self, x: Any) -> np.ndarray:
+    def _gradients_one(self, raw: list[float], target: Any) -> tuple[list[float], list[float]]:
+        """`_gradients` for one record (subclasses may avoid numpy, with identical arithmetic)."""
+        g, h = self._gradients(np.array(raw).reshape(len(raw), 1), np.array([target]))
+        return g[:, 0].tolist(), h[:, 0].tolist()
+
+    def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
-        return self._raw_of([tree.route_one(codes)[0] for tree in self._trees])[:, 0]
+        return self._raw_one([tree.route_one(codes)[0] for tree in self._trees])
 
-    def _learn_codes(self, codes: np.ndarray, target: Any) -> list[tuple[int, int]]:
+    def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:
         """Learn one encoded record; return (tree, node) pairs whose routing changed."""
         self._register_target(target)
         changed: list[tuple[int, int]] = []
@@ -248,9 +252,9 @@ class BaseSGT:
                 node = tree.add_category_child(node, int(codes[tree.feature[node]]))
             nodes.append(node)
         if self._trees:
-            g, h = self._gradients(self._raw_of(nodes), np.array([target]))
+            g, h = self._gradients_one(self._raw_one(nodes), target)
             for t, tree in enumerate(self._trees):
-                if tree.learn_one(nodes[t], codes, float(g[t, 0]), float(h[t, 0]), self._space):
+                if tree.learn_one(nodes[t], codes, g[t], h[t], self._space):
                     changed.append((t, nodes[t]))
         self._n_seen += 1
         return changed
@@ -294,7 +298,7 @@ class BaseSGT:
                 self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at)
             if end == n:
                 break
-            raw[end, : len(self._trees)] = self._raw_of([r[0][end] for r in routes])[:, 0]
+            raw[end, : len(self._trees)] = self._raw_one([r[0][end] for r in routes])
             outputs_at[end] = self._n_outputs()
             if learn[end]:
                 changed = self._learn_codes(codes[end], targets[end])

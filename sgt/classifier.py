@@ -165,6 +165,11 @@ class SGTClassifier(BaseSGT):
         y = targets[None, :] == np.arange(1, raw.shape[0] + 1)[:, None]
         return p - y, p * (1.0 - p)
 
+    def _gradients_one(self, raw: list[float], target: Any) -> tuple[list[float], list[float]]:
+        p = softmax_one(raw)[1:]
+        g = [pk - (1.0 if k + 1 == target else 0.0) for k, pk in enumerate(p)]
+        return g, [pk * (1.0 - pk) for pk in p]
+
     # -- prediction ----------------------------------------------------------------------------
     def _n_outputs(self) -> int:
         return len(self._classes)
@@ -184,15 +189,14 @@ class SGTClassifier(BaseSGT):
         """P(class | x) for every class seen so far ({} before the first label)."""
         if len(self._classes) < 2:
             return {c: 1.0 for c in self._classes}
-        p = softmax_with_reference(self._predict_raw_one(x)[:, None])[:, 0]
-        return dict(zip(self._classes, p.tolist()))
+        return dict(zip(self._classes, softmax_one(self._predict_raw_one(x))))
 
     def predict_one(self, x: Any) -> Any:
         """The most probable class (the earliest seen on ties); None before the first label."""
         if len(self._classes) < 2:
             return self._classes[0] if self._classes else None
-        raw = self._predict_raw_one(x)
-        return self._classes[int(np.argmax(np.concatenate([[0.0], raw])))]
+        z = [0.0, *self._predict_raw_one(x)]
+        return self._classes[z.index(max(z))]
 
     def predict_proba_many(self, X: Any) -> np.ndarray:
         """Probabilities [rows, classes], columns in `classes_` order."""
@@ -255,6 +259,18 @@ def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
     for k in range(1, e.shape[0]):
         total += e[k]
     return e / total
+
+
+def softmax_one(raw: list[float]) -> list[float]:
+    """`softmax_with_reference` for one record, in Python floats with the same operations in the
+    same order (np.exp on a float gives the same bits as on an array), so both agree exactly."""
+    z = [0.0, *raw]
+    top = max(z)
+    e = [float(np.exp(v - top)) for v in z]
+    total = e[0]
+    for v in e[1:]:
+        total += v
+    return [v / total for v in e]
 
 
 def _check_label(label: Any) -> Any:

@@ -21,7 +21,7 @@ records and their order.
 >>> codes = space.encode_rows([{"a": 0.0, "c": "x"}, {"a": 4.0, "c": "y"}, {"a": 8.0}], learn=None)
 >>> codes.tolist()
 [[0, 1], [0, 2], [4, 0]]
->>> space.encode_one({"a": 2.5, "c": "z"}, learn=False).tolist()
+>>> space.encode_one({"a": 2.5, "c": "z"}, learn=False)
 [2, 65535]
 """
 
@@ -145,12 +145,12 @@ class FeatureSpace:
         self.revision, self.names, self.index, self.numeric, self.vocab = snapshot
 
     # -- encoding ------------------------------------------------------------------------------
-    def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> np.ndarray:
+    def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> list[int]:
         """Codes of one record; registers features, categories and range values when `learn`.
 
         Every value is checked before anything is registered, so a bad record changes nothing.
-        Plain Python on purpose: for one record, numpy's per-call overhead would dominate. The
-        arithmetic is exactly that of the vectorised `encode_rows`.
+        Plain Python on purpose (a list, no numpy): for one record, numpy's per-call overhead would
+        dominate. The arithmetic is exactly that of the vectorised `encode_rows`.
         """
         items = list(x.items()) if isinstance(x, dict) else list(self._items(x))
         index, vocab, numeric = self.index, self.vocab, self.numeric
@@ -167,6 +167,7 @@ class FeatureSpace:
                 elif value is not None:
                     self._check(name, value)
         codes = [MISSING] * len(self.names)
+        warm_up, bins, last = self.warm_up, self.bins, self.bins - 1
         for name, value in items:
             j = index.get(name)
             if j is None:
@@ -182,7 +183,7 @@ class FeatureSpace:
             if number != number:  # NaN: missing
                 continue
             state = numeric[j]
-            if learn and state.seen < self.warm_up and -math.inf < number < math.inf:
+            if learn and state.seen < warm_up and -math.inf < number < math.inf:
                 number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: ranges never hold -0.0
                 if state.seen == 0:
                     state.lo = state.hi = number
@@ -191,9 +192,15 @@ class FeatureSpace:
                 elif number > state.hi:
                     state.hi = number
                 state.seen += 1
-            if state.seen >= self.warm_up:
-                codes[j] = self._bin_one(state, number)
-        return np.array(codes, dtype=CODE_DTYPE)
+            if state.seen >= warm_up:  # `_bin_one`, inlined: this is the hot loop of learn_one
+                lo = state.lo
+                width = state.hi - lo
+                if width == 0.0:
+                    codes[j] = 1 if number <= lo else bins
+                else:
+                    z = (number - lo) / width * bins
+                    codes[j] = 1 if z < 0.0 else bins if z >= last else 1 + int(z)
+        return codes
 
     def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
         """Codes of many records (dicts or sequences); `learn[i]` says whether row i is learned.

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT, _check_int
-from sgt.classifier import softmax_with_reference
+from sgt.classifier import softmax_one
 
 __all__ = ["MILClassifier"]
 
@@ -70,15 +70,14 @@ class MILClassifier(BaseSGT):
         ):
             raise ValueError("a bag must be a non-empty list of records")
         codes = [self._space.encode_one(x, learn=learn) for x in bag]
-        width = len(self._space)
-        return [np.pad(c, (0, width - c.size)) for c in codes]
+        width = len(self._space)  # features registered by later instances are missing in earlier ones
+        return [c + [0] * (width - len(c)) for c in codes]
 
-    def _bag_probability(self, codes: list[np.ndarray]) -> tuple[float, int]:
+    def _bag_probability(self, codes: list[list[int]]) -> tuple[float, int]:
         tree = self._trees[0]
         raws = [tree.value[tree.route_one(c)[0]] for c in codes]
         top = int(np.argmax(raws))
-        p = softmax_with_reference(np.array([[raws[top]]]))[1, 0]
-        return float(p), top
+        return softmax_one([float(raws[top])])[1], top
 
     def learn_one(self, bag: Any, y: Any) -> None:
         """Learn one bag with label y (0/1 or False/True)."""

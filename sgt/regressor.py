@@ -109,7 +109,7 @@ class SGTRegressor(BaseSGT):
     # -- prediction and learning ---------------------------------------------------------------
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self.loss.link(self._predict_raw_one(x))[0])
+        return float(self.loss.link(np.array(self._predict_raw_one(x)))[0])
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""

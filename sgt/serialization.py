@@ -269,6 +269,7 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
         tree.pending_g[k, :size] = g[rows]
         tree.pending_h[k, :size] = h[rows]
     tree.tables = [arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(info["n_tables"]))]
+    tree._mirror = None
     _check_tree(prefix, tree)
     return tree
 

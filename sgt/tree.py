@@ -24,7 +24,9 @@ its delta and resets its statistics; a split gives each child the parent's value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +87,7 @@ class Tree:
         self.parent = np.empty(0, dtype=np.int32)
         self.slot = np.empty(0, dtype=np.int32)
         self.tables: list[np.ndarray] = []
+        self._mirror: tuple[list[Any], ...] | None = None
         # leaf slots
         self.n_slots = 0
         self.slot_node = np.empty(0, dtype=np.int32)
@@ -98,6 +101,7 @@ class Tree:
 
     # -- structure -----------------------------------------------------------------------------
     def _new_leaf(self, parent: int, value: float, depth: int, slot: int | None = None) -> int:
+        self._mirror = None  # the structure changes: rebuild the routing mirror when next needed
         node = self.n_nodes
         if node == self.value.size:
             self._grow_nodes(max(8, 2 * node))
@@ -205,19 +209,30 @@ class Tree:
             active = active[~stuck & (self.feature[nxt] >= 0)]
         return node, stopped
 
-    def route_one(self, codes: np.ndarray) -> tuple[int, bool]:
-        """`route` for a single row, without numpy overhead per level."""
+    def route_one(self, codes: Sequence[int] | np.ndarray) -> tuple[int, bool]:
+        """`route` for a single row, on plain-list mirrors of the node arrays (no numpy per level)."""
+        if self._mirror is None:
+            n = self.n_nodes
+            self._mirror = (
+                self.feature[:n].tolist(),
+                self.threshold[:n].tolist(),
+                self.left[:n].tolist(),
+                self.right[:n].tolist(),
+                self.missing[:n].tolist(),
+                self.table[:n].tolist(),
+                [t.tolist() for t in self.tables],
+            )
+        feature, threshold, left, right, missing, table, tables = self._mirror
         node = 0
-        feature = self.feature
         while feature[node] >= 0:
             code = int(codes[feature[node]])
             if code == 0:
-                nxt = int(self.missing[node])
-            elif self.table[node] >= 0:
-                lookup = self.tables[self.table[node]]
-                nxt = int(lookup[code]) if code < lookup.size else NO_NODE
+                nxt = missing[node]
+            elif table[node] >= 0:
+                lookup = tables[table[node]]
+                nxt = lookup[code] if code < len(lookup) else NO_NODE
             else:
-                nxt = int(self.left[node] if code <= self.threshold[node] else self.right[node])
+                nxt = left[node] if code <= threshold[node] else right[node]
             if nxt == NO_NODE:
                 return node, True
             node = nxt
@@ -265,11 +280,13 @@ class Tree:
         hits = order[rank + 1 == need[order]]
         return int(hits.min()) if hits.size else nodes.size
 
-    def learn_one(self, node: int, codes: np.ndarray, g: float, h: float, space: FeatureSpace) -> bool:
+    def learn_one(
+        self, node: int, codes: Sequence[int] | np.ndarray, g: float, h: float, space: FeatureSpace
+    ) -> bool:
         """Add one instance to leaf `node`; attempt a split when its block fills. True if split."""
         slot = int(self.slot[node])
         position = int(self.pending_n[slot])
-        self.pending_codes[slot, position, : codes.size] = codes
+        self.pending_codes[slot, position, : len(codes)] = codes
         self.pending_g[slot, position] = g
         self.pending_h[slot, position] = h
         self.pending_n[slot] = position + 1
@@ -357,6 +374,7 @@ class Tree:
         else:
             self.threshold[node] = candidate.threshold + 1  # codes 1..threshold+1 go left
             self.left[node], self.right[node] = children
+        self._mirror = None
         self.n_splits += 1
 
     # -- introspection -------------------------------------------------------------------------
