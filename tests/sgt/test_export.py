@@ -4,6 +4,7 @@ the size counters and ``nbytes`` (at most 3.5 KiB of split statistics per numeri
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -20,6 +21,7 @@ NUMERIC_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "threshold", 
 NOMINAL_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "categories", "missing", "children"}
 
 
+@functools.cache
 def _models() -> dict[str, object]:
     X, y = threshold_stream(4000, seed=70)
     Xm, ym = multiclass_stream(4000, seed=71)
@@ -35,16 +37,20 @@ def _models() -> dict[str, object]:
     mixed.learn_many(records, labels)
     bags = [X[i : i + 3] for i in range(0, 3000, 3)]
     mil = MILClassifier(**SMALL).fit(bags, [int(np.any(bag[:, 0] > 0.8)) for bag in bags], epochs=2)
-    assert mil.n_splits >= 1
     return {"binary": binary, "committee": committee, "regressor": regressor, "mixed": mixed, "mil": mil}
 
 
-MODELS = _models()
+NAMES = ["binary", "committee", "regressor", "mixed", "mil"]
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+def test_every_model_has_split() -> None:
+    assert list(_models()) == NAMES
+    assert all(model.n_splits >= 1 for model in _models().values())
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_to_dict_is_json_safe_and_complete(name: str) -> None:
-    model = MODELS[name]
+    model = _models()[name]
     d = model.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False)) == d
     assert d["model"] == type(model).__name__
@@ -64,9 +70,9 @@ def test_to_dict_is_json_safe_and_complete(name: str) -> None:
             assert f["range"] is None and len(f["categories"]) >= 1
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_tree_nodes_follow_the_schema(name: str) -> None:
-    model = MODELS[name]
+    model = _models()[name]
     d = model.to_dict()
     features = {f["name"]: f for f in d["features"]}
     for tree in d["trees"]:
@@ -93,13 +99,13 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
 
 
 def test_mixed_model_has_both_kinds_of_split() -> None:
-    kinds = {n["kind"] for t in MODELS["mixed"].to_dict()["trees"] for n in iter_nodes(t) if not n["leaf"]}
+    kinds = {n["kind"] for t in _models()["mixed"].to_dict()["trees"] for n in iter_nodes(t) if not n["leaf"]}
     assert kinds == {"numeric", "nominal"}
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_to_text_names_every_split(name: str) -> None:
-    model = MODELS[name]
+    model = _models()[name]
     text = model.to_text()
     assert isinstance(text, str) and text.strip()
     for tree in model.to_dict()["trees"]:
@@ -118,9 +124,9 @@ def _shows_number(text: str, value: float) -> bool:
     return any(math.isclose(v, value, rel_tol=1e-3, abs_tol=1e-9) for v in numbers)
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", NAMES)
 def test_to_dot_is_a_graph_with_one_vertex_per_node(name: str) -> None:
-    model = MODELS[name]
+    model = _models()[name]
     dot = model.to_dot()
     assert re.match(r"\s*(strict\s+)?digraph\b", dot)
     assert dot.count("{") == dot.count("}") >= 1

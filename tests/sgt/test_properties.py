@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 
@@ -38,14 +39,12 @@ def batches(n: int, cuts: list[int]) -> list[slice]:
     return [slice(a, b) for a, b in itertools.pairwise(edges)]
 
 
+@functools.cache
 def _reference_classifier() -> bytes:
     model = SGTClassifier(**SMALL)
     for x, y in zip(_RECORDS, _LABELS, strict=True):
         model.learn_one(x, y)
     return model.to_bytes()
-
-
-_CLASSIFIER_BYTES = _reference_classifier()
 
 
 @PROPERTY
@@ -62,7 +61,7 @@ def test_any_batching_gives_a_byte_identical_classifier(cuts: list[int], methods
                 model.learn_one(x, y)
         else:
             getattr(model, method)(records, labels)
-    assert model.to_bytes() == _CLASSIFIER_BYTES
+    assert model.to_bytes() == _reference_classifier()
 
 
 @PROPERTY
@@ -76,16 +75,14 @@ def test_any_batching_gives_a_byte_identical_regressor(cuts: list[int]) -> None:
     assert parts.to_bytes() == whole.to_bytes()
 
 
-def _prequential_loop(records: list, labels: list) -> tuple[list[dict], list]:
+@functools.cache
+def _prequential_loop() -> tuple[list[dict], list]:
     model = SGTClassifier(**SMALL)
     out = []
-    for x, y in zip(records, labels, strict=True):
+    for x, y in zip(_RECORDS, _LABELS, strict=True):
         out.append(model.predict_proba_one(x))
         model.learn_one(x, y)
     return out, model.classes_
-
-
-_LOOP_PROBA, _LOOP_CLASSES = _prequential_loop(_RECORDS, _LABELS)
 
 
 @PROPERTY
@@ -96,8 +93,9 @@ def test_predict_learn_many_is_strictly_prequential_whatever_the_chunks(cuts: li
     for part in batches(N, cuts):
         P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
         rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
-    assert model.classes_ == _LOOP_CLASSES
-    for (row, classes), expected in zip(rows, _LOOP_PROBA, strict=True):
+    loop_proba, loop_classes = _prequential_loop()
+    assert model.classes_ == loop_classes
+    for (row, classes), expected in zip(rows, loop_proba, strict=True):
         got = {c: row[j] for j, c in enumerate(classes) if c in expected or row[j] != 0.0}
         assert got == expected
 
@@ -145,7 +143,7 @@ def test_renaming_labels_keeps_the_trees(labels: tuple, seed: int) -> None:
     )
 )
 def test_probabilities_are_probabilities_and_predict_is_their_argmax(rows: list) -> None:
-    model = _TRAINED
+    model = _trained()
     records = [{"a": a, "b": b, "colour": c} for a, b, c in rows]
     for x in records:
         proba = model.predict_proba_one(x)
@@ -160,15 +158,13 @@ def test_probabilities_are_probabilities_and_predict_is_their_argmax(rows: list)
         )
 
 
+@functools.cache
 def _trained() -> SGTClassifier:
     records, labels = mixed_records(3000, seed=82)
     model = SGTClassifier(**SMALL)
     model.learn_many(records, [f"label-{v}" for v in labels])
     model.learn_many(records[:300], ["third"] * 300)
     return model
-
-
-_TRAINED = _trained()
 
 
 @settings(max_examples=30, deadline=None)

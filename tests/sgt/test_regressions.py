@@ -188,9 +188,14 @@ def test_R5_missing_values_never_crash_and_keep_the_feature_numeric(missing: obj
 
 
 def _nominal_regressor() -> SGTRegressor:
+    """A tree split on nominal c (a: 15, b: 20) whose root moved away from 0 before it split.
+
+    The first 200 records are all "a", so the root makes value updates first (from base score 0): a
+    new category's leaf starting at 0 (R6) is then distinguishable from one starting at the branch.
+    """
     rng = np.random.default_rng(21)
-    model = SGTRegressor(grace_period=50, warm_up=50)
-    cats = rng.choice(["a", "b"], 2000)
+    model = SGTRegressor(grace_period=50, warm_up=50, base_score=0.0)
+    cats = np.concatenate([np.full(200, "a"), rng.choice(["a", "b"], 1800)])
     y = np.where(cats == "a", 15.0, 20.0) + rng.normal(0.0, 0.5, 2000)
     model.learn_many([{"c": str(c)} for c in cats], y)
     return model

@@ -7,6 +7,7 @@ warm-up, with pending statistics, nominal features and missing values, a committ
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ from sgt import MILClassifier, SerializationError, SGTClassifier, SGTRegressor, 
 SMALL = {"grace_period": 50, "warm_up": 100}
 
 
+@functools.cache
 def _states() -> dict[str, tuple[object, list, list]]:
     """Models in various states, each with the records it will learn after the round trip."""
     X, y = threshold_stream(2000, seed=60)
@@ -66,7 +68,11 @@ def _states() -> dict[str, tuple[object, list, list]]:
     return states
 
 
-STATES = _states()
+STATE_NAMES = ["fresh", "warming-up", "pending", "committee", "mixed", "regressor", "poisson"]
+
+
+def test_the_states_are_the_named_ones() -> None:
+    assert list(_states()) == STATE_NAMES
 
 
 def _outputs(model: object, records: list) -> list:
@@ -75,10 +81,10 @@ def _outputs(model: object, records: list) -> list:
     return [model.predict_one(x) for x in records]
 
 
-@pytest.mark.parametrize("name", list(STATES))
+@pytest.mark.parametrize("name", STATE_NAMES)
 def test_round_trip_is_exact_and_behaves_identically_afterwards(name: str) -> None:
-    model, records, targets = STATES[name]
-    model = sgt.load(model.to_bytes())  # a private copy: STATES is shared between tests
+    model, records, targets = _states()[name]
+    model = sgt.load(model.to_bytes())  # a private copy: the states are shared between tests
     blob = model.to_bytes()
     restored = type(model).from_bytes(blob)
     assert type(restored) is type(model)
@@ -112,13 +118,13 @@ def test_mil_round_trip() -> None:
 
 
 def test_load_returns_the_right_type() -> None:
-    for model, _, _ in STATES.values():
+    for model, _, _ in _states().values():
         assert type(sgt.load(model.to_bytes())) is type(model)
 
 
 def test_from_bytes_of_another_model_type_is_an_error() -> None:
-    classifier_blob = STATES["pending"][0].to_bytes()
-    regressor_blob = STATES["regressor"][0].to_bytes()
+    classifier_blob = _states()["pending"][0].to_bytes()
+    regressor_blob = _states()["regressor"][0].to_bytes()
     with pytest.raises(SerializationError):
         SGTRegressor.from_bytes(classifier_blob)
     with pytest.raises(SerializationError):
@@ -132,11 +138,11 @@ def test_serialization_error_is_a_value_error() -> None:
 
 
 def test_the_format_is_not_pickle() -> None:
-    blob = STATES["mixed"][0].to_bytes()
+    blob = _states()["mixed"][0].to_bytes()
     assert isinstance(blob, bytes)
     assert not blob.startswith(b"\x80")  # every pickle protocol >= 2 starts with PROTO
     with pytest.raises(SerializationError):
-        sgt.load(pickle.dumps(STATES["mixed"][0].to_dict()))
+        sgt.load(pickle.dumps(_states()["mixed"][0].to_dict()))
 
 
 @pytest.mark.parametrize(
@@ -158,14 +164,14 @@ def test_non_bytes_input_is_rejected() -> None:
 
 
 def test_bytearray_and_memoryview_are_accepted() -> None:
-    blob = STATES["pending"][0].to_bytes()
+    blob = _states()["pending"][0].to_bytes()
     assert sgt.load(bytearray(blob)).to_bytes() == blob
     assert sgt.load(memoryview(blob)).to_bytes() == blob
 
 
 @pytest.mark.parametrize("name", ["fresh", "pending", "mixed", "regressor"])
 def test_every_truncation_is_detected(name: str) -> None:
-    blob = STATES[name][0].to_bytes()
+    blob = _states()[name][0].to_bytes()
     cuts = sorted(
         {*range(0, min(len(blob), 64)), *range(64, len(blob), max(1, len(blob) // 200)), len(blob) - 1}
     )
@@ -175,7 +181,7 @@ def test_every_truncation_is_detected(name: str) -> None:
 
 
 def test_trailing_garbage_is_detected() -> None:
-    blob = STATES["pending"][0].to_bytes()
+    blob = _states()["pending"][0].to_bytes()
     with pytest.raises(SerializationError):
         sgt.load(blob + b"\x00")
 
@@ -183,7 +189,7 @@ def test_trailing_garbage_is_detected() -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_any_flipped_byte_is_detected(data: st.DataObject) -> None:
-    blob = bytearray(STATES[data.draw(st.sampled_from(["pending", "mixed", "committee"]))][0].to_bytes())
+    blob = bytearray(_states()[data.draw(st.sampled_from(["pending", "mixed", "committee"]))][0].to_bytes())
     position = data.draw(st.integers(0, len(blob) - 1))
     blob[position] ^= data.draw(st.integers(1, 255))
     with pytest.raises(SerializationError):
@@ -263,7 +269,7 @@ def _forge(blob: bytes, array: str, edit: Any) -> bytes:
 
 
 def _split_model() -> SGTClassifier:
-    model = sgt.load(STATES["pending"][0].to_bytes())
+    model = sgt.load(_states()["pending"][0].to_bytes())
     assert model.n_splits >= 1
     return model
 
