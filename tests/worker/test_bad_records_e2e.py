@@ -16,14 +16,31 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
+import pytest
 from kafka_util import produce_records, read_all
-from worker_util import caught_up, checkpoint_headers, samples, value, wait_for, worker_args
+from worker_util import (
+    WorkerProcess,
+    caught_up,
+    checkpoint_headers,
+    samples,
+    value,
+    wait_for,
+    worker_args,
+    worker_processes,
+)
 
 from worker.embedded_broker import create_topics, free_port
+
+
+@pytest.fixture
+def start_worker() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
+    with worker_processes() as start:
+        yield start
+
 
 PARTITIONS = 2
 GOOD_PER_PARTITION = 300

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +158,21 @@ def value(
     parsed: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
 ) -> float | None:
     return parsed.get((name, frozenset(labels.items())))
+
+
+@contextlib.contextmanager
+def worker_processes() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
+    """Yields ``start(args, log_path)``; processes still running at the end are killed."""
+    started: list[WorkerProcess] = []
+
+    def start(args: list[str], log_path: Path) -> WorkerProcess:
+        process = WorkerProcess(args, log_path)
+        started.append(process)
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            if process.proc.poll() is None:
+                process.stop(signal.SIGKILL, timeout=10)
