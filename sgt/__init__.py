@@ -8,10 +8,20 @@
 """
 
 from sgt import losses
+from sgt.base import DEFAULTS, PAPER_DEFAULTS
 from sgt.classifier import SGTClassifier
 from sgt.mil import MILClassifier
 from sgt.regressor import SGTRegressor
 from sgt.serialization import SerializationError
 from sgt.serialization import loads as load
 
-__all__ = ["MILClassifier", "SGTClassifier", "SGTRegressor", "SerializationError", "load", "losses"]
+__all__ = [
+    "DEFAULTS",
+    "PAPER_DEFAULTS",
+    "MILClassifier",
+    "SGTClassifier",
+    "SGTRegressor",
+    "SerializationError",
+    "load",
+    "losses",
+]

@@ -26,13 +26,14 @@ class SGTClassifier(BaseSGT):
     Parameters
     ----------
     delta
-        Significance level of the split test (p < delta to act). Default 1e-7.
+        Significance level of the split test (p < delta to act). Default 1e-3 (paper: 1e-7).
     grace_period
-        Instances a leaf collects between split attempts. Default 200.
+        Instances a leaf collects between split attempts. Default 100 (paper: 200).
     lambda_
         L2 regularisation of leaf values, added to the mean Hessian. Default 0.1.
     gamma
-        Complexity penalty per new leaf, per instance (gamma |Q| / n). Default 1.
+        Complexity penalty per new leaf, per instance (gamma |Q| / n). Default 0.1 (paper: 1).
+        `sgt.PAPER_DEFAULTS` holds the paper's settings; BENCHMARKS.md has the measurements behind ours.
     bins
         Equal-width bins per numeric feature. Default 64.
     warm_up
@@ -63,10 +64,10 @@ class SGTClassifier(BaseSGT):
 
     def __init__(
         self,
-        delta: float = 1e-7,
-        grace_period: int = 200,
+        delta: float = 1e-3,
+        grace_period: int = 100,
         lambda_: float = 0.1,
-        gamma: float = 1.0,
+        gamma: float = 0.1,
         bins: int = 64,
         warm_up: int = 1000,
         max_depth: int | None = None,

@@ -1,7 +1,7 @@
 """Views of a model for people: a JSON-safe dict, indented text, and Graphviz dot.
 
 >>> from sgt import SGTRegressor
->>> model = SGTRegressor(grace_period=20, warm_up=20)
+>>> model = SGTRegressor(grace_period=20, warm_up=20, delta=1e-7)
 >>> for i in range(400):
 ...     model.learn_one({"x": i % 20}, 10.0 if i % 20 >= 10 else 0.0)
 >>> print(model.to_text())

@@ -41,10 +41,10 @@ class MILClassifier(BaseSGT):
 
     def __init__(
         self,
-        delta: float = 1e-7,
-        grace_period: int = 200,
+        delta: float = 1e-3,
+        grace_period: int = 100,
         lambda_: float = 0.1,
-        gamma: float = 1.0,
+        gamma: float = 0.1,
         bins: int = 64,
         warm_up: int = 1000,
         max_depth: int | None = None,
