@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import worker.streams as streams_module
 from worker.streams import (
+    DEMO_STREAM,
     SEA,
     STREAMS,
     Friedman,
@@ -149,3 +150,16 @@ def test_subscriptions_nominal_values_and_reversed_cutoffs() -> None:
 def test_unknown_stream_name_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown stream 'nope'"):
         make_stream("nope")
+
+
+def test_the_demo_streams_drift_is_visible_to_an_sgt() -> None:
+    from sgt import SGTClassifier
+
+    stream = make_stream(DEMO_STREAM, seed=1, period=10_000)
+    X, y = stream.batch(14_000)
+    model = SGTClassifier()
+    proba = model.predict_learn_many(X, y)
+    wrong = np.asarray(model.classes_)[proba.argmax(axis=1)] != y
+    settled, after_drift = wrong[8_000:10_000].mean(), wrong[10_000:12_000].mean()
+    assert settled < 0.15  # 10 % label noise plus a little
+    assert after_drift > settled + 0.04
