@@ -59,6 +59,7 @@ class Owned:
     paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
     poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
     careful_until: list[int] | None = None  # next offsets up to which records go one per model call
+    labels_assigned: bool = False  # this member consumes the labels topic's partition too
 
 
 def state_config(settings: WorkerSettings) -> StateConfig:
@@ -269,7 +270,8 @@ class Worker:
             assignment.append(
                 TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
             )
-            if self.settings.labels_topic and p in labels:
+            owned.labels_assigned = bool(self.settings.labels_topic) and p in labels
+            if owned.labels_assigned:
                 assignment.append(
                     TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
                 )
@@ -361,8 +363,8 @@ class Worker:
         an empty partition; then the partition counts as done only if the broker lists it as holding
         no records at all (low == high), which its imprecise ListOffsets still answers correctly.
         """
-        if rank == LABELS and not self.settings.labels_topic:
-            return True
+        if rank == LABELS and not owned.labels_assigned:
+            return True  # no labels topic, or this member did not get its partition (logged at assign)
         assert self.consumer is not None
         tp = TopicPartition(self.topics[rank], partition)
         _, high = self.consumer.get_watermark_offsets(tp, cached=True)
@@ -440,8 +442,9 @@ class Worker:
             self.consumer.resume([TopicPartition(self.topics[r], partition) for r in owned.paused])
         restored = self._restore(partition)
         restored.poison, restored.careful_until = owned.poison, careful_until
+        restored.labels_assigned = owned.labels_assigned
         self.owned[partition] = restored
-        for r, topic in enumerate(self.topics):
+        for r, topic in enumerate(self.topics[: 2 if restored.labels_assigned else 1]):
             self.consumer.seek(TopicPartition(topic, partition, restored.state.next_offsets[r]))
 
     def _backpressure(self, partition: int, owned: Owned) -> None:

@@ -209,3 +209,14 @@ def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exact
         orjson.loads(m.value())["offset"] for m in read_all(kafka_bootstrap, topics["predictions"], 1)
     }
     assert predicted == set(range(200)) - {13}
+
+
+def test_features_flow_when_the_labels_partitions_are_missing(
+    kafka_bootstrap: str, tmp_path: Path, running: list
+) -> None:
+    topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
+    topics["labels"] = f"never-created-{uuid.uuid4().hex[:8]}"
+    _start(running, _settings(kafka_bootstrap, topics, tmp_path))
+    records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(100)]
+    produce_records(kafka_bootstrap, topics["features"], records)
+    assert len(read_all(kafka_bootstrap, topics["predictions"], 2, expect=100, idle_s=30)) == 100
