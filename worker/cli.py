@@ -104,7 +104,15 @@ def run_command(args: argparse.Namespace) -> int:
     metrics, health = WorkerMetrics(), Health()
     server = None
     if settings.metrics_port:
-        server = MetricsServer(metrics, health, settings.metrics_host, settings.metrics_port).start()
+        try:
+            server = MetricsServer(metrics, health, settings.metrics_host, settings.metrics_port).start()
+        except OSError as exc:
+            where = f"{settings.metrics_host}:{settings.metrics_port}"
+            print(
+                f"sgt-worker run: setting metrics_port: cannot serve on {where}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 2
     worker = Worker(settings, metrics=metrics, health=health, log=log)
     _handle_signals(worker, settings.shutdown_timeout_seconds, log)
     shown = {s.name: getattr(settings, s.name) for s in SETTINGS}

@@ -135,3 +135,15 @@ def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
 
     model = new_model(load_settings(extreme, env={}))
     model.learn_one({"a": 1.0}, 1)
+
+
+def test_a_busy_metrics_port_is_reported_by_name() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = ["run", "--metrics-host", "127.0.0.1", "--metrics-port", str(port)]
+        out = subprocess.run([sys.executable, "-m", "worker", *args], capture_output=True, text=True)
+    assert out.returncode == 2 and "setting metrics_port" in out.stderr and str(port) in out.stderr
