@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt import SGTClassifier, SGTRegressor
+from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
 from sgt.evaluation import Prequential
 from tests.bench.streams import Stream, StreamSpec, materialise, specs
 
@@ -151,7 +151,8 @@ def run_capymoa(stream: Stream) -> Outcome | None:
 class AccuracyRow:
     spec: StreamSpec
     n: int
-    ours: Outcome
+    ours: Outcome  # the library's defaults
+    ours_paper: Outcome  # the paper's defaults (sgt.PAPER_DEFAULTS)
     river: Outcome
     capymoa: Outcome | None
     hoeffding: dict[str, Outcome]
@@ -168,10 +169,10 @@ def accuracy(names: list[str] | None, limit: int | None, log: Callable[[str], No
         n = spec.n if limit is None else min(spec.n, limit)
         stream = materialise(spec, n)
         log(f"accuracy: {spec.name} ({n:,} records)")
-        ours = run_ours(stream)
+        ours, ours_paper = run_ours(stream), run_ours(stream, **PAPER_DEFAULTS)
         river = run_river(river_sgt(spec), stream)
         hoeffding = {name: run_river(make(), stream) for name, make in river_hoeffding(spec).items()}
-        rows.append(AccuracyRow(spec, n, ours, river, run_capymoa(stream), hoeffding))
+        rows.append(AccuracyRow(spec, n, ours, ours_paper, river, run_capymoa(stream), hoeffding))
     return rows
 
 
@@ -265,7 +266,7 @@ def _verdict(ours: float, other: float, regression: bool, points: float, relativ
 
 def accuracy_table(rows: list[AccuracyRow]) -> str:
     header = (
-        "| stream | n | ours | River SGT | MOA SGT (CapyMOA) | best River Hoeffding | "
+        "| stream | n | ours | ours, paper defaults | River SGT | MOA SGT (CapyMOA) | best River Hoeffding | "
         "ref River SGT | ref MOA SGT | ref best Hoeffding | must (vs best SGT) | target (vs best Hoeffding) |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -278,6 +279,7 @@ def accuracy_table(rows: list[AccuracyRow]) -> str:
         best_ht = min(best.value, ref.best_hoeffding) if reg else max(best.value, ref.best_hoeffding)
         lines.append(
             f"| {r.spec.name}{' (MAE)' if reg else ''} | {r.n:,} | **{_fmt(r.ours.value, reg)}** | "
+            f"{_fmt(r.ours_paper.value, reg)} | "
             f"{_fmt(r.river.value, reg)} | {_fmt(r.capymoa.value if r.capymoa else None, reg)} | "
             f"{_fmt(best.value, reg)} ({name}) | {_fmt(ref.river_sgt, reg)} | {_fmt(ref.moa_sgt, reg)} | "
             f"{_fmt(ref.best_hoeffding, reg)} ({ref.best_hoeffding_name}) | "
@@ -293,7 +295,12 @@ def accuracy_details(rows: list[AccuracyRow]) -> str:
     lines = ["| stream | model | result | seconds | records/s |", "|---|---|---|---|---|"]
     for r in rows:
         reg = r.spec.is_regression
-        models = {"ours (batches of 1,000)": r.ours, "River SGT": r.river, **r.hoeffding}
+        models = {
+            "ours (batches of 1,000)": r.ours,
+            "ours, paper defaults": r.ours_paper,
+            "River SGT": r.river,
+            **r.hoeffding,
+        }
         if r.capymoa:
             models["MOA SGT (CapyMOA)"] = r.capymoa
         for name, o in models.items():
