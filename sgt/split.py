@@ -31,6 +31,7 @@ Defects of the public implementations avoided here (see tests/sgt/test_split.py)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -130,9 +131,19 @@ def f_test(mean: float, variance: float, n: float) -> float:
 
 
 def null_candidate(total: np.ndarray, lambda_: float) -> Candidate:
-    """Update the leaf value only: all instances form one group; no complexity penalty."""
-    mean, variance, delta = pooled(total[None, :], lambda_)
-    return Candidate(feature=-1, mean=float(mean), variance=float(variance), deltas=delta)
+    """Update the leaf value only: all instances form one group; no complexity penalty.
+
+    Scalar arithmetic (the formulas of `pooled` for one group): numpy's per-call overhead would
+    dominate on six numbers.
+    """
+    n, mg, mh, m2g, m2h, cgh = (float(v) for v in total)
+    denominator = mh + lambda_
+    delta = -mg / denominator if denominator > 0 else 0.0
+    d2 = delta * delta
+    mean = mg * delta + 0.5 * mh * d2
+    within = max(d2 * m2g + 0.25 * d2 * d2 * m2h + d2 * delta * cgh, 0.0)
+    variance = within / (n - 1.0) if n > 1 else math.nan
+    return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([delta]))
 
 
 def best_numeric(
@@ -144,7 +155,11 @@ def best_numeric(
     1..B the equal-width bins. Threshold t sends bins 0..t left. Missing values join the side
     with more instances (ties: left), as they will be routed after the split. Thresholds that
     leave one side without a single known value are not candidates.
+
+    Every threshold's mean loss change needs only counts and means, so all thresholds are scored
+    from those; the variance (second moments) is computed for each feature's best threshold only.
     """
+    n_features = blocks.shape[0]
     centre_g = _weighted_mean(blocks, MG)
     centre_h = _weighted_mean(blocks, MH)
     sums = _power_sums(blocks, centre_g, centre_h)
@@ -156,14 +171,25 @@ def best_numeric(
     missing_left = known_left >= known_right
     left = left + np.where(missing_left[..., None], missing, 0.0)
     right = right + np.where(missing_left[..., None], 0.0, missing)
-    children = np.stack(
-        [_from_power_sums(left, centre_g, centre_h), _from_power_sums(right, centre_g, centre_h)], axis=-2
-    )
-    mean, variance, delta = pooled(children, lambda_)
+    sides = np.stack([left[..., :3], right[..., :3]], axis=-2)  # [F, T, 2, (n, Sg, Sh)]
+    counts = sides[..., 0]
+    safe = np.where(counts > 0, counts, 1.0)
+    first = np.empty((*counts.shape, 6))
+    first[..., N] = counts
+    first[..., MG] = centre_g[:, None, None] + sides[..., 1] / safe
+    first[..., MH] = centre_h[:, None, None] + sides[..., 2] / safe
+    delta = newton_step(first, lambda_)
+    mu = first[..., MG] * delta + 0.5 * first[..., MH] * delta * delta
+    mean = (counts * mu).sum(axis=-1) / np.where(counts.sum(axis=-1) > 0, counts.sum(axis=-1), 1.0)
     mean = np.where((known_left > 0) & (known_right > 0), mean + gamma * 2.0 / n, np.inf)
+    best = np.argmin(mean, axis=1)
+    rows = np.arange(n_features)
+    chosen = np.stack([left[rows, best], right[rows, best]], axis=1)  # [F, 2, 6] power sums
+    children = _from_power_sums(chosen, centre_g, centre_h)
+    _, variance, _ = pooled(children, lambda_)
     out: list[Candidate | None] = []
-    for f in range(blocks.shape[0]):
-        t = int(np.argmin(mean[f]))
+    for f in range(n_features):
+        t = int(best[f])
         if not np.isfinite(mean[f, t]):
             out.append(None)
             continue
@@ -171,7 +197,7 @@ def best_numeric(
             Candidate(
                 feature=int(features[f]) if features is not None else f,
                 mean=float(mean[f, t]),
-                variance=float(variance[f, t]),
+                variance=float(variance[f]),
                 deltas=delta[f, t].copy(),
                 threshold=t,
                 missing_child=0 if missing_left[f, t] else 1,
@@ -234,7 +260,7 @@ def _power_sums(stats: np.ndarray, cg: np.ndarray, ch: np.ndarray) -> np.ndarray
 
 
 def _from_power_sums(sums: np.ndarray, cg: np.ndarray, ch: np.ndarray) -> np.ndarray:
-    """Inverse of `_power_sums` for arrays shaped [F, T, 6]."""
+    """Inverse of `_power_sums` for arrays shaped [F, k, 6]."""
     n = sums[..., 0]
     safe = np.where(n > 0, n, 1.0)
     eg = sums[..., 1] / safe
