@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -55,7 +56,7 @@ from worker.embedded_broker import TansuBroker, create_topics, free_port, start_
 from worker.produce import produce_stream
 from worker.streams import RotatingHyperplane
 
-SESSION_TIMEOUT_MS = 6000
+SESSION_TIMEOUT_MS = 6000  # the tests' fast group settings; a join on Tansu takes about half of it
 HEARTBEAT_MS = 1000
 BATCH_SIZE = 2000  # the worker's default consume batch
 POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
@@ -72,8 +73,6 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     "auto.offset.reset": "earliest",
     "partition.assignment.strategy": "range",
     "isolation.level": "read_committed",
-    "session.timeout.ms": SESSION_TIMEOUT_MS,
-    "heartbeat.interval.ms": HEARTBEAT_MS,
     "fetch.wait.max.ms": 10,
 }
 PRODUCER_SETTINGS: dict[str, Any] = {
@@ -103,8 +102,19 @@ def worker_command() -> list[str]:
     return [found]
 
 
+@dataclass(frozen=True)
+class GroupTiming:
+    """Consumer-group session timeout and heartbeat interval, for the worker and the pass-through alike."""
+
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
+    heartbeat_ms: int = HEARTBEAT_MS
+
+    def consumer_settings(self) -> dict[str, Any]:
+        return {"session.timeout.ms": self.session_timeout_ms, "heartbeat.interval.ms": self.heartbeat_ms}
+
+
 def worker_args(
-    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int
+    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int, timing: GroupTiming
 ) -> list[str]:
     return [
         "run",
@@ -127,9 +137,9 @@ def worker_args(
         "--metrics-port",
         str(port),
         "--session-timeout-ms",
-        str(SESSION_TIMEOUT_MS),
+        str(timing.session_timeout_ms),
         "--heartbeat-interval-ms",
-        str(HEARTBEAT_MS),
+        str(timing.heartbeat_ms),
         "--log-level",
         "info",
         *(["--labels-topic", topics["labels"]] if "labels" in topics else []),
@@ -283,9 +293,13 @@ class Reader:
 # ------------------------------------------------------------------------------- pass-through
 
 
-def passthrough(bootstrap: str, source: str, target: str, group: str, count: int) -> None:
+def passthrough(
+    bootstrap: str, source: str, target: str, group: str, count: int, timing: GroupTiming
+) -> None:
     """Consume ``count`` records of ``source`` in a group and produce each value unchanged to ``target``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_SETTINGS})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_SETTINGS, **timing.consumer_settings()}
+    )
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
     consumer.subscribe([source])
     done = 0
@@ -314,6 +328,7 @@ def passthrough(bootstrap: str, source: str, target: str, group: str, count: int
 class Bench:
     broker: TansuBroker
     workdir: Path
+    timing: GroupTiming = GroupTiming()
 
     def topics(self, partitions: int, *kinds: str) -> dict[str, str]:
         suffix = uuid.uuid4().hex[:8]
@@ -345,7 +360,7 @@ class Bench:
         self, topics: dict[str, str], group: str, checkpoints: Path, name: str, profile: Path | None = None
     ) -> tuple[subprocess.Popen[bytes], int]:
         port = free_port()
-        args = worker_args(self.broker.bootstrap_servers, topics, group, checkpoints, port)
+        args = worker_args(self.broker.bootstrap_servers, topics, group, checkpoints, port, self.timing)
         command = worker_command() + args
         if profile is not None:
             command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker", *args]
@@ -451,6 +466,8 @@ class Bench:
             self.broker.bootstrap_servers,
         ]
         command += [topics["features"], topics["predictions"], group, str(count)]
+        command += ["--session-timeout-ms", str(self.timing.session_timeout_ms)]
+        command += ["--heartbeat-interval-ms", str(self.timing.heartbeat_ms)]
         return launch(command, self.log(f"{kind}-{group}")), None
 
     def restore(self, records: int, write_repeats: int) -> dict[str, Any]:
@@ -594,11 +611,11 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 
 @contextlib.contextmanager
-def bench_session(keep: bool) -> Iterator[Bench]:
+def bench_session(keep: bool, timing: GroupTiming | None = None) -> Iterator[Bench]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-"))
     try:
         with start_tansu(log_path=workdir / "tansu.log") as broker:
-            yield Bench(broker, workdir)
+            yield Bench(broker, workdir, timing or GroupTiming())
     finally:
         if keep:
             print(f"logs and checkpoints kept in {workdir}", file=sys.stderr)
@@ -651,6 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("bootstrap", "source", "target", "group"):
         internal.add_argument(name)
     internal.add_argument("count", type=int)
+    for options in (internal, parser):
+        options.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
+        options.add_argument("--heartbeat-interval-ms", type=int, default=HEARTBEAT_MS)
     parser.add_argument(
         "--only", choices=("throughput", "passthrough", "latency", "restore"), action="append"
     )
@@ -669,12 +689,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
     args = parser.parse_args(argv)
     if args.command == "passthrough":
-        passthrough(args.bootstrap, args.source, args.target, args.group, args.count)
+        timing = GroupTiming(args.session_timeout_ms, args.heartbeat_interval_ms)
+        passthrough(args.bootstrap, args.source, args.target, args.group, args.count, timing)
         return 0
     wanted = set(args.only or ("throughput", "latency", "restore"))
-    results: dict[str, Any] = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other processes skew it)")
-    with bench_session(args.keep) as bench:
+    timing = GroupTiming(args.session_timeout_ms, args.heartbeat_interval_ms)
+    print(f"group timing: session {timing.session_timeout_ms} ms, heartbeat {timing.heartbeat_ms} ms")
+    results: dict[str, Any] = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}
+    results["group_timing"] = dataclasses.asdict(timing)
+    with bench_session(args.keep, timing) as bench:
         if wanted & {"throughput", "passthrough"}:
             kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
             results["throughput"] = [bench.throughput(args.records, k, args.profile) for k in kinds]
