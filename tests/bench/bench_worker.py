@@ -201,7 +201,15 @@ def summarise(buckets: dict[str, float]) -> dict[str, float]:
 
 
 def histogram(metrics_text: str, name: str) -> dict[str, float]:
-    """``sum``, ``count`` and ``le=...`` buckets of an unlabelled histogram from a /metrics page."""
+    """``sum``, ``count`` and ``le=...`` buckets of an unlabelled histogram from a /metrics page.
+
+    >>> lines = ['h_bucket{le="0.1"} 3.0', 'h_bucket{le="+Inf"} 4.0', "h_count 4.0", "h_sum 0.5", "h_x 1"]
+    >>> page = chr(10).join(lines)
+    >>> histogram(page, "h")
+    {'le=0.1': 3.0, 'le=+Inf': 4.0, 'count': 4.0, 'sum': 0.5}
+    >>> summarise(histogram(page, "h"))
+    {'count': 4.0, 'mean_s': 0.125, 'share_le_0.1s': 0.75}
+    """
     out: dict[str, float] = {}
     for line in metrics_text.splitlines():
         if line.startswith(f"{name}_sum "):
@@ -594,7 +602,11 @@ def event_times(bootstrap: str, topic: str, partitions: int, count: int) -> dict
 
 
 def windowed_medians(timed: list[tuple[float, float]], window_s: float) -> list[float]:
-    """Median latency (ms) of each ``window_s`` of send time, from ``(sent, latency)`` sorted by sent."""
+    """Median latency (ms) of each ``window_s`` of send time, from ``(sent, latency)`` sorted by sent.
+
+    >>> windowed_medians([(0.0, 0.010), (1.0, 0.030), (5.5, 0.002)], 5.0)
+    [20.0, 2.0]
+    """
     windows: dict[int, list[float]] = {}
     for sent, latency in timed:
         windows.setdefault(int((sent - timed[0][0]) // window_s), []).append(latency)
@@ -602,7 +614,11 @@ def windowed_medians(timed: list[tuple[float, float]], window_s: float) -> list[
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank quantile of already sorted values."""
+    """Nearest-rank quantile of already sorted values.
+
+    >>> quantile([1.0, 2.0, 3.0, 4.0], 0.5), quantile([1.0, 2.0, 3.0, 4.0], 0.99), quantile([7.0], 0.5)
+    (2.0, 4.0, 7.0)
+    """
     rank = max(1, -(-len(sorted_values) * q // 1))
     return sorted_values[int(rank) - 1]
 
