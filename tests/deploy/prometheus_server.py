@@ -113,6 +113,12 @@ class PrometheusServer:
         data = self.api("query", query=expr)
         return data["result"] if isinstance(data["result"], list) else [data["result"]]
 
+    def query_range(self, expr: str, seconds: float, step: str) -> list[dict[str, Any]]:
+        """The series of a range query over the last ``seconds``, as a Grafana time series panel asks."""
+        end = time.time()
+        data = self.api("query_range", query=expr, start=f"{end - seconds:.3f}", end=f"{end:.3f}", step=step)
+        return data["result"]
+
     def log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 

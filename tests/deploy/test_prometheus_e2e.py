@@ -4,9 +4,9 @@ The worker consumes from the session's test broker while ``sgt-worker produce`` 
 stream (labels on their own topic) and a few unusable records go to the dead-letter path. Prometheus
 runs the shipped configuration, pointed at the worker's loopback port, scraping and evaluating every
 second. Through Prometheus's HTTP API every query of the Grafana dashboard, with its variables
-substituted as Grafana would, must parse and return data, and must read only metrics the worker
-exports; every alert and threshold expression must parse, and every loaded rule must evaluate
-without error.
+substituted as Grafana would, must parse and return data, both as an instant and as a range query,
+and must read only metrics the worker exports; every alert and threshold expression must parse, and
+every loaded rule must evaluate without error.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from deploy_files import (
     DASHBOARD,
+    GRAFANA_INTERVALS,
     HEALTH_PATH,
     READY_PATH,
     WORKER_JOB,
@@ -107,6 +108,8 @@ def _panels_without_data(prometheus: PrometheusServer, partitions: list[str]) ->
         try:
             if not prometheus.query(query):
                 missing[title] = f"no data: {query}"
+            elif not prometheus.query_range(query, 30, GRAFANA_INTERVALS["__interval"]):
+                missing[title] = f"no data over the last 30 s: {query}"
         except PrometheusError as error:
             missing[title] = f"{error}: {query}"
     return missing
