@@ -147,3 +147,13 @@ def test_a_busy_metrics_port_is_reported_by_name() -> None:
         args = ["run", "--metrics-host", "127.0.0.1", "--metrics-port", str(port)]
         out = subprocess.run([sys.executable, "-m", "worker", *args], capture_output=True, text=True)
     assert out.returncode == 2 and "setting metrics_port" in out.stderr and str(port) in out.stderr
+
+
+def test_model_defaults_are_the_librarys() -> None:
+    from sgt import SGTClassifier, SGTRegressor
+
+    defaults = load_settings({}, env={})
+    for cls in (SGTClassifier, SGTRegressor):
+        params = cls().get_params()
+        for name in ("delta", "grace_period", "lambda_", "gamma", "bins", "warm_up", "max_depth"):
+            assert getattr(defaults, name) == params[name], (cls.__name__, name)
