@@ -332,3 +332,13 @@ def test_odd_values_are_refused_alike_by_every_path(bad: Any) -> None:
         "predict_learn_many": _outcome(lambda: fresh().predict_learn_many([{"num": bad}], [None])),
     }
     assert set(outcomes.values()) == {"ValueError"}, outcomes
+
+
+def test_ties_between_identical_features_go_to_the_earlier_feature() -> None:
+    """Two copies of one column give identical candidates: the first registered feature must win."""
+    X, y = threshold_stream(3000, seed=39)
+    twins = np.column_stack([X[:, 1], X[:, 0], X[:, 0]])  # noise, then the signal twice
+    model = SGTClassifier(grace_period=100, warm_up=100)
+    model.learn_many(twins, y)
+    used = {n["feature"] for n in iter_nodes(model.to_dict()["trees"][0]) if not n["leaf"]}
+    assert used == {"x1"}
