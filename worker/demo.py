@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             env={},
         )
         metrics, health = WorkerMetrics(), Health()
-        server = MetricsServer(metrics, health, "127.0.0.1", args.metrics_port).start()
+        server = _metrics_server(metrics, health, args.metrics_port)
         worker = Worker(settings, metrics, health, log=configure_logging(args.log_level))
         print(
             f"broker {bs}; metrics http://127.0.0.1:{server.port}/metrics; checkpoints {ckpt}; "
@@ -111,6 +111,15 @@ def run(args: argparse.Namespace) -> int:
             threads[1].join(10)
             server.close()
     return 0
+
+
+def _metrics_server(metrics: WorkerMetrics, health: Health, port: int) -> MetricsServer:
+    """The metrics server on ``port``, or on a free port when that one is taken (the demo must start)."""
+    try:
+        return MetricsServer(metrics, health, "127.0.0.1", port).start()
+    except OSError:
+        print(f"port {port} is taken; serving metrics on a free port instead", flush=True)
+        return MetricsServer(metrics, health, "127.0.0.1", 0).start()
 
 
 def progress_line(worker: Worker, final: bool = False) -> str:
