@@ -10,6 +10,7 @@ seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import signal
 import sys
@@ -55,13 +56,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    with contextlib.ExitStack() as stack:
+        # the broker keeps nothing after the demo, so neither do checkpoints in a directory we made
+        ckpt = args.checkpoint_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="sgt-demo-"))
+        _run(args, ckpt, stop)
+    return 0
+
+
+def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
     from worker.embedded_broker import create_topics, start_tansu
     from worker.produce import produce_stream
     from worker.streams import make_stream
 
-    stop = threading.Event()
-    _stop_on_signals(stop)
-    ckpt = args.checkpoint_dir or tempfile.mkdtemp(prefix="sgt-demo-")
     with start_tansu() as broker:
         bs = broker.bootstrap_servers
         create_topics(bs, list(_TOPICS), args.partitions)
@@ -110,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
             threads[0].join(60)
             threads[1].join(10)
             server.close()
-    return 0
 
 
 def _metrics_server(metrics: WorkerMetrics, health: Health, port: int) -> MetricsServer:
