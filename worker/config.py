@@ -17,12 +17,11 @@ import argparse
 import dataclasses
 import math
 import os
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 
 class ConfigError(ValueError):
