@@ -365,6 +365,15 @@ BAD_PARAMS = [
     ("warm_up", 0),
     ("max_depth", -1),
 ]
+ALLOWED = {
+    "delta": "(0, 1)",
+    "grace_period": ">= 1",
+    "lambda_": ">= 0",
+    "gamma": ">= 0",
+    "bins": "[2, 4096]",
+    "warm_up": ">= 1",
+    "max_depth": ">= 0",
+}
 WRONG_TYPES = [("grace_period", 2.5), ("bins", 16.5), ("warm_up", 10.5), ("max_depth", 1.5)]
 GOOD_PARAMS = [
     ("delta", 0.5),
@@ -385,8 +394,7 @@ ESTIMATORS = [SGTClassifier, SGTRegressor, MILClassifier]
 def test_bad_hyperparameter_is_a_value_error_naming_it(estimator: type, name: str, value: Any) -> None:
     with pytest.raises(ValueError, match=name) as info:
         estimator(**{name: value})
-    message = str(info.value)
-    assert any(ch.isdigit() for ch in message.replace(name, "")), f"no allowed range in {message!r}"
+    assert ALLOWED[name] in str(info.value)
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.__name__)
@@ -394,12 +402,6 @@ def test_bad_hyperparameter_is_a_value_error_naming_it(estimator: type, name: st
 def test_non_integer_count_is_rejected(estimator: type, name: str, value: Any) -> None:
     with pytest.raises((ValueError, TypeError), match=name):
         estimator(**{name: value})
-
-
-def test_bins_message_gives_the_allowed_range() -> None:
-    with pytest.raises(ValueError, match="bins") as info:
-        SGTClassifier(bins=5000)
-    assert "2" in str(info.value) and "4096" in str(info.value)
 
 
 @pytest.mark.parametrize(("name", "value"), GOOD_PARAMS, ids=[f"{n}={v}" for n, v in GOOD_PARAMS])
