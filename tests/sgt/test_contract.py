@@ -494,3 +494,24 @@ def test_mismatched_lengths_are_a_value_error() -> None:
     with pytest.raises(ValueError):
         model.predict_learn_many(np.ones((3, 1)), [1, 0])
     assert model.n_seen == 0
+
+
+@by_name(FLAT)
+def test_predicting_never_changes_the_model(case: Case) -> None:
+    records, targets = case.data()
+    model = learn(case.model(), records[:800], targets[:800])
+    blob = model.to_bytes()
+    odd = [
+        {"brand-new": 1.0, "also-new": "text"},
+        {"colour": "never-seen", "x0": float("inf"), "a": -1e300},
+        {"x0": float("nan"), "x1": None, "b": float("-inf")},
+        {},
+    ]
+    for x in [*records[800:900], *odd]:
+        outputs(case, model, [x])
+        model.predict_one(x)
+    model.predict_many([*records[800:900], *odd])
+    model.predict_learn_many([*records[800:900], *odd], [None] * 104)
+    if case.classifier:
+        model.predict_proba_many(odd)
+    assert model.to_bytes() == blob
