@@ -59,11 +59,11 @@ class BaseSGT:
         nominal: Iterable[str] = (),
     ) -> None:
         _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
-        _check_int("grace_period", grace_period, low=1, allowed=">= 1")
+        _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_real("lambda_", lambda_, low=0.0, allowed=">= 0")
         _check_real("gamma", gamma, low=0.0, allowed=">= 0")
-        _check_int("bins", bins, low=2, high=4096, allowed="in [2, 4096]")
-        _check_int("warm_up", warm_up, low=1, allowed=">= 1")
+        _check_int("bins", bins, low=2, high=4096, allowed="an integer in [2, 4096]")
+        _check_int("warm_up", warm_up, low=1, allowed="an integer >= 1")
         if max_depth is not None:
             _check_int("max_depth", max_depth, low=0, allowed="None or an integer >= 0")
         if feature_names is not None and (
@@ -414,4 +414,4 @@ def _check_int(name: str, value: Any, low: int, allowed: str, high: int | None =
     if ok:
         ok = value >= low and (high is None or value <= high)
     if not ok:
-        raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")

@@ -99,7 +99,7 @@ class MILClassifier(BaseSGT):
 
         With `seed`, each pass visits the bags in a fresh random order; otherwise in the given order.
         """
-        _check_int("epochs", epochs, low=1, allowed=">= 1")
+        _check_int("epochs", epochs, low=1, allowed="an integer >= 1")
         if len(bags) != len(y):
             raise ValueError(f"{len(bags)} bags but {len(y)} labels")
         labels = [_bag_label(t) for t in y]

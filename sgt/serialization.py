@@ -39,7 +39,7 @@ import numpy as np
 
 from sgt.features import FeatureSpace, _Numeric
 from sgt.losses import Loss, get_loss
-from sgt.tree import Layout, Tree
+from sgt.tree import INITIAL_PENDING_ROWS, Layout, Tree
 
 if TYPE_CHECKING:
     from sgt.base import BaseSGT
@@ -258,9 +258,10 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     g, h = arrays[f"{prefix}.pending_g"], arrays[f"{prefix}.pending_h"]
     if not (codes.shape[0] == g.size == h.size == int(tree.pending_n.sum())):
         raise SerializationError(f"{prefix}: pending blocks disagree in size")
-    tree.pending_codes = np.zeros((s, grace, layout.n_features), dtype=codes.dtype)
-    tree.pending_g = np.zeros((s, grace))
-    tree.pending_h = np.zeros((s, grace))
+    rows = min(grace, max(INITIAL_PENDING_ROWS, int(tree.pending_n.max(initial=0))))
+    tree.pending_codes = np.zeros((s, rows, layout.n_features), dtype=codes.dtype)
+    tree.pending_g = np.zeros((s, rows))
+    tree.pending_h = np.zeros((s, rows))
     ends = np.cumsum(tree.pending_n)
     for k in range(s):
         size = int(tree.pending_n[k])

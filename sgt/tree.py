@@ -37,6 +37,7 @@ from sgt.stats import WIDTH, N, block_stats, merge
 __all__ = ["Layout", "Params", "Tree"]
 
 NO_NODE = -1
+INITIAL_PENDING_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,12 @@ class Tree:
         self.stats = np.zeros((0, layout.n_columns, WIDTH))
         self.total = np.zeros((0, WIDTH))
         self.pending_n = np.zeros(0, dtype=np.int64)
-        self.pending_codes = np.zeros((0, params.grace_period, layout.n_features), dtype=CODE_DTYPE)
-        self.pending_g = np.zeros((0, params.grace_period))
-        self.pending_h = np.zeros((0, params.grace_period))
+        # pending rows grow on demand up to grace_period (a large grace period costs memory only
+        # when leaves actually hold that many instances)
+        rows = min(params.grace_period, INITIAL_PENDING_ROWS)
+        self.pending_codes = np.zeros((0, rows, layout.n_features), dtype=CODE_DTYPE)
+        self.pending_g = np.zeros((0, rows))
+        self.pending_h = np.zeros((0, rows))
         self._new_leaf(parent=NO_NODE, value=root_value, depth=0)
 
     # -- structure -----------------------------------------------------------------------------
@@ -153,6 +157,18 @@ class Tree:
         self.n_slots += 1
         self._reset_slot(slot)
         return slot
+
+    def reserve_pending(self, rows: int) -> None:
+        """Make room for `rows` pending instances per leaf (doubling, at most grace_period)."""
+        capacity = self.pending_g.shape[1]
+        if rows <= capacity:
+            return
+        new = min(self.params.grace_period, max(rows, 2 * capacity))
+        for name in ("pending_codes", "pending_g", "pending_h"):
+            old = getattr(self, name)
+            grown = np.zeros((old.shape[0], new, *old.shape[2:]), dtype=old.dtype)
+            grown[:, :capacity] = old
+            setattr(self, name, grown)
 
     def _reset_slot(self, slot: int) -> None:
         self.stats[slot] = 0.0
@@ -261,6 +277,7 @@ class Tree:
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size) - first
         position = self.pending_n[slots] + rank
+        self.reserve_pending(int(position.max()) + 1 if position.size else 0)
         self.pending_codes[slots, position, : codes.shape[1]] = codes
         self.pending_g[slots, position] = g
         self.pending_h[slots, position] = h
@@ -286,6 +303,8 @@ class Tree:
         """Add one instance to leaf `node`; attempt a split when its block fills. True if split."""
         slot = int(self.slot[node])
         position = int(self.pending_n[slot])
+        if position >= self.pending_g.shape[1]:
+            self.reserve_pending(position + 1)
         self.pending_codes[slot, position, : len(codes)] = codes
         self.pending_g[slot, position] = g
         self.pending_h[slot, position] = h
