@@ -444,6 +444,9 @@ class Bench:
         first = warm_up + LATENCY_SETTLE
         timed = sorted((sent_at[i], arrived - sent_at[i]) for arrived, i in measured if int(i[2:]) >= first)
         latencies = sorted(latency for _, latency in timed)
+        # Tansu's fetches slow down as a partition's count of record batches grows (each produce request
+        # at this rate is a batch of a few records), so the first seconds are the fairest measure
+        early = sorted(latency for sent, latency in timed if sent - timed[0][0] < 10.0)
         return {
             "kind": kind,
             "rate": rate,
@@ -454,6 +457,7 @@ class Bench:
             "max_ms": 1000 * latencies[-1],
             "mean_ms": 1000 * statistics.fmean(latencies),
             "p50_ms_by_5s": windowed_medians(timed, 5.0),
+            "p99_ms_first_10s": 1000 * quantile(early, 0.99),
             "worker_histogram": summarise(histogram(metrics, "sgt_prediction_latency_seconds")),
         }
 
@@ -663,11 +667,15 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
 
 def report_latency(rows: list[dict[str, Any]]) -> None:
     print(f"\n(b) latency at {rows[0]['rate']:,.0f} records/s, record ts -> output read by a consumer")
-    print(f"{'process':<12} {'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'mean ms':>8}")
+    print(
+        f"{'process':<12} {'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'mean ms':>8} "
+        f"{'p99 first 10 s':>15}"
+    )
     for r in rows:
         print(
             f"{r['kind']:<12} {r['records']:>8} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-            f"{r['max_ms']:>8.1f} {r['mean_ms']:>8.1f}   p50 per 5 s: {r['p50_ms_by_5s']}"
+            f"{r['max_ms']:>8.1f} {r['mean_ms']:>8.1f} {r['p99_ms_first_10s']:>15.1f}   "
+            f"p50 per 5 s: {r['p50_ms_by_5s']}"
         )
     worker = [r for r in rows if r["kind"] == "worker"]
     if worker and worker[0]["worker_histogram"].get("count"):
