@@ -13,7 +13,7 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tests.bench import bench_sgt
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     limit = "" if args.records is None else f" (at most {args.records:,} records per stream)"
     print(f"# sgt benchmark{limit}\n")
     print(
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores; Python {platform.python_version()}, numpy {numpy.__version__}, "
         f"River {river.__version__}; CapyMOA {'installed' if _has_capymoa() else 'not installed'}; "
         f"commit {_commit()}\n"
