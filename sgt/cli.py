@@ -331,12 +331,12 @@ class _ProgressBar:
         self.stream.flush()
 
 
-def _load_figure_class() -> type:
+def _load_figure_class() -> type | None:
+    """matplotlib's Figure (no pyplot, no global backend), or None when matplotlib is not installed."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        hint = "install the plot extra: pip install 'sgt-stream[plot]'"
-        raise SystemExit(f"sgt-evaluate: error: --plot needs matplotlib; {hint}") from None
+        return None
     return Figure
 
 
@@ -432,9 +432,11 @@ def summarise(args: argparse.Namespace, model: Any, metric: Prequential, read: i
     return {k: _json_number(v) for k, v in out.items()}
 
 
-def run(args: argparse.Namespace, model: Any, stderr: IO[str]) -> dict:
-    """Evaluate ``model`` as the parsed arguments say; return the summary (InputError on bad records)."""
-    figure_class = _load_figure_class() if args.plot else None
+def run(args: argparse.Namespace, model: Any, stderr: IO[str], figure_class: type | None = None) -> dict:
+    """Evaluate ``model`` as the parsed arguments say; return the summary (InputError on bad records).
+
+    The learning curve is drawn with ``figure_class`` (matplotlib's Figure) when ``args.plot`` is set.
+    """
     metric = Prequential(args.task, args.window)
     reader = read_jsonl if _input_format(args) == "jsonl" else read_csv
     nominal = frozenset(args.nominal)
@@ -451,7 +453,7 @@ def run(args: argparse.Namespace, model: Any, stderr: IO[str]) -> dict:
             bar.close(metric, read)
     if metric.n == 0:
         raise InputError(args.file, read, f"no record has a value for the target {args.target!r}")
-    if figure_class is not None:
+    if args.plot and figure_class is not None:
         save_plot(figure_class, curve, metric, f"{args.file.name}: prequential {args.task}", args.plot)
     return summarise(args, model, metric, read, seconds)
 
@@ -466,12 +468,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--window must be >= 1")
     if not args.file.is_file():
         parser.error(f"no such file: {args.file}")
+    figure_class = _load_figure_class() if args.plot else None
+    if args.plot and figure_class is None:
+        parser.error("--plot needs matplotlib; install the plot extra: pip install 'sgt-stream[plot]'")
     try:
         model = _build_model(args)
     except ValueError as e:  # bad hyperparameters: the library names the argument and the range
         parser.error(str(e))
     try:
-        summary = run(args, model, sys.stderr)
+        summary = run(args, model, sys.stderr, figure_class)
     except InputError as e:
         print(f"sgt-evaluate: error: {e}", file=sys.stderr)
         return 1

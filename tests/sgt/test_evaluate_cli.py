@@ -269,6 +269,19 @@ def test_bad_arguments_are_usage_errors(
     assert message in capsys.readouterr().err
 
 
+def test_plot_without_matplotlib_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without the extra looks like
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    path = write_csv(tmp_path / "data.csv", classification_rows(10))
+    with pytest.raises(SystemExit) as exc:
+        main([str(path), "--target", "label", "--plot", str(tmp_path / "curve.png")])
+    assert exc.value.code == 2
+    assert "--plot needs matplotlib; install the plot extra" in capsys.readouterr().err
+    assert not (tmp_path / "curve.png").exists()
+
+
 def test_missing_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main([str(tmp_path / "nope.csv"), "--target", "y"])
