@@ -11,12 +11,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 from build_context import IgnoreRules
 from deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
 from dockerfile_model import Stage, parse_dockerfile
