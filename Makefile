@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench venv
+.PHONY: demo test lint bench bench-worker venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ lint: venv
 test: lint
 	$(BIN)/python -m pytest
 
+# library benchmarks beside River (needs the bench extra); about 13 minutes
 bench: venv
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m tests.bench
+
+# worker benchmarks over the embedded broker: throughput, latency, restore; about 3 minutes
+bench-worker: venv
+	$(BIN)/python -m tests.bench.bench_worker
