@@ -39,7 +39,7 @@ import numpy as np
 
 from sgt.features import FeatureSpace, _Numeric
 from sgt.losses import Loss, get_loss
-from sgt.tree import INITIAL_PENDING_ROWS, Layout, Tree
+from sgt.tree import INITIAL_PENDING_ROWS, NODE_ARRAYS, Layout, Tree
 
 if TYPE_CHECKING:
     from sgt.base import BaseSGT
@@ -51,18 +51,6 @@ FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
 _DTYPES = {"<f8", "<i4", "<i8", "<u2"}
-_NODE_ARRAYS = (
-    "feature",
-    "threshold",
-    "left",
-    "right",
-    "table",
-    "missing",
-    "value",
-    "depth",
-    "parent",
-    "slot",
-)
 
 
 class SerializationError(ValueError):
@@ -123,7 +111,7 @@ def _tree_header(tree: Tree) -> dict[str, Any]:
 
 def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
     n, s = tree.n_nodes, tree.n_slots
-    out = [(f"{prefix}.{name}", getattr(tree, name)[:n]) for name in _NODE_ARRAYS]
+    out = [(f"{prefix}.{name}", getattr(tree, name)[:n]) for name in NODE_ARRAYS]
     pending = tree.pending_n[:s]
     out += [
         (f"{prefix}.slot_node", tree.slot_node[:s]),
@@ -240,7 +228,7 @@ def _restore_space(space: FeatureSpace, state: dict[str, Any], ranges: np.ndarra
 def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dict[str, np.ndarray]) -> Tree:
     tree = Tree(model._params(), model._layout)
     n, s = int(info["n_nodes"]), int(info["n_slots"])
-    for name in _NODE_ARRAYS:
+    for name in NODE_ARRAYS:
         values = arrays[f"{prefix}.{name}"]
         if values.shape != (n,):
             raise SerializationError(f"{prefix}.{name} has shape {values.shape}, expected ({n},)")

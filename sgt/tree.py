@@ -34,9 +34,22 @@ from sgt.features import CODE_DTYPE, FeatureSpace
 from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
 from sgt.stats import WIDTH, N, block_stats, merge
 
-__all__ = ["Layout", "Params", "Tree"]
+__all__ = ["NODE_ARRAYS", "Layout", "Params", "Tree"]
 
 NO_NODE = -1
+#: the per-node arrays, indexed by node id
+NODE_ARRAYS = (
+    "feature",
+    "threshold",
+    "left",
+    "right",
+    "table",
+    "missing",
+    "value",
+    "depth",
+    "parent",
+    "slot",
+)
 INITIAL_PENDING_ROWS = 64
 
 
@@ -126,18 +139,7 @@ class Tree:
         return node
 
     def _grow_nodes(self, capacity: int) -> None:
-        for name in (
-            "feature",
-            "threshold",
-            "left",
-            "right",
-            "table",
-            "missing",
-            "value",
-            "depth",
-            "parent",
-            "slot",
-        ):
+        for name in NODE_ARRAYS:
             old = getattr(self, name)
             new = np.zeros(capacity, dtype=old.dtype)
             new[: old.size] = old
@@ -411,21 +413,7 @@ class Tree:
 
     def nbytes(self) -> int:
         """Bytes of the live state: node arrays and the slots of the current leaves."""
-        node_bytes = sum(
-            getattr(self, name)[: self.n_nodes].nbytes
-            for name in (
-                "feature",
-                "threshold",
-                "left",
-                "right",
-                "table",
-                "missing",
-                "value",
-                "depth",
-                "parent",
-                "slot",
-            )
-        )
+        node_bytes = sum(getattr(self, name)[: self.n_nodes].nbytes for name in NODE_ARRAYS)
         per_slot = (
             self.stats[0].nbytes
             + self.total[0].nbytes
