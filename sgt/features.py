@@ -77,10 +77,6 @@ class FeatureSpace:
     def is_nominal(self, j: int) -> bool:
         return self.vocab[j] is not None
 
-    def is_frozen(self, j: int) -> bool:
-        state = self.numeric[j]
-        return state is not None and state.seen >= self.warm_up
-
     def categories(self, j: int) -> list[Any]:
         vocab = self.vocab[j]
         return list(vocab) if vocab is not None else []
@@ -351,26 +347,8 @@ class FeatureSpace:
         self.vocab.append({} if nominal else None)
         return len(self.names) - 1
 
-    def _code_one(self, j: int, name: str, value: Any, learn: bool) -> int:
-        if self.vocab[j] is not None:
-            return self._category_code(j, name, value, learn)
-        x = _number(name, value)
-        if math.isnan(x):
-            return MISSING
-        state = self.numeric[j]
-        assert state is not None
-        if learn and state.seen < self.warm_up and math.isfinite(x):
-            if state.seen == 0:
-                state.lo = state.hi = x
-            else:
-                state.lo = min(state.lo, x)
-                state.hi = max(state.hi, x)
-            state.seen += 1
-        if state.seen < self.warm_up:
-            return MISSING
-        return self._bin_one(state, x)
-
     def _bin_one(self, state: _Numeric, x: float) -> int:
+        """The code of value x of a frozen numeric feature (`encode_one` inlines the same arithmetic)."""
         width = state.hi - state.lo
         if width == 0.0:
             return 1 if x <= state.lo else self.bins
@@ -382,7 +360,7 @@ class FeatureSpace:
         return 1 + int(z)
 
     def _code_column(self, j: int, column: np.ndarray, learn: np.ndarray) -> np.ndarray:
-        """Vectorised `_code_one` for one numeric feature over a batch (same arithmetic)."""
+        """`encode_one`'s numeric coding, vectorised over a batch for one feature (same arithmetic)."""
         state = self.numeric[j]
         assert state is not None
         first_binned = 0

@@ -30,7 +30,7 @@ import numpy as np
 N, MG, MH, M2G, M2H, CGH = range(6)
 WIDTH = 6
 
-__all__ = ["CGH", "M2G", "M2H", "MG", "MH", "WIDTH", "N", "block_stats", "merge", "merge_into"]
+__all__ = ["CGH", "M2G", "M2H", "MG", "MH", "WIDTH", "N", "block_stats", "merge"]
 
 
 def block_stats(index: np.ndarray, g: np.ndarray, h: np.ndarray, size: int) -> np.ndarray:
@@ -72,8 +72,3 @@ def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out[..., M2H] = a[..., M2H] + b[..., M2H] + dh * dh * k
     out[..., CGH] = a[..., CGH] + b[..., CGH] + dg * dh * k
     return out
-
-
-def merge_into(target: np.ndarray, block: np.ndarray) -> None:
-    """`target` becomes merge(target, block), in place."""
-    target[...] = merge(target, block)
