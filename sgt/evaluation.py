@@ -85,9 +85,51 @@ class Prequential:
         if not len(ys) == len(preds) == len(probs):
             lengths = f"{len(ys)}, {len(preds)}, {len(probs)}"
             raise ValueError(f"y_true, y_pred and p_true must have the same length, got {lengths}")
-        scored = [self._score(y, yp, p) for y, yp, p in zip(ys, preds, probs, strict=True)]
-        for err, loss in scored:
-            self._record(err, loss)
+        if self._task == "classification":
+            scored = self._score_classes(ys, preds, probs)
+        else:
+            scored = [self._score(y, yp, p) for y, yp, p in zip(ys, preds, probs, strict=True)]
+        errors = [err for err, _ in scored]
+        self._n += len(errors)
+        if self._task == "regression":
+            for err in errors:  # one record at a time, in record order, as update() adds them
+                self._sum_abs += err
+                self._sum_sq += err * err
+        else:
+            self._n_wrong += sum(errors)
+        for _, loss in scored:
+            if loss is not None:
+                self._n_log += 1
+                self._sum_log += loss
+        self._push_window(errors)
+
+    def _score_classes(
+        self, ys: list[Any], preds: list[Any], probs: list[float | None]
+    ) -> list[tuple[int, float | None]]:
+        """:meth:`_score` of a classification batch, with the same checks and arithmetic per record."""
+        errors = [0 if yp == y else 1 for y, yp in zip(ys, preds, strict=True)]
+        losses: list[float | None] = []
+        for p in probs:
+            if p is None:
+                losses.append(None)
+                continue
+            p = float(p)
+            if math.isnan(p):
+                raise ValueError("p_true must be a probability, got nan")
+            losses.append(-math.log(min(max(p, _P_MIN), 1.0)))
+        return list(zip(errors, losses, strict=True))
+
+    def _push_window(self, errors: list[Any]) -> None:
+        """Add errors to the recent window, oldest first, as a loop of :meth:`_record` would."""
+        room = self._window - len(self._ring)
+        if room > 0:
+            self._ring.extend(errors[:room])
+            errors = errors[room:]
+        if not errors:
+            return
+        ordered = self._ring[self._head :] + self._ring[: self._head] + errors
+        self._ring = ordered[-self._window :]
+        self._head = 0
 
     def update_proba_many(self, y_true: Sequence[Any], proba: Any, classes: Sequence[Any]) -> None:
         """Score a batch of classifier probability rows, e.g. from ``predict_learn_many``.
