@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -110,43 +111,36 @@ class _Run:
 
 
 class _Predictions:
-    """Reads the result of one predict_learn_many call row by row.
+    """The result of one predict_learn_many call, as plain Python lists indexed by row.
 
-    Classification: the predicted class is the most probable one, the first in ``classes_`` order on
-    a tie; a row predicted before any class was known (all probabilities 0) predicts None.
+    ``labels[row]`` is the published prediction. Classification: the most probable class, the first
+    in ``classes_`` order on a tie; a row predicted before any class was known (all probabilities 0)
+    predicts None. ``rows[row]`` holds the class probabilities in ``classes`` order.
     """
 
     def __init__(self, scores: Any, model: Any, task: str) -> None:
-        self.regression = task == "regression"
-        if self.regression:
-            self.values = np.asarray(scores, dtype=float).tolist()
+        self.classification = task == "classification"
+        if not self.classification:
+            self.labels: list[Any] = np.asarray(scores, dtype=float).tolist()
             return
         self.classes = list(model.classes_)
         self.names = [str(c) for c in self.classes]
         self.index = {c: i for i, c in enumerate(self.classes)}
         matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(self.classes))
-        self.rows = matrix.tolist()
+        self.rows: list[list[float]] = matrix.tolist()
         if self.classes:
             best = matrix.argmax(axis=1)
             known = matrix[np.arange(len(matrix)), best] > 0
-            self.best = [
+            self.labels = [
                 self.classes[b] if k else None for b, k in zip(best.tolist(), known.tolist(), strict=True)
             ]
         else:
-            self.best = [None] * len(self.rows)
-
-    def label(self, row: int) -> Any:
-        return self.values[row] if self.regression else self.best[row]
+            self.labels = [None] * len(self.rows)
 
     def pairs(self, row: int) -> list[tuple[Any, float]] | None:
-        return None if self.regression else list(zip(self.classes, self.rows[row], strict=True))
+        return list(zip(self.classes, self.rows[row], strict=True)) if self.classification else None
 
-    def proba_doc(self, row: int) -> dict[str, float]:
-        return dict(zip(self.names, self.rows[row], strict=True))
-
-    def p_true(self, row: int, y: Any) -> float | None:
-        if self.regression:
-            return None
+    def p_true(self, row: int, y: Any) -> float:
         i = self.index.get(y)
         return 0.0 if i is None else self.rows[row][i]
 
@@ -182,6 +176,48 @@ class PartitionState:
         """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
         result = ProcessResult()
         run = _Run()
+        if self.config.labels_topic is None and all(rank == FEATURES for _, rank, _, _ in entries):
+            self._ingest_inline(entries, result, run)
+        else:
+            self._ingest_joined(entries, result, run)
+        self._execute(run, result, now)
+        for rank in (FEATURES, LABELS):
+            self.consumed[rank] += result.consumed[rank]
+        return result
+
+    def _ingest_inline(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+        """Feature records with their labels inline (no labels topic): one model row per usable record.
+
+        The same decisions as :meth:`_ingest_joined` takes for these records, without the join: with no
+        labels topic the join buffer stays empty, so there is nothing to expire as event time moves.
+        """
+        if not entries:
+            return
+        conform = self.schema.conform
+        event_time = self.event_time
+        xs, ys, published, scores = run.x, run.y, run.published, run.scores
+        for ts, _, _, (record, decoded) in entries:
+            if type(decoded) is Invalid:
+                self._dead_letter(result, FEATURES, record, decoded.reason)
+                continue
+            if ts > event_time:
+                event_time = ts
+            x = conform(decoded.x)
+            if type(x) is str:
+                self._dead_letter(result, FEATURES, record, x)
+                continue
+            row = len(ys)
+            xs.append(x)
+            ys.append(decoded.y)
+            if decoded.y is not None:
+                scores.append((decoded.y, row))
+            published.append((row, decoded, record))
+        self.event_time = event_time
+        self.next_offsets[FEATURES] = entries[-1][2] + 1
+        result.consumed[FEATURES] = len(entries)
+
+    def _ingest_joined(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+        """Records of both topics in merge order, joining labels to features by id."""
         for ts, rank, offset, (record, decoded) in entries:
             self.next_offsets[rank] = offset + 1
             result.consumed[rank] += 1
@@ -195,10 +231,6 @@ class PartitionState:
                 self._on_feature(result, run, record, decoded)
             else:
                 self._on_label(result, run, record, decoded)
-        self._execute(run, result, now)
-        for rank in (FEATURES, LABELS):
-            self.consumed[rank] += result.consumed[rank]
-        return result
 
     def _on_feature(self, result: ProcessResult, run: _Run, record: Record, feat: Feature) -> None:
         x = self.schema.conform(feat.x)
@@ -272,40 +304,58 @@ class PartitionState:
         if not run.y:
             return
         out = _Predictions(self.model.predict_learn_many(run.x, run.y), self.model, self.config.task)
-        learned_before = np.cumsum([0] + [y is not None for y in run.y]).tolist()
+        # model_version of row r: records learned before this call plus rows before r that carried a label
+        learned_before = list(accumulate((y is not None for y in run.y), initial=self.trained))
         for entry in run.waiting:
-            entry.prediction, entry.proba = out.label(entry.row), out.pairs(entry.row)
+            entry.prediction, entry.proba = out.labels[entry.row], out.pairs(entry.row)
             entry.row = None
         self._score(run, out)
-        encode = orjson.dumps
-        classification = self.config.task == "classification"
-        partition, trained = self.partition, self.trained
-        for row, feat, record in run.published:
-            doc: dict[str, Any] = {"id": feat.id, "prediction": out.label(row)}
-            if classification:
-                doc["proba"] = out.proba_doc(row)
-            doc["partition"] = partition
-            doc["offset"] = record.offset
-            doc["model_version"] = trained + learned_before[row]
-            doc["ts"] = now
-            result.predictions.append(Output(record.key, encode(doc), feat.ts))
-        self.trained += learned_before[-1]
+        labels, published = out.labels, run.published
+        extras: Iterable[dict[str, Any]] = repeat({})
+        if out.classification:
+            names, rows = out.names, out.rows
+            extras = [{"proba": dict(zip(names, rows[row], strict=True))} for row, _, _ in published]
+        dumps, partition = orjson.dumps, self.partition
+        result.predictions = [
+            Output(
+                record.key,
+                dumps(
+                    {
+                        "id": feat.id,
+                        "prediction": labels[row],
+                        **extra,
+                        "partition": partition,
+                        "offset": record.offset,
+                        "model_version": learned_before[row],
+                        "ts": now,
+                    }
+                ),
+                feat.ts,
+            )
+            for (row, feat, record), extra in zip(published, extras)
+        ]
+        result.trained = learned_before[-1] - self.trained
+        self.trained = learned_before[-1]
         self.predicted += len(run.published)
-        result.trained = learned_before[-1]
 
     def _score(self, run: _Run, out: _Predictions) -> None:
-        truths, preds, probs = [], [], []
-        for y_true, source in run.scores:
-            truths.append(y_true)
-            if isinstance(source, PendingFeature):
-                preds.append(source.prediction)
-                probs.append(None if source.proba is None else dict(source.proba).get(y_true, 0.0))
-            else:
-                preds.append(out.label(source))
-                probs.append(out.p_true(source, y_true))
-        if truths:
-            classification = self.config.task == "classification"
-            self.prequential.update_many(truths, preds, probs if classification else None)
+        """Score each labelled record against the prediction published for it (this call's or earlier)."""
+        if not run.scores:
+            return
+        truths = [y_true for y_true, _ in run.scores]
+        labels = out.labels
+        preds = [labels[source] if type(source) is int else source.prediction for _, source in run.scores]
+        probs = None
+        if out.classification:
+            probs = [
+                out.p_true(source, y_true)
+                if type(source) is int
+                else None
+                if source.proba is None
+                else dict(source.proba).get(y_true, 0.0)
+                for y_true, source in run.scores
+            ]
+        self.prequential.update_many(truths, preds, probs)
 
     # -- snapshot -----------------------------------------------------------------------------------
 
