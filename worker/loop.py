@@ -18,6 +18,7 @@ Usage (needs a broker)::
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -44,6 +45,7 @@ _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compressi
 _GAUGE_INTERVAL_S = 1.0
 _FLUSH_TIMEOUT_S = 10.0
 _LIST_INTERVAL_S = 1.0
+_GC_THRESHOLD = 20_000  # allocations between first-generation collections (default 700)
 _MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 
 
@@ -178,6 +180,7 @@ class Worker:
 
     def run(self) -> None:
         """Consume and learn until stopped; then shut down cleanly."""
+        _tune_gc()
         self.producer = Producer(self._producer_config())
         self.consumer = Consumer(self._consumer_config())
         self.consumer.subscribe(
@@ -198,7 +201,7 @@ class Worker:
     def step(self) -> None:
         """One turn of the loop: consume a batch, process what is ready, produce, maybe checkpoint."""
         assert self.consumer is not None and self.producer is not None
-        messages = self.consumer.consume(self.settings.batch_size, self.settings.poll_timeout_seconds)
+        messages = self._fetch()
         self.health.beat()
         if messages:
             self._ingest(messages)
@@ -214,6 +217,22 @@ class Worker:
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
             self._update_gauges()
+
+    def _fetch(self) -> list[Message]:
+        """Wait up to the poll timeout for one record, then take what else is already fetched.
+
+        ``consume(n, timeout)`` alone waits the whole timeout unless ``n`` records are there, which at
+        a low rate adds up to the timeout to every record's latency; ``poll`` returns on the first one.
+        """
+        assert self.consumer is not None
+        first = self.consumer.poll(self.settings.poll_timeout_seconds)
+        if first is None:
+            return []
+        return (
+            [first, *self.consumer.consume(self.settings.batch_size - 1, 0)]
+            if self.settings.batch_size > 1
+            else [first]
+        )
 
     def _shutdown(self) -> None:
         self.log.info("worker stopping", extra=fields(partitions=sorted(self.owned)))
@@ -416,7 +435,6 @@ class Worker:
             return False
         owned.since_checkpoint += len(entries)
         self._emit(partition, result)
-        self._set_partition_gauges(partition, owned)
         return True
 
     def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
@@ -467,9 +485,13 @@ class Worker:
         producer = self.producer
         assert producer is not None
         topic = self.settings.predictions_topic
-        record = self._latencies.append
+        record, produce = self._latencies.append, producer.produce
         for out in result.predictions:
-            _produce(producer, topic, out.key, out.value, None, partial(_delivered, record, out.ts, self))
+            delivered = partial(_delivered, record, out.ts, self)
+            try:  # inline, as this runs once per prediction; _produce waits out a full queue
+                produce(topic, out.value, out.key, on_delivery=delivered)
+            except BufferError:
+                _produce(producer, topic, out.key, out.value, None, delivered)
         for out, source_topic, reason in result.dead_letters:
             _produce(
                 producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, self._dl_delivered
@@ -588,6 +610,19 @@ class Worker:
         m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
         m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
         m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+
+
+def _tune_gc() -> None:
+    """Make Python's cyclic garbage collector cheap for the processing loop.
+
+    Each record allocates a few dozen short-lived containers (decoded JSON, tuples, output dicts) and
+    almost none of them form reference cycles, so the default first-generation threshold (700
+    allocations) runs a collection every few records. Objects alive at start-up (modules, settings)
+    are moved out of the collector's reach with ``gc.freeze`` and collections run less often
+    (BENCHMARKS.md section 6 has the measured effect). Cycles are still collected, in larger batches.
+    """
+    gc.freeze()
+    gc.set_threshold(_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:
