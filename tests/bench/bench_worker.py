@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -58,6 +59,11 @@ from worker.streams import RotatingHyperplane
 
 SESSION_TIMEOUT_MS = 6000  # the tests' fast group settings; a join on Tansu takes about half of it
 HEARTBEAT_MS = 1000
+# Every producer's linger.ms (bench input, worker, pass-through). Tansu's fetches slow down as a
+# partition accumulates record batches; at 1,000 records/s over 4 partitions linger.ms=5 makes a
+# batch of one or two records every 5 ms and one hop's p99 climbs from 15 to 73 ms within 40 s, while
+# linger.ms=10 halves the batch count and holds it at 18 to 33 ms (BENCHMARKS.md section 6.2).
+LINGER_MS = 10
 BATCH_SIZE = 2000  # the worker's default consume batch
 POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
 WAIT_LIMIT_S = 600.0
@@ -78,7 +84,6 @@ CONSUMER_SETTINGS: dict[str, Any] = {
 PRODUCER_SETTINGS: dict[str, Any] = {
     "enable.idempotence": True,
     "acks": "all",
-    "linger.ms": 5,
     "partitioner": "murmur2_random",
 }
 
@@ -103,18 +108,22 @@ def worker_command() -> list[str]:
 
 
 @dataclass(frozen=True)
-class GroupTiming:
-    """Consumer-group session timeout and heartbeat interval, for the worker and the pass-through alike."""
+class ClientTuning:
+    """Client timing shared by the worker, the pass-through and the bench's producers."""
 
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     heartbeat_ms: int = HEARTBEAT_MS
+    linger_ms: int = LINGER_MS
 
     def consumer_settings(self) -> dict[str, Any]:
         return {"session.timeout.ms": self.session_timeout_ms, "heartbeat.interval.ms": self.heartbeat_ms}
 
+    def producer_settings(self) -> dict[str, Any]:
+        return {"linger.ms": self.linger_ms}
+
 
 def worker_args(
-    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int, timing: GroupTiming
+    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int, timing: ClientTuning
 ) -> list[str]:
     return [
         "run",
@@ -140,6 +149,8 @@ def worker_args(
         str(timing.session_timeout_ms),
         "--heartbeat-interval-ms",
         str(timing.heartbeat_ms),
+        "--linger-ms",
+        str(timing.linger_ms),
         "--log-level",
         "info",
         *(["--labels-topic", topics["labels"]] if "labels" in topics else []),
@@ -222,6 +233,58 @@ def histogram(metrics_text: str, name: str) -> dict[str, float]:
     return out
 
 
+def histogram_difference(later: dict[str, float], earlier: dict[str, float]) -> dict[str, float]:
+    """What a histogram gained between two reads (each from `histogram`)."""
+    return {key: value - earlier.get(key, 0.0) for key, value in later.items()}
+
+
+def bucket_quantile(buckets: dict[str, float], q: float) -> float:
+    """The q-quantile of a histogram read by `histogram`, interpolated within its bucket as
+    Prometheus's ``histogram_quantile`` does; nan when empty or beyond the last finite bound.
+
+    >>> bucket_quantile({"le=0.01": 50.0, "le=0.1": 100.0, "le=+Inf": 100.0, "count": 100.0}, 0.99)
+    0.0982
+    """
+    count = buckets.get("count", 0.0)
+    bounds = sorted((float(k[3:]), v) for k, v in buckets.items() if k.startswith("le=") and k != "le=+Inf")
+    if not count or not bounds:
+        return math.nan
+    rank, lower, below = q * count, 0.0, 0.0
+    for upper, cumulative in bounds:
+        if cumulative >= rank:
+            inside = cumulative - below
+            return round(lower + (upper - lower) * ((rank - below) / inside if inside else 1.0), 6)
+        lower, below = upper, cumulative
+    return math.nan
+
+
+@dataclass
+class MetricsSnapshot:
+    """Reads the worker's /metrics once the reader has seen ``records`` outputs (in a thread)."""
+
+    port: int | None
+    reader: Reader
+    records: int
+    page: str = ""
+    _thread: threading.Thread | None = None
+
+    def start(self) -> MetricsSnapshot:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while self.reader.count < self.records and time.monotonic() < deadline:
+            time.sleep(READER_WAIT_S)
+        self.page = http_get(self.port, "/metrics")[1] if self.port else ""
+
+    def wait(self) -> str:
+        assert self._thread is not None
+        self._thread.join(WAIT_LIMIT_S)
+        return self.page
+
+
 # ---------------------------------------------------------------------------------- reading
 
 
@@ -302,18 +365,20 @@ class Reader:
 
 
 def passthrough(
-    bootstrap: str, source: str, target: str, group: str, count: int, timing: GroupTiming
+    bootstrap: str, source: str, target: str, group: str, count: int, timing: ClientTuning
 ) -> None:
     """Consume ``count`` records of ``source`` in a group and produce each value unchanged to ``target``."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_SETTINGS, **timing.consumer_settings()}
     )
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **timing.producer_settings()})
     consumer.subscribe([source])
     done = 0
     try:
         while done < count:
-            for message in consumer.consume(BATCH_SIZE, POLL_TIMEOUT_S):
+            first = consumer.poll(POLL_TIMEOUT_S)  # as the worker fetches: one record, then the rest
+            batch = [first, *consumer.consume(BATCH_SIZE - 1, 0)] if first is not None else []
+            for message in batch:
                 if message.error() is not None:
                     continue
                 while True:
@@ -336,7 +401,7 @@ def passthrough(
 class Bench:
     broker: TansuBroker
     workdir: Path
-    timing: GroupTiming = GroupTiming()
+    timing: ClientTuning = ClientTuning()
 
     def topics(self, partitions: int, *kinds: str) -> dict[str, str]:
         suffix = uuid.uuid4().hex[:8]
@@ -356,6 +421,7 @@ class Bench:
             count=count,
             rate=None,
             start_id=start_id,
+            producer_config=self.timing.producer_settings(),
         )
         if result.failed or result.features != count:
             raise RuntimeError(f"produced {result.features} of {count}, {result.failed} failed")
@@ -421,8 +487,19 @@ class Bench:
         reader = Reader(bootstrap, topics["predictions"], 4, keep_values=True).start()
         process, port = self.start(kind, topics, warm_up + LATENCY_SETTLE + count)
         try:
-            produce_stream(bootstrap, topics["features"], None, stream(), count=warm_up, rate=rate)
+            tuning = self.timing.producer_settings()
+            produce_stream(
+                bootstrap,
+                topics["features"],
+                None,
+                stream(),
+                count=warm_up,
+                rate=rate,
+                producer_config=tuning,
+            )
             reader.wait_for(warm_up, timeout_s=120, process=process)
+            # the worker's own histogram over the measured records only: read it as they start
+            before = MetricsSnapshot(port, reader, warm_up + LATENCY_SETTLE).start()
             # the first records of a new idempotent producer wait for its producer id (up to a second
             # on Tansu): they are produced but not measured
             sent = produce_stream(
@@ -433,12 +510,17 @@ class Bench:
                 count=LATENCY_SETTLE + count,
                 rate=rate,
                 start_id=warm_up,
+                producer_config=tuning,
             )
             reader.wait_for(warm_up + LATENCY_SETTLE + count, timeout_s=60, process=process)
             metrics = http_get(port, "/metrics")[1] if port else ""
         finally:
             stop(process)
             reader.close()
+        delivered = histogram_difference(
+            histogram(metrics, "sgt_prediction_latency_seconds"),
+            histogram(before.wait(), "sgt_prediction_latency_seconds"),
+        )
         sent_at = event_times(bootstrap, topics["features"], 4, warm_up + LATENCY_SETTLE + count)
         measured = [(arrived, orjson.loads(value)["id"]) for arrived, value in reader.received]
         first = warm_up + LATENCY_SETTLE
@@ -459,6 +541,7 @@ class Bench:
             "p50_ms_by_5s": windowed_medians(timed, 5.0),
             "p99_ms_first_10s": 1000 * quantile(early, 0.99),
             "worker_histogram": summarise(histogram(metrics, "sgt_prediction_latency_seconds")),
+            "delivered": {**summarise(delivered), "p99_s": bucket_quantile(delivered, 0.99)},
         }
 
     def start(
@@ -480,6 +563,7 @@ class Bench:
         command += [topics["features"], topics["predictions"], group, str(count)]
         command += ["--session-timeout-ms", str(self.timing.session_timeout_ms)]
         command += ["--heartbeat-interval-ms", str(self.timing.heartbeat_ms)]
+        command += ["--linger-ms", str(self.timing.linger_ms)]
         return launch(command, self.log(f"{kind}-{group}")), None
 
     def restore(self, records: int, write_repeats: int) -> dict[str, Any]:
@@ -631,11 +715,11 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 
 @contextlib.contextmanager
-def bench_session(keep: bool, timing: GroupTiming | None = None) -> Iterator[Bench]:
+def bench_session(keep: bool, timing: ClientTuning | None = None) -> Iterator[Bench]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-"))
     try:
         with start_tansu(log_path=workdir / "tansu.log") as broker:
-            yield Bench(broker, workdir, timing or GroupTiming())
+            yield Bench(broker, workdir, timing or ClientTuning())
     finally:
         if keep:
             print(f"logs and checkpoints kept in {workdir}", file=sys.stderr)
@@ -678,9 +762,13 @@ def report_latency(rows: list[dict[str, Any]]) -> None:
             f"p50 per 5 s: {r['p50_ms_by_5s']}"
         )
     worker = [r for r in rows if r["kind"] == "worker"]
-    if worker and worker[0]["worker_histogram"].get("count"):
-        h = worker[0]["worker_histogram"]
-        print(f"worker's own latency histogram (warm-up included): {h['share_le_0.1s']:.1%} within 100 ms")
+    if worker and worker[0]["delivered"].get("count"):
+        d = worker[0]["delivered"]
+        print(
+            f"worker, record ts -> prediction delivered (its producer's delivery report; its own histogram, "
+            f"measured records only): {d['count']:,.0f} predictions, {d['share_le_0.1s']:.2%} within 100 ms, "
+            f"p99 ~{1000 * d['p99_s']:.0f} ms (interpolated in its bucket; target <= 100 ms)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -695,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     for options in (internal, parser):
         options.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
         options.add_argument("--heartbeat-interval-ms", type=int, default=HEARTBEAT_MS)
+        options.add_argument("--linger-ms", type=int, default=LINGER_MS, help="every producer's linger.ms")
     parser.add_argument(
         "--only", choices=("throughput", "passthrough", "latency", "restore"), action="append"
     )
@@ -713,15 +802,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
     args = parser.parse_args(argv)
     if args.command == "passthrough":
-        timing = GroupTiming(args.session_timeout_ms, args.heartbeat_interval_ms)
+        timing = ClientTuning(args.session_timeout_ms, args.heartbeat_interval_ms, args.linger_ms)
         passthrough(args.bootstrap, args.source, args.target, args.group, args.count, timing)
         return 0
     wanted = set(args.only or ("throughput", "latency", "restore"))
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other processes skew it)")
-    timing = GroupTiming(args.session_timeout_ms, args.heartbeat_interval_ms)
-    print(f"group timing: session {timing.session_timeout_ms} ms, heartbeat {timing.heartbeat_ms} ms")
+    timing = ClientTuning(args.session_timeout_ms, args.heartbeat_interval_ms, args.linger_ms)
+    print(
+        f"client timing: session {timing.session_timeout_ms} ms, heartbeat {timing.heartbeat_ms} ms, "
+        f"linger {timing.linger_ms} ms"
+    )
     results: dict[str, Any] = {"load_average_before": os.getloadavg(), "cpus": os.cpu_count()}
-    results["group_timing"] = dataclasses.asdict(timing)
+    results["client_timing"] = dataclasses.asdict(timing)
     with bench_session(args.keep, timing) as bench:
         if wanted & {"throughput", "passthrough"}:
             kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
