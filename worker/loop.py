@@ -345,8 +345,9 @@ class Worker:
     # -- consuming and processing ---------------------------------------------------------------------
 
     def _ingest(self, messages: list[Message]) -> None:
+        """Decode fetched records and queue them for the merge, per partition and topic."""
         features_topic = self.settings.features_topic
-        batches: dict[tuple[int, int], list[tuple[float, int, Any]]] = {}
+        batches: dict[tuple[int, int], list[Entry]] = {}
         for msg in messages:
             error = msg.error()
             if error is not None:
@@ -362,11 +363,14 @@ class Worker:
             kind, millis = msg.timestamp()
             record = Record(offset, millis / 1000.0 if kind else 0.0, msg.key(), msg.value())
             payload = owned.state.decode(rank, record)
-            batches.setdefault((p, rank), []).append((payload[1].ts, offset, payload))
-        for (p, rank), items in batches.items():
-            self.owned[p].merger.push(rank, items)
+            batch = batches.get((p, rank))
+            if batch is None:
+                batch = batches[p, rank] = []
+            batch.append((payload[1].ts, rank, offset, payload))
+        for (p, rank), entries in batches.items():
+            self.owned[p].merger.push(rank, entries)
             topic = self.topics[rank]
-            self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(items))
+            self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(entries))
 
     def _on_message_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:

@@ -10,10 +10,10 @@ order. (A topic being "at its end" is the one input that depends on timing; with
 written, as in a replay, it only happens at the true end.)
 
 >>> m = Merger()
->>> m.push(FEATURES, [(1.0, 0, "f0"), (3.0, 1, "f1")])
+>>> m.push(FEATURES, [(1.0, FEATURES, 0, "f0"), (3.0, FEATURES, 1, "f1")])
 >>> m.pop_ready(labels_done=False, features_done=False)
 []
->>> m.push(LABELS, [(2.0, 0, "l0")])
+>>> m.push(LABELS, [(2.0, LABELS, 0, "l0")])
 >>> [e[3] for e in m.pop_ready(labels_done=True, features_done=False)]
 ['f0', 'l0', 'f1']
 """
@@ -21,6 +21,7 @@ written, as in a replay, it only happens at the true end.)
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 FEATURES = 0
@@ -36,10 +37,9 @@ class Merger:
     def __init__(self) -> None:
         self.queues: tuple[deque[Entry], deque[Entry]] = (deque(), deque())
 
-    def push(self, rank: int, items: list[tuple[float, int, Any]]) -> None:
-        """Queue ``(event time, offset, payload)`` items of one topic, in offset order."""
-        queue = self.queues[rank]
-        queue.extend((ts, rank, offset, payload) for ts, offset, payload in items)
+    def push(self, rank: int, entries: Iterable[Entry]) -> None:
+        """Queue entries of the topic of that rank, in offset order."""
+        self.queues[rank].extend(entries)
 
     def pending(self, rank: int) -> int:
         return len(self.queues[rank])

@@ -140,10 +140,6 @@ class _Predictions:
     def pairs(self, row: int) -> list[tuple[Any, float]] | None:
         return list(zip(self.classes, self.rows[row], strict=True)) if self.classification else None
 
-    def p_true(self, row: int, y: Any) -> float:
-        i = self.index.get(y)
-        return 0.0 if i is None else self.rows[row][i]
-
 
 class PartitionState:
     """Model, join buffer, prequential metrics, schema and next offsets of one input partition."""
@@ -347,8 +343,9 @@ class PartitionState:
         preds = [labels[source] if type(source) is int else source.prediction for _, source in run.scores]
         probs = None
         if out.classification:
+            rows, column = out.rows, out.index
             probs = [
-                out.p_true(source, y_true)
+                (rows[source][column[y_true]] if y_true in column else 0.0)
                 if type(source) is int
                 else None
                 if source.proba is None
