@@ -228,7 +228,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("metrics_host", "0.0.0.0", "Address the metrics HTTP server binds to.", _text),
     Setting(
-        "checkpoint_records", 10000, "Checkpoint a partition after this many processed records.", _int(1)
+        "checkpoint_records", 100000, "Checkpoint a partition after this many processed records.", _int(1)
     ),
     Setting(
         "checkpoint_seconds",
