@@ -24,9 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from worker import checkpoint
@@ -164,7 +164,7 @@ class Worker:
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
         self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
-        self._latencies: list[float] = []
+        self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
         self.consumer: Consumer | None = None
         self.producer: Producer | None = None
 
@@ -211,7 +211,8 @@ class Worker:
         self.producer.poll(0)
         self._maybe_checkpoint()
         if self._latencies:  # filled by delivery callbacks, which run inside poll() and flush()
-            self.metrics.latency.observe_many(self._latencies)
+            for delivered_at, event_ts in self._latencies:
+                self.metrics.latency.observe_many(np.maximum(delivered_at - np.asarray(event_ts), 0.0))
             self._latencies.clear()
         now = time.monotonic()
         if now >= self._next_gauges:
@@ -489,9 +490,9 @@ class Worker:
         producer = self.producer
         assert producer is not None
         topic = self.settings.predictions_topic
-        record, produce = self._latencies.append, producer.produce
+        delivered = _RunDelivery([out.ts for out in result.predictions], self._latencies.append, self.log)
+        produce = producer.produce
         for out in result.predictions:
-            delivered = partial(_delivered, record, out.ts, self)
             try:  # inline, as this runs once per prediction; _produce waits out a full queue
                 produce(topic, out.value, out.key, on_delivery=delivered)
             except BufferError:
@@ -653,10 +654,25 @@ def _produce(
             producer.poll(0.05)  # the local queue is full: serve deliveries, then retry
 
 
-def _delivered(
-    record: Callable[[float], None], event_ts: float, worker: Worker, error: KafkaError | None, _msg: Message
-) -> None:
-    if error is None:
-        record(max(time.time() - event_ts, 0.0))
-    else:
-        worker.log.error("prediction not delivered", extra=fields(error=str(error)))
+class _RunDelivery:
+    """The delivery callback of one run's predictions: counts the acknowledgements and, when the last
+    one arrives, reports every prediction's latency (its record's event time to that moment).
+
+    One shared callable per run rather than a closure per record keeps the per-prediction cost to a
+    counter decrement. The predictions of a run are produced together, so their acknowledgements
+    arrive together too; timing them all by the last one errs, if at all, on the slow side.
+    """
+
+    __slots__ = ("event_ts", "left", "log", "report")
+
+    def __init__(
+        self, event_ts: list[float], report: Callable[[tuple[float, list[float]]], None], log: logging.Logger
+    ) -> None:
+        self.event_ts, self.left, self.report, self.log = event_ts, len(event_ts), report, log
+
+    def __call__(self, error: KafkaError | None, _msg: Message) -> None:
+        if error is not None:
+            self.log.error("prediction not delivered", extra=fields(error=str(error)))
+        self.left -= 1
+        if self.left == 0:
+            self.report((time.time(), self.event_ts))

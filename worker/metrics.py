@@ -18,6 +18,7 @@ import contextlib
 import platform
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -159,8 +160,8 @@ class BulkHistogram(Collector):
         self._lock = threading.Lock()
         registry.register(self)
 
-    def observe_many(self, values: list[float]) -> None:
-        if not values:
+    def observe_many(self, values: Sequence[float] | np.ndarray) -> None:
+        if len(values) == 0:
             return
         data = np.asarray(values, dtype=float)
         counts = np.bincount(np.searchsorted(self.bounds, data, side="left"), minlength=len(self.counts))
