@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 from stub_model import StubModel
 from worker_util import samples, value
 
 from worker.config import load_settings
-from worker.loop import Owned, Worker, state_config
+from worker.loop import Owned, Worker, _RunDelivery, state_config
 from worker.state import PartitionState
 
 
@@ -59,3 +60,22 @@ def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
     restored = load_state(worker.settings, 1, registry={"StubModel": StubModel})
     assert restored.to_bytes() == worker.owned[1].state.to_bytes()
     assert worker.owned[1].since_checkpoint == 0
+
+
+def test_a_run_reports_its_latencies_once_its_last_prediction_is_acknowledged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import time
+
+    from confluent_kafka import KafkaError
+
+    reports: list[tuple[float, list[float]]] = []
+    delivered = _RunDelivery([10.0, 11.0, 12.0], reports.append, logging.getLogger("test"))
+    delivered(None, None)
+    delivered(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    assert reports == []  # one acknowledgement still outstanding
+    before = time.time()
+    delivered(None, None)
+    assert len(reports) == 1 and reports[0][1] == [10.0, 11.0, 12.0] and reports[0][0] >= before
+    assert "prediction not delivered" in caplog.text

@@ -215,3 +215,45 @@ def test_regression_predictions_have_no_proba() -> None:
     docs = [orjson.loads(p.value) for p in result.predictions]
     assert [d["prediction"] for d in docs] == [0.0, 2.0] and "proba" not in docs[0]
     assert state.prequential.mae == pytest.approx(2.0)
+
+
+def _inline_stream(n: int, seed: int) -> list[Record]:
+    """Features with inline labels, unlabelled ones, bad records and out-of-order times."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        ts = i + rng.uniform(-3.0, 3.0)
+        kind = rng.random()
+        if kind < 0.05:
+            out.append(Record(i, ts, None, b"\xff not json"))
+        elif kind < 0.1:
+            out.append(feature(i, f"s{i}", ts, y=1, x={"a": "text"}))  # a type clash once "a" is numeric
+        elif kind < 0.3:
+            out.append(feature(i, f"s{i}", ts, x={"a": rng.random(), "b": None}))
+        else:
+            x = {"a": rng.random(), "b": rng.choice([None, rng.random()]), f"c{i % 3}": rng.random()}
+            out.append(feature(i, f"s{i}", ts, y=rng.choice(["a", "b", "c"]), x=x))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 20), cuts=st.lists(st.integers(1, 40), min_size=1, max_size=12))
+def test_the_inline_fast_path_decides_exactly_as_the_general_path(seed: int, cuts: list[int]) -> None:
+    """Without a labels topic, runs take `_ingest_inline`; forced down the general path they must give
+    the same predictions, dead letters, counters and state bytes."""
+    feats = _inline_stream(120, seed)
+    fast = PartitionState(0, StubModel(), config(None))
+    general = PartitionState(0, StubModel(), config(None))
+    general._ingest_inline = general._ingest_joined  # type: ignore[method-assign]
+    start = 0
+    for cut in [*cuts, len(feats)]:
+        chunk, start = feats[start : start + cut], start + cut
+        results = []
+        for state in (fast, general):
+            entries = [(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in chunk]
+            results.append(state.process(entries, now=2.0))
+        assert results[0] == results[1]
+        assert fast.to_bytes() == general.to_bytes()
+    assert fast.next_offsets == [len(feats), 0] and fast.consumed == [len(feats), 0]
