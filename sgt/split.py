@@ -35,7 +35,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import fdtrc
 
 from sgt.stats import CGH, M2G, M2H, MG, MH, N, merge
 
@@ -127,6 +126,9 @@ def f_test(mean: float, variance: float, n: float) -> float:
         return 1.0
     if variance <= 0.0:
         return 0.0 if mean != 0.0 else 1.0
+    # imported on first use: scipy.special takes longer to import than the rest of sgt together
+    from scipy.special import fdtrc
+
     return float(fdtrc(1.0, n - 1.0, n * mean * mean / variance))
 
 

@@ -34,7 +34,7 @@ from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import Health, WorkerMetrics
-from worker.model import model_types, new_model
+from worker.model import model_types, new_model, preload
 from worker.records import Invalid
 from worker.state import PartitionState, ProcessResult, Record, StateConfig
 
@@ -187,6 +187,7 @@ class Worker:
             self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self.log.info("worker started", extra=fields(topics=self.topics, group=self.settings.group_id))
+        preload()  # while the group join runs in the client's background threads
         try:
             while not self._stop.is_set():
                 self.step()

@@ -31,3 +31,14 @@ def new_model(settings: WorkerSettings) -> Any:
         warm_up=settings.warm_up,
         max_depth=settings.max_depth,
     )
+
+
+def preload() -> None:
+    """Load what the models import on first use (scipy's F distribution, for the split test).
+
+    The worker calls this while its consumer group join runs, which takes seconds anyway, so that a
+    partition's first split attempt does not stall its pipeline for the import.
+    """
+    from sgt.split import f_test
+
+    f_test(-1.0, 1.0, 10.0)
