@@ -79,3 +79,19 @@ def test_a_run_reports_its_latencies_once_its_last_prediction_is_acknowledged(
     delivered(None, None)
     assert len(reports) == 1 and reports[0][1] == [10.0, 11.0, 12.0] and reports[0][0] >= before
     assert "prediction not delivered" in caplog.text
+
+
+def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from worker.checkpoint import checkpoint_path
+
+    worker = _worker(tmp_path)
+    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})  # nothing to flush, no broker needed
+    worker.owned[0].last_checkpoint = 0.0  # both long due by time, partition 0 the longer
+    worker.owned[1].last_checkpoint = 1.0
+    worker._maybe_checkpoint()
+    assert checkpoint_path(tmp_path, 0).exists() and not checkpoint_path(tmp_path, 1).exists()
+    worker._maybe_checkpoint()
+    assert checkpoint_path(tmp_path, 1).exists()
+    assert [o.since_checkpoint for o in worker.owned.values()] == [0, 0]
