@@ -6,9 +6,10 @@ same partition count, so each input partition's two topics are owned together. F
 partition the worker keeps a state restored from the checkpoint directory and seeks both topics to
 the offsets in it; records are merged per partition in a deterministic order (:mod:`worker.merge`),
 processed in runs, and their predictions and dead letters produced. A checkpoint is taken every
-``checkpoint_records`` records or ``checkpoint_seconds`` seconds, on revoke and at shutdown: flush the
-producer, write the file durably, then commit the same offsets to Kafka (informational: restore always
-trusts the checkpoint). Lost partitions are dropped without writing anything.
+``checkpoint_records`` records or ``checkpoint_seconds`` seconds (a snapshot, written once the outputs
+before it are acknowledged), and on revoke and at shutdown (flush the producer, write the file
+durably); the same offsets are then committed to Kafka (informational: restore always trusts the
+checkpoint). Lost partitions are dropped without writing anything.
 
 Usage (needs a broker)::
 
@@ -18,10 +19,12 @@ Usage (needs a broker)::
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +65,28 @@ class Owned:
     poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
     careful_until: list[int] | None = None  # next offsets up to which records go one per model call
     labels_assigned: bool = False  # this member consumes the labels topic's partition too
+    in_flight: deque[_RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
+    produced_runs: int = 0  # runs of outputs handed to the producer
+    acked_runs: int = 0  # of those, the leading ones whose every output was acknowledged
+    snapshot: Snapshot | None = None  # taken, waiting for its outputs' acknowledgements to be written
+
+    def advance_acks(self) -> int:
+        """Drop fully acknowledged runs from the front; return how many runs are acknowledged so far."""
+        while self.in_flight and self.in_flight[0].left <= 0:
+            self.in_flight.popleft()
+            self.acked_runs += 1
+        return self.acked_runs
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A partition's state as bytes, writable once the outputs of its first ``runs`` runs are delivered."""
+
+    blob: bytes
+    next_offsets: tuple[int, int]
+    runs: int  # Owned.produced_runs when it was taken
+    records: int  # records it covers beyond the previous checkpoint
+    seconds: float  # time spent taking it
 
 
 def state_config(settings: WorkerSettings) -> StateConfig:
@@ -491,6 +516,7 @@ class Worker:
         producer = self.producer
         assert producer is not None
         topic = self.settings.predictions_topic
+        owned = self.owned[partition]
         delivered = _RunDelivery([out.ts for out in result.predictions], self._latencies.append, self.log)
         produce = producer.produce
         for out in result.predictions:
@@ -498,11 +524,16 @@ class Worker:
                 produce(topic, out.value, out.key, on_delivery=delivered)
             except BufferError:
                 _produce(producer, topic, out.key, out.value, None, delivered)
-        for out, source_topic, reason in result.dead_letters:
-            _produce(
-                producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, self._dl_delivered
-            )
-            self.metrics.invalid.labels(topic=source_topic, reason=reason).inc()
+        if result.predictions:
+            owned.in_flight.append(delivered)
+            owned.produced_runs += 1
+        if result.dead_letters:
+            dead = _RunDelivery([out.ts for out, _, _ in result.dead_letters], None, self.log, "dead letter")
+            for out, source_topic, reason in result.dead_letters:
+                _produce(producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, dead)
+                self.metrics.invalid.labels(topic=source_topic, reason=reason).inc()
+            owned.in_flight.append(dead)
+            owned.produced_runs += 1
         p = str(partition)
         if result.predictions:
             self.metrics.predictions.labels(partition=p).inc(len(result.predictions))
@@ -511,36 +542,56 @@ class Worker:
         for (side, reason), n in result.expired.items():
             self.metrics.join_expired.labels(partition=p, side=side, reason=reason).inc(n)
 
-    def _dl_delivered(self, error: KafkaError | None, _msg: Message) -> None:
-        if error is not None:
-            self.log.error("dead letter not delivered", extra=fields(error=str(error)))
-
     # -- checkpoints ----------------------------------------------------------------------------------
 
     def _maybe_checkpoint(self) -> None:
-        """Write the checkpoint of at most one due partition per turn, the longest-waiting first.
+        """Checkpoint due partitions without stopping the loop. The steps, in order:
 
-        A checkpoint stalls the loop (flush, serialise, fsync). Partitions assigned together fall due
-        together, and writing them all in one turn delayed every record arriving meanwhile by their
-        sum; one per turn bounds that delay by a single write.
+        1. Snapshot at most one due partition per turn, the longest-waiting first: its state as bytes,
+           the offsets it reflects, and the number of runs of outputs produced before it. (Partitions
+           assigned together fall due together; one per turn keeps each turn's pause to one snapshot.)
+        2. Write a snapshot only once every run produced before it has been acknowledged (delivery
+           callbacks, served by ``poll``), so a checkpoint never covers an output that could still be
+           lost. Records go on flowing meanwhile; nothing waits on ``flush()``.
+        3. Commit the written offsets to Kafka, without waiting (informational; restore trusts the file).
+
+        Revoke and shutdown take the synchronous path, :meth:`_checkpoint`.
         """
         now = time.monotonic()
         due = [
             p
             for p, o in self.owned.items()
-            if o.since_checkpoint >= self.settings.checkpoint_records
-            or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
+            if o.snapshot is None
+            and (
+                o.since_checkpoint >= self.settings.checkpoint_records
+                or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
+            )
         ]
         if due:
-            self._checkpoint([min(due, key=lambda p: self.owned[p].last_checkpoint)], force=False)
+            p = min(due, key=lambda p: self.owned[p].last_checkpoint)
+            self.owned[p].snapshot = self._take_snapshot(self.owned[p])
+        offsets: list[TopicPartition] = []
+        for p, owned in self.owned.items():
+            snapshot = owned.snapshot
+            if snapshot is not None and owned.advance_acks() >= snapshot.runs:
+                owned.snapshot = None
+                if self._write(p, owned, snapshot):
+                    offsets += self._offsets(p, snapshot.next_offsets)
+        self._commit(offsets, wait=False)
 
     def _checkpoint(self, partitions: list[int], force: bool) -> None:
-        """Flush predictions, write the checkpoints durably, then commit the same offsets.
+        """Flush predictions, write the checkpoints durably, then commit the same offsets (waiting).
 
         Partitions with nothing new since their last checkpoint are skipped unless ``force`` and they
-        have never been written (so a restored-but-idle partition does not rewrite its file).
+        have never been written (so a restored-but-idle partition does not rewrite its file). A
+        snapshot still waiting for acknowledgements is superseded by the current state.
         """
-        todo = [p for p in partitions if p in self.owned and (self.owned[p].since_checkpoint or force)]
+        todo = [
+            p
+            for p in partitions
+            if p in self.owned
+            and (self.owned[p].since_checkpoint or self.owned[p].snapshot is not None or force)
+        ]
         if not todo:
             return
         assert self.producer is not None
@@ -552,43 +603,62 @@ class Worker:
         offsets = []
         for p in todo:
             owned = self.owned[p]
+            pending, owned.snapshot = owned.snapshot, None
             if (
                 not owned.since_checkpoint
+                and pending is None
                 and checkpoint.checkpoint_path(self.settings.checkpoint_dir, p).exists()
             ):
                 continue
-            if self._write(p, owned):
-                offsets.append(
-                    TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
-                )
-                if self.settings.labels_topic:
-                    offsets.append(
-                        TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
-                    )
-        self._commit(offsets)
+            snapshot = self._take_snapshot(owned)
+            if pending is not None:  # its records are in this one too; a failed write retries them all
+                snapshot = dataclasses.replace(snapshot, records=snapshot.records + pending.records)
+            if self._write(p, owned, snapshot):
+                offsets += self._offsets(p, snapshot.next_offsets)
+        self._commit(offsets, wait=True)
 
-    def _write(self, partition: int, owned: Owned) -> bool:
+    def _take_snapshot(self, owned: Owned) -> Snapshot:
+        """The partition's state now; it counts as checkpointed for scheduling from here on."""
+        started = time.perf_counter()
+        blob = owned.state.to_bytes()
+        snapshot = Snapshot(
+            blob,
+            (owned.state.next_offsets[FEATURES], owned.state.next_offsets[LABELS]),
+            owned.produced_runs,
+            owned.since_checkpoint,
+            time.perf_counter() - started,
+        )
+        owned.since_checkpoint = 0
+        owned.last_checkpoint = time.monotonic()
+        return snapshot
+
+    def _write(self, partition: int, owned: Owned, snapshot: Snapshot) -> bool:
         started = time.perf_counter()
         try:
-            checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, owned.state.to_bytes())
+            checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, snapshot.blob)
         except OSError as exc:
             self.metrics.checkpoint_failures.labels(reason="write").inc()
             self.log.error("checkpoint write failed", extra=fields(partition=partition, error=str(exc)))
+            owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
             return False
-        self.metrics.checkpoint_seconds.observe(time.perf_counter() - started)
+        self.metrics.checkpoint_seconds.observe(snapshot.seconds + time.perf_counter() - started)
         self.metrics.last_checkpoint.labels(partition=str(partition)).set(time.time())
-        owned.since_checkpoint = 0
-        owned.last_checkpoint = time.monotonic()
         self.log.debug(
-            "checkpoint written", extra=fields(partition=partition, next_offsets=owned.state.next_offsets)
+            "checkpoint written", extra=fields(partition=partition, next_offsets=list(snapshot.next_offsets))
         )
         return True
 
-    def _commit(self, offsets: list[TopicPartition]) -> None:
+    def _offsets(self, partition: int, next_offsets: tuple[int, int]) -> list[TopicPartition]:
+        offsets = [TopicPartition(self.settings.features_topic, partition, next_offsets[FEATURES])]
+        if self.settings.labels_topic:
+            offsets.append(TopicPartition(self.settings.labels_topic, partition, next_offsets[LABELS]))
+        return offsets
+
+    def _commit(self, offsets: list[TopicPartition], wait: bool) -> None:
         if not offsets or self.consumer is None:
             return
         try:
-            results = self.consumer.commit(offsets=offsets, asynchronous=False)
+            results = self.consumer.commit(offsets=offsets, asynchronous=not wait)
         except KafkaException as exc:
             self.log.warning(
                 "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
@@ -662,24 +732,30 @@ def _produce(
 
 
 class _RunDelivery:
-    """The delivery callback of one run's predictions: counts the acknowledgements and, when the last
-    one arrives, reports every prediction's latency (its record's event time to that moment).
+    """The delivery callback of one run's outputs: counts the acknowledgements and, when the last one
+    arrives, reports every output's latency (its record's event time to that moment) if asked to.
 
-    One shared callable per run rather than a closure per record keeps the per-prediction cost to a
-    counter decrement. The predictions of a run are produced together, so their acknowledgements
-    arrive together too; timing them all by the last one errs, if at all, on the slow side.
+    One shared callable per run rather than a closure per record keeps the per-output cost to a
+    counter decrement. The outputs of a run are produced together, so their acknowledgements arrive
+    together too; timing them all by the last one errs, if at all, on the slow side. A failed delivery
+    is logged and counts as done, as it would after ``flush()``.
     """
 
-    __slots__ = ("event_ts", "left", "log", "report")
+    __slots__ = ("event_ts", "left", "log", "report", "what")
 
     def __init__(
-        self, event_ts: list[float], report: Callable[[tuple[float, list[float]]], None], log: logging.Logger
+        self,
+        event_ts: list[float],
+        report: Callable[[tuple[float, list[float]]], None] | None,
+        log: logging.Logger,
+        what: str = "prediction",
     ) -> None:
-        self.event_ts, self.left, self.report, self.log = event_ts, len(event_ts), report, log
+        self.event_ts, self.left, self.report = event_ts, len(event_ts), report
+        self.log, self.what = log, what
 
     def __call__(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:
-            self.log.error("prediction not delivered", extra=fields(error=str(error)))
+            self.log.error(f"{self.what} not delivered", extra=fields(error=str(error)))
         self.left -= 1
-        if self.left == 0:
+        if self.left == 0 and self.report is not None:
             self.report((time.time(), self.event_ts))

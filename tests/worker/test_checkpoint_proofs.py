@@ -46,7 +46,9 @@ def start_worker() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
 
 PARTITIONS = 4
 N = 4000
-SLOW = ["--checkpoint-records", "50", "--checkpoint-seconds", "0.3", "--batch-size", "50"]
+# Many checkpoints, and batches small enough that a kill or a stop lands mid-stream: a worker taking
+# 2,000 records a turn consumes these 4,000 in well under the shortest wait before a kill.
+SLOW = ["--checkpoint-records", "50", "--checkpoint-seconds", "0.3", "--batch-size", "5"]
 
 
 def _dataset(separate_labels: bool, seed: int) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:

@@ -45,8 +45,9 @@ def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> 
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("x")
     worker = _worker(blocker / "ckpt")
-    assert worker._write(0, worker.owned[0]) is False
-    assert worker.owned[0].since_checkpoint == 5  # still due: the next attempt writes it
+    owned = worker.owned[0]
+    assert worker._write(0, owned, worker._take_snapshot(owned)) is False
+    assert owned.since_checkpoint == 5  # still due: the next attempt writes it
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 1
     assert value(parsed, "sgt_last_checkpoint_timestamp_seconds", partition="0") is None
@@ -56,10 +57,11 @@ def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
     from worker.loop import load_state
 
     worker = _worker(tmp_path)
-    assert worker._write(1, worker.owned[1]) is True
+    owned = worker.owned[1]
+    assert worker._write(1, owned, worker._take_snapshot(owned)) is True
     restored = load_state(worker.settings, 1, registry={"StubModel": StubModel})
-    assert restored.to_bytes() == worker.owned[1].state.to_bytes()
-    assert worker.owned[1].since_checkpoint == 0
+    assert restored.to_bytes() == owned.state.to_bytes()
+    assert owned.since_checkpoint == 0
 
 
 def test_a_run_reports_its_latencies_once_its_last_prediction_is_acknowledged(
@@ -95,3 +97,29 @@ def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_
     worker._maybe_checkpoint()
     assert checkpoint_path(tmp_path, 1).exists()
     assert [o.since_checkpoint for o in worker.owned.values()] == [0, 0]
+
+
+def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(tmp_path: Path) -> None:
+    import logging
+
+    from confluent_kafka import Producer
+
+    from worker.checkpoint import checkpoint_path
+
+    worker = _worker(tmp_path)
+    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    owned = worker.owned[0]
+    run = _RunDelivery([1.0, 2.0], None, logging.getLogger("test"))  # two outputs in flight
+    owned.in_flight.append(run)
+    owned.produced_runs = 1
+    owned.last_checkpoint = 0.0
+    worker._maybe_checkpoint()  # snapshots partition 0, which must wait for its run
+    assert owned.snapshot is not None and owned.snapshot.runs == 1
+    assert not checkpoint_path(tmp_path, 0).exists()
+    run(None, None)
+    worker._maybe_checkpoint()
+    assert not checkpoint_path(tmp_path, 0).exists()  # one acknowledgement still outstanding
+    run(None, None)
+    worker._maybe_checkpoint()
+    assert checkpoint_path(tmp_path, 0).exists() and owned.snapshot is None
+    assert owned.acked_runs == 1 and not owned.in_flight
