@@ -572,8 +572,9 @@ class Worker:
             self.owned[p].snapshot = self._take_snapshot(self.owned[p])
         offsets: list[TopicPartition] = []
         for p, owned in self.owned.items():
+            acked = owned.advance_acks()  # every turn: acknowledged runs must not pile up in memory
             snapshot = owned.snapshot
-            if snapshot is not None and owned.advance_acks() >= snapshot.runs:
+            if snapshot is not None and acked >= snapshot.runs:
                 owned.snapshot = None
                 if self._write(p, owned, snapshot):
                     offsets += self._offsets(p, snapshot.next_offsets)
@@ -759,3 +760,4 @@ class _RunDelivery:
         self.left -= 1
         if self.left == 0 and self.report is not None:
             self.report((time.time(), self.event_ts))
+            self.event_ts = []

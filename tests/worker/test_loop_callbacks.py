@@ -123,3 +123,22 @@ def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(
     worker._maybe_checkpoint()
     assert checkpoint_path(tmp_path, 0).exists() and owned.snapshot is None
     assert owned.acked_runs == 1 and not owned.in_flight
+
+
+def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: Path) -> None:
+    import logging
+
+    from confluent_kafka import Producer
+
+    worker = _worker(tmp_path)
+    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    owned = worker.owned[1]
+    reports: list[tuple[float, list[float]]] = []
+    runs = [_RunDelivery([1.0], reports.append, logging.getLogger("test")) for _ in range(3)]
+    owned.in_flight.extend(runs)
+    owned.produced_runs = 3
+    runs[0](None, None)
+    runs[2](None, None)  # acknowledged out of order: only the leading run can be released
+    worker._maybe_checkpoint()
+    assert owned.snapshot is None and list(owned.in_flight) == runs[1:] and owned.acked_runs == 1
+    assert runs[0].event_ts == [] and len(reports) == 2  # reported, then released
