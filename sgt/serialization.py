@@ -11,7 +11,11 @@ Layout of a blob::
     digest   32 bytes  SHA-256 of everything above
 
 Only the live part of each array is written (no spare capacity, no stale pending rows), and the
-JSON is written with sorted keys, so equal models give equal bytes. Reading checks the magic, the
+JSON is written with sorted keys, so equal models give equal bytes. A leaf's split statistics are
+mostly empty bins, so format 2 stores them sparsely: the flat indices of the (leaf, bin) rows that
+hold any non-zero bit (``stats_index``) and those rows (``stats_rows``); every other row is +0.0,
+which restores the same bits. For the worker benchmark's 1,089-node model that is 1.9 MB instead of
+17.8 MB. Format 1 (dense ``stats``) is still read. Reading checks the magic, the
 version, the digest, then every array's dtype against a whitelist and its size against the data,
 before anything is built; any mismatch raises SerializationError.
 
@@ -47,7 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "SerializationError", "dumps", "loads"]
 
 MAGIC = b"SGTMODEL"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE = (1, 2)  # format 1 stored the split statistics densely
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
 _DTYPES = {"<f8", "<i4", "<i8", "<u2"}
@@ -115,7 +120,7 @@ def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
     pending = tree.pending_n[:s]
     out += [
         (f"{prefix}.slot_node", tree.slot_node[:s]),
-        (f"{prefix}.stats", tree.stats[:s]),
+        *_sparse_stats(prefix, tree.stats[:s]),
         (f"{prefix}.total", tree.total[:s]),
         (f"{prefix}.pending_n", pending),
         (f"{prefix}.pending_codes", np.concatenate([tree.pending_codes[k, : pending[k]] for k in range(s)])),
@@ -124,6 +129,33 @@ def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
     ]
     out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(tree.tables)]
     return [(name, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))) for name, a in out]
+
+
+def _sparse_stats(prefix: str, stats: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The rows of `stats` (viewed as [rows, 6]) that hold any non-zero bit, and their flat indices.
+
+    Bitwise, so a -0.0 is kept and everything left out is exactly +0.0.
+    """
+    rows = np.ascontiguousarray(stats, dtype=np.float64).reshape(-1, 6)
+    width = np.int32 if rows.shape[0] < 2**31 else np.int64  # 4 bytes an index whenever they fit
+    index = np.flatnonzero(rows.view(np.uint64).any(axis=1)).astype(width)
+    return [(f"{prefix}.stats_index", index), (f"{prefix}.stats_rows", rows[index])]
+
+
+def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], slots: int, columns: int) -> np.ndarray:
+    """The [slots, columns, 6] statistics of a tree from either format, checked against its layout."""
+    if f"{prefix}.stats" in arrays:  # format 1
+        return arrays[f"{prefix}.stats"].reshape(slots, columns, 6)
+    index = arrays[f"{prefix}.stats_index"]
+    values = arrays[f"{prefix}.stats_rows"]
+    total = slots * columns
+    if index.ndim != 1 or values.shape != (index.size, 6):
+        raise SerializationError(f"{prefix}: sparse statistics disagree in size")
+    if index.size and (index[0] < 0 or index[-1] >= total or (np.diff(index) <= 0).any()):
+        raise SerializationError(f"{prefix}: sparse statistics index out of order or range")
+    dense = np.zeros((total, 6))
+    dense[index] = values
+    return dense.reshape(slots, columns, 6)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -136,9 +168,9 @@ def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if hashlib.sha256(blob[:-_DIGEST]).digest() != blob[-_DIGEST:]:
         raise SerializationError("checksum mismatch: the data is corrupted or truncated")
     _, version, length = _PREFIX.unpack_from(blob)
-    if version != FORMAT_VERSION:
+    if version not in _READABLE:
         raise SerializationError(
-            f"unsupported format version {version} (this library reads {FORMAT_VERSION})"
+            f"unsupported format version {version} (this library reads {', '.join(map(str, _READABLE))})"
         )
     start = _PREFIX.size
     try:
@@ -237,7 +269,7 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     tree.n_splits, tree.n_updates = int(info["n_splits"]), int(info["n_updates"])
     layout, grace = model._layout, model.grace_period
     tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
-    tree.stats = arrays[f"{prefix}.stats"].reshape(s, layout.n_columns, 6)
+    tree.stats = _dense_stats(prefix, arrays, s, layout.n_columns)
     tree.total = arrays[f"{prefix}.total"].reshape(s, 6)
     tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
     if (tree.pending_n < 0).any() or (tree.pending_n >= grace).any():

@@ -363,3 +363,63 @@ def test_the_bytes_do_not_depend_on_the_process_hash_seed() -> None:
         assert int(splits) >= 1
         digests.add(digest)
     assert len(digests) == 1
+
+
+def _format_1(model: SGTClassifier) -> bytes:
+    """The model as format 1 wrote it: dense split statistics instead of index and rows."""
+    _, header, payloads = _unpack(model.to_bytes())
+    entries, out = [], []
+    for (name, dtype, shape), payload in zip(header["arrays"], payloads, strict=True):
+        if name.endswith(".stats_rows"):
+            continue
+        if name.endswith(".stats_index"):
+            prefix = name[: -len(".stats_index")]
+            tree = model._trees[int(prefix[1:])]
+            dense = np.ascontiguousarray(tree.stats[: tree.n_slots], dtype="<f8")
+            entries.append([f"{prefix}.stats", "<f8", list(dense.shape)])
+            out.append(dense.tobytes())
+            continue
+        entries.append([name, dtype, shape])
+        out.append(payload)
+    header["arrays"] = entries
+    return _pack(1, header, out)
+
+
+def _model_with_statistics() -> SGTClassifier:
+    """A model whose leaves hold merged split statistics: on pure noise a strict test never splits or
+    updates a leaf, so nothing resets them."""
+    rng = np.random.default_rng(3)
+    X = rng.random((600, 3))
+    model = SGTClassifier(delta=1e-12, grace_period=50, warm_up=50)
+    model.learn_many(X, rng.integers(0, 2, 600).tolist())
+    assert model._trees[0].stats[: model._trees[0].n_slots].any()
+    return model
+
+
+def test_format_1_with_dense_statistics_is_still_read() -> None:
+    model = _model_with_statistics()
+    assert sgt.load(_format_1(model)).to_bytes() == model.to_bytes()
+
+
+def test_sparse_statistics_keep_negative_zero_bits() -> None:
+    model = _model_with_statistics()
+    tree = model._trees[0]
+    tree.stats[0, 0, 3] = -0.0  # an empty row but for its sign bit
+    restored = sgt.load(model.to_bytes())
+    assert np.signbit(restored._trees[0].stats[0, 0, 3])
+    assert restored.to_bytes() == model.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda index: index.__setitem__(0, -1),
+        lambda index: index.__setitem__(-1, 10**9),
+        lambda index: index.__setitem__(slice(None), index[::-1].copy()),
+    ],
+    ids=["negative", "past-the-end", "out-of-order"],
+)
+def test_a_forged_sparse_statistics_index_is_refused(edit: Any) -> None:
+    blob = _forge(_model_with_statistics().to_bytes(), "t0.stats_index", edit)
+    with pytest.raises(SerializationError, match="sparse statistics"):
+        sgt.load(blob)
