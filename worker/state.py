@@ -368,8 +368,9 @@ class PartitionState:
     def to_bytes(self) -> bytes:
         """Header (JSON) and the model's bytes, zlib-compressed; restored exactly by :meth:`from_bytes`.
 
-        Most bins of a leaf's split statistics are empty, so level-1 compression shrinks a grown
-        model about twentyfold in milliseconds, which keeps checkpoint writes (and their fsync) short.
+        sgt already leaves out the empty bins of the split statistics; level-1 compression shrinks
+        the rest about fivefold (1.9 MB to 0.36 MB for a 1,089-node model) in about 10 ms, which keeps
+        checkpoint files and their fsync small.
         """
         header = {
             "format": STATE_FORMAT,
