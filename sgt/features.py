@@ -195,7 +195,7 @@ class FeatureSpace:
                     codes[j] = 1 if number <= lo else bins
                 else:
                     z = (number - lo) / width * bins
-                    codes[j] = 1 if z < 0.0 else bins if z >= last else 1 + int(z)
+                    codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
         return codes
 
     def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
@@ -353,7 +353,7 @@ class FeatureSpace:
         if width == 0.0:
             return 1 if x <= state.lo else self.bins
         z = (x - state.lo) / width * self.bins
-        if z < 0.0:
+        if not z >= 0.0:  # below the range, or nan when hi - lo overflowed: the first bin, as in batches
             return 1
         if z >= self.bins - 1:
             return self.bins
@@ -383,12 +383,15 @@ class FeatureSpace:
 
     def _bin_column(self, state: _Numeric, column: np.ndarray) -> np.ndarray:
         width = state.hi - state.lo
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             if width == 0.0:
                 codes = np.where(column <= state.lo, 1, self.bins)
             else:
                 z = (column - state.lo) / width * self.bins
-                codes = 1 + np.clip(np.floor(np.nan_to_num(z, nan=0.0)), 0, self.bins - 1)
+                # what nan_to_num(z, nan=0.0) did, in one pass: ±inf need no mapping, as clip sends
+                # them to the end bins exactly as it sent the float extremes they were mapped to
+                z[np.isnan(z)] = 0.0
+                codes = 1 + np.clip(np.floor(z), 0, self.bins - 1)
         codes = codes.astype(CODE_DTYPE)
         codes[np.isnan(column)] = MISSING
         return codes

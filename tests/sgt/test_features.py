@@ -342,3 +342,19 @@ def test_ties_between_identical_features_go_to_the_earlier_feature() -> None:
     model.learn_many(twins, y)
     used = {n["feature"] for n in iter_nodes(model.to_dict()["trees"][0]) if not n["leaf"]}
     assert used == {"x1"}
+
+
+def test_a_range_too_wide_for_a_double_codes_alike_on_every_path() -> None:
+    """hi - lo overflows to inf here, so (x - lo) / width can be inf / inf = nan for a finite x: the
+    batch coding must give such a value the first bin, as the one-record coding does."""
+    from sgt.features import FeatureSpace
+
+    warm = [-1.7e308, 1.7e308]
+    values = [1.7e308, -1.7e308, 0.0, 1e308, math.inf, -math.inf, math.nan, 5.0]
+    one, batch = FeatureSpace(8, 2), FeatureSpace(8, 2)
+    for v in warm:
+        one.encode_one({"a": v}, learn=True)
+    batch.encode_rows([{"a": v} for v in warm], np.ones(2, dtype=bool))
+    expected = [one.encode_one({"a": v}, learn=False) for v in values]
+    got = batch.encode_rows([{"a": v} for v in values], np.zeros(len(values), dtype=bool)).tolist()
+    assert got == expected
