@@ -43,6 +43,10 @@ PAPER_DEFAULTS = {
 DEFAULTS = {"delta": 1e-3, "grace_period": 100, "lambda_": 0.1, "gamma": 0.1, "bins": 64, "warm_up": 1000}
 
 
+# batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
+ROW_BY_ROW_MAX = 16
+
+
 class BaseSGT:
     """Base class of the SGT estimators; not used directly."""
 
@@ -305,6 +309,9 @@ class BaseSGT:
         capacity = len(self._trees) + len(target_events)
         raw = np.zeros((n, capacity))
         outputs_at = np.zeros(n, dtype=np.intp)
+        if n <= ROW_BY_ROW_MAX:
+            self._run_rows(codes, targets, learn, raw, outputs_at)
+            return raw, outputs_at
         routes = [tree.route(codes) for tree in self._trees]
         start = 0
         while start < n:
@@ -343,6 +350,26 @@ class BaseSGT:
             if k < rows.size:
                 end = int(rows[k])
         return end
+
+    def _run_rows(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        raw: np.ndarray,
+        outputs_at: np.ndarray,
+    ) -> None:
+        """A few rows: each one as the chunked path treats an event row, i.e. as the one-record path.
+
+        The chunked path's numpy passes cost a fixed ~0.5 ms a call, which dominates for a handful of
+        rows (a streaming worker's batch at a low rate); one row at a time on the trees' list mirrors
+        is about nine times faster for three rows. Same arithmetic, so the same bits either way.
+        """
+        for i, row in enumerate(codes.tolist()):
+            raw[i, : len(self._trees)] = self._raw_one([tree.route_one(row)[0] for tree in self._trees])
+            outputs_at[i] = self._n_outputs()
+            if learn[i]:
+                self._learn_codes(row, targets[i])
 
     def _run_plain(
         self,
