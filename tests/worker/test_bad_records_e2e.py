@@ -16,31 +16,22 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-import pytest
 from kafka_util import produce_records, read_all
-from worker_util import (
-    WorkerProcess,
+from worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     samples,
+    start_worker_fixture,  # noqa: F401
     value,
     wait_for,
     worker_args,
-    worker_processes,
 )
 
 from worker.embedded_broker import create_topics, free_port
-
-
-@pytest.fixture
-def start_worker() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
-    with worker_processes() as start:
-        yield start
-
 
 PARTITIONS = 2
 GOOD_PER_PARTITION = 300

@@ -16,7 +16,7 @@ import signal
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +24,17 @@ import numpy as np
 import orjson
 import pytest
 from kafka_util import produce_records, read_all
-from worker_util import (
-    WorkerProcess,
+from worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     offline_classification,
+    start_worker_fixture,  # noqa: F401
     wait_for,
     worker_args,
-    worker_processes,
 )
 
 from worker.checkpoint import checkpoint_path, previous_path, read_file
 from worker.embedded_broker import create_topics
-
-
-@pytest.fixture
-def start_worker() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
-    with worker_processes() as start:
-        yield start
-
 
 PARTITIONS = 4
 N = 4000

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 
 from sgt.evaluation import Prequential
 from worker.checkpoint import read_newest
@@ -176,3 +177,14 @@ def worker_processes() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
         for process in started:
             if process.proc.poll() is None:
                 process.stop(signal.SIGKILL, timeout=10)
+
+
+@pytest.fixture(name="start_worker")
+def start_worker_fixture() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
+    """The ``start_worker`` fixture: import it into a test module to use it there.
+
+    (A conftest.py in tests/worker would clash with tests/deploy/conftest.py, as the test folders are
+    not packages.)
+    """
+    with worker_processes() as start:
+        yield start
