@@ -64,19 +64,18 @@ class Prequential:
         self._sum_sq = 0.0  # regression: sum of (y - y_pred)^2 in record order
         self._n_log = 0  # classification records that came with p_true
         self._sum_log = 0.0  # sum of -log(clip(p_true)) in record order
-        self._ring: list[float] = []  # per-record errors (0/1 or |y - y_pred|) of the last `window` records
-        self._head = 0  # index of the oldest entry once the ring is full
+        self._recent: list[float] = []  # per-record errors (0/1 or |y - y_pred|), last `window`, oldest first
 
     # -- recording ---------------------------------------------------------------------------------
 
     def update(self, y_true: Any, y_pred: Any, p_true: float | None = None) -> None:
         """Score one record: ``y_pred`` was predicted for it before the model learned ``y_true``."""
-        self._record(*self._score(y_true, y_pred, p_true))
+        self.update_many([y_true], [y_pred], None if p_true is None else [p_true])
 
     def update_many(
         self, y_true: Sequence[Any], y_pred: Sequence[Any], p_true: Sequence[float | None] | None = None
     ) -> None:
-        """Score a batch of records in order; bit for bit the same state as a loop of :meth:`update`.
+        """Score a batch of records in order; bit for bit the same state however a stream is batched.
 
         The batch is validated as a whole first, so a bad record leaves the metrics untouched.
         """
@@ -92,7 +91,7 @@ class Prequential:
         errors = [err for err, _ in scored]
         self._n += len(errors)
         if self._task == "regression":
-            for err in errors:  # one record at a time, in record order, as update() adds them
+            for err in errors:  # one record at a time, in record order, so batching cannot matter
                 self._sum_abs += err
                 self._sum_sq += err * err
         else:
@@ -108,28 +107,14 @@ class Prequential:
     ) -> list[tuple[int, float | None]]:
         """:meth:`_score` of a classification batch, with the same checks and arithmetic per record."""
         errors = [0 if yp == y else 1 for y, yp in zip(ys, preds, strict=True)]
-        losses: list[float | None] = []
-        for p in probs:
-            if p is None:
-                losses.append(None)
-                continue
-            p = float(p)
-            if math.isnan(p):
-                raise ValueError("p_true must be a probability, got nan")
-            losses.append(-math.log(min(max(p, _P_MIN), 1.0)))
+        losses = [None if p is None else _log_loss(p) for p in probs]
         return list(zip(errors, losses, strict=True))
 
     def _push_window(self, errors: list[Any]) -> None:
-        """Add errors to the recent window, oldest first, as a loop of :meth:`_record` would."""
-        room = self._window - len(self._ring)
-        if room > 0:
-            self._ring.extend(errors[:room])
-            errors = errors[room:]
-        if not errors:
-            return
-        ordered = self._ring[self._head :] + self._ring[: self._head] + errors
-        self._ring = ordered[-self._window :]
-        self._head = 0
+        """Add errors to the recent window, oldest first, dropping the oldest beyond ``window``."""
+        self._recent.extend(errors)
+        if len(self._recent) > self._window:
+            del self._recent[: len(self._recent) - self._window]
 
     def update_proba_many(self, y_true: Sequence[Any], proba: Any, classes: Sequence[Any]) -> None:
         """Score a batch of classifier probability rows, e.g. from ``predict_learn_many``.
@@ -175,28 +160,7 @@ class Prequential:
                 raise ValueError(f"the error |y_true - y_pred| overflows: y_true={y!r}, y_pred={yp!r}")
             return err, None
         err = 0 if y_pred == y_true else 1
-        if p_true is None:
-            return err, None
-        p = float(p_true)
-        if math.isnan(p):
-            raise ValueError("p_true must be a probability, got nan")
-        return err, -math.log(min(max(p, _P_MIN), 1.0))
-
-    def _record(self, err: float, loss: float | None) -> None:
-        self._n += 1
-        if self._task == "regression":
-            self._sum_abs += err
-            self._sum_sq += err * err
-        else:
-            self._n_wrong += err
-        if loss is not None:
-            self._n_log += 1
-            self._sum_log += loss
-        if len(self._ring) < self._window:
-            self._ring.append(err)
-        else:
-            self._ring[self._head] = err
-            self._head = (self._head + 1) % self._window
+        return err, None if p_true is None else _log_loss(p_true)
 
     # -- metrics ---------------------------------------------------------------------------------------
 
@@ -223,11 +187,11 @@ class Prequential:
     @property
     def recent_error(self) -> float:
         """``error`` over the last ``window`` records; nan when no record was scored."""
-        if not self._ring:
+        if not self._recent:
             return math.nan
         if self._task == "classification":
-            return sum(self._ring) / len(self._ring)
-        return math.fsum(self._ring) / len(self._ring)
+            return sum(self._recent) / len(self._recent)
+        return math.fsum(self._recent) / len(self._recent)
 
     @property
     def error_rate(self) -> float:
@@ -285,7 +249,7 @@ class Prequential:
             "sum_sq": self._sum_sq,
             "n_log": self._n_log,
             "sum_log": self._sum_log,
-            "recent": self._ring[self._head :] + self._ring[: self._head],
+            "recent": list(self._recent),
         }
 
     @classmethod
@@ -308,11 +272,19 @@ class Prequential:
         recent = _window_entries(d["recent"], m.task, min(n, m.window))
         m._n, m._n_wrong, m._n_log = n, n_wrong, n_log
         m._sum_abs, m._sum_sq, m._sum_log = sum_abs, sum_sq, sum_log
-        m._ring = recent
+        m._recent = recent
         return m
 
     def __repr__(self) -> str:
         return f"Prequential({self._task!r}, window={self._window}, n={self._n}, error={self.error:.6g})"
+
+
+def _log_loss(p_true: Any) -> float:
+    """``-log`` of the true class's probability, clipped to ``[1e-15, 1]``; nan is refused."""
+    p = float(p_true)
+    if math.isnan(p):
+        raise ValueError("p_true must be a probability, got nan")
+    return -math.log(min(max(p, _P_MIN), 1.0))
 
 
 def _finite(value: Any, name: str) -> float:
