@@ -8,10 +8,12 @@ Run from the repository root::
 (a) throughput: ONE ``sgt-worker run`` process (found next to the interpreter, as the console
     script) against 4 partitions of 10 numeric features with inline labels, all input produced
     before it starts, in ``--repeat`` rounds (3 by default; medians reported, as the shared VM is
-    noisy); records/s from process start to the last prediction read back, side by side with a bare
-    consume -> produce pass-through process (no model, no decoding, the worker's client settings),
-    measured in the same run, each process on a fresh broker. Steady rates (first to last output)
-    are shown too, because a group join on Tansu costs about half the session timeout.
+    noisy); records/s from process start to the last output's own timestamp (when the process
+    handed it to its producer; outputs are read back once the process is done, so that no reader
+    loads the broker during the run), side by side with a bare consume -> produce pass-through
+    process (no model, no decoding, the worker's client settings), measured in the same run, each
+    process on a fresh broker. Steady rates (first to last output) are shown too, because a group
+    join on Tansu costs about half the session timeout.
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The issue's measure, record timestamp to the prediction
@@ -85,6 +87,11 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     "partition.assignment.strategy": "range",
     "isolation.level": "read_committed",
     "fetch.wait.max.ms": 10,
+    # Not a worker setting. When a partition's prefetch queue is over librdkafka's thresholds, its next
+    # fetch waits this long (default 1,000 ms). The pass-through drains its queue in a fraction of that
+    # and then sat idle: ~0.9 s stalls in 5 of 6 runs with the default, none in 6 with 10 ms. The
+    # worker drains its queue more slowly and measured the same either way (BENCHMARKS.md 6.1).
+    "fetch.queue.backoff.ms": 10,
 }
 PRODUCER_SETTINGS: dict[str, Any] = {
     "enable.idempotence": True,
@@ -307,8 +314,6 @@ class Reader:
     keep_values: bool = False
     stop_after: int | None = None
     count: int = 0
-    first: float | None = None  # monotonic
-    last: float | None = None  # monotonic
     # (arrival, the record's own timestamp, value); arrival in time.time() seconds, the timestamp in
     # ms as the producer set it when handed the record (CreateTime)
     received: list[tuple[float, int, bytes]] = field(default_factory=list)
@@ -337,13 +342,10 @@ class Reader:
                 batch = consumer.consume(10_000, READER_WAIT_S)
                 if not batch:
                     continue
-                now, wall = time.monotonic(), time.time()
+                wall = time.time()
                 good = [m for m in batch if m.error() is None]
                 if not good:
                     continue
-                if self.first is None:
-                    self.first = now
-                self.last = now
                 if self.keep_values:
                     self.received.extend((wall, m.timestamp()[1], m.value()) for m in good)
                 self.count += len(good)
@@ -487,28 +489,32 @@ class Bench:
         kinds = ("features", "predictions", "dead", *(("labels",) if separate_labels else ()))
         topics = self.topics(4, *kinds)
         produce_rate = self.produce_up_front(topics["features"], records, labels_topic=topics.get("labels"))
-        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 4).start()
-        started = time.monotonic()
+        started = time.time()  # wall clock, as the outputs' own timestamps
         process, port = self.start(kind, topics, records, profile)
         trained_at = None
         try:
-            reader.wait_for(records, process=process)
+            wait_delivered(process, port, records)
             if separate_labels and port:
                 trained_at = wait_trained(port, records, process)
             metrics = http_get(port, "/metrics")[1] if port else ""
         finally:
             code = stop(process)
-            reader.close()
-        assert reader.first is not None and reader.last is not None
-        total = reader.last - started
-        steady = reader.last - reader.first
+        # when each output was handed to the producer, read back once the process is done: a reader
+        # fetching during the run would load the broker that both processes share (see `latency`)
+        created = [
+            ms / 1000.0
+            for _, ms, _ in read_back(self.broker.bootstrap_servers, topics["predictions"], 4, records)
+        ]
+        first, last = min(created), max(created)
+        total = last - started
+        steady = last - first
         return {
             "kind": kind + ("+labels" if separate_labels else ""),
             "records": records,
             "produce_rate": produce_rate,
             "seconds_to_last": total,
             "rate_total": records / total,
-            "seconds_to_first": reader.first - started,
+            "seconds_to_first": first - started,
             "rate_steady": records / steady if steady > 0 else float("inf"),
             "seconds_to_all_trained": None if trained_at is None else trained_at - started,
             "exit_code": code,
@@ -652,7 +658,7 @@ class Bench:
 
 
 def wait_trained(port: int, records: int, process: subprocess.Popen[bytes]) -> float:
-    """Monotonic time at which the worker's ``sgt_trained_total`` (all partitions) reached ``records``."""
+    """Wall time at which the worker's ``sgt_trained_total`` (all partitions) reached ``records``."""
     deadline = time.monotonic() + WAIT_LIMIT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -662,7 +668,7 @@ def wait_trained(port: int, records: int, process: subprocess.Popen[bytes]) -> f
             float(line.split()[-1]) for line in text.splitlines() if line.startswith("sgt_trained_total{")
         )
         if trained >= records:
-            return time.monotonic()
+            return time.time()
         time.sleep(0.02)
     raise RuntimeError("the worker did not train on every record in time")
 
