@@ -316,19 +316,23 @@ class PartitionState:
             entry.row = None
         self._score(run, out)
         labels, published = out.labels, run.published
-        extras: Iterable[dict[str, Any]] = repeat({})
+        dumps, partition = orjson.dumps, self.partition
+        proba: Iterable[dict[str, float] | None] = repeat(None)
         if out.classification:
             names, rows = out.names, out.rows
-            extras = [{"proba": dict(zip(names, rows[row], strict=True))} for row, _, _ in published]
-        dumps, partition = orjson.dumps, self.partition
+            proba = [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+        # b"%b" % copies each document into an object of its own size: a bytes object that orjson
+        # returns is allocated with room to spare, and keeping thousands of them alive until they are
+        # produced cost about 2.5 us each, against 0.2 us for the copy (measured, 2,000 per run)
         result.predictions = [
             Output(
                 record.key,
-                dumps(
+                b"%b"
+                % dumps(
                     {
                         "id": feat.id,
                         "prediction": labels[row],
-                        **extra,
+                        **({"proba": p} if p is not None else {}),
                         "partition": partition,
                         "offset": record.offset,
                         "model_version": learned_before[row],
@@ -337,7 +341,7 @@ class PartitionState:
                 ),
                 feat.ts,
             )
-            for (row, feat, record), extra in zip(published, extras)
+            for (row, feat, record), p in zip(published, proba)
         ]
         result.trained = learned_before[-1] - self.trained
         self.trained = learned_before[-1]
