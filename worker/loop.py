@@ -374,6 +374,7 @@ class Worker:
     def _ingest(self, messages: list[Message]) -> None:
         """Decode fetched records and queue them for the merge, per partition and topic."""
         features_topic = self.settings.features_topic
+        new = tuple.__new__
         batches: dict[tuple[int, int], list[Entry]] = {}
         for msg in messages:
             error = msg.error()
@@ -388,7 +389,8 @@ class Worker:
                 continue
             owned.fetched[rank] = offset + 1
             kind, millis = msg.timestamp()
-            record = Record(offset, millis / 1000.0 if kind else 0.0, msg.key(), msg.value())
+            # tuple.__new__: Record(...) without the NamedTuple's Python-level __new__ (once per record)
+            record = new(Record, (offset, millis / 1000.0 if kind else 0.0, msg.key(), msg.value()))
             payload = owned.state.decode(rank, record)
             batch = batches.get((p, rank))
             if batch is None:

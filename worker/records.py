@@ -179,7 +179,8 @@ def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: 
     ts = doc.get("ts")
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
-    return Feature(rid, x, y, ts)  # type: ignore[arg-type]
+    # tuple.__new__ builds the same Feature as Feature(...) without the NamedTuple's Python-level __new__
+    return tuple.__new__(Feature, (rid, x, y, ts))  # type: ignore[return-value]
 
 
 def decode_label(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> LabelRecord | Invalid:

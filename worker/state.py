@@ -321,27 +321,26 @@ class PartitionState:
         if out.classification:
             names, rows = out.names, out.rows
             proba = [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+        docs = [
+            {
+                "id": feat.id,
+                "prediction": labels[row],
+                **({"proba": p} if p is not None else {}),
+                "partition": partition,
+                "offset": record.offset,
+                "model_version": learned_before[row],
+                "ts": now,
+            }
+            for (row, feat, record), p in zip(published, proba)
+        ]
         # b"%b" % copies each document into an object of its own size: a bytes object that orjson
         # returns is allocated with room to spare, and keeping thousands of them alive until they are
         # produced cost about 2.5 us each, against 0.2 us for the copy (measured, 2,000 per run)
+        values = [b"%b" % dumps(doc) for doc in docs]
+        new = tuple.__new__  # builds Output(...) without the NamedTuple's Python-level __new__
         result.predictions = [
-            Output(
-                record.key,
-                b"%b"
-                % dumps(
-                    {
-                        "id": feat.id,
-                        "prediction": labels[row],
-                        **({"proba": p} if p is not None else {}),
-                        "partition": partition,
-                        "offset": record.offset,
-                        "model_version": learned_before[row],
-                        "ts": now,
-                    }
-                ),
-                feat.ts,
-            )
-            for (row, feat, record), p in zip(published, proba)
+            new(Output, (record.key, value, feat.ts, None))
+            for (_, feat, record), value in zip(published, values, strict=True)
         ]
         result.trained = learned_before[-1] - self.trained
         self.trained = learned_before[-1]
