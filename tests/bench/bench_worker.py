@@ -59,6 +59,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.worker.worker_util import topic_args
 from worker.embedded_broker import TansuBroker, create_topics, free_port, start_tansu
 from worker.produce import produce_stream
 from worker.streams import RotatingHyperplane
@@ -137,22 +138,12 @@ class ClientTuning:
 def worker_args(
     bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int, timing: ClientTuning
 ) -> list[str]:
+    """``sgt-worker run`` with the tests' topic flags, a known metrics port and the bench's timing."""
     return [
         "run",
-        "--bootstrap-servers",
-        bootstrap,
-        "--group-id",
-        group,
-        "--features-topic",
-        topics["features"],
-        "--predictions-topic",
-        topics["predictions"],
-        "--dead-letter-topic",
-        topics["dead"],
+        *topic_args(bootstrap, group, topics, checkpoints),
         "--task",
         "classification",
-        "--checkpoint-dir",
-        str(checkpoints),
         "--metrics-host",
         "127.0.0.1",
         "--metrics-port",
@@ -165,7 +156,6 @@ def worker_args(
         str(timing.linger_ms),
         "--log-level",
         "info",
-        *(["--labels-topic", topics["labels"]] if "labels" in topics else []),
     ]
 
 

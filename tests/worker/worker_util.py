@@ -28,7 +28,8 @@ from worker.state import split_state
 FAST = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "1000", "--fetch-wait-max-ms", "10"]
 
 
-def worker_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path, *extra: str) -> list[str]:
+def topic_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path) -> list[str]:
+    """The ``sgt-worker run`` flags naming the broker, group, topics and checkpoint directory."""
     args = [
         "--bootstrap-servers",
         bootstrap,
@@ -42,15 +43,23 @@ def worker_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path, 
         topics["dead"],
         "--checkpoint-dir",
         str(ckpt),
+    ]
+    if "labels" in topics:
+        args += ["--labels-topic", topics["labels"]]
+    return args
+
+
+def worker_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path, *extra: str) -> list[str]:
+    """The tests' flags: `topic_args`, an ephemeral metrics port, debug logs and fast group timing."""
+    return [
+        *topic_args(bootstrap, group, topics, ckpt),
         "--metrics-port",
         "0",
         "--log-level",
         "debug",
         *FAST,
+        *extra,
     ]
-    if "labels" in topics:
-        args += ["--labels-topic", topics["labels"]]
-    return [*args, *extra]
 
 
 class WorkerProcess:
