@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -139,6 +139,44 @@ class _Predictions:
 
     def pairs(self, row: int) -> list[tuple[Any, float]] | None:
         return list(zip(self.classes, self.rows[row], strict=True)) if self.classification else None
+
+
+def _documents(
+    published: list[tuple[int, Feature, Record]],
+    labels: list[Any],
+    probas: list[dict[str, float]] | None,
+    model_versions: list[int],
+    partition: int,
+    now: float,
+) -> list[dict[str, Any]]:
+    """The prediction documents of a run, with the class probabilities when there are any.
+
+    Two literals rather than one with an optional key: this runs once per record.
+    """
+    if probas is None:
+        return [
+            {
+                "id": feat.id,
+                "prediction": labels[row],
+                "partition": partition,
+                "offset": record.offset,
+                "model_version": model_versions[row],
+                "ts": now,
+            }
+            for row, feat, record in published
+        ]
+    return [
+        {
+            "id": feat.id,
+            "prediction": labels[row],
+            "proba": proba,
+            "partition": partition,
+            "offset": record.offset,
+            "model_version": model_versions[row],
+            "ts": now,
+        }
+        for (row, feat, record), proba in zip(published, probas, strict=True)
+    ]
 
 
 class PartitionState:
@@ -316,23 +354,12 @@ class PartitionState:
             entry.row = None
         self._score(run, out)
         labels, published = out.labels, run.published
-        dumps, partition = orjson.dumps, self.partition
-        proba: Iterable[dict[str, float] | None] = repeat(None)
+        probas = None
         if out.classification:
             names, rows = out.names, out.rows
-            proba = [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
-        docs = [
-            {
-                "id": feat.id,
-                "prediction": labels[row],
-                **({"proba": p} if p is not None else {}),
-                "partition": partition,
-                "offset": record.offset,
-                "model_version": learned_before[row],
-                "ts": now,
-            }
-            for (row, feat, record), p in zip(published, proba)
-        ]
+            probas = [dict(zip(names, rows[row])) for row, _, _ in published]
+        docs = _documents(published, labels, probas, learned_before, self.partition, now)
+        dumps = orjson.dumps
         # b"%b" % copies each document into an object of its own size: a bytes object that orjson
         # returns is allocated with room to spare, and keeping thousands of them alive until they are
         # produced cost about 2.5 us each, against 0.2 us for the copy (measured, 2,000 per run)
