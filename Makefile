@@ -28,6 +28,8 @@ bench: venv
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m tests.bench
 
-# worker benchmarks over the embedded broker: throughput, latency, restore; about 3 minutes
+# worker benchmarks over the embedded broker: throughput, latency, restore (about 8 minutes), then
+# the worker's Kafka-free core beside the model alone (about 1 minute)
 bench-worker: venv
 	$(BIN)/python -m tests.bench.bench_worker
+	$(BIN)/python -m tests.bench.bench_worker_core
