@@ -151,7 +151,7 @@ def _documents(
 ) -> list[dict[str, Any]]:
     """The prediction documents of a run, with the class probabilities when there are any.
 
-    Two literals rather than one with an optional key: this runs once per record.
+    Two literals rather than one with an optional key, as the comprehension runs once per record.
     """
     if probas is None:
         return [
@@ -357,7 +357,7 @@ class PartitionState:
         probas = None
         if out.classification:
             names, rows = out.names, out.rows
-            probas = [dict(zip(names, rows[row])) for row, _, _ in published]
+            probas = [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
         dumps = orjson.dumps
         # b"%b" % copies each document into an object of its own size: a bytes object that orjson

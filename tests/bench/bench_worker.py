@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -404,7 +405,7 @@ def passthrough(
                 callback = None
                 if deliveries is not None:
                     created = message.timestamp()[1] / 1000.0
-                    callback = lambda e, m, c=created: note(e, m, c)  # noqa: E731 - one per record
+                    callback = functools.partial(note, created=created)
                 while True:
                     try:
                         producer.produce(
