@@ -815,6 +815,23 @@ def bench_session(keep: bool, timing: ClientTuning | None = None) -> Iterator[Be
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def machine_speed(records: int = 50_000) -> dict[str, float]:
+    """The worker's Kafka-free core and the model alone on ``records`` records, in records/s, printed.
+
+    This VM's speed drifts by a third within an hour, and the worker (Python) suffers more from a slow
+    period than the pass-through (C, mostly waiting): these two figures put each suite in context.
+    """
+    from tests.bench.bench_worker_core import measure
+
+    seconds = measure(records, 2000, 1)
+    speed = {name: records / times[0] for name, times in seconds.items()}
+    print(
+        f"machine speed: the worker's core {speed['core']:,.0f} records/s, the model alone "
+        f"{speed['model']:,.0f} records/s ({records:,} records; tests/bench/bench_worker_core.py)"
+    )
+    return speed
+
+
 def report_throughput(rows: list[dict[str, Any]]) -> None:
     print("\n(a) throughput, 4 partitions, 10 numeric features, input produced up front (inline labels")
     print("    unless +labels: then a labels topic, and 'trained' is when every record was learned)")
@@ -943,6 +960,7 @@ def main(argv: list[str] | None = None) -> int:
             return part(bench)
 
     if wanted & {"throughput", "passthrough"}:
+        results["machine_speed"] = machine_speed()
         kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
         results["throughput"] = [
             {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, args.profile))}

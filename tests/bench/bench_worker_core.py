@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Any
 
 import orjson
 
@@ -85,6 +84,18 @@ def model_alone(values: list[bytes], size: int) -> float:
     return time.perf_counter() - started
 
 
+def measure(records: int, run: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds of each round for ``core`` and ``model``, alternating, after the worker's own set-up."""
+    values = encoded_records(records)
+    _tune_gc()  # as the worker does before its loop
+    preload()
+    seconds: dict[str, list[float]] = {"core": [], "model": []}
+    for _ in range(rounds):  # alternate, so that the machine's drift hits both alike
+        seconds["core"].append(core(values, run))
+        seconds["model"].append(model_alone(values, run))
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.bench.bench_worker_core", description=__doc__.split("\n")[0]
@@ -93,26 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=int, default=2000, help="records per process() call (default 2,000)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    values = encoded_records(args.records)
-    _tune_gc()  # as the worker does before its loop
-    preload()
-    rows: dict[str, list[float]] = {"core": [], "model": []}
-    for _ in range(args.rounds):  # alternate, so that the machine's drift hits both alike
-        rows["core"].append(core(values, args.run))
-        rows["model"].append(model_alone(values, args.run))
-    report: dict[str, Any] = {}
+    seconds = measure(args.records, args.run, args.rounds)
+    rates: dict[str, float] = {}
     print(f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds")
     for name, label in (
         ("model", "sgt predict_learn_many alone"),
         ("core", "worker core (decode + process)"),
     ):
-        best, median = min(rows[name]), statistics.median(rows[name])
-        report[name] = args.records / median
+        best, median = min(seconds[name]), statistics.median(seconds[name])
+        rates[name] = args.records / median
         print(
             f"{label:<32} median {median:6.2f} s  {args.records / median:>9,.0f} records/s   "
             f"best {best:6.2f} s  {args.records / best:>9,.0f} records/s"
         )
-    print(f"the core's records/s are {report['core'] / report['model']:.0%} of the model's alone (medians)")
+    print(f"the core's records/s are {rates['core'] / rates['model']:.0%} of the model's alone (medians)")
     return 0
 
 
