@@ -60,10 +60,10 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.bench.bench_worker_core import measure, stream
 from tests.worker.worker_util import topic_args
 from worker.embedded_broker import TansuBroker, create_topics, free_port, start_tansu
 from worker.produce import produce_stream
-from worker.streams import RotatingHyperplane
 
 SESSION_TIMEOUT_MS = 6000  # the tests' fast group settings; a join on Tansu takes about half of it
 HEARTBEAT_MS = 1000
@@ -100,11 +100,6 @@ PRODUCER_SETTINGS: dict[str, Any] = {
     "acks": "all",
     "partitioner": "murmur2_random",
 }
-
-
-def stream() -> RotatingHyperplane:
-    """10 numeric features, gradual drift, binary labels (inline)."""
-    return RotatingHyperplane(seed=7, n_features=10)
 
 
 # --------------------------------------------------------------------------------- processes
@@ -188,18 +183,6 @@ def http_get(port: int, path: str) -> tuple[int, str]:
         return err.code, ""
     except OSError:
         return 0, ""
-
-
-def wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> float:
-    """Poll /readyz until the worker owns partitions; returns the monotonic time it answered 200."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"worker exited with {process.returncode} before it was ready")
-        if http_get(port, "/readyz")[0] == 200:
-            return time.monotonic()
-        time.sleep(0.01)
-    raise RuntimeError("worker not ready in time")
 
 
 def summarise(buckets: dict[str, float]) -> dict[str, float]:
@@ -821,8 +804,6 @@ def machine_speed(records: int = 50_000) -> dict[str, float]:
     This VM's speed drifts by a third within an hour, and the worker (Python) suffers more from a slow
     period than the pass-through (C, mostly waiting): these two figures put each suite in context.
     """
-    from tests.bench.bench_worker_core import measure
-
     seconds = measure(records, 2000, 1)
     speed = {name: records / times[0] for name, times in seconds.items()}
     print(

@@ -45,9 +45,14 @@ SETTINGS = load_settings(
 )
 
 
+def stream() -> RotatingHyperplane:
+    """The benchmarks' stream: 10 numeric features, gradual drift, binary labels (inline)."""
+    return RotatingHyperplane(seed=7, n_features=10)
+
+
 def encoded_records(n: int) -> list[bytes]:
-    """``n`` feature records as JSON, as ``sgt-worker produce`` writes them."""
-    rows = RotatingHyperplane(seed=7, n_features=10).take(n)
+    """``n`` feature records of `stream` as JSON, as ``sgt-worker produce`` writes them."""
+    rows = stream().take(n)
     return [feature_record(f"r-{i:06d}", x, y, 1.7e9 + i / 1000.0) for i, (x, y) in enumerate(rows)]
 
 
