@@ -24,7 +24,7 @@ Defects of the public implementations avoided here (see tests/sgt/test_split.py)
 >>> g = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
 >>> bins = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])  # code 0 is "missing"; bins 1..4
 >>> block = block_stats(bins, g, np.ones(10), 5)
->>> best = best_numeric(block[None], lambda_=0.1, gamma=1.0, n=10.0)[0]
+>>> best = best_numeric(block[None], lambda_=0.1, gamma=1.0, n=10.0)
 >>> best.threshold, round(best.mean, 10), round(best.variance, 10)
 (1, -0.2958677686, 0.0275482094)
 """
@@ -139,73 +139,133 @@ def null_candidate(total: np.ndarray, lambda_: float) -> Candidate:
     dominate on six numbers.
     """
     n, mg, mh, m2g, m2h, cgh = (float(v) for v in total)
-    denominator = mh + lambda_
-    delta = -mg / denominator if denominator > 0 else 0.0
-    d2 = delta * delta
-    mean = mg * delta + 0.5 * mh * d2
-    within = max(d2 * m2g + 0.25 * d2 * d2 * m2h + d2 * delta * cgh, 0.0)
+    delta, mean, within = _group_loss(mg, mh, m2g, m2h, cgh, lambda_)
     variance = within / (n - 1.0) if n > 1 else math.nan
     return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([delta]))
 
 
 def best_numeric(
     blocks: np.ndarray, lambda_: float, gamma: float, n: float, features: np.ndarray | None = None
-) -> list[Candidate | None]:
-    """The best threshold of each numeric feature, or None where no threshold splits the data.
+) -> Candidate | None:
+    """The best threshold of any numeric feature, or None where no threshold splits the data.
 
     `blocks` has shape [F, B + 1, 6]: column 0 holds instances whose value is missing, columns
-    1..B the equal-width bins. Threshold t sends bins 0..t left. Missing values join the side
-    with more instances (ties: left), as they will be routed after the split. Thresholds that
-    leave one side without a single known value are not candidates.
+    1..B the equal-width bins; `features` names the F features (default 0..F-1). Threshold t sends
+    bins 0..t left. Missing values join the side with more instances (ties: left), as they will be
+    routed after the split. Thresholds that leave one side without a single known value are not
+    candidates, nor are thresholds whose mean is not a number. Ties go to the earlier feature, then
+    the lower threshold.
 
-    Every threshold's mean loss change needs only counts and means, so all thresholds are scored
-    from those; the variance (second moments) is computed for each feature's best threshold only.
+    Bins are summed as power sums around the feature's mean g and h (`dev_g`, `dev_h`): sums add, so
+    cumulative sums give every threshold's left side at once, and centring keeps them free of any
+    common offset. Every threshold's mean loss change needs only counts and first-order sums, so
+    all F x (B - 1) thresholds are scored from those, on plain 2-d arrays (where numpy is fastest);
+    the second moments, and from them the variance, are summed for the winner only.
     """
-    n_features = blocks.shape[0]
-    centre_g = _weighted_mean(blocks, MG)
-    centre_h = _weighted_mean(blocks, MH)
-    sums = _power_sums(blocks, centre_g, centre_h)
-    cumulative = np.cumsum(sums[:, 1:, :], axis=1)
-    left = cumulative[:, :-1, :]
-    right = cumulative[:, -1:, :] - left
-    known_left, known_right = left[..., 0], right[..., 0]
-    missing = sums[:, None, 0, :]
+    count = blocks[..., N]
+    total = count.sum(axis=1)
+    safe_total = np.where(total > 0, total, 1.0)
+    centre_g = (count * blocks[..., MG]).sum(axis=1) / safe_total
+    centre_h = (count * blocks[..., MH]).sum(axis=1) / safe_total
+    dev_g = blocks[..., MG] - centre_g[:, None]
+    dev_h = blocks[..., MH] - centre_h[:, None]
+    first = (count, count * dev_g, count * dev_h)
+    cumulative = [np.cumsum(column[:, 1:], axis=1) for column in first]
+    left = [c[:, :-1] for c in cumulative]
+    right = [c[:, -1:] - side for c, side in zip(cumulative, left)]
+    known_left, known_right = left[0], right[0]
     missing_left = known_left >= known_right
-    left = left + np.where(missing_left[..., None], missing, 0.0)
-    right = right + np.where(missing_left[..., None], 0.0, missing)
-    sides = np.stack([left[..., :3], right[..., :3]], axis=-2)  # [F, T, 2, (n, Sg, Sh)]
-    counts = sides[..., 0]
-    safe = np.where(counts > 0, counts, 1.0)
-    first = np.empty((*counts.shape, 6))
-    first[..., N] = counts
-    first[..., MG] = centre_g[:, None, None] + sides[..., 1] / safe
-    first[..., MH] = centre_h[:, None, None] + sides[..., 2] / safe
-    delta = newton_step(first, lambda_)
-    mu = first[..., MG] * delta + 0.5 * first[..., MH] * delta * delta
-    mean = (counts * mu).sum(axis=-1) / np.where(counts.sum(axis=-1) > 0, counts.sum(axis=-1), 1.0)
-    mean = np.where((known_left > 0) & (known_right > 0), mean + gamma * 2.0 / n, np.inf)
-    best = np.argmin(mean, axis=1)
-    rows = np.arange(n_features)
-    chosen = np.stack([left[rows, best], right[rows, best]], axis=1)  # [F, 2, 6] power sums
-    children = _from_power_sums(chosen, centre_g, centre_h)
-    _, variance, _ = pooled(children, lambda_)
-    out: list[Candidate | None] = []
-    for f in range(n_features):
-        t = int(best[f])
-        if not np.isfinite(mean[f, t]):
-            out.append(None)
-            continue
-        out.append(
-            Candidate(
-                feature=int(features[f]) if features is not None else f,
-                mean=float(mean[f, t]),
-                variance=float(variance[f]),
-                deltas=delta[f, t].copy(),
-                threshold=t,
-                missing_child=0 if missing_left[f, t] else 1,
-            )
-        )
-    return out
+    left = [side + np.where(missing_left, column[:, :1], 0.0) for side, column in zip(left, first)]
+    right = [side + np.where(missing_left, 0.0, column[:, :1]) for side, column in zip(right, first)]
+    (mu_left, delta_left), (mu_right, delta_right) = (
+        _side_loss(side, centre_g, centre_h, lambda_) for side in (left, right)
+    )
+    counts = left[0] + right[0]
+    mean = (left[0] * mu_left + right[0] * mu_right) / np.where(counts > 0, counts, 1.0)
+    usable = (known_left > 0) & (known_right > 0) & ~np.isnan(mean)
+    mean = np.where(usable, mean + gamma * 2.0 / n, np.inf)
+    f, t = divmod(int(np.argmin(mean)), mean.shape[1])
+    if not np.isfinite(mean[f, t]):
+        return None
+    # the winner's second-order power sums (g g, h h, g h), cumulated as the first-order ones were
+    row_n, row_g, row_h = count[f], dev_g[f], dev_h[f]
+    second = np.stack(
+        [
+            blocks[f, :, M2G] + row_n * row_g * row_g,
+            blocks[f, :, M2H] + row_n * row_h * row_h,
+            blocks[f, :, CGH] + row_n * row_g * row_h,
+        ],
+        axis=1,
+    )
+    second_cumulative = np.cumsum(second[1:], axis=0)
+    to_left = bool(missing_left[f, t])
+    second_left = second_cumulative[t] + np.where(to_left, second[0], 0.0)
+    second_right = second_cumulative[-1] - second_cumulative[t] + np.where(to_left, 0.0, second[0])
+    variance = _split_variance(
+        [float(side[f, t]) for side in left] + second_left.tolist(),
+        [float(side[f, t]) for side in right] + second_right.tolist(),
+        float(centre_g[f]),
+        float(centre_h[f]),
+        lambda_,
+    )
+    return Candidate(
+        feature=int(features[f]) if features is not None else f,
+        mean=float(mean[f, t]),
+        variance=variance,
+        deltas=np.array([delta_left[f, t], delta_right[f, t]]),
+        threshold=t,
+        missing_child=0 if to_left else 1,
+    )
+
+
+def _side_loss(
+    side: list[np.ndarray], centre_g: np.ndarray, centre_h: np.ndarray, lambda_: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean loss change per instance and Newton step of one side of every threshold.
+
+    `side` holds the side's count and power sums of g and h around the centres, each [F, T]. The
+    formulas of `newton_step` and `loss_change`'s mean, on plain 2-d arrays.
+    """
+    count, sum_g, sum_h = side
+    safe = np.where(count > 0, count, 1.0)
+    mean_g = centre_g[:, None] + sum_g / safe
+    mean_h = centre_h[:, None] + sum_h / safe
+    denominator = mean_h + lambda_
+    delta = np.divide(-mean_g, denominator, out=np.zeros_like(mean_g), where=denominator > 0)
+    return mean_g * delta + 0.5 * mean_h * delta * delta, delta
+
+
+def _split_variance(
+    left: list[float], right: list[float], centre_g: float, centre_h: float, lambda_: float
+) -> float:
+    """`pooled`'s variance of the two children of a numeric split, in scalars (two children are too
+    few for numpy to pay). Each side is (n, Sg, Sh, Sgg, Shh, Sgh), power sums around the centres;
+    both sides hold at least one instance."""
+    groups = []
+    for n, sg, sh, sgg, shh, sgh in (left, right):
+        eg, eh = sg / n, sh / n
+        moments = (max(sgg - n * eg * eg, 0.0), max(shh - n * eh * eh, 0.0), sgh - n * eg * eh)
+        _, mu, within = _group_loss(centre_g + eg, centre_h + eh, *moments, lambda_)
+        groups.append((n, mu, within))
+    (n_left, mu_left, within_left), (n_right, mu_right, within_right) = groups
+    total = n_left + n_right
+    combined = (n_left * mu_left + n_right * mu_right) / total
+    spread = n_left * ((mu_left - combined) * (mu_left - combined)) + n_right * (
+        (mu_right - combined) * (mu_right - combined)
+    )
+    return (within_left + within_right + spread) / (total - 1.0)
+
+
+def _group_loss(
+    mg: float, mh: float, m2g: float, m2h: float, cgh: float, lambda_: float
+) -> tuple[float, float, float]:
+    """One group's delta, mean loss change and its within-group sum of squares, in scalars: the
+    formulas of `newton_step` and `loss_change`."""
+    denominator = mh + lambda_
+    delta = -mg / denominator if denominator > 0 else 0.0
+    d2 = delta * delta
+    mu = mg * delta + 0.5 * mh * d2
+    return delta, mu, max(d2 * m2g + 0.25 * d2 * d2 * m2h + d2 * delta * cgh, 0.0)
 
 
 def best_nominal(block: np.ndarray, lambda_: float, gamma: float, n: float, feature: int) -> Candidate | None:
@@ -232,46 +292,3 @@ def best_nominal(block: np.ndarray, lambda_: float, gamma: float, n: float, feat
         categories=categories.astype(np.int64),
         missing_child=missing_child,
     )
-
-
-def _weighted_mean(blocks: np.ndarray, column: int) -> np.ndarray:
-    """Per feature, the mean of a column over all its bins (the leaf's mean g or h)."""
-    n = blocks[..., N].sum(axis=1)
-    return (blocks[..., N] * blocks[..., column]).sum(axis=1) / np.where(n > 0, n, 1.0)
-
-
-def _power_sums(stats: np.ndarray, cg: np.ndarray, ch: np.ndarray) -> np.ndarray:
-    """Convert statistics to power sums around (cg, ch) per feature: n, Sg, Sh, Sgg, Shh, Sgh.
-
-    Power sums add, so cumulative sums over bins give every threshold's left side at once;
-    centring on the leaf's mean keeps them free of any common offset.
-    """
-    cg = cg[:, None]
-    ch = ch[:, None]
-    n = stats[..., N]
-    eg = stats[..., MG] - cg
-    eh = stats[..., MH] - ch
-    out = np.empty_like(stats)
-    out[..., 0] = n
-    out[..., 1] = n * eg
-    out[..., 2] = n * eh
-    out[..., 3] = stats[..., M2G] + n * eg * eg
-    out[..., 4] = stats[..., M2H] + n * eh * eh
-    out[..., 5] = stats[..., CGH] + n * eg * eh
-    return out
-
-
-def _from_power_sums(sums: np.ndarray, cg: np.ndarray, ch: np.ndarray) -> np.ndarray:
-    """Inverse of `_power_sums` for arrays shaped [F, k, 6]."""
-    n = sums[..., 0]
-    safe = np.where(n > 0, n, 1.0)
-    eg = sums[..., 1] / safe
-    eh = sums[..., 2] / safe
-    out = np.empty_like(sums)
-    out[..., N] = n
-    out[..., MG] = cg[:, None] + eg
-    out[..., MH] = ch[:, None] + eh
-    out[..., M2G] = np.maximum(sums[..., 3] - n * eg * eg, 0.0)
-    out[..., M2H] = np.maximum(sums[..., 4] - n * eh * eh, 0.0)
-    out[..., CGH] = sums[..., 5] - n * eg * eh
-    return out

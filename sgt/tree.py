@@ -350,11 +350,14 @@ class Tree:
         if params.max_depth is not None and self.depth[node] >= params.max_depth:
             return best
         n = float(self.total[slot, N])
+        # the best numeric split stands for every numeric feature: the scan below takes the lowest
+        # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
         by_feature: dict[int, Candidate | None] = {}
         if layout.numeric.size:
             blocks = self.stats[slot][layout.numeric_columns]
             numeric = best_numeric(blocks, params.lambda_, params.gamma, n, layout.numeric)
-            by_feature.update(zip(layout.numeric.tolist(), numeric))
+            if numeric is not None:
+                by_feature[numeric.feature] = numeric
         used = self._nominal_on_path(node)
         for j in layout.nominal:
             if j not in used:

@@ -33,7 +33,7 @@ def test_pooled_variance_reference_vector() -> None:
 
 
 def test_end_to_end_split_vector() -> None:
-    best = best_numeric(vector_block()[None], LAMBDA, GAMMA, n=10.0)[0]
+    best = best_numeric(vector_block()[None], LAMBDA, GAMMA, n=10.0)
     assert best is not None
     assert best.threshold == 1
     np.testing.assert_allclose(best.deltas, [0.9090909091, -0.9090909091], atol=1e-10)
@@ -76,7 +76,7 @@ def test_numeric_candidates_match_brute_force(data) -> None:
     bins, g, h = (np.array(v) for v in data)
     n_bins = 6
     block = block_stats(bins, g, h, n_bins + 1)
-    best = best_numeric(block[None], LAMBDA, GAMMA, n=float(bins.size))[0]
+    best = best_numeric(block[None], LAMBDA, GAMMA, n=float(bins.size))
     expected = [brute_force_numeric(bins, g, h, n_bins, t) for t in range(n_bins - 1)]
     means = [m for m, _ in expected]
     if not np.isfinite(min(means)):
@@ -87,6 +87,42 @@ def test_numeric_candidates_match_brute_force(data) -> None:
     assert best.mean == pytest.approx(means[t], rel=1e-9, abs=1e-12)
     assert best.threshold == t or best.mean == pytest.approx(means[best.threshold], rel=1e-12, abs=1e-15)
     assert best.variance == pytest.approx(expected[best.threshold][1], rel=1e-7, abs=1e-12)
+
+
+features = st.integers(4, 60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.lists(st.integers(0, 6), min_size=n, max_size=n), min_size=2, max_size=4),
+        st.lists(st.floats(-3, 3), min_size=n, max_size=n),
+        st.lists(st.floats(0.01, 2), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(features)
+def test_the_winner_over_several_features_matches_brute_force(data) -> None:
+    """best_numeric scores all features at once: its winner has the lowest brute-force mean of any
+    feature and threshold, and that candidate's variance (ties: the test below)."""
+    columns, g, h = (np.array(v) for v in data)
+    blocks = np.stack([block_stats(bins, g, h, 7) for bins in columns])
+    names = np.arange(columns.shape[0]) + 10
+    best = best_numeric(blocks, LAMBDA, GAMMA, n=float(g.size), features=names)
+    expected = [[brute_force_numeric(bins, g, h, 6, t) for t in range(5)] for bins in columns]
+    means = np.array([[m for m, _ in row] for row in expected])
+    if not np.isfinite(means.min()):
+        assert best is None
+        return
+    assert best is not None
+    assert best.mean == pytest.approx(means.min(), rel=1e-9, abs=1e-12)
+    feature, threshold = best.feature - 10, best.threshold
+    assert means[feature, threshold] == pytest.approx(means.min(), rel=1e-12, abs=1e-15)
+    assert best.variance == pytest.approx(expected[feature][threshold][1], rel=1e-7, abs=1e-12)
+
+
+def test_equal_features_tie_to_the_earlier_one() -> None:
+    block = vector_block()
+    best = best_numeric(np.stack([block, block, block]), LAMBDA, GAMMA, n=10.0, features=np.array([4, 7, 9]))
+    assert best is not None and best.feature == 4 and best.threshold == 1
 
 
 @settings(max_examples=100, deadline=None)
@@ -119,7 +155,7 @@ def test_nominal_candidate_matches_brute_force(data) -> None:
 def test_a3_threshold_choice_compares_like_with_like() -> None:
     # two thresholds whose raw means differ by less than 2 gamma / n: the better one must win
     block = vector_block()
-    best = best_numeric(block[None], LAMBDA, GAMMA, n=10.0)[0]
+    best = best_numeric(block[None], LAMBDA, GAMMA, n=10.0)
     raw = [brute_force_numeric(VECTOR_BINS, VECTOR_G, np.ones(10), 4, t)[0] for t in range(3)]
     assert best.threshold == int(np.argmin(raw))
 
@@ -129,7 +165,7 @@ def test_a6_a_child_with_one_instance_can_still_split() -> None:
     # variance, so this best candidate could never pass and blocked the whole attempt
     bins = np.array([1] * 199 + [2])
     g = np.r_[np.linspace(-1.2, -0.8, 199), [5.0]]
-    best = best_numeric(block_stats(bins, g, np.ones(200), 3)[None], LAMBDA, 0.0, n=200.0)[0]
+    best = best_numeric(block_stats(bins, g, np.ones(200), 3)[None], LAMBDA, 0.0, n=200.0)
     assert best is not None and math.isfinite(best.variance)
     assert (
         best.mean
@@ -150,7 +186,7 @@ def test_degenerate_thresholds_are_not_candidates() -> None:
     # every known value in one bin: no threshold separates anything (R1's empty right children)
     bins = np.array([3] * 8 + [0, 0])
     block = block_stats(bins, np.linspace(-1, 1, 10), np.ones(10), 5)
-    assert best_numeric(block[None], LAMBDA, GAMMA, n=10.0) == [None]
+    assert best_numeric(block[None], LAMBDA, GAMMA, n=10.0) is None
 
 
 def test_f_test_keeps_precision_for_huge_statistics() -> None:
