@@ -164,7 +164,7 @@ def best_numeric(
     """
     count = blocks[..., N]
     total = count.sum(axis=1)
-    safe_total = np.where(total > 0, total, 1.0)
+    safe_total = np.maximum(total, 1.0)  # counts are whole numbers (see sgt.stats.block_stats)
     centre_g = (count * blocks[..., MG]).sum(axis=1) / safe_total
     centre_h = (count * blocks[..., MH]).sum(axis=1) / safe_total
     dev_g = blocks[..., MG] - centre_g[:, None]
@@ -181,7 +181,7 @@ def best_numeric(
         _side_loss(side, centre_g, centre_h, lambda_) for side in (left, right)
     )
     counts = left[0] + right[0]
-    mean = (left[0] * mu_left + right[0] * mu_right) / np.where(counts > 0, counts, 1.0)
+    mean = (left[0] * mu_left + right[0] * mu_right) / np.maximum(counts, 1.0)
     usable = (known_left > 0) & (known_right > 0) & ~np.isnan(mean)
     mean = np.where(usable, mean + gamma * 2.0 / n, np.inf)
     f, t = divmod(int(np.argmin(mean)), mean.shape[1])
@@ -227,7 +227,7 @@ def _side_loss(
     formulas of `newton_step` and `loss_change`'s mean, on plain 2-d arrays.
     """
     count, sum_g, sum_h = side
-    safe = np.where(count > 0, count, 1.0)
+    safe = np.maximum(count, 1.0)
     mean_g = centre_g[:, None] + sum_g / safe
     mean_h = centre_h[:, None] + sum_h / safe
     denominator = mean_h + lambda_

@@ -41,7 +41,7 @@ def block_stats(index: np.ndarray, g: np.ndarray, h: np.ndarray, size: int) -> n
     """
     out = np.zeros((size, WIDTH))
     n = np.bincount(index, minlength=size).astype(np.float64)
-    safe = np.where(n > 0, n, 1.0)
+    safe = np.maximum(n, 1.0)  # counts are whole numbers: the same as n where n > 0, and cheaper than where
     mg = np.bincount(index, weights=g, minlength=size) / safe
     mh = np.bincount(index, weights=h, minlength=size) / safe
     dg = g - mg[index]
@@ -56,15 +56,15 @@ def block_stats(index: np.ndarray, g: np.ndarray, h: np.ndarray, size: int) -> n
 
 
 def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The statistics of the union of the sets summarised by `a` and `b` (any matching shapes)."""
+    """The statistics of the union of the sets summarised by `a` and `b` (arrays of one shape)."""
     na, nb = a[..., N], b[..., N]
     n = na + nb
-    safe = np.where(n > 0, n, 1.0)
+    safe = np.maximum(n, 1.0)  # counts: see block_stats
     wb = nb / safe
     k = na * nb / safe
     dg = b[..., MG] - a[..., MG]
     dh = b[..., MH] - a[..., MH]
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out = np.empty(a.shape)
     out[..., N] = n
     out[..., MG] = a[..., MG] + dg * wb
     out[..., MH] = a[..., MH] + dh * wb
