@@ -51,6 +51,8 @@ NODE_ARRAYS = (
     "slot",
 )
 INITIAL_PENDING_ROWS = 64
+# the first prefix Tree.first_full searches for a fill (then 4x longer ones)
+FIRST_FULL_WINDOW = 256
 
 
 @dataclass(frozen=True)
@@ -286,18 +288,31 @@ class Tree:
         np.add.at(self.pending_n, slots, 1)
 
     def first_full(self, nodes: np.ndarray) -> int:
-        """Index of the first instance that would fill its leaf's pending block, or len(nodes)."""
-        if nodes.size == 0:
+        """Index of the first instance that would fill its leaf's pending block, or len(nodes).
+
+        Whether instance i fills its block depends only on instances 0..i, so a prefix that holds a
+        fill holds the first one. The search looks at growing prefixes: the next fill is usually a
+        few dozen instances away, and sorting a short prefix costs far less than sorting them all.
+        """
+        size = nodes.size
+        if size == 0:
             return 0
         slots = self.slot[nodes]
         need = self.params.grace_period - self.pending_n[slots]
-        if nodes.size < need.min():
-            return nodes.size
-        order = np.argsort(slots, kind="stable")
-        sorted_slots = slots[order]
-        rank = np.arange(order.size) - np.searchsorted(sorted_slots, sorted_slots, side="left")
-        hits = order[rank + 1 == need[order]]
-        return int(hits.min()) if hits.size else nodes.size
+        if size < need.min():
+            return size
+        window = FIRST_FULL_WINDOW
+        while True:
+            prefix = slots[:window]
+            order = np.argsort(prefix, kind="stable")
+            sorted_slots = prefix[order]
+            rank = np.arange(order.size) - np.searchsorted(sorted_slots, sorted_slots, side="left")
+            hits = order[rank + 1 == need[order]]
+            if hits.size:
+                return int(hits.min())
+            if window >= size:
+                return size
+            window *= 4
 
     def learn_one(
         self, node: int, codes: Sequence[int] | np.ndarray, g: float, h: float, space: FeatureSpace
@@ -336,12 +351,15 @@ class Tree:
         g = self.pending_g[slot, :size]
         h = self.pending_h[slot, :size]
         layout = self.layout
-        if layout.n_features:
-            index = (self.pending_codes[slot, :size].astype(np.intp) + layout.offsets[:-1]).ravel()
-            features = layout.n_features
-            block = block_stats(index, np.repeat(g, features), np.repeat(h, features), layout.n_columns)
-            self.stats[slot] = merge(self.stats[slot], block)
-        self.total[slot] = merge(self.total[slot], block_stats(np.zeros(size, dtype=np.intp), g, h, 1)[0])
+        width = layout.n_features + 1
+        # one column of statistics per feature and code, plus one (after them all) that takes every
+        # instance: the leaf's total, from the same bincounts in the same instance order
+        index = np.zeros((size, width), dtype=np.intp)
+        index[:, :-1] = self.pending_codes[slot, :size]
+        index += layout.offsets
+        block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), layout.n_columns + 1)
+        merged = merge(np.concatenate([self.stats[slot], self.total[slot : slot + 1]]), block)
+        self.stats[slot], self.total[slot] = merged[:-1], merged[-1]
         self.pending_n[slot] = 0
 
     def _best_candidate(self, node: int, slot: int) -> Candidate:
