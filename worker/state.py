@@ -141,6 +141,19 @@ class _Predictions:
         return list(zip(self.classes, self.rows[row], strict=True)) if self.classification else None
 
 
+def _proba_dicts(
+    names: list[str], rows: list[list[float]], published: list[tuple[int, Feature, Record]]
+) -> list[dict[str, float]]:
+    """The ``proba`` object of each published row: class name to probability, in class order.
+
+    Two classes (the common case) get a dict literal: a third of the time of ``dict(zip(...))``.
+    """
+    if len(names) == 2:
+        first, second = names
+        return [{first: p, second: q} for p, q in (rows[row] for row, _, _ in published)]
+    return [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+
+
 def _documents(
     published: list[tuple[int, Feature, Record]],
     labels: list[Any],
@@ -210,7 +223,7 @@ class PartitionState:
         """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
         result = ProcessResult()
         run = _Run()
-        if self.config.labels_topic is None and all(rank == FEATURES for _, rank, _, _ in entries):
+        if self.config.labels_topic is None:  # then every entry is a feature record
             self._ingest_inline(entries, result, run)
         else:
             self._ingest_joined(entries, result, run)
@@ -354,10 +367,7 @@ class PartitionState:
             entry.row = None
         self._score(run, out)
         labels, published = out.labels, run.published
-        probas = None
-        if out.classification:
-            names, rows = out.names, out.rows
-            probas = [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+        probas = _proba_dicts(out.names, out.rows, published) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
         dumps = orjson.dumps
         # b"%b" % copies each document into an object of its own size: a bytes object that orjson
