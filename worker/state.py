@@ -22,7 +22,7 @@ Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
 ...         return out[:, : len(self.classes_)]
 >>> state = PartitionState(0, Majority(), StateConfig("classification", None))
 >>> recs = [Record(0, 0.0, None, b'{"x": [1.0], "y": "a"}'), Record(1, 1.0, None, b'{"x": [2.0], "y": "b"}')]
->>> out = state.process([(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in recs], now=5.0)
+>>> out = state.process(state.decode(FEATURES, recs), now=5.0)
 >>> docs = [orjson.loads(p.value) for p in out.predictions]
 >>> [(d["prediction"], d["offset"], d["model_version"]) for d in docs]
 [(None, 0, 0), ('a', 1, 1)]
@@ -210,12 +210,17 @@ class PartitionState:
 
     # -- decoding -----------------------------------------------------------------------------------
 
-    def decode(self, rank: int, record: Record) -> tuple[Record, Feature | LabelRecord | Invalid]:
-        """Decode a record of the given topic (stateless checks only) for :meth:`process`."""
+    def decode(self, rank: int, records: list[Record]) -> list[Entry]:
+        """Decode records of one topic (stateless checks only) into merge entries for :meth:`process`.
+
+        An entry is ``(event time, rank, offset, (record, decoded))``. A record that cannot be used
+        decodes to an :class:`~worker.records.Invalid`, whose event time is minus infinity.
+        """
         cfg = self.config
-        if rank == FEATURES:
-            return record, decode_feature(record.value, record.ts, cfg.task, cfg.max_record_bytes)
-        return record, decode_label(record.value, record.ts, cfg.task, cfg.max_record_bytes)
+        decode = decode_feature if rank == FEATURES else decode_label
+        task, limit = cfg.task, cfg.max_record_bytes
+        decoded = [decode(r.value, r.ts, task, limit) for r in records]
+        return [(d.ts, rank, r.offset, (r, d)) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Rebalance and checkpoint paths of the Kafka shell that need no broker: lost partitions write
-nothing, a failing checkpoint write is counted and leaves the worker running."""
+"""Rebalance, checkpoint and ingest paths of the Kafka shell that need no broker: lost partitions
+write nothing, a failing checkpoint write is counted and leaves the worker running, records fetched
+before a seek are dropped."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from stub_model import StubModel
 from worker_util import samples, value
 
 from worker.config import load_settings
-from worker.loop import Owned, Worker, _RunDelivery, state_config
-from worker.state import PartitionState
+from worker.loop import Owned, Worker, _RunDelivery, _unseen, state_config
+from worker.state import PartitionState, Record
 
 
 def _worker(ckpt: Path) -> Worker:
@@ -142,3 +143,17 @@ def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: 
     worker._maybe_checkpoint()
     assert owned.snapshot is None and list(owned.in_flight) == runs[1:] and owned.acked_runs == 1
     assert runs[0].event_ts == [] and len(reports) == 2  # reported, then released
+
+
+@pytest.mark.parametrize(
+    ("offsets", "fetched", "kept"),
+    [
+        ([5, 6, 8, 9], 5, [5, 6, 8, 9]),  # the usual batch (gaps are fine: transaction markers)
+        ([3, 4, 5, 6], 5, [5, 6]),  # fetched before a seek forward
+        ([5, 6, 5, 6, 7], 5, [5, 6, 7]),  # replayed within the batch: each offset once
+        ([], 5, []),
+    ],
+)
+def test_only_unseen_offsets_are_ingested(offsets: list[int], fetched: int, kept: list[int]) -> None:
+    records = [Record(o, 0.0, None, b"{}") for o in offsets]
+    assert [r.offset for r in _unseen(records, fetched)] == kept

@@ -39,8 +39,8 @@ def label(offset: int, rid: str, ts: float, y: object) -> Record:
 
 def run_all(state: PartitionState, feats: list[Record], labels: list[Record]) -> list:
     merger = Merger()
-    merger.push(FEATURES, [(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in feats])
-    merger.push(LABELS, [(r.ts, LABELS, r.offset, state.decode(LABELS, r)) for r in labels])
+    merger.push(FEATURES, state.decode(FEATURES, feats))
+    merger.push(LABELS, state.decode(LABELS, labels))
     return state.process(merger.pop_ready(labels_done=True, features_done=True), now=1.0)
 
 
@@ -158,15 +158,15 @@ def _replay_in_batches(feats: list[Record], labels: list[Record], cuts: list[int
         take_f, take_l = cut % 7, cut // 7
         chunk_f, chunk_l = feats[fi : fi + take_f], labels[li : li + take_l]
         fi, li = fi + len(chunk_f), li + len(chunk_l)
-        merger.push(FEATURES, [(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in chunk_f])
-        merger.push(LABELS, [(r.ts, LABELS, r.offset, state.decode(LABELS, r)) for r in chunk_l])
+        merger.push(FEATURES, state.decode(FEATURES, chunk_f))
+        merger.push(LABELS, state.decode(LABELS, chunk_l))
         state.process(merger.pop_ready(labels_done=li == len(labels), features_done=fi == len(feats)), 0.0)
         if step == snapshot_at:  # a restart: restore and re-read from the state's offsets
             state = PartitionState.from_bytes(state.to_bytes(), cfg, REGISTRY)
             merger.clear()
             fi, li = state.next_offsets
-    merger.push(FEATURES, [(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in feats[fi:]])
-    merger.push(LABELS, [(r.ts, LABELS, r.offset, state.decode(LABELS, r)) for r in labels[li:]])
+    merger.push(FEATURES, state.decode(FEATURES, feats[fi:]))
+    merger.push(LABELS, state.decode(LABELS, labels[li:]))
     state.process(merger.pop_ready(labels_done=True, features_done=True), 0.0)
     assert state.next_offsets == [len(feats), len(labels)]
     return state.to_bytes()
@@ -252,7 +252,7 @@ def test_the_inline_fast_path_decides_exactly_as_the_general_path(seed: int, cut
         chunk, start = feats[start : start + cut], start + cut
         results = []
         for state in (fast, general):
-            entries = [(r.ts, FEATURES, r.offset, state.decode(FEATURES, r)) for r in chunk]
+            entries = state.decode(FEATURES, chunk)
             results.append(state.process(entries, now=2.0))
         assert results[0] == results[1]
         assert fast.to_bytes() == general.to_bytes()
