@@ -2,9 +2,9 @@
 
 Replays ``--records`` feature records (10 numeric features of the rotating hyperplane, inline labels,
 encoded exactly as ``sgt-worker produce`` encodes them) through what ``sgt-worker run`` does to them
-between fetch and produce: `PartitionState.decode` for every record, then `PartitionState.process`
-per run of ``--run`` records of one partition (4 partitions in turn, as a consumer's batches mostly
-hold one partition's records), which predicts, learns, scores and encodes the predictions. Beside it,
+between fetch and produce, per run of ``--run`` records of one partition (4 partitions in turn, as a
+consumer's batches mostly hold one partition's records): `PartitionState.decode`, then
+`PartitionState.process`, which predicts, learns, scores and encodes the predictions. Beside it,
 in the same rounds, the same sgt models learn the same rows with ``predict_learn_many`` alone. The
 difference is the worker's own per-record cost. No broker, no network: the figures show code changes
 without the broker's share of this 2-CPU machine, so an A/B of a change belongs here.
@@ -68,7 +68,10 @@ def core(values: list[bytes], size: int) -> float:
     offsets = [0] * PARTITIONS
     started = time.perf_counter()
     for p, indices in runs(len(values), size):
-        records = [Record(offsets[p] + k, 1.7e9, b"k", values[i]) for k, i in enumerate(indices)]
+        # built as the worker's loop builds them (tuple.__new__, see worker.loop._records)
+        records = [
+            tuple.__new__(Record, (offsets[p] + k, 1.7e9, b"k", values[i])) for k, i in enumerate(indices)
+        ]
         offsets[p] += len(records)
         states[p].process(states[p].decode(FEATURES, records), time.time())
     return time.perf_counter() - started
