@@ -119,6 +119,16 @@ def test_the_winner_over_several_features_matches_brute_force(data) -> None:
     assert best.variance == pytest.approx(expected[feature][threshold][1], rel=1e-7, abs=1e-12)
 
 
+def test_thresholds_whose_mean_is_not_a_number_are_not_candidates() -> None:
+    # a bin with a NaN mean gradient (inf - inf upstream) poisons every threshold of its feature;
+    # the other feature's best split must still win, with a finite mean
+    poisoned = vector_block()
+    poisoned[2, 1] = np.nan
+    best = best_numeric(np.stack([poisoned, vector_block()]), LAMBDA, GAMMA, n=10.0)
+    assert best is not None and best.feature == 1 and math.isfinite(best.mean)
+    assert best_numeric(poisoned[None], LAMBDA, GAMMA, n=10.0) is None
+
+
 def test_equal_features_tie_to_the_earlier_one() -> None:
     block = vector_block()
     best = best_numeric(np.stack([block, block, block]), LAMBDA, GAMMA, n=10.0, features=np.array([4, 7, 9]))
