@@ -75,10 +75,10 @@ class Candidate:
         return self.feature >= 0
 
 
-def newton_step(stats: np.ndarray, lambda_: float) -> np.ndarray:
-    """delta = -mean g / (mean h + lambda) per set of statistics (0 where the denominator is 0)."""
-    mg, denominator = stats[..., MG], stats[..., MH] + lambda_
-    return np.divide(-mg, denominator, out=np.zeros_like(mg), where=denominator > 0)
+def newton_step(mean_g: np.ndarray, mean_h: np.ndarray, lambda_: float) -> np.ndarray:
+    """delta = -mean g / (mean h + lambda), elementwise (0 where the denominator is not positive)."""
+    denominator = mean_h + lambda_
+    return np.divide(-mean_g, denominator, out=np.zeros_like(mean_g), where=denominator > 0)
 
 
 def loss_change(stats: np.ndarray, delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +109,7 @@ def pooled(children: np.ndarray, lambda_: float) -> tuple[np.ndarray, np.ndarray
 
     `children` has shape [..., m, 6]; empty children contribute nothing.
     """
-    delta = newton_step(children, lambda_)
+    delta = newton_step(children[..., MG], children[..., MH], lambda_)
     mu, within = loss_change(children, delta)
     mean, variance = pooled_variance(children[..., N], mu, within)
     return mean, variance, delta
@@ -224,14 +224,14 @@ def _side_loss(
     """Mean loss change per instance and Newton step of one side of every threshold.
 
     `side` holds the side's count and power sums of g and h around the centres, each [F, T]. The
-    formulas of `newton_step` and `loss_change`'s mean, on plain 2-d arrays.
+    step is `newton_step`'s; the mean is `loss_change`'s, written as the per-feature search before it
+    wrote it (the same rounding, so the models stay bit for bit).
     """
     count, sum_g, sum_h = side
     safe = np.maximum(count, 1.0)
     mean_g = centre_g[:, None] + sum_g / safe
     mean_h = centre_h[:, None] + sum_h / safe
-    denominator = mean_h + lambda_
-    delta = np.divide(-mean_g, denominator, out=np.zeros_like(mean_g), where=denominator > 0)
+    delta = newton_step(mean_g, mean_h, lambda_)
     return mean_g * delta + 0.5 * mean_h * delta * delta, delta
 
 
