@@ -208,6 +208,17 @@ def test_snapshot_round_trip_is_exact_and_checks_the_configuration() -> None:
         PartitionState.from_bytes(blob[:-1], config(), REGISTRY)
 
 
+@pytest.mark.parametrize("labels", [["a", "a", "b", "a"], ["a", "b", "b", "c", "b", "c"]])
+def test_proba_names_each_class_with_its_own_probability(labels: list[str]) -> None:
+    """Two classes take a faster path than three; both must pair names and probabilities in order."""
+    state = PartitionState(0, StubModel(), config(None))
+    feats = [feature(i, f"r{i}", float(i), y=y) for i, y in enumerate(labels)]
+    result = run_all(state, [*feats, feature(len(labels), "last", 99.0)], [])
+    # the stub predicts the class frequencies of everything it learned before
+    expected = {c: labels.count(c) / len(labels) for c in dict.fromkeys(labels)}
+    assert orjson.loads(result.predictions[-1].value)["proba"] == pytest.approx(expected)
+
+
 def test_regression_predictions_have_no_proba() -> None:
     cfg = StateConfig("regression", None)
     state = PartitionState(1, StubModel("regression"), cfg)
