@@ -13,7 +13,9 @@ Run from the repository root::
     loads the broker during the run), side by side with a bare consume -> produce pass-through
     process (no model, no decoding, the worker's client settings), measured in the same run, each
     process on a fresh broker. Steady rates (first to last output) are shown too, because a group
-    join on Tansu costs about half the session timeout.
+    join on Tansu costs about half the session timeout. With ``--null-model`` each round also runs
+    the worker with a model that does no work (``tests/bench/null_model_worker.py``): the ceiling
+    of any model in this worker, which separates the model's cost from the rest of the worker's.
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The issue's measure, record timestamp to the prediction
@@ -79,6 +81,7 @@ READER_WAIT_S = 0.001
 LATENCY_HISTOGRAM = "sgt_prediction_latency_seconds"
 EXITED_GRACE_S = 15.0
 LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is measured
+NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
 LATENCY_SETTLE = 2000  # records produced, not measured, while the measuring producer starts up
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
@@ -443,13 +446,23 @@ class Bench:
         return self.workdir / f"{name}.log"
 
     def start_worker(
-        self, topics: dict[str, str], group: str, checkpoints: Path, name: str, profile: Path | None = None
+        self,
+        topics: dict[str, str],
+        group: str,
+        checkpoints: Path,
+        name: str,
+        profile: Path | None = None,
+        null_model: bool = False,
     ) -> tuple[subprocess.Popen[bytes], int]:
+        """``sgt-worker run``, or with ``null_model`` the same worker whose model does no work."""
         port = free_port()
         args = worker_args(self.broker.bootstrap_servers, topics, group, checkpoints, port, self.timing)
         command = worker_command() + args
+        module = "tests.bench.null_model_worker" if null_model else "worker"
         if profile is not None:
-            command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "worker", *args]
+            command = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", module, *args]
+        elif null_model:
+            command = [sys.executable, "-m", module, *args]
         return launch(command, self.log(name)), port
 
     def throughput(
@@ -580,9 +593,10 @@ class Bench:
         """Start the worker or the pass-through (which stops after ``count`` records, and notes its
         deliveries in ``deliveries`` if given) on ``topics``."""
         group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        if kind == "worker":
+        if kind in ("worker", NULL_MODEL):
+            checkpoints = self.workdir / f"ckpt-{group}"
             return self.start_worker(
-                topics, group, self.workdir / f"ckpt-{group}", f"{kind}-{group}", profile
+                topics, group, checkpoints, f"{kind}-{group}", profile, null_model=kind == NULL_MODEL
             )
         command = [
             sys.executable,
@@ -830,6 +844,11 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
     ratios = round_ratios(rows)
     for r in ratios:
         print(f"round {r['round']}: worker / pass-through {r['total']:.0%} total, {r['steady']:.0%} steady")
+    for r in round_ratios(rows, NULL_MODEL):
+        print(
+            f"round {r['round']}: null-model worker / pass-through {r['total']:.0%} total, "
+            f"{r['steady']:.0%} steady (the ceiling of any model in this worker)"
+        )
     if ratios:
         share = statistics.median(r["total"] for r in ratios)
         rate = statistics.median(r["worker_rate_total"] for r in ratios)
@@ -840,8 +859,8 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def round_ratios(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """Per round, the inline-label worker's rates over the pass-through's of the same round.
+def round_ratios(rows: list[dict[str, Any]], kind: str = "worker") -> list[dict[str, float]]:
+    """Per round, the rates of ``kind`` (the inline-label worker) over the pass-through's of that round.
 
     >>> rows = [{"round": 1, "kind": "passthrough", "rate_total": 40.0, "rate_steady": 80.0},
     ...         {"round": 1, "kind": "worker", "rate_total": 20.0, "rate_steady": 10.0}]
@@ -851,8 +870,8 @@ def round_ratios(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
     out = []
     for n in sorted({r["round"] for r in rows}):
         by_kind = {r["kind"]: r for r in rows if r["round"] == n}
-        if {"worker", "passthrough"} <= set(by_kind):
-            w, p = by_kind["worker"], by_kind["passthrough"]
+        if {kind, "passthrough"} <= set(by_kind):
+            w, p = by_kind[kind], by_kind["passthrough"]
             out.append(
                 {
                     "round": n,
@@ -916,6 +935,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--separate-labels", action="store_true", help="throughput: also run the worker with a labels topic"
     )
+    parser.add_argument(
+        "--null-model",
+        action="store_true",
+        help="throughput: each round also runs the worker with a model that does no work",
+    )
     parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
@@ -942,7 +966,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if wanted & {"throughput", "passthrough"}:
         results["machine_speed"] = machine_speed()
-        kinds = ["passthrough"] + (["worker"] if "throughput" in wanted else [])
+        kinds = ["passthrough"]
+        if "throughput" in wanted:
+            kinds += ["worker", *([NULL_MODEL] if args.null_model else [])]
         results["throughput"] = [
             {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, args.profile))}
             for n in range(1, args.repeat + 1)
