@@ -81,8 +81,8 @@ READER_WAIT_S = 0.001
 LATENCY_HISTOGRAM = "sgt_prediction_latency_seconds"
 EXITED_GRACE_S = 15.0
 LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is measured
-NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
 LATENCY_SETTLE = 2000  # records produced, not measured, while the measuring producer starts up
+NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
@@ -967,10 +967,11 @@ def main(argv: list[str] | None = None) -> int:
     if wanted & {"throughput", "passthrough"}:
         results["machine_speed"] = machine_speed()
         kinds = ["passthrough"]
+        profiles = {"worker": args.profile} if args.profile else {}  # the real worker's only
         if "throughput" in wanted:
             kinds += ["worker", *([NULL_MODEL] if args.null_model else [])]
         results["throughput"] = [
-            {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, args.profile))}
+            {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, profiles.get(k)))}
             for n in range(1, args.repeat + 1)
             for kind in kinds
         ]
