@@ -274,8 +274,14 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
     if (tree.pending_n < 0).any() or (tree.pending_n >= grace).any():
         raise SerializationError(f"{prefix}: pending block sizes out of range")
-    codes = arrays[f"{prefix}.pending_codes"].reshape(-1, layout.n_features)
+    # [pending instances, features], as written; checked as such rather than reshaped, because a
+    # tree that knows no features yet has zero columns, whose row count a reshape cannot infer
+    codes = arrays[f"{prefix}.pending_codes"]
     g, h = arrays[f"{prefix}.pending_g"], arrays[f"{prefix}.pending_h"]
+    if codes.ndim != 2 or codes.shape[1] != layout.n_features:
+        raise SerializationError(
+            f"{prefix}: pending codes have shape {codes.shape}, not [n, {layout.n_features}]"
+        )
     if not (codes.shape[0] == g.size == h.size == int(tree.pending_n.sum())):
         raise SerializationError(f"{prefix}: pending blocks disagree in size")
     rows = min(grace, max(INITIAL_PENDING_ROWS, int(tree.pending_n.max(initial=0))))

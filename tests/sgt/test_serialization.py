@@ -2,7 +2,8 @@
 
 A restored model must behave bit for bit like the original from then on (same predictions, same bytes
 after learning the same records), whatever state it was saved in: fresh, in the middle of the range
-warm-up, with pending statistics, nominal features and missing values, a committee, a custom loss.
+warm-up, with pending statistics, nominal features and missing values, a committee, a custom loss,
+with no features at all.
 """
 
 from __future__ import annotations
@@ -62,13 +63,30 @@ def _states() -> dict[str, tuple[object, list, list]]:
     regressor.learn_many(Xr[:1000], yr[:1000])
     states["regressor"] = (regressor, as_dicts(Xr[1000:]), [float(v) for v in yr[1000:]])
 
+    # a regressor has its tree from the start: one leaf whose blocks have no feature columns yet
+    states["fresh-regressor"] = (SGTRegressor(**SMALL), as_dicts(Xr), [float(v) for v in yr])
+
+    featureless = SGTRegressor(**SMALL)
+    featureless.learn_many([{}] * 30, [float(v) for v in yr[:30]])  # pending instances, no columns
+    states["featureless"] = (featureless, as_dicts(Xr[30:]), [float(v) for v in yr[30:]])
+
     poisson = SGTRegressor(loss=losses.Poisson(), **SMALL)
     poisson.learn_many(Xr[:1000], np.round(np.abs(yr[:1000])))
     states["poisson"] = (poisson, as_dicts(Xr[1000:]), [float(v) for v in np.round(np.abs(yr[1000:]))])
     return states
 
 
-STATE_NAMES = ["fresh", "warming-up", "pending", "committee", "mixed", "regressor", "poisson"]
+STATE_NAMES = [
+    "fresh",
+    "warming-up",
+    "pending",
+    "committee",
+    "mixed",
+    "regressor",
+    "fresh-regressor",
+    "featureless",
+    "poisson",
+]
 
 
 def test_the_states_are_the_named_ones() -> None:
@@ -302,6 +320,16 @@ def test_a_forged_array_shape_that_overflows_is_refused() -> None:
     version, header, payloads = _unpack(_split_model().to_bytes())
     header["arrays"][0][2] = [2**40, 2**40]
     with pytest.raises(SerializationError):
+        sgt.load(_pack(version, header, payloads))
+
+
+def test_forged_pending_codes_of_another_shape_are_refused() -> None:
+    """Same size, transposed shape: the data must not be read as if it were laid out as written."""
+    version, header, payloads = _unpack(_split_model().to_bytes())
+    entry = next(e for e in header["arrays"] if e[0] == "t0.pending_codes")
+    assert entry[2][0] not in (0, entry[2][1])
+    entry[2] = entry[2][::-1]
+    with pytest.raises(SerializationError, match="pending codes have shape"):
         sgt.load(_pack(version, header, payloads))
 
 
