@@ -21,6 +21,7 @@ import orjson
 
 Value = float | str | None
 MAX_TARGET = 1e100
+MAX_INTEGRAL_FLOAT = 2.0**53  # the largest magnitude up to which every integer is a float
 Label = int | str | float
 
 
@@ -98,7 +99,9 @@ def _parse_id(doc: dict[str, Any]) -> str | bool | None:
 def parse_label(value: Any, task: str) -> Label | None:
     """The label if its type suits the task, else None.
 
-    Classification labels are strings or integers (an integral float counts as that integer);
+    Classification labels are strings or integers (an integral float of magnitude at most 2**53 counts
+    as that integer: beyond it a float no longer names a single integer, and the huge integer it would
+    become could not be written back as JSON);
     regression targets are numbers of magnitude at most 1e100 (so that errors and their squares stay
     finite in the metrics). Booleans are rejected: ``true == 1`` in Python would merge two classes
     silently.
@@ -109,7 +112,7 @@ def parse_label(value: Any, task: str) -> Label | None:
         return float(value) if isinstance(value, (int, float)) and abs(value) <= MAX_TARGET else None
     if isinstance(value, (str, int)):
         return value
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INTEGRAL_FLOAT:
         return int(value)
     return None
 
