@@ -20,7 +20,10 @@ from typing import Any, ClassVar, NamedTuple
 import orjson
 
 Value = float | str | None
-MAX_TARGET = 1e100
+# The split statistics hold products of up to four powers of the target's scale (squared gradients
+# times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).
+# At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
+MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # the largest magnitude up to which every integer is a float
 Label = int | str | float
 
@@ -101,10 +104,8 @@ def parse_label(value: Any, task: str) -> Label | None:
 
     Classification labels are strings or integers (an integral float of magnitude at most 2**53 counts
     as that integer: beyond it a float no longer names a single integer, and the huge integer it would
-    become could not be written back as JSON);
-    regression targets are numbers of magnitude at most 1e100 (so that errors and their squares stay
-    finite in the metrics). Booleans are rejected: ``true == 1`` in Python would merge two classes
-    silently.
+    become could not be written back as JSON); regression targets are numbers of magnitude at most
+    ``MAX_TARGET``. Booleans are rejected: ``true == 1`` in Python would merge two classes silently.
     """
     if isinstance(value, bool):
         return None

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label, parse_label
+from sgt import SGTRegressor
+from worker.records import (
+    MAX_TARGET,
+    Feature,
+    Invalid,
+    LabelRecord,
+    decode_feature,
+    decode_label,
+    parse_label,
+)
 
 BAD_FEATURES = [
     (b"\xff\xfe not json", "invalid_utf8"),
@@ -86,9 +96,22 @@ def test_label_records_decode() -> None:
         (3, "regression", 3.0),
         ("3", "regression", None),
         (True, "regression", None),
-        (1e100, "regression", 1e100),
-        (-1e101, "regression", None),
+        (1e50, "regression", 1e50),
+        (-1e51, "regression", None),
+        (1e100, "regression", None),
     ],
 )
 def test_label_types_per_task(value: object, task: str, expected: object) -> None:
     assert parse_label(value, task) == expected
+
+
+def test_the_trees_still_learn_at_the_largest_accepted_regression_target() -> None:
+    """MAX_TARGET is set by the model's arithmetic: at 1e80 the split statistics overflow and the
+    tree never splits; at the bound it learns the step as it does at scale 1."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.0, 1.0, (3000, 2))
+    y = np.where(X[:, 0] > 0.5, MAX_TARGET, -MAX_TARGET)
+    model = SGTRegressor(grace_period=50, warm_up=100)
+    predictions = model.predict_learn_many([{"a": a, "b": b} for a, b in X], y.tolist())
+    assert model.n_splits >= 1
+    assert np.mean(np.abs(predictions[-500:] - y[-500:])) < 0.1 * MAX_TARGET
