@@ -23,6 +23,11 @@ class SGTRegressor(BaseSGT):
     Pass `base_score=0.0` for the paper's behaviour. Any other twice-differentiable loss plugs in
     through `loss` (see sgt.losses, e.g. Poisson for counts).
 
+    Scale: the split test works on squared gradients times squared steps, about the fourth power of
+    the targets' spread, in doubles. With squared error it overflows once targets differ by more than
+    about 1e76, and from then on the tree never splits; rescale such targets (the worker refuses
+    targets beyond 1e50).
+
     Parameters are those of SGTClassifier, plus:
 
     loss
