@@ -105,6 +105,7 @@ class ProduceResult:
     labels: int = 0
     failed: int = 0
     seconds: float = 0.0
+    error: str | None = None  # why the rows ended early: a row of the input file that could not be read
 
     @property
     def rate(self) -> float:
@@ -184,7 +185,9 @@ def produce_stream(
     ``start_id``) has id ``f"{id_prefix}{i:06d}"``; for a synthetic stream it is row ``i`` of the
     stream. With ``labels_topic`` the labels go there ``label_delay`` seconds after their features;
     labels still waiting when production ends are sent at their due time unless ``stop`` is set,
-    in which case they are dropped. With ``partitions``, missing topics are created first.
+    in which case they are dropped. With ``partitions``, missing topics are created first. A row of
+    a file that cannot be read ends production there, with ``error`` saying why in the result; the
+    rows before it are delivered as usual.
     ``progress`` is called about once a second with the running totals.
     """
     if partitions is not None:
@@ -207,7 +210,10 @@ def produce_stream(
         wanted = MAX_BURST_RECORDS if count is None else min(MAX_BURST_RECORDS, count - result.features)
         granted = wanted if bucket is None else bucket.take(wanted, now)
         for _ in range(granted):
-            row = next(rows, None)
+            try:
+                row = next(rows, None)
+            except InputFileError as exc:  # stop there, but deliver every row before it
+                result.error, row = str(exc), None
             if row is None:
                 exhausted = True
                 break
@@ -310,12 +316,19 @@ def _scalar(text: str) -> float | int | str | None:
     return text
 
 
+class InputFileError(ValueError):
+    """A row of the input file that cannot be read, named by file and line."""
+
+
 def read_rows(path: str | Path, target: str | None) -> Iterator[Row]:
     """Rows of a CSV file (with a header) or a JSON-lines file (one object per line).
 
     The ``target`` column becomes the label (None when absent or empty); every other column is a
     feature. The format follows the suffix: ``.csv`` is CSV, anything else is JSON lines. Values
-    are parsed as data only (orjson / csv), never evaluated.
+    are parsed as data only (orjson / csv), never evaluated. A row that cannot be read (not UTF-8,
+    not JSON, not an object, a CSV row whose field count differs from the header's) raises
+    :class:`InputFileError` when the iteration reaches it, once the rows before it have been yielded
+    (text that is not UTF-8 is found as the file is read, a buffer at a time, so possibly earlier).
     """
     path = Path(path)
     rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _json_rows(path)
@@ -326,8 +339,21 @@ def read_rows(path: str | Path, target: str | None) -> Iterator[Row]:
 
 def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            yield {name: _scalar(value) for name, value in row.items()}
+        reader = csv.reader(handle)
+        try:
+            header = next(reader, [])
+            for row in reader:
+                if not row:  # a blank line, as csv.DictReader skips them
+                    continue
+                if len(row) != len(header):
+                    raise InputFileError(
+                        f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}"
+                    )
+                yield {name: _scalar(value) for name, value in zip(header, row, strict=True)}
+        except UnicodeDecodeError:
+            raise InputFileError(f"{path}: not UTF-8 text after line {reader.line_num}") from None
+        except csv.Error as exc:
+            raise InputFileError(f"{path}:{reader.line_num}: {exc}") from None
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -335,9 +361,12 @@ def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            doc = orjson.loads(line)
+            try:
+                doc = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputFileError(f"{path}:{number}: not JSON ({exc})") from None
             if not isinstance(doc, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object per line")
+                raise InputFileError(f"{path}:{number}: expected a JSON object per line")
             yield doc
 
 
@@ -363,7 +392,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--stream", choices=sorted(STREAMS), default=DEMO_STREAM, help="Synthetic stream.")
-    source.add_argument("--file", type=Path, help="CSV (with header) or JSON-lines file to replay.")
+    source.add_argument(
+        "--file",
+        type=Path,
+        help="CSV (with header) or JSON-lines file to replay; a row that cannot be read stops it there "
+        "(exit 2, naming the line) after the rows before it are delivered.",
+    )
     parser.add_argument("--target", default="y", help="Label column of --file (default y).")
     parser.add_argument("--seed", type=int, default=42, help="Seed of the synthetic stream.")
     parser.add_argument(
@@ -392,6 +426,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     source: Stream | Iterable[Row]
     if args.file is not None:
+        try:
+            Path(args.file).open("rb").close()  # fail before connecting: the rows are read lazily
+        except OSError as exc:
+            print(f"produce: cannot read --file {args.file}: {exc.strerror}", file=sys.stderr)
+            return 2
         source = read_rows(args.file, args.target)
     else:
         source = make_stream(args.stream, seed=args.seed)
@@ -413,6 +452,9 @@ def run(args: argparse.Namespace) -> int:
             progress=_print_progress,
         )
     _print_progress(result, final=True)
+    if result.error is not None:
+        print(f"produce: stopped at a bad row: {result.error}", file=sys.stderr)
+        return 2
     return 0 if result.failed == 0 else 1
 
 

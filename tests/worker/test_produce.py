@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -20,6 +21,7 @@ from kafka_util import read_all
 
 import worker.produce as produce_module
 from worker.produce import (
+    InputFileError,
     TokenBucket,
     add_arguments,
     feature_record,
@@ -126,6 +128,38 @@ def test_json_lines_rows_and_bad_lines(tmp_path: Path) -> None:
     bad.write_bytes(b'{"a": 1}\n[1, 2]\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2"):
         list(read_rows(bad, "y"))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "error"),
+    [
+        ("extra.csv", b"a,y\n1,0\n2,1,5\n", r"extra.csv:3: 3 fields, the header has 2"),
+        ("short.csv", b"a,b,y\n1,2,0\n\n3\n", r"short.csv:4: 1 fields, the header has 3"),
+        ("broken.jsonl", b'{"a": 1}\n{"a": \n', r"broken.jsonl:2: not JSON"),
+    ],
+)
+def test_a_row_that_cannot_be_read_is_named_after_the_rows_before_it(
+    tmp_path: Path, name: str, content: bytes, error: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    rows = read_rows(path, "y")
+    assert next(rows)[0]["a"] == 1
+    with pytest.raises(InputFileError, match=error):
+        list(rows)
+
+
+def test_a_csv_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"a,y\n1,0\ncaf\xe9,1\n")
+    with pytest.raises(InputFileError, match=r"latin1.csv: not UTF-8 text"):
+        list(read_rows(path, "y"))
+
+
+def test_cli_refuses_a_file_it_cannot_read_before_connecting(tmp_path: Path, capsys: Any) -> None:
+    missing = tmp_path / "nope.csv"
+    assert run(parser().parse_args(["--bootstrap-servers", "127.0.0.1:9", "--file", str(missing)])) == 2
+    assert f"cannot read --file {missing}" in capsys.readouterr().err
 
 
 def parser() -> argparse.ArgumentParser:
@@ -295,6 +329,20 @@ def test_cli_replays_a_file_and_creates_topics(
     assert len(docs) == 50
     assert docs[7]["id"] == "s-000007"
     assert (docs[7]["x"], docs[7]["y"]) == ({"a": 7, "b": "y"}, 1)
+
+
+@pytest.mark.kafka
+def test_a_bad_row_stops_the_file_after_delivering_the_rows_before_it(
+    kafka_bootstrap: str, tmp_path: Path, topic_factory: Topics, capsys: Any
+) -> None:
+    topic = topic_factory(1, "features")["features"]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"a": 1, "y": 0}\n{"a": 2, "y": 1}\nnot json\n{"a": 4, "y": 0}\n')
+    args = ["--bootstrap-servers", kafka_bootstrap, "--features-topic", topic, "--file", str(path)]
+    assert run(parser().parse_args([*args, "--target", "y", "--rate", "0"])) == 2
+    assert f"stopped at a bad row: {path}:3: not JSON" in capsys.readouterr().err
+    docs = decoded(read_all(kafka_bootstrap, topic, 1, idle_s=1.0, expect=3))
+    assert [(d["x"], d["y"]) for d in docs] == [({"a": 1}, 0), ({"a": 2}, 1)]
 
 
 @pytest.mark.kafka
