@@ -24,7 +24,7 @@ Value = float | str | None
 # times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).
 # At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
 MAX_TARGET = 1e50
-MAX_INTEGRAL_FLOAT = 2.0**53  # the largest magnitude up to which every integer is a float
+MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
 Label = int | str | float
 
 

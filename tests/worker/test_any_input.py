@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from sgt import SGTClassifier, SGTRegressor
 from worker.merge import FEATURES, LABELS, Merger
+from worker.model import model_types
 from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
 from worker.state import PartitionState, Record, StateConfig
 
@@ -119,7 +120,7 @@ def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
         done = start >= max(map(len, streams))
         result = state.process(merger.pop_ready(labels_done=done, features_done=done), now=1.0)
         predicted += [orjson.loads(out.value)["offset"] for out in result.predictions]
-        dead += [(out, topic, why) for out, topic, why in result.dead_letters]
+        dead += result.dead_letters
     assert not merger.pending(FEATURES) and not merger.pending(LABELS)
     assert state.next_offsets == [len(streams[FEATURES]), len(streams[LABELS])]
     dead_features = []
@@ -131,7 +132,4 @@ def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
             dead_features.append(offset)
     assert sorted(predicted + dead_features) == list(range(len(features)))
     blob = state.to_bytes()
-    restored = PartitionState.from_bytes(
-        blob, config, {"SGTClassifier": SGTClassifier, "SGTRegressor": SGTRegressor}
-    )
-    assert restored.to_bytes() == blob
+    assert PartitionState.from_bytes(blob, config, model_types()).to_bytes() == blob
