@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
@@ -327,8 +327,7 @@ def read_rows(path: str | Path, target: str | None) -> Iterator[Row]:
     feature. The format follows the suffix: ``.csv`` is CSV, anything else is JSON lines. Values
     are parsed as data only (orjson / csv), never evaluated. A row that cannot be read (not UTF-8,
     not JSON, not an object, a CSV row whose field count differs from the header's) raises
-    :class:`InputFileError` when the iteration reaches it, once the rows before it have been yielded
-    (text that is not UTF-8 is found as the file is read, a buffer at a time, so possibly earlier).
+    :class:`InputFileError` when the iteration reaches it, once the rows before it have been yielded.
     """
     path = Path(path)
     rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _json_rows(path)
@@ -338,22 +337,32 @@ def read_rows(path: str | Path, target: str | None) -> Iterator[Row]:
 
 
 def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
+    with path.open("rb") as handle:
+        reader = csv.reader(_text_lines(path, handle))
         try:
             header = next(reader, [])
             for row in reader:
-                if not row:  # a blank line, as csv.DictReader skips them
+                if not row:  # a blank line
                     continue
                 if len(row) != len(header):
                     raise InputFileError(
                         f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}"
                     )
                 yield {name: _scalar(value) for name, value in zip(header, row, strict=True)}
-        except UnicodeDecodeError:
-            raise InputFileError(f"{path}: not UTF-8 text after line {reader.line_num}") from None
         except csv.Error as exc:
             raise InputFileError(f"{path}:{reader.line_num}: {exc}") from None
+
+
+def _text_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
+    """The file's lines as text, decoded one at a time so that a decoding error names its line.
+
+    The first line may start with a UTF-8 byte order mark (spreadsheets write one), which is dropped.
+    """
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise InputFileError(f"{path}:{number}: not UTF-8 text") from None
 
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:

@@ -135,6 +135,7 @@ def test_json_lines_rows_and_bad_lines(tmp_path: Path) -> None:
     [
         ("extra.csv", b"a,y\n1,0\n2,1,5\n", r"extra.csv:3: 3 fields, the header has 2"),
         ("short.csv", b"a,b,y\n1,2,0\n\n3\n", r"short.csv:4: 1 fields, the header has 3"),
+        ("latin1.csv", b"a,y\n1,0\ncaf\xe9,1\n", r"latin1.csv:3: not UTF-8 text"),
         ("broken.jsonl", b'{"a": 1}\n{"a": \n', r"broken.jsonl:2: not JSON"),
     ],
 )
@@ -149,11 +150,10 @@ def test_a_row_that_cannot_be_read_is_named_after_the_rows_before_it(
         list(rows)
 
 
-def test_a_csv_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
-    path = tmp_path / "latin1.csv"
-    path.write_bytes(b"a,y\n1,0\ncaf\xe9,1\n")
-    with pytest.raises(InputFileError, match=r"latin1.csv: not UTF-8 text"):
-        list(read_rows(path, "y"))
+def test_csv_rows_drop_a_byte_order_mark_and_keep_quoted_newlines(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes(b'\xef\xbb\xbfage,note,y\r\n41,"two\r\nlines",1\r\n')
+    assert list(read_rows(path, "y")) == [({"age": 41, "note": "two\r\nlines"}, 1)]
 
 
 def test_cli_refuses_a_file_it_cannot_read_before_connecting(tmp_path: Path, capsys: Any) -> None:
