@@ -24,6 +24,7 @@ Example (needs a broker, so not run here)::
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import csv
 import dataclasses
@@ -368,6 +369,8 @@ def _text_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix(codecs.BOM_UTF8)
             if not line.strip():
                 continue
             try:

@@ -122,7 +122,7 @@ def test_csv_rows_parse_numbers_text_and_empty_cells(tmp_path: Path) -> None:
 
 def test_json_lines_rows_and_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "data.jsonl"
-    path.write_bytes(b'{"a": 1, "b": "x", "y": 0}\n\n{"a": 2.5, "y": 1}\n')
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1, "b": "x", "y": 0}\n\n{"a": 2.5, "y": 1}\n')
     assert list(read_rows(path, "y")) == [({"a": 1, "b": "x"}, 0), ({"a": 2.5}, 1)]
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"a": 1}\n[1, 2]\n')
