@@ -55,7 +55,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="warning", help="Worker log level (default warning).")
 
 
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the demo's options, checked before the broker starts; None when nothing."""
+    if args.duration is not None and not args.duration > 0:
+        return f"--duration must be > 0 seconds, got {args.duration:g}"
+    if not args.rate > 0:
+        return f"--rate must be > 0 records per second, got {args.rate:g}"
+    if args.partitions < 1:
+        return f"--partitions must be >= 1, got {args.partitions}"
+    if not 0 <= args.metrics_port <= 65535:
+        return f"--metrics-port must be in 0..65535, got {args.metrics_port}"
+    if not args.label_delay >= 0:
+        return f"--label-delay must be >= 0 seconds, got {args.label_delay:g}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    problem = argument_problem(args)
+    if problem is not None:
+        print(f"sgt-worker demo: {problem}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     _stop_on_signals(stop)
     with contextlib.ExitStack() as stack:

@@ -63,6 +63,23 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
     assert out.returncode == 1 and "length does not match" in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--rate", "-5", "--rate must be > 0 records per second, got -5"),
+        ("--rate", "nan", "--rate must be > 0"),
+        ("--partitions", "0", "--partitions must be >= 1, got 0"),
+        ("--duration", "-1", "--duration must be > 0 seconds, got -1"),
+        ("--metrics-port", "70000", "--metrics-port must be in 0..65535"),
+        ("--label-delay", "-2", "--label-delay must be >= 0 seconds"),
+    ],
+)
+def test_demo_refuses_bad_options_before_starting_anything(option: str, value: str, message: str) -> None:
+    out = subprocess.run([*CMD, "demo", option, value], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and f"sgt-worker demo: {message}" in out.stderr
+    assert "broker" not in out.stdout
+
+
 @pytest.mark.kafka  # starts its own embedded broker
 @pytest.mark.timeout(120)
 def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
