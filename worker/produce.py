@@ -428,13 +428,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id-prefix", default="s-", help="Prefix of record ids (default s-).")
 
 
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, checked before connecting; None when nothing."""
+    if not args.rate >= 0:  # also refuses nan
+        return f"--rate must be >= 0 records per second (0: as fast as possible), got {args.rate:g}"
+    if args.count is not None and args.count < 0:
+        return f"--count must be >= 0, got {args.count}"
+    if args.duration is not None and not args.duration > 0:
+        return f"--duration must be > 0 seconds, got {args.duration:g}"
+    if args.partitions < 1:
+        return f"--partitions must be >= 1, got {args.partitions}"
+    if not args.label_delay >= 0:
+        return f"--label-delay must be >= 0 seconds, got {args.label_delay:g}"
+    if args.label_delay > 0 and not args.labels_topic:
+        return "--label-delay needs --labels-topic"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``sgt-worker produce``; returns the exit code (0 when every record was delivered)."""
-    if args.rate < 0 or (args.count is not None and args.count < 0) or args.partitions < 1:
-        print("produce: --rate and --count must be >= 0, --partitions >= 1", file=sys.stderr)
-        return 2
-    if args.label_delay > 0 and not args.labels_topic:
-        print("produce: --label-delay needs --labels-topic", file=sys.stderr)
+    problem = argument_problem(args)
+    if problem is not None:
+        print(f"produce: {problem}", file=sys.stderr)
         return 2
     source: Stream | Iterable[Row]
     if args.file is not None:

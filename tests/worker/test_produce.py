@@ -168,9 +168,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--label-delay", "1"], "--label-delay needs --labels-topic"),
+        (["--label-delay", "-1", "--labels-topic", "l"], "--label-delay must be >= 0 seconds, got -1"),
+        (["--rate", "-1"], "--rate must be >= 0 records per second (0: as fast as possible), got -1"),
+        (["--rate", "nan"], "--rate must be >= 0"),
+        (["--count", "-3"], "--count must be >= 0, got -3"),
+        (["--duration", "0"], "--duration must be > 0 seconds, got 0"),
+        (["--partitions", "0"], "--partitions must be >= 1, got 0"),
+    ],
+)
+def test_cli_names_a_bad_option_before_connecting(argv: list[str], message: str, capsys: Any) -> None:
+    assert run(parser().parse_args(["--bootstrap-servers", "127.0.0.1:9", *argv])) == 2
+    assert f"produce: {message}" in capsys.readouterr().err
+
+
 def test_cli_rejects_inconsistent_options() -> None:
-    assert run(parser().parse_args(["--label-delay", "1"])) == 2
-    assert run(parser().parse_args(["--rate", "-1"])) == 2
     with pytest.raises(SystemExit):
         parser().parse_args(["--count", "1", "--duration", "1"])
     with pytest.raises(SystemExit):
