@@ -62,16 +62,22 @@ xs = st.one_of(
     st.lists(values, max_size=4),
     json_values,
 )
+ids = st.one_of(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]), st.integers(0, 5))
 documents = st.fixed_dictionaries(
     {},
     optional={
-        "id": st.one_of(st.sampled_from(["r1", "r2", "r3"]), st.integers(0, 3), json_values),
+        "id": st.one_of(ids, json_values),
         "x": xs,
         "y": st.one_of(st.sampled_from([0, 1, "yes", 2.5, -1e50, 1e50, 1e100]), json_values),
         "ts": st.one_of(st.floats(0.0, 100.0), json_values),
     },
 )
 raw_records = st.one_of(documents.map(orjson.dumps), st.binary(max_size=60), st.none())
+# label records: mostly well-formed, so that labels wait, match, expire and overflow the buffer
+good_labels = st.fixed_dictionaries(
+    {"id": ids, "y": st.sampled_from([0, 1, "yes", 2.5])}, optional={"ts": st.floats(0.0, 100.0)}
+).map(orjson.dumps)
+label_records = st.one_of(good_labels, good_labels, good_labels, raw_records)
 
 
 @settings(max_examples=500, deadline=None)
@@ -86,16 +92,25 @@ def test_decoding_gives_a_record_or_a_known_reason(raw: bytes | None, task: str)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     features=st.lists(raw_records, min_size=1, max_size=40),
-    labels=st.lists(raw_records, max_size=40),
+    labels=st.lists(label_records, min_size=4, max_size=40),
     separate=st.booleans(),
     task=st.sampled_from(["classification", "regression"]),
     cuts=st.lists(st.integers(1, 20), max_size=5),
+    max_pending=st.integers(1, 4),
+    max_age=st.sampled_from([5.0, 30.0, 1e9]),
 )
 def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
-    features: list[bytes | None], labels: list[bytes | None], separate: bool, task: str, cuts: list[int]
+    features: list[bytes | None],
+    labels: list[bytes | None],
+    separate: bool,
+    task: str,
+    cuts: list[int],
+    max_pending: int,
+    max_age: float,
 ) -> None:
-    """Each feature record gives one prediction or one dead letter carrying its bytes, inline labels or
-    a labels topic (whose records are joined, dead-lettered, or still waiting in the join buffer).
+    """Each feature record gives one prediction or one dead letter carrying its bytes, and each label
+    record is trained on, dead-lettered or still waiting in the join buffer; inline labels or a
+    labels topic.
 
     The model learns from a tiny grace period on, so that splits and leaf updates happen on what got
     through; the state must still snapshot and restore exactly.
@@ -105,8 +120,8 @@ def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
         task,
         "labels" if separate else None,
         max_record_bytes=MAX_BYTES,
-        join_max_pending=8,
-        join_max_age=30.0,
+        join_max_pending=max_pending,
+        join_max_age=max_age,
     )
     state = PartitionState(0, model, config)
     streams = [[Record(i, float(i), None, raw) for i, raw in enumerate(features)]]
@@ -131,5 +146,9 @@ def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
         if topic == "features":
             dead_features.append(offset)
     assert sorted(predicted + dead_features) == list(range(len(features)))
+    # each label record was dead-lettered, trained on with its features, or is waiting for them
+    inline = sum(decode_feature(features[offset], 0.0, task, MAX_BYTES).y is not None for offset in predicted)
+    dead_labels = sum(topic == "labels" for _, topic, _ in dead)
+    assert dead_labels + (state.trained - inline) + len(state.join.labels) == len(streams[LABELS])
     blob = state.to_bytes()
     assert PartitionState.from_bytes(blob, config, model_types()).to_bytes() == blob
