@@ -24,7 +24,6 @@ Example (needs a broker, so not run here)::
 from __future__ import annotations
 
 import argparse
-import codecs
 import contextlib
 import csv
 import dataclasses
@@ -368,9 +367,7 @@ def _text_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
 
 def _json_rows(path: Path) -> Iterator[dict[str, Any]]:
     with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if number == 1:
-                line = line.removeprefix(codecs.BOM_UTF8)
+        for number, line in enumerate(_text_lines(path, handle), start=1):
             if not line.strip():
                 continue
             try:

@@ -137,6 +137,7 @@ def test_json_lines_rows_and_bad_lines(tmp_path: Path) -> None:
         ("short.csv", b"a,b,y\n1,2,0\n\n3\n", r"short.csv:4: 1 fields, the header has 3"),
         ("latin1.csv", b"a,y\n1,0\ncaf\xe9,1\n", r"latin1.csv:3: not UTF-8 text"),
         ("broken.jsonl", b'{"a": 1}\n{"a": \n', r"broken.jsonl:2: not JSON"),
+        ("latin1.jsonl", b'{"a": 1}\n{"a": "caf\xe9"}\n', r"latin1.jsonl:2: not UTF-8 text"),
     ],
 )
 def test_a_row_that_cannot_be_read_is_named_after_the_rows_before_it(
