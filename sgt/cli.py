@@ -471,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     figure_class = _load_figure_class() if args.plot else None
     if args.plot and figure_class is None:
         parser.error("--plot needs matplotlib; install the plot extra: pip install 'sgt-stream[plot]'")
+    if args.plot and not args.plot.parent.is_dir():  # found now, not after the whole run
+        parser.error(f"--plot: no such directory: {args.plot.parent}")
     try:
         model = _build_model(args)
     except ValueError as e:  # bad hyperparameters: the library names the argument and the range

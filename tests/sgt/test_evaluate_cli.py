@@ -257,6 +257,7 @@ def test_bad_utf8_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (["--batch-size", "0"], "--batch-size must be >= 1"),
         (["--window", "0"], "--window must be >= 1"),
         (["--task", "ranking"], "invalid choice"),
+        (["--plot", "/nonexistent-dir/curve.png"], "--plot: no such directory: /nonexistent-dir"),
     ],
 )
 def test_bad_arguments_are_usage_errors(
