@@ -77,6 +77,24 @@ def decode(data: bytes) -> bytes:
     return data[_HEAD.size : -_DIGEST]
 
 
+def directory_problem(directory: str | Path) -> str | None:
+    """Why checkpoints cannot be written to ``directory`` (created if missing), or None.
+
+    The worker asks this at start-up, so that a wrong path, a read-only volume or the wrong owner is
+    refused at once rather than found at the first checkpoint. A probe file with the temporary
+    files' name pattern is written and removed again (a leftover one is never read).
+    """
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".probe.{os.getpid()}.tmp"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"cannot write checkpoints to {directory}: {exc.strerror or exc}"
+    return None
+
+
 def write_checkpoint(directory: str | Path, partition: int, payload: bytes) -> Path:
     """Write durably and atomically; the file it replaces is kept as the previous checkpoint."""
     directory = Path(directory)

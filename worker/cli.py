@@ -17,8 +17,8 @@ from types import FrameType
 
 import orjson
 
-from worker import __version__
-from worker.config import SETTINGS, ConfigError, add_arguments, redacted, settings_from_args
+from worker import __version__, checkpoint
+from worker.config import SETTINGS, ConfigError, add_arguments, describe, redacted, settings_from_args
 from worker.logs import configure_logging, fields
 from worker.loop import Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
@@ -75,12 +75,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    from worker.checkpoint import CheckpointError
     from worker.inspect import inspect_path
 
     try:
         summary = inspect_path(args.path, tree=args.tree)
-    except (CheckpointError, ValueError, OSError) as exc:
+    except (checkpoint.CheckpointError, ValueError, OSError) as exc:
         print(f"sgt-worker inspect: {args.path}: {exc}", file=sys.stderr)
         return 1
     tree_texts = []
@@ -98,6 +97,10 @@ def run_command(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ConfigError as exc:
         print(f"sgt-worker run: {exc}", file=sys.stderr)
+        return 2
+    problem = checkpoint.directory_problem(settings.checkpoint_dir)
+    if problem is not None:
+        print(f"sgt-worker run: {describe('checkpoint_dir')}: {problem}", file=sys.stderr)
         return 2
     log = configure_logging(settings.log_level)
 

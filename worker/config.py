@@ -336,14 +336,17 @@ class WorkerSettings:
         )
 
 
+def describe(name: str) -> str:
+    """How error messages name a setting: ``setting NAME (--flag / SGT_ENV)``."""
+    setting = _BY_NAME[name]
+    return f"setting {setting.name} ({setting.flag} / {setting.env})"
+
+
 def _check(setting: Setting, value: Any, source: str) -> Any:
     try:
         return setting.parse(value)
     except ValueError as exc:
-        raise ConfigError(
-            f"setting {setting.name} ({setting.flag} / {setting.env}) from {source}: "
-            f"got {value!r}, expected {exc}"
-        ) from None
+        raise ConfigError(f"{describe(setting.name)} from {source}: got {value!r}, expected {exc}") from None
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import threading
 import time
 from types import FrameType
 
+from worker import checkpoint
 from worker.config import load_settings
 from worker.logs import configure_logging
 from worker.loop import Worker
@@ -67,6 +68,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return f"--metrics-port must be in 0..65535, got {args.metrics_port}"
     if not args.label_delay >= 0:
         return f"--label-delay must be >= 0 seconds, got {args.label_delay:g}"
+    if args.checkpoint_dir is not None:
+        return checkpoint.directory_problem(args.checkpoint_dir)
     return None
 
 

@@ -12,6 +12,7 @@ from worker.checkpoint import (
     CheckpointError,
     checkpoint_path,
     decode,
+    directory_problem,
     encode,
     partitions_in,
     previous_path,
@@ -82,3 +83,11 @@ def test_a_rejected_payload_falls_back_too_and_nothing_valid_gives_none(tmp_path
     previous_path(tmp_path, 1).write_bytes(b"garbage")
     assert read_newest(tmp_path, 1, accept=accept) is None
     assert read_newest(tmp_path, 9) is None
+
+
+def test_directory_problem_creates_the_directory_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    directory = tmp_path / "a" / "b"
+    assert directory_problem(directory) is None
+    assert directory.is_dir() and not list(directory.iterdir())
+    (tmp_path / "file").write_text("")
+    assert "cannot write checkpoints to" in (directory_problem(tmp_path / "file") or "")

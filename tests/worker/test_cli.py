@@ -63,6 +63,25 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
     assert out.returncode == 1 and "length does not match" in out.stderr
 
 
+@pytest.mark.parametrize("under_a_file", [False, True])
+def test_run_refuses_a_checkpoint_dir_it_cannot_write_before_connecting(
+    tmp_path: Path, under_a_file: bool
+) -> None:
+    """Found at start-up, not at the first checkpoint (the broker address leads nowhere)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    directory = blocker / "checkpoints" if under_a_file else blocker
+    out = subprocess.run(
+        [*CMD, "run", "--checkpoint-dir", str(directory), "--bootstrap-servers", "127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "sgt-worker run: setting checkpoint_dir (--checkpoint-dir / SGT_CHECKPOINT_DIR): " in out.stderr
+    assert f"cannot write checkpoints to {directory}" in out.stderr
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
@@ -72,6 +91,7 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
         ("--duration", "-1", "--duration must be > 0 seconds, got -1"),
         ("--metrics-port", "70000", "--metrics-port must be in 0..65535"),
         ("--label-delay", "-2", "--label-delay must be >= 0 seconds"),
+        ("--checkpoint-dir", "/dev/null/ck", "cannot write checkpoints to /dev/null/ck: Not a directory"),
     ],
 )
 def test_demo_refuses_bad_options_before_starting_anything(option: str, value: str, message: str) -> None:
