@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 
 from worker import checkpoint
 from worker.config import WorkerSettings
-from worker.logs import fields
+from worker.logs import RepeatFilter, fields
 from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import Health, WorkerMetrics
 from worker.model import model_types, new_model, preload
@@ -49,6 +49,7 @@ _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compressi
 _GAUGE_INTERVAL_S = 1.0
 _FLUSH_TIMEOUT_S = 10.0
 _LIST_INTERVAL_S = 1.0
+_CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
 _GC_THRESHOLD = 20_000  # allocations between first-generation collections (default 700)
 _MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 
@@ -184,6 +185,10 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health()
         self.log = log or logging.getLogger("worker")
+        # the Kafka clients' logs and errors, each shape at most once per interval (see RepeatFilter)
+        self._client_log = self.log.getChild("librdkafka")
+        if not any(isinstance(f, RepeatFilter) for f in self._client_log.filters):
+            self._client_log.addFilter(RepeatFilter(_CLIENT_LOG_INTERVAL_S))
         self.owned: dict[int, Owned] = {}
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
         self._stop = threading.Event()
@@ -281,18 +286,19 @@ class Worker:
     # -- client configuration -------------------------------------------------------------------------
 
     def _consumer_config(self) -> dict[str, Any]:
-        conf = consumer_config(self.settings, self._overrides)
-        conf["error_cb"] = self._on_error
-        return conf
+        return self._with_callbacks(consumer_config(self.settings, self._overrides))
 
     def _producer_config(self) -> dict[str, Any]:
-        conf = producer_config(self.settings, self._overrides)
-        conf["error_cb"] = self._on_error
-        return conf
+        return self._with_callbacks(producer_config(self.settings, self._overrides))
+
+    def _with_callbacks(self, conf: dict[str, Any]) -> dict[str, Any]:
+        # librdkafka's own log lines go through the worker's logger (JSON, like every other line)
+        # rather than straight to stderr; they reach it from poll(), on this thread
+        return {**conf, "error_cb": self._on_error, "logger": self._client_log}
 
     def _on_error(self, error: KafkaError) -> None:
         level = logging.ERROR if error.fatal() else logging.WARNING
-        self.log.log(level, "kafka client error", extra=fields(error=str(error), code=error.code()))
+        self._client_log.log(level, "kafka client error", extra=fields(error=str(error), code=error.code()))
         if error.fatal():
             self._stop.set()
 

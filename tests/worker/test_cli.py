@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sgt import SGTClassifier
 from worker.checkpoint import checkpoint_path, write_checkpoint
+from worker.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]
@@ -61,6 +64,22 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-3])
     out = subprocess.run([*CMD, "inspect", str(path)], capture_output=True, text=True)
     assert out.returncode == 1 and "length does not match" in out.stderr
+
+
+def test_an_unreachable_broker_is_logged_as_json_lines_without_flooding(tmp_path: Path) -> None:
+    """librdkafka reports each reconnect attempt (about 20 lines a second); the worker passes them on
+    as JSON through its own logger, each message at most once per 30 s."""
+    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there
+    command = [*CMD, "run", "--bootstrap-servers", nobody, "--checkpoint-dir", str(tmp_path)]
+    process = subprocess.Popen([*command, "--metrics-port", "0"], stderr=subprocess.PIPE, text=True)
+    time.sleep(6.0)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    lines = [json.loads(line) for line in stderr.splitlines()]  # every line is a JSON object
+    client = [line for line in lines if line["logger"] == "worker.librdkafka"]
+    assert any("Connection refused" in line["msg"] for line in client)
+    assert len(client) <= 8, [line["msg"] for line in client]
 
 
 @pytest.mark.parametrize("under_a_file", [False, True])
