@@ -329,11 +329,33 @@ class WorkerSettings:
     kafka_options: tuple[tuple[str, str], ...]
     log_level: str
 
+    def __post_init__(self) -> None:
+        _check_topics(self)
+
     def replace(self, **changes: Any) -> WorkerSettings:
         """A copy with some settings changed (values are validated like any other source)."""
         return dataclasses.replace(
             self, **{k: _check(_BY_NAME[k], v, "override") for k, v in changes.items()}
         )
+
+
+_TOPIC_SETTINGS = ("features_topic", "labels_topic", "predictions_topic", "dead_letter_topic")
+
+
+def _check_topics(settings: WorkerSettings) -> None:
+    """The four topics must differ: an output that is also an input feeds the worker its own output
+    (a dead letter read back is dead-lettered again, forever), and the join needs two topics."""
+    seen: dict[str, str] = {}
+    for name in _TOPIC_SETTINGS:
+        topic = getattr(settings, name)
+        if topic is None:
+            continue
+        if topic in seen:
+            raise ConfigError(
+                f"{describe(name)}: {topic!r} is also the {seen[topic]}; the features, labels, "
+                "predictions and dead-letter topics must be different topics"
+            )
+        seen[topic] = name
 
 
 def describe(name: str) -> str:

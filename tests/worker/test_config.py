@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,27 @@ def test_bad_values_name_the_setting_and_what_is_allowed(source: dict, message: 
         ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("|", r"\|")
     ):
         load_settings(source.get("flags"), source.get("env", {}), source.get("file"))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            {"labels_topic": "features"},
+            "setting labels_topic (--labels-topic / SGT_LABELS_TOPIC): 'features' is also the features_topic",
+        ),
+        ({"predictions_topic": "features"}, "'features' is also the features_topic"),
+        ({"dead_letter_topic": "features"}, "'features' is also the features_topic"),
+        ({"labels_topic": "l", "predictions_topic": "l"}, "'l' is also the labels_topic"),
+        ({"dead_letter_topic": "predictions"}, "'predictions' is also the predictions_topic"),
+    ],
+)
+def test_an_output_topic_may_not_be_an_input_or_another_output(flags: dict, message: str) -> None:
+    """A dead-letter topic that is also the features topic would dead-letter its own letters forever."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(flags, env={})
+    with pytest.raises(ConfigError, match="must be different topics"):
+        load_settings({}, env={}).replace(**flags)
 
 
 def test_unknown_keys_and_bad_toml_are_rejected(tmp_path: Path) -> None:
