@@ -25,8 +25,7 @@ class SGTRegressor(BaseSGT):
 
     Scale: the split test works on squared gradients times squared steps, about the fourth power of
     the targets' spread, in doubles. With squared error it overflows once targets differ by more than
-    about 1e76, and from then on the tree never splits; rescale such targets (the worker refuses
-    targets beyond 1e50).
+    about 1e76, and from then on the tree never splits; rescale such targets.
 
     Parameters are those of SGTClassifier, plus:
 
