@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt.features import FeatureSpace
+from sgt.features import MAX_CATEGORIES, FeatureSpace
 from sgt.tree import Layout, Params, Tree
 
 __all__ = ["DEFAULTS", "PAPER_DEFAULTS", "BaseSGT"]
@@ -61,6 +61,7 @@ class BaseSGT:
         max_depth: int | None = None,
         feature_names: Sequence[str] | None = None,
         nominal: Iterable[str] = (),
+        max_categories: int | None = None,
     ) -> None:
         _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
@@ -70,6 +71,14 @@ class BaseSGT:
         _check_int("warm_up", warm_up, low=1, allowed="an integer >= 1")
         if max_depth is not None:
             _check_int("max_depth", max_depth, low=0, allowed="None or an integer >= 0")
+        if max_categories is not None:
+            _check_int(
+                "max_categories",
+                max_categories,
+                low=1,
+                high=MAX_CATEGORIES - 1,
+                allowed=f"None or an integer in [1, {MAX_CATEGORIES - 1}]",
+            )
         if feature_names is not None and (
             isinstance(feature_names, str) or not all(isinstance(n, str) for n in feature_names)
         ):
@@ -85,7 +94,10 @@ class BaseSGT:
         self.max_depth = None if max_depth is None else int(max_depth)
         self.feature_names = None if feature_names is None else tuple(feature_names)
         self.nominal = tuple(sorted(set(nominal)))
-        self._space = FeatureSpace(self.bins, self.warm_up, self.nominal, self.feature_names)
+        self.max_categories = None if max_categories is None else int(max_categories)
+        self._space = FeatureSpace(
+            self.bins, self.warm_up, self.nominal, self.feature_names, self.max_categories
+        )
         self._layout = Layout(self._space)
         self._layout_revision = self._space.revision
         self._trees: list[Tree] = []
@@ -126,6 +138,7 @@ class BaseSGT:
             "max_depth": self.max_depth,
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "nominal": list(self.nominal),
+            "max_categories": self.max_categories,
         }
 
     def __repr__(self) -> str:

@@ -45,6 +45,12 @@ class SGTClassifier(BaseSGT):
         Names of the columns when records are arrays or sequences (default x0, x1, ...).
     nominal
         Names of features to treat as categories even when their values are numbers.
+    max_categories
+        Optional bound on the categories of each nominal feature. The first `max_categories`
+        learned keep their own codes; every later one shares a single "other" code (shown as
+        None in `to_dict`). Without it, a feature with ever-new values (an id, a timestamp
+        string) grows every leaf's statistics and, once split on, the number of leaves without
+        limit.
 
     Examples
     --------
@@ -73,9 +79,19 @@ class SGTClassifier(BaseSGT):
         max_depth: int | None = None,
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
+        max_categories: int | None = None,
     ) -> None:
         super().__init__(
-            delta, grace_period, lambda_, gamma, bins, warm_up, max_depth, feature_names, nominal
+            delta,
+            grace_period,
+            lambda_,
+            gamma,
+            bins,
+            warm_up,
+            max_depth,
+            feature_names,
+            nominal,
+            max_categories=max_categories,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

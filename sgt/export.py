@@ -104,7 +104,10 @@ def _condition(node: dict[str, Any], k: int) -> str:
     if node["kind"] == "numeric":
         op = "<=" if k == 0 else ">"
         return f"{node['feature']} {op} {node['threshold']:.6g}"
-    return f"{node['feature']} == {node['categories'][k]!r}"
+    category = node["categories"][k]
+    if category is None:  # the shared code of the categories beyond max_categories
+        return f"{node['feature']} is another category"
+    return f"{node['feature']} == {category!r}"
 
 
 def to_dot(model: BaseSGT) -> str:

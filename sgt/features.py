@@ -10,7 +10,9 @@ Every value becomes a small integer code (uint16), the unit of all statistics an
   frozen and values outside it, infinities included, are clipped into the end bins. A constant
   range (width 0) puts the value itself in bin 1 and anything above it in bin B;
 - nominal features, codes 1..K: categories in order of first appearance while learning; a category
-  never learned gets `UNKNOWN` (prediction only).
+  never learned gets `UNKNOWN` (prediction only). With `max_categories`, the categories after the
+  first `max_categories` share one more code, "other" (its vocabulary key is None, which no value
+  can be: None is missing), in learning and in prediction alike.
 
 A feature is nominal when its first value is a string or its name is listed in `nominal`; it is
 numeric otherwise (bools count as 0/1). Features are registered by the first learned record that
@@ -62,8 +64,10 @@ class FeatureSpace:
         warm_up: int,
         nominal: Iterable[str] = (),
         feature_names: Sequence[str] | None = None,
+        max_categories: int | None = None,
     ) -> None:
         self.bins = bins
+        self.max_categories = MAX_CATEGORIES if max_categories is None else max_categories
         self.warm_up = warm_up
         self.nominal = frozenset(nominal)
         self.feature_names = list(feature_names) if feature_names is not None else None
@@ -433,10 +437,18 @@ class FeatureSpace:
         code = vocab.get(key)
         if code is not None:
             return code
+        if len(vocab) >= self.max_categories:  # full: "other" (None), created when first learned
+            other = vocab.get(None)
+            if other is None and learn and self.max_categories < MAX_CATEGORIES:
+                vocab[None] = other = len(vocab) + 1
+                self.revision += 1
+            if other is not None:
+                return other
+            if learn:
+                raise ValueError(f"feature {name!r}: more than {MAX_CATEGORIES} categories")
+            return UNKNOWN
         if not learn:
             return UNKNOWN
-        if len(vocab) >= MAX_CATEGORIES:
-            raise ValueError(f"feature {name!r}: more than {MAX_CATEGORIES} categories")
         vocab[key] = code = len(vocab) + 1
         self.revision += 1
         return code

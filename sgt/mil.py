@@ -50,9 +50,19 @@ class MILClassifier(BaseSGT):
         max_depth: int | None = None,
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
+        max_categories: int | None = None,
     ) -> None:
         super().__init__(
-            delta, grace_period, lambda_, gamma, bins, warm_up, max_depth, feature_names, nominal
+            delta,
+            grace_period,
+            lambda_,
+            gamma,
+            bins,
+            warm_up,
+            max_depth,
+            feature_names,
+            nominal,
+            max_categories=max_categories,
         )
         self._new_tree()
 

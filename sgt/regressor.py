@@ -62,9 +62,19 @@ class SGTRegressor(BaseSGT):
         nominal: Sequence[str] = (),
         loss: Loss | None = None,
         base_score: float | None = None,
+        max_categories: int | None = None,
     ) -> None:
         super().__init__(
-            delta, grace_period, lambda_, gamma, bins, warm_up, max_depth, feature_names, nominal
+            delta,
+            grace_period,
+            lambda_,
+            gamma,
+            bins,
+            warm_up,
+            max_depth,
+            feature_names,
+            nominal,
+            max_categories=max_categories,
         )
         if loss is not None and not isinstance(loss, Loss):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")

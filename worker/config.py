@@ -263,6 +263,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("gamma", 0.1, "SGT: penalty per new leaf.", _float(0.0)),
     Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 4096)),
     Setting("max_depth", None, "SGT: deepest a tree may grow; none = unlimited.", _optional_int(0)),
+    Setting(
+        "max_categories",
+        256,
+        "SGT: categories of a nominal feature with codes of their own; later ones share one "
+        "(bounds memory when a feature has ever-new values, such as an id).",
+        _int(1, 65533),
+    ),
     Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(1)),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),
     Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
@@ -318,6 +325,7 @@ class WorkerSettings:
     bins: int
     warm_up: int
     max_depth: int | None
+    max_categories: int
     metrics_window: int
     batch_size: int
     poll_timeout_seconds: float

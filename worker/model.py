@@ -30,6 +30,7 @@ def new_model(settings: WorkerSettings) -> Any:
         bins=settings.bins,
         warm_up=settings.warm_up,
         max_depth=settings.max_depth,
+        max_categories=settings.max_categories,
     )
 
 

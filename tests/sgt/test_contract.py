@@ -364,6 +364,8 @@ BAD_PARAMS = [
     ("bins", 4097),
     ("warm_up", 0),
     ("max_depth", -1),
+    ("max_categories", 0),
+    ("max_categories", 65534),
 ]
 ALLOWED = {
     "delta": "(0, 1)",
@@ -373,8 +375,15 @@ ALLOWED = {
     "bins": "[2, 4096]",
     "warm_up": ">= 1",
     "max_depth": ">= 0",
+    "max_categories": "[1, 65533]",
 }
-WRONG_TYPES = [("grace_period", 2.5), ("bins", 16.5), ("warm_up", 10.5), ("max_depth", 1.5)]
+WRONG_TYPES = [
+    ("grace_period", 2.5),
+    ("bins", 16.5),
+    ("warm_up", 10.5),
+    ("max_depth", 1.5),
+    ("max_categories", True),
+]
 GOOD_PARAMS = [
     ("delta", 0.5),
     ("grace_period", 1),
@@ -385,6 +394,9 @@ GOOD_PARAMS = [
     ("warm_up", 1),
     ("max_depth", 0),
     ("max_depth", None),
+    ("max_categories", 1),
+    ("max_categories", 65533),
+    ("max_categories", None),
 ]
 ESTIMATORS = [SGTClassifier, SGTRegressor, MILClassifier]
 

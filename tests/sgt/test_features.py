@@ -19,6 +19,7 @@ from sgt_testkit import iter_nodes, route, threshold_stream
 
 from sgt import SGTClassifier, SGTRegressor
 from sgt.base import ROW_BY_ROW_MAX
+from sgt.features import UNKNOWN
 
 
 def _split_classifier(n: int = 3000, seed: int = 30, left_share: float = 0.5) -> SGTClassifier:
@@ -258,6 +259,38 @@ def test_many_categories_and_large_records_stay_fast_and_correct() -> None:
     model.learn_many(records, (ids % 2).astype(float) * 10.0)
     assert {f["name"] for f in model.to_dict()["features"]} == {"id"} | {f"n{k}" for k in range(20)}
     assert np.all(np.isfinite(model.predict_many(records[:100])))
+
+
+def test_max_categories_gives_later_categories_one_shared_code() -> None:
+    """A feature with ever-new values (an id) keeps every leaf's statistics and the leaf count bounded."""
+    records = [{"user": f"u{i}", "a": float(i % 10)} for i in range(4000)]
+    labels = [i % 2 for i in range(4000)]
+    bounded = SGTClassifier(max_categories=8)
+    bounded.learn_many(records, labels)
+    features = {f["name"]: f for f in bounded.to_dict()["features"]}
+    assert features["user"]["categories"] == [f"u{i}" for i in range(8)] + [None]  # None: "other"
+    assert bounded.n_leaves <= 10 and bounded.nbytes < 200_000
+    # every category beyond the first eight is "other", in learning and in prediction
+    assert bounded.predict_proba_one({"user": "u3999", "a": 1.0}) == bounded.predict_proba_one(
+        {"user": "never-seen", "a": 1.0}
+    )
+    unbounded = SGTClassifier()
+    unbounded.learn_many(records[:1500], labels[:1500])
+    assert len(unbounded.to_dict()["features"][0]["categories"]) == 1500
+
+
+def test_before_the_vocabulary_is_full_an_unseen_category_is_unknown() -> None:
+    model = SGTRegressor(max_categories=3, grace_period=10, warm_up=10)
+    model.learn_many([{"c": "a"}, {"c": "b"}] * 20, [0.0, 10.0] * 20)
+    assert model._space.encode_one({"c": "z"}, learn=False) == [UNKNOWN]
+    model.learn_one({"c": "c"}, 5.0)
+    assert model._space.encode_one({"c": "z"}, learn=False) == [UNKNOWN]  # full, but no "other" yet
+    model.learn_one({"c": "d"}, 5.0)
+    assert (
+        model._space.encode_one({"c": "z"}, learn=False)
+        == [4]
+        == model._space.encode_one({"c": "d"}, learn=False)
+    )
 
 
 def test_array_rows_starting_with_nan_give_the_same_model_on_every_path() -> None:

@@ -202,18 +202,22 @@ def test_arbitrary_values_never_crash_and_stay_deterministic(stream: list) -> No
         max_size=250,
     ),
     cuts=st.lists(st.integers(1, 249), max_size=8, unique=True).map(sorted),
+    max_categories=st.sampled_from([None, 1, 2]),
 )
-def test_classifier_batches_equal_the_loop_on_arbitrary_streams(stream: list, cuts: list[int]) -> None:
-    """New classes, new categories at branches, missing values and unlabelled rows inside batches."""
+def test_classifier_batches_equal_the_loop_on_arbitrary_streams(
+    stream: list, cuts: list[int], max_categories: int | None
+) -> None:
+    """New classes, new categories at branches (or the shared "other" code beyond max_categories),
+    missing values and unlabelled rows inside batches."""
     records = [{"num": a} if i % 3 else {"cat": c, "num": a} for i, (a, c, _) in enumerate(stream)]
     labels = [label for _, _, label in stream]
-    loop = SGTClassifier(grace_period=10, warm_up=5, delta=0.05)
+    loop = SGTClassifier(grace_period=10, warm_up=5, delta=0.05, max_categories=max_categories)
     expected = []
     for x, label in zip(records, labels, strict=True):
         expected.append(loop.predict_proba_one(x))
         if label is not None:
             loop.learn_one(x, label)
-    batch = SGTClassifier(grace_period=10, warm_up=5, delta=0.05)
+    batch = SGTClassifier(grace_period=10, warm_up=5, delta=0.05, max_categories=max_categories)
     rows = []
     for part in batches(len(stream), [c for c in cuts if c < len(stream)]):
         P = batch.predict_learn_many(records[part], labels[part])

@@ -468,8 +468,11 @@ def test_a_forged_sparse_statistics_index_is_refused(edit: Any) -> None:
     ),
     cut=st.integers(0, 120),
     regression=st.booleans(),
+    max_categories=st.sampled_from([None, 1, 2]),
 )
-def test_a_round_trip_at_any_point_continues_identically(stream: list, cut: int, regression: bool) -> None:
+def test_a_round_trip_at_any_point_continues_identically(
+    stream: list, cut: int, regression: bool, max_categories: int | None
+) -> None:
     """Fresh, featureless, warming up, mid-block, after new categories or classes: wherever the model is
     saved, the restored copy has the same bytes and learns and predicts the rest identically."""
     shapes = (
@@ -480,10 +483,12 @@ def test_a_round_trip_at_any_point_continues_identically(stream: list, cut: int,
     )
     records = [shapes[k](a, c) for k, a, c, _, _ in stream]
     if regression:
-        model: Any = SGTRegressor(grace_period=5, warm_up=10, nominal=["cat"])
+        model: Any = SGTRegressor(grace_period=5, warm_up=10, nominal=["cat"], max_categories=max_categories)
         targets = [t for *_, t in stream]
     else:
-        model = SGTClassifier(grace_period=5, warm_up=10, nominal=["cat"], delta=0.05)
+        model = SGTClassifier(
+            grace_period=5, warm_up=10, nominal=["cat"], delta=0.05, max_categories=max_categories
+        )
         targets = [label for *_, label, _ in stream]
     cut = min(cut, len(records))
     model.learn_many(records[:cut], targets[:cut])

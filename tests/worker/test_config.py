@@ -150,13 +150,25 @@ def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -
     [
         {"delta": "1e-300", "grace_period": "1", "lambda_": "0", "gamma": "0", "bins": "2", "warm_up": "1"},
         {"delta": "0.999", "bins": "4096", "max_depth": "0", "task": "regression"},
+        {"max_categories": "1"},
+        {"max_categories": "65533", "task": "regression"},
     ],
 )
 def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
     from worker.model import new_model
 
-    model = new_model(load_settings(extreme, env={}))
-    model.learn_one({"a": 1.0}, 1)
+    settings = load_settings(extreme, env={})
+    model = new_model(settings)
+    model.learn_one({"a": 1.0, "c": "x"}, 1)
+    assert model.max_categories == settings.max_categories
+
+
+def test_models_bound_their_categories_by_default() -> None:
+    """Unlike the library's, the worker's default bounds every nominal feature's codes: its records
+    come from producers it does not control."""
+    from worker.model import new_model
+
+    assert new_model(load_settings({}, env={})).max_categories == 256
 
 
 def test_a_busy_metrics_port_is_reported_by_name() -> None:

@@ -22,7 +22,8 @@ import pytest
 
 from sgt.evaluation import Prequential
 from worker.checkpoint import read_newest
-from worker.model import model_types
+from worker.config import load_settings
+from worker.model import new_model
 from worker.state import split_state
 
 FAST = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "1000", "--fetch-wait-max-ms", "10"]
@@ -140,9 +141,10 @@ def offline_classification(
     """Run sgt offline: ``predict_learn_many`` over ``(x, y or None)`` rows in order, then score.
 
     ``scores`` lists ``(true label, row whose prediction it scores)`` in the order labels became
-    known. Returns the model bytes and the Prequential state.
+    known. Returns the model bytes and the Prequential state. The model has the hyperparameters of
+    a worker's fresh model with default settings.
     """
-    model = model_types()["SGTClassifier"]()
+    model = new_model(load_settings({}, env={}))
     metrics = Prequential("classification", 1000)
     proba = model.predict_learn_many([r[0] for r in rows], [r[1] for r in rows])
     classes = list(model.classes_)
