@@ -247,6 +247,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
     Setting(
+        "max_features",
+        1000,
+        "Most feature names a partition infers (no features declared); a record that would add "
+        "another is dead-lettered as unknown_feature.",
+        _int(1),
+    ),
+    Setting(
         "features",
         (),
         "Declared features, NAME[:numeric|nominal],... in array order; empty = inferred from the data.",
@@ -317,6 +324,7 @@ class WorkerSettings:
     join_max_pending: int
     join_max_age_seconds: float
     max_record_bytes: int
+    max_features: int
     features: tuple[tuple[str, str], ...]
     delta: float
     grace_period: int

@@ -101,6 +101,7 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         join_max_pending=settings.join_max_pending,
         join_max_age=settings.join_max_age_seconds,
         metrics_window=settings.metrics_window,
+        max_features=settings.max_features,
     )
 
 

@@ -23,9 +23,16 @@ _TYPE_OF = {float: "numeric", str: "nominal"}
 
 
 class FeatureSchema:
-    """Checks feature values against declared or inferred names and types."""
+    """Checks feature values against declared or inferred names and types.
 
-    def __init__(self, declared: tuple[tuple[str, str], ...] = ()) -> None:
+    An inferred schema takes at most ``max_features`` names: a record that would add one more is
+    refused (``unknown_feature``), as a name outside a declaration is. Each name costs every leaf of
+    the model its split statistics, so records with ever-new keys would otherwise grow it without
+    bound.
+    """
+
+    def __init__(self, declared: tuple[tuple[str, str], ...] = (), max_features: int = 1000) -> None:
+        self.max_features = max_features
         self.declared = bool(declared)
         self.types: dict[str, str] = dict(declared)
         self.order: list[str] = [name for name, _ in declared]
@@ -50,7 +57,7 @@ class FeatureSchema:
             kind = _TYPE_OF[type(value)]
             known = self.types.get(name)
             if known is None:
-                if self.declared:
+                if self.declared or len(self.types) + len(new) >= self.max_features:
                     return "unknown_feature"
                 new[name] = kind
             elif known != kind:
@@ -82,8 +89,8 @@ class FeatureSchema:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FeatureSchema:
-        schema = cls()
+    def from_dict(cls, data: dict[str, Any], max_features: int = 1000) -> FeatureSchema:
+        schema = cls(max_features=max_features)
         schema.declared = bool(data["declared"])
         schema.types = dict(data["types"])
         schema.order = list(data["order"])

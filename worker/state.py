@@ -81,6 +81,7 @@ class StateConfig:
     join_max_pending: int = 100000
     join_max_age: float = 3600.0
     metrics_window: int = 1000
+    max_features: int = 1000
 
 
 @dataclass
@@ -200,7 +201,7 @@ class PartitionState:
         self.model = model
         self.config = config
         self.prequential = Prequential(config.task, config.metrics_window)
-        self.schema = FeatureSchema(config.features)
+        self.schema = FeatureSchema(config.features, config.max_features)
         self.join = JoinBuffer(config.join_max_pending, config.join_max_age)
         self.next_offsets = [0, 0]  # features, labels
         self.consumed = [0, 0]
@@ -466,7 +467,7 @@ class PartitionState:
         state.predicted = int(header["predicted"])
         state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
         state.prequential = Prequential.from_dict(header["prequential"])
-        state.schema = FeatureSchema.from_dict(header["schema"])
+        state.schema = FeatureSchema.from_dict(header["schema"], config.max_features)
         state.join = JoinBuffer.from_dict(header["join"], config.join_max_pending, config.join_max_age)
         return state
 

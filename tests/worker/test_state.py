@@ -268,3 +268,18 @@ def test_the_inline_fast_path_decides_exactly_as_the_general_path(seed: int, cut
         assert results[0] == results[1]
         assert fast.to_bytes() == general.to_bytes()
     assert fast.next_offsets == [len(feats), 0] and fast.consumed == [len(feats), 0]
+
+
+def test_an_inferred_schema_takes_at_most_max_features_names() -> None:
+    """Records with ever-new keys are dead-lettered once the bound is reached; known names still pass,
+    and a restored state keeps the bound (it comes from the configuration, not the snapshot)."""
+    cfg = config(None, max_features=3)
+    state = PartitionState(0, StubModel(), cfg)
+    feats = [feature(i, f"r{i}", float(i), y=1, x={f"k{i}": 1.0}) for i in range(5)]
+    result = state.process(state.decode(FEATURES, feats), now=1.0)
+    assert [why for _, _, why in result.dead_letters] == ["unknown_feature", "unknown_feature"]
+    assert len(result.predictions) == 3 and sorted(state.schema.types) == ["k0", "k1", "k2"]
+    restored = PartitionState.from_bytes(state.to_bytes(), cfg, REGISTRY)
+    more = [feature(5, "r5", 5.0, y=1, x={"k0": 2.0}), feature(6, "r6", 6.0, y=1, x={"k9": 2.0})]
+    result = restored.process(restored.decode(FEATURES, more), now=1.0)
+    assert len(result.predictions) == 1 and [why for _, _, why in result.dead_letters] == ["unknown_feature"]
