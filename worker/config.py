@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgt.features import MAX_CATEGORIES
+from worker.schema import MAX_FEATURES
+
 
 class ConfigError(ValueError):
     """A setting has a value it does not accept; the message names the setting and what is allowed."""
@@ -248,7 +251,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
     Setting(
         "max_features",
-        1000,
+        MAX_FEATURES,
         "Most feature names a partition infers (no features declared); a record that would add "
         "another is dead-lettered as unknown_feature.",
         _int(1),
@@ -275,7 +278,7 @@ SETTINGS: tuple[Setting, ...] = (
         256,
         "SGT: categories of a nominal feature with codes of their own; later ones share one "
         "(bounds memory when a feature has ever-new values, such as an id).",
-        _int(1, 65533),
+        _int(1, MAX_CATEGORIES - 1),  # the library's bound (codes are uint16)
     ),
     Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(1)),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),

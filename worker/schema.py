@@ -20,6 +20,8 @@ from typing import Any
 from worker.records import Value
 
 _TYPE_OF = {float: "numeric", str: "nominal"}
+#: the default bound of an inferred schema (setting max_features)
+MAX_FEATURES = 1000
 
 
 class FeatureSchema:
@@ -31,7 +33,7 @@ class FeatureSchema:
     bound.
     """
 
-    def __init__(self, declared: tuple[tuple[str, str], ...] = (), max_features: int = 1000) -> None:
+    def __init__(self, declared: tuple[tuple[str, str], ...] = (), max_features: int = MAX_FEATURES) -> None:
         self.max_features = max_features
         self.declared = bool(declared)
         self.types: dict[str, str] = dict(declared)
@@ -89,7 +91,7 @@ class FeatureSchema:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], max_features: int = 1000) -> FeatureSchema:
+    def from_dict(cls, data: dict[str, Any], max_features: int) -> FeatureSchema:
         schema = cls(max_features=max_features)
         schema.declared = bool(data["declared"])
         schema.types = dict(data["types"])

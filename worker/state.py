@@ -46,7 +46,7 @@ from sgt.evaluation import Prequential
 from worker.join import JoinBuffer, PendingFeature, PendingLabel
 from worker.merge import FEATURES, LABELS, Entry
 from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
-from worker.schema import FeatureSchema
+from worker.schema import MAX_FEATURES, FeatureSchema
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
 
@@ -81,7 +81,7 @@ class StateConfig:
     join_max_pending: int = 100000
     join_max_age: float = 3600.0
     metrics_window: int = 1000
-    max_features: int = 1000
+    max_features: int = MAX_FEATURES
 
 
 @dataclass
