@@ -162,12 +162,17 @@ def test_sigkill_at_random_moments_then_restart_gives_the_uninterrupted_result(
         tmp_path / "ref.log",
     )
     rng = random.Random(7)
+    # Kill points are spread over the stream in checkpointed progress, then a random moment of the
+    # next turns. Waiting a random time after the assignment instead was at the mercy of this VM's
+    # speed: in one fast moment the first worker took all 4,000 records within the 0.36 s it waited.
+    targets = sorted(rng.uniform(0.1, 0.9) * N for _ in range(3))
     at_kill: list[int] = []
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
-    for attempt in range(3):
+    for attempt, target in enumerate(targets):
         worker = start_worker(args, tmp_path / f"kill{attempt}.log")
         wait_for(lambda w=worker: w.log_count("partitions assigned") > 0, 60, "an assignment")
-        time.sleep(rng.uniform(0.05, 1.0))
+        wait_for(lambda t=target: _progress(ckpt) >= t, 60, f"progress {target:.0f}", interval=0.005)
+        time.sleep(rng.uniform(0.0, 0.05))
         assert worker.stop(signal.SIGKILL) == -signal.SIGKILL
         at_kill.append(_progress(ckpt))
     assert any(0 < done < N for done in at_kill), f"no kill landed mid-stream: {at_kill}"
