@@ -135,7 +135,7 @@ def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
     ckpt, group = tmp_path / "ckpt", f"proof-a-{uuid.uuid4().hex[:8]}"
     args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
     first = start_worker(args, tmp_path / "w1.log")
-    wait_for(lambda: _progress(ckpt) > 0, 60, "a first checkpoint")
+    wait_for(lambda: _progress(ckpt) > 0, 60, "a first checkpoint", interval=0.005)
     assert first.stop(signal.SIGTERM) == 0
     assert 0 < _progress(ckpt) < N, "the first run should stop mid-stream"
     second = start_worker(args, tmp_path / "w2.log")
