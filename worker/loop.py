@@ -700,6 +700,12 @@ class Worker:
         m.model_version.labels(partition=p).set(model.version)
         m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
         m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
+        if state.prequential.task == "classification":
+            scores = state.prequential
+            m.prequential_log_loss.labels(partition=p, window="cumulative").set(scores.log_loss)
+            m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
+            m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
+            m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
         m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
         m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
 

@@ -48,6 +48,18 @@ class WorkerMetrics:
             ["partition", "window"],
             registry=r,
         )
+        self.prequential_log_loss = Gauge(
+            "sgt_prequential_log_loss",
+            "Classification: mean log loss of the published probability of the true class.",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.prequential_brier = Gauge(
+            "sgt_prequential_brier",
+            "Classification: mean Brier score (sum over classes of the squared probability error, 0 to 2).",
+            ["partition", "window"],
+            registry=r,
+        )
         self.tree_nodes = Gauge(
             "sgt_tree_nodes", "Nodes in the partition's model.", ["partition"], registry=r
         )
@@ -126,7 +138,8 @@ class WorkerMetrics:
         for metric in self._partition_metrics:
             _remove(metric, p)
         for window in ("cumulative", "recent"):
-            _remove(self.prequential_error, p, window)
+            for gauge in (self.prequential_error, self.prequential_log_loss, self.prequential_brier):
+                _remove(gauge, p, window)
         for side in ("features", "labels"):
             _remove(self.join_pending, p, side)
             for reason in ("size", "age"):

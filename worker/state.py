@@ -396,7 +396,7 @@ class PartitionState:
         truths = [y_true for y_true, _ in run.scores]
         labels = out.labels
         preds = [labels[source] if type(source) is int else source.prediction for _, source in run.scores]
-        probs = None
+        probs = squares = None
         if out.classification:
             rows, column = out.rows, out.index
             probs = [
@@ -407,7 +407,16 @@ class PartitionState:
                 else dict(source.proba).get(y_true, 0.0)
                 for y_true, source in run.scores
             ]
-        self.prequential.update_many(truths, preds, probs)
+            # for the Brier score: the sum of the squared probabilities of the published row
+            squares = [
+                sum(p * p for p in rows[source])
+                if type(source) is int
+                else None
+                if source.proba is None
+                else sum(p * p for _, p in source.proba)
+                for _, source in run.scores
+            ]
+        self.prequential.update_many(truths, preds, probs, squares)
 
     # -- snapshot -----------------------------------------------------------------------------------
 

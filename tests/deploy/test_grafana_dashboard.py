@@ -26,6 +26,8 @@ from deploy_files import (
 # metrics with a partition label (docs/architecture.md): every query of them must honour $partition
 PARTITIONED = {
     "sgt_prequential_error",
+    "sgt_prequential_log_loss",
+    "sgt_prequential_brier",
     "sgt_tree_nodes",
     "sgt_tree_leaves",
     "sgt_tree_depth",
@@ -43,6 +45,8 @@ PARTITIONED = {
 REQUIRED = {
     "prequential error (cumulative)": ("sgt_prequential_error", 'window="cumulative"'),
     "prequential error (recent)": ("sgt_prequential_error", 'window="recent"'),
+    "log loss (recent)": ("sgt_prequential_log_loss", 'window="recent"'),
+    "Brier score (recent)": ("sgt_prequential_brier", 'window="recent"'),
     "tree nodes": ("sgt_tree_nodes", ""),
     "tree leaves": ("sgt_tree_leaves", ""),
     "tree depth": ("sgt_tree_depth", ""),

@@ -186,7 +186,7 @@ def test_to_dict_is_plain_json_types() -> None:
     m.update_many(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, 0.0]))
     d = m.to_dict()
     assert d == {
-        "format": 1,
+        "format": 2,
         "task": "regression",
         "window": 2,
         "n": 3,
@@ -195,7 +195,11 @@ def test_to_dict_is_plain_json_types() -> None:
         "sum_sq": 14.0,
         "n_log": 0,
         "sum_log": 0.0,
+        "n_brier": 0,
+        "sum_brier": 0.0,
         "recent": [2.0, 3.0],
+        "recent_log": [],
+        "recent_brier": [],
     }
     assert all(type(e) is float for e in d["recent"])
 
@@ -216,9 +220,11 @@ def test_bad_batch_leaves_state_untouched() -> None:
     [
         ("regression", ("a", 1.0, None), "y_true must be a number"),
         ("regression", (math.inf, 1.0, None), "y_true must be finite"),
-        ("regression", (1.0, 2.0, 0.5), "p_true applies to classification only"),
+        ("regression", (1.0, 2.0, 0.5), "p_true and p_sq apply to classification only"),
         ("regression", (1.7e308, -1.7e308, None), "overflows"),
         ("classification", (1, 1, math.nan), "p_true must be a probability"),
+        ("regression", (1.0, 2.0, None, 0.5), "p_true and p_sq apply to classification only"),
+        ("classification", (1, 1, 0.5, math.inf), "must be finite"),
     ],
 )
 def test_bad_records_raise(task, args, message) -> None:
@@ -250,7 +256,10 @@ def _valid_state() -> dict:
     [
         (lambda d: d.pop("n"), "exactly the keys"),
         (lambda d: d.update(extra=1), "exactly the keys"),
-        (lambda d: d.update(format=2), "unsupported"),
+        (lambda d: d.update(format=3), "unsupported"),
+        (lambda d: d.update(n_brier=3, sum_brier=0.5), "inconsistent"),
+        (lambda d: d.update(recent_log=[0.1, 0.2, 0.3]), "at most 2 scores"),
+        (lambda d: d.update(n_brier=1, sum_brier=0.5, recent_brier=[-0.5]), "finite scores >= 0"),
         (lambda d: d.update(task="ranking"), "task must be"),
         (lambda d: d.update(window=-1), "window must be"),
         (lambda d: d.update(n=-1), "'n' must be an integer"),
@@ -313,7 +322,8 @@ def test_update_proba_many_scores_argmax_and_true_class_probability(data) -> Non
             continue
         top = max(row, default=0.0)
         pred = classes[row.index(top)] if top > 0 else None  # first maximum wins ties
-        looped.update(y, pred, row[classes.index(y)] if y in classes else 0.0)
+        p_true = row[classes.index(y)] if y in classes else 0.0
+        looped.update(y, pred, p_true, math.fsum(v * v for v in row))
     assert same_state(batched, looped)
     assert batched.n == sum(y is not None for y in ys)
 
@@ -325,3 +335,66 @@ def test_update_proba_many_rejects_bad_input() -> None:
         Prequential("classification").update_proba_many(["a"], [[0.5, 0.5]], ["a", "b", "c"])
     with pytest.raises(ValueError, match="same length"):
         Prequential("classification").update_proba_many(["a", "b"], [[1.0]], ["a"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 8))
+def test_brier_and_recent_log_loss_equal_direct_computation(data, window) -> None:
+    n = data.draw(st.integers(0, 40))
+    rows = data.draw(st.lists(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3), min_size=n, max_size=n))
+    ys = data.draw(st.lists(st.sampled_from(["a", "b", "c", "unseen"]), min_size=n, max_size=n))
+    m = Prequential("classification", window)
+    for cut in [*data.draw(split_points(n)), n]:  # any batching: the state is the same bit for bit
+        done = m.n
+        m.update_proba_many(ys[done:cut], np.array(rows[done:cut]).reshape(-1, 3), ["a", "b", "c"])
+    briers = [
+        sum((p - (c == y)) ** 2 for p, c in zip(row, "abc", strict=True)) + (y == "unseen")
+        for y, row in zip(ys, rows, strict=True)
+    ]
+    losses = [
+        -math.log(min(max(row["abc".find(y)] if y != "unseen" else 0.0, 1e-15), 1.0))
+        for y, row in zip(ys, rows, strict=True)
+    ]
+    if n:
+        assert math.isclose(m.brier, sum(briers) / n, rel_tol=1e-9, abs_tol=1e-12)
+        recent = briers[-window:]
+        assert math.isclose(m.recent_brier, sum(recent) / len(recent), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(
+            m.recent_log_loss, math.fsum(losses[-window:]) / len(losses[-window:]), rel_tol=1e-12
+        )
+    else:
+        assert math.isnan(m.brier) and math.isnan(m.recent_brier) and math.isnan(m.recent_log_loss)
+
+
+def test_brier_known_values() -> None:
+    m = Prequential("classification", window=2)
+    m.update("a", "a", p_true=1.0, p_sq=1.0)  # certain and right: 0
+    m.update("a", "b", p_true=0.0, p_sq=1.0)  # certain and wrong: 2
+    m.update("a", "a", p_true=0.5, p_sq=0.5)  # (0.5 - 1)^2 + 0.5^2 = 0.5
+    assert m.brier == 2.5 / 3
+    assert m.recent_brier == 1.25
+    m.update("a", "a", p_true=0.5)  # without p_sq: log loss only
+    assert m.brier == 2.5 / 3 and m.recent_brier == 1.25
+
+
+def test_a_format_1_state_restores_and_its_windows_fill_again() -> None:
+    """A worker checkpoint of the release before the Brier score holds a format-1 state."""
+    old = {
+        "format": 1,
+        "task": "classification",
+        "window": 2,
+        "n": 3,
+        "n_wrong": 1,
+        "sum_abs": 0.0,
+        "sum_sq": 0.0,
+        "n_log": 3,
+        "sum_log": 1.5,
+        "recent": [0, 1],
+    }
+    m = Prequential.from_dict(old)
+    assert (m.n, m.log_loss, m.error_rate) == (3, 0.5, 1 / 3)
+    assert math.isnan(m.brier) and math.isnan(m.recent_log_loss)
+    m.update("a", "a", p_true=0.5, p_sq=0.5)
+    assert m.recent_log_loss == -math.log(0.5) and m.brier == 0.5
+    again = Prequential.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert same_state(m, again)

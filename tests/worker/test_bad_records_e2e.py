@@ -172,6 +172,8 @@ def test_every_good_record_is_predicted_and_learned_and_every_bad_one_dead_lette
             assert value(parsed, "sgt_records_total", topic=topic, partition=p) == ends[kind][int(p)]
     for name in (
         "sgt_prequential_error",
+        "sgt_prequential_log_loss",
+        "sgt_prequential_brier",
         "sgt_tree_nodes",
         "sgt_tree_leaves",
         "sgt_tree_depth",

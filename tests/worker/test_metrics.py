@@ -13,6 +13,8 @@ from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 REQUIRED = {
     "sgt_prequential_error": "gauge",
+    "sgt_prequential_log_loss": "gauge",
+    "sgt_prequential_brier": "gauge",
     "sgt_tree_nodes": "gauge",
     "sgt_tree_leaves": "gauge",
     "sgt_tree_depth": "gauge",
@@ -47,6 +49,8 @@ def test_forget_partition_removes_only_that_partitions_series() -> None:
     for p in ("0", "1"):
         m.records.labels(topic="f", partition=p).inc(2)
         m.prequential_error.labels(partition=p, window="recent").set(0.5)
+        m.prequential_log_loss.labels(partition=p, window="cumulative").set(0.7)
+        m.prequential_brier.labels(partition=p, window="recent").set(0.4)
         m.join_expired.labels(partition=p, side="labels", reason="age").inc()
         m.tree_nodes.labels(partition=p).set(3)
     m.invalid.labels(topic="f", reason="bad_x").inc()
@@ -55,6 +59,7 @@ def test_forget_partition_removes_only_that_partitions_series() -> None:
     assert not [key for key in parsed if ("partition", "0") in key[1]]
     assert value(parsed, "sgt_records_total", topic="f", partition="1") == 2
     assert value(parsed, "sgt_tree_nodes", partition="1") == 3
+    assert value(parsed, "sgt_prequential_brier", partition="1", window="recent") == 0.4
     assert value(parsed, "sgt_invalid_records_total", topic="f", reason="bad_x") == 1
 
 

@@ -6,6 +6,7 @@ the end-to-end tests use the real trees.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import orjson
@@ -59,6 +60,25 @@ def test_a_delayed_label_scores_the_prediction_made_when_the_features_arrived() 
     assert preds[2]["proba"] == {"yes": 0.5, "no": 0.5}
     assert state.prequential.n == 3 and state.prequential.error == pytest.approx(2 / 3)
     assert state.trained == 3 and state.next_offsets == [3, 3] and not state.join.features
+
+
+def test_the_brier_score_and_log_loss_are_those_of_the_published_probabilities() -> None:
+    """Both for a label that comes with its features and for one joined later from the buffer."""
+    state = PartitionState(0, StubModel(), config())
+    feats = [feature(0, "a", 0.0), feature(1, "b", 1.0), feature(2, "c", 3.0), feature(3, "d", 5.0)]
+    labels = [label(0, "a", 2.0, "yes"), label(1, "b", 2.5, "no"), label(2, "c", 4.0, "yes")]
+    result = run_all(state, feats, labels)
+    published = [orjson.loads(p.value) for p in result.predictions]
+    assert published[2]["proba"] == {"yes": 0.5, "no": 0.5}
+    # a and b were predicted before any class was known: probability 0 for the true class, Brier 1 and
+    # log loss -log(1e-15) (clipped); c at 0.5/0.5: Brier (0.5 - 1)^2 + 0.5^2 = 0.5, log loss log(2)
+    assert state.prequential.brier == 2.5 / 3 and state.prequential.recent_brier == 2.5 / 3
+    assert state.prequential.log_loss == pytest.approx((2 * -math.log(1e-15) + math.log(2)) / 3)
+    more = run_all(state, [], [label(3, "d", 6.0, "no")])  # joined: scored against its stored proba
+    assert not more.predictions and state.prequential.n == 4
+    d_proba = published[3]["proba"]  # d was predicted after learning a, b and c
+    d_brier = (d_proba["yes"] - 0) ** 2 + (d_proba["no"] - 1) ** 2
+    assert state.prequential.brier == pytest.approx((2.5 + d_brier) / 4)
 
 
 def test_labels_before_their_features_wait_and_then_train_at_once() -> None:
