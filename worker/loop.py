@@ -48,6 +48,7 @@ from worker.state import ProcessResult
 _GAUGE_INTERVAL_S = 1.0
 _CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
 _GC_THRESHOLD = 20_000  # allocations between first-generation collections (default 700)
+_REWIND_DELAY_S = 1.0  # from an output lost for good to the producer's renewal and the rewinds
 
 
 class FinalCheckpointError(RuntimeError):
@@ -89,6 +90,10 @@ class Worker:
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
         self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
+        self._rewind_at: float | None = None  # when the partitions that lost an output rewind
+        self.make_producer: Callable[[], Producer] = lambda: Producer(
+            self._with_callbacks(producer_config(self.settings, self._overrides))
+        )
 
     @property
     def owned(self) -> dict[int, Owned]:
@@ -110,9 +115,7 @@ class Worker:
         Raises :class:`FinalCheckpointError` after a clean shutdown whose final checkpoint failed.
         """
         _tune_gc()
-        self.clients.producer = Producer(
-            self._with_callbacks(producer_config(self.settings, self._overrides))
-        )
+        self.clients.producer = self.make_producer()
         consumer = self.clients.consumer = Consumer(
             self._with_callbacks(consumer_config(self.settings, self._overrides))
         )
@@ -147,11 +150,13 @@ class Worker:
         self.runtime.process_all()
         producer.poll(0)
         self.checkpointer.maybe_checkpoint(self.owned)
+        now = time.monotonic()
+        if self._rewind_at is not None or self.runtime.latched():
+            self.recover_deliveries(now)
         if self._latencies:  # filled by delivery callbacks, which run inside poll() and flush()
             for delivered_at, event_ts in self._latencies:
                 self.metrics.latency.observe_many(np.maximum(delivered_at - np.asarray(event_ts), 0.0))
             self._latencies.clear()
-        now = time.monotonic()
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
             self._update_gauges(now)
@@ -207,6 +212,30 @@ class Worker:
             self._stop.set()
 
     # -- producing ------------------------------------------------------------------------------------
+
+    def recover_deliveries(self, now: float) -> None:
+        """Outputs were lost for good: renew the producer, then rewind every partition that lost one.
+
+        A producer whose messages timed out may stay unable to deliver (an idempotent producer's
+        sequence state after in-flight requests timed out: some brokers then answer every request
+        with PRODUCER_FENCED), so it is replaced by a new one. Its outputs still queued or in flight
+        are purged first: their delivery reports fail, latching their partitions, which rewind too.
+        The rewinds wait ``_REWIND_DELAY_S``, so that a broker refusing everything at once costs one
+        rewind a second, not one a turn.
+        """
+        if self._rewind_at is None:
+            self._rewind_at = now + _REWIND_DELAY_S
+            return
+        if now < self._rewind_at:
+            return
+        self._rewind_at = None
+        old = self.clients.producer
+        if old is not None:
+            old.purge()
+            old.flush(0)  # serves the purged outputs' delivery reports
+        self.clients.producer = self.make_producer()
+        for partition in self.runtime.latched():
+            self.runtime.rewind_lost_output(partition)
 
     def _emit(self, partition: int, owned: Owned, result: ProcessResult) -> None:
         """Produce a run's predictions and dead letters; count them as one run each for the checkpoints."""

@@ -13,10 +13,11 @@ processed runs:
   replays one record per call up to where it failed; the record that fails alone is dead-lettered
   (``model_error``) from then on.
 * **Failed deliveries.** When an output of the partition is not delivered for good (its
-  :class:`~worker.delivery.DeliveryLatch` is set), the partition rewinds to its last checkpoint too:
-  that checkpoint does not cover the lost output (see :mod:`worker.checkpointing`), so the records
-  after it are processed and their outputs produced again. The producer keeps each new output until
-  the broker takes it or ``message.timeout.ms`` passes; in the second case the partition rewinds again.
+  :class:`~worker.delivery.DeliveryLatch` is set), the partition stops processing; the shell then
+  renews its producer and the partition rewinds to its last checkpoint: that checkpoint does not
+  cover the lost output (see :mod:`worker.checkpointing`), so the records after it are processed and
+  their outputs produced again. The producer keeps each new output until the broker takes it or
+  ``message.timeout.ms`` passes; in the second case the partition rewinds again.
 * **Offsets past the end.** Restored offsets beyond the end of a topic (the topic was deleted and
   re-created) are detected from the fetch responses' high watermarks: once a topic partition has
   stayed ahead of its end for ``AHEAD_GRACE_S``, it is logged, counted
@@ -241,10 +242,10 @@ class PartitionRuntime:
         self.log.warning("consume error", extra=fields(error=str(error)))
 
     def process_all(self) -> None:
-        """Process what is ready in every owned partition; rewind those that lost an output."""
+        """Process what is ready in every owned partition but those that lost an output (they wait
+        for :meth:`rewind_lost_output`)."""
         for partition, owned in list(self.owned.items()):
             if owned.latch.failed is not None:
-                self.rewind_lost_output(partition, owned)
                 continue
             self.process(partition, owned)
             self.backpressure(partition, self.owned[partition])  # a recovery may have replaced it
@@ -300,12 +301,17 @@ class PartitionRuntime:
         ]
         self._rewind(partition, owned, careful_until)
 
-    def rewind_lost_output(self, partition: int, owned: Owned) -> None:
+    def latched(self) -> list[int]:
+        """The owned partitions with an output lost for good."""
+        return [p for p, owned in self.owned.items() if owned.latch.failed is not None]
+
+    def rewind_lost_output(self, partition: int) -> None:
         """An output of the partition was not delivered for good: process again from the last checkpoint.
 
         No checkpoint taken after the lost output was written (its snapshot waits for every earlier
         output, and a latched partition writes none), so the last checkpoint is before it.
         """
+        owned = self.owned[partition]
         self.metrics.delivery_failures.labels(topic=owned.latch.topic or "").inc()
         self.log.error(
             "an output was not delivered; restoring the last checkpoint and processing again",

@@ -35,6 +35,7 @@ class FakeProducer:
 
     def __init__(self) -> None:
         self.fail = False
+        self.purged = 0
         self.pending: list[tuple[str, bytes, Any]] = []
         self.delivered: list[tuple[str, bytes]] = []
 
@@ -53,6 +54,9 @@ class FakeProducer:
     def flush(self, _timeout: float = 0) -> int:
         self.poll()
         return 0
+
+    def purge(self) -> None:
+        self.purged += 1
 
 
 class FakeConsumer:
@@ -134,8 +138,12 @@ def test_a_delivery_failing_for_good_rewinds_the_partition_to_its_last_checkpoin
     for _ in range(3):
         worker.checkpointer.maybe_checkpoint(worker.owned)
     assert _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
-    worker.runtime.process_all()  # rewinds: the last checkpoint, and the consumer back to its offsets
+    worker.recover_deliveries(0.0)  # the rewind waits a moment, then a new producer takes over
+    assert not consumer.seeks and worker.owned[0].state.next_offsets == [20, 0]
+    worker.make_producer = lambda: producer  # type: ignore[assignment,return-value]
+    worker.recover_deliveries(10.0)  # rewinds: the last checkpoint, and the consumer back to its offsets
     assert consumer.seeks[-1] == ("f", 0, 10) and worker.owned[0].state.next_offsets == [10, 0]
+    assert producer.purged == 1
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_delivery_failures_total", topic="predictions") == 1
     producer.fail = False  # the broker is back: the same records are processed and delivered again
