@@ -476,7 +476,7 @@ class PartitionState:
             for (_, feat, record), value in zip(published, values, strict=True)
         ]
         room = self.config.max_message_bytes - FRAMING_BYTES
-        keys = [out.key for out in result.predictions]
+        keys = [record.key for _, _, record in published]
         if max(map(len, values), default=0) + max(map(len, filter(None, keys)), default=0) > room:
             self._drop_oversized(result, published, room)
         result.trained = learned_before[-1] - self.trained
