@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
@@ -50,6 +50,9 @@ from worker.metrics import WorkerMetrics
 from worker.model import model_types, new_model
 from worker.records import Invalid
 from worker.state import PartitionState, ProcessResult, Record, StateConfig
+
+if TYPE_CHECKING:  # the checkpoint protocol imports this module
+    from worker.checkpointing import Snapshot
 
 MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before it counts as past it
@@ -72,7 +75,7 @@ class Owned:
     in_flight: deque[RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
     produced_runs: int = 0  # runs of outputs handed to the producer
     acked_runs: int = 0  # of those, the leading ones whose every output was acknowledged
-    snapshot: Any = None  # a worker.checkpointing.Snapshot waiting for its outputs' acknowledgements
+    snapshot: Snapshot | None = None  # taken, waiting for its outputs' acknowledgements to be written
     latch: DeliveryLatch = field(default_factory=DeliveryLatch)  # set when an output is lost for good
     ahead_since: list[float | None] = field(default_factory=lambda: [None, None])  # per topic rank
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from stub_model import StubModel
 from worker_util import samples, value
 
@@ -35,11 +35,16 @@ class FakeProducer:
 
     def __init__(self) -> None:
         self.fail = False
+        self.limit = 1_000_000
         self.purged = 0
         self.pending: list[tuple[str, bytes, Any]] = []
         self.delivered: list[tuple[str, bytes]] = []
 
     def produce(self, topic: str, value: bytes, key: bytes | None = None, **kw: Any) -> None:
+        headers = kw.get("headers") or []
+        size = len(value) + len(key or b"") + sum(len(n) + len(v) for n, v in headers)
+        if size > self.limit:  # as librdkafka refuses a message past message.max.bytes
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
         self.pending.append((topic, value, kw["on_delivery"]))
 
     def poll(self, _timeout: float = 0) -> int:
@@ -232,3 +237,27 @@ def test_readiness_follows_the_assignment(tmp_path: Path) -> None:
     assert health.ready  # an idle member (no partition for it) is in the group: ready
     rebalancer.on_lost(consumer, [])  # type: ignore[arg-type]
     assert not health.ready
+
+
+def test_nothing_the_worker_produces_is_refused_for_its_size(tmp_path: Path) -> None:
+    """A 10 MB record, 900 KB labels and a 2 MB id, against a producer refusing more than
+    max_message_bytes: before, the first one's dead letter raised MSG_SIZE_TOO_LARGE in the loop."""
+    worker, consumer, producer = _worker(tmp_path, max_record_bytes=20_000_000, max_message_bytes=100_000)
+    producer.limit = 100_000
+    docs = [
+        b'{"x": [1.0], "y": 1, "pad": "' + b"z" * 25_000_000 + b'"}',  # oversized
+        orjson.dumps({"x": [1.0], "y": "L" * 900_000}),  # label_too_long
+        orjson.dumps({"id": "i" * 2_000_000, "x": [1.0], "y": 1}),  # prediction_too_large
+        orjson.dumps({"x": [1.0], "y": 0}),
+    ]
+    owned = worker.owned[0]
+    owned.merger.push(
+        FEATURES, owned.state.decode(FEATURES, [Record(o, 0.0, b"k", d) for o, d in enumerate(docs)])
+    )
+    owned.fetched[FEATURES] = consumer.high["f"] = len(docs)
+    _turn(worker)
+    assert sorted(t for t, _ in producer.delivered) == ["dead-letters"] * 3 + ["predictions"]
+    assert worker.owned[0].state.next_offsets == [4, 0] and worker.owned[0].latch.failed is None
+    parsed = samples(worker.metrics.render().decode())
+    reasons = ("oversized", "label_too_long", "prediction_too_large")
+    assert [value(parsed, "sgt_invalid_records_total", topic="f", reason=r) for r in reasons] == [1, 1, 1]
