@@ -216,7 +216,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("predictions_topic", "predictions", "Topic the predictions are written to.", _text),
     Setting(
-        "dead_letter_topic", "dead-letters", "Topic unusable records are copied to, byte for byte.", _text
+        "dead_letter_topic",
+        "dead-letters",
+        "Topic unusable records are copied to, byte for byte (a prefix when larger than max_message_bytes).",
+        _text,
     ),
     Setting(
         "task",

@@ -24,7 +24,7 @@ from worker_util import WorkerProcess, samples, start_worker_fixture, value, wai
 
 from worker import checkpoint
 from worker.config import WorkerSettings, load_settings
-from worker.embedded_broker import broker_binary, create_topics, free_port
+from worker.embedded_broker import broker_binary, create_topics, free_port, start_tansu
 from worker.loop import Worker
 from worker.partition import load_state
 
@@ -83,12 +83,21 @@ def _next_offsets(ckpt: Path) -> list[int] | None:
     return orjson.loads(head)["next_offsets"]
 
 
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[str]:
+    """A broker for this test alone: a 10 MB record stays out of the session's broker's memory."""
+    with start_tansu(log_path=tmp_path / "tansu.log") as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.mark.kafka
 def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bound(
-    kafka_bootstrap: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+    own_broker: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
 ) -> None:
     """A 10 MB record and three records with 900 KB labels, among good ones: before, the first put the
     partition in a crash loop (the producer refused its dead letter) and the others made every later
     prediction unsendable."""
+    kafka_bootstrap = own_broker
     topics = _topics(kafka_bootstrap)
     poison = b'{"id": "big", "x": {"a": "' + b"z" * 10_000_000 + b'"}, "y": 1}'
     huge = [orjson.dumps({"id": f"h{i}", "x": {"a": 1.0}, "y": chr(65 + i) * 900_000}) for i in range(3)]
