@@ -3,6 +3,12 @@
 ``sgt-worker run`` runs one worker of the group (every setting as a flag, an ``SGT_*`` environment
 variable or a TOML key; ``sgt-worker run --help`` lists them); ``demo`` runs broker, producer and
 worker in one process; ``produce`` generates load; ``inspect PATH`` summarises checkpoints as JSON.
+
+Exit codes of ``run``: 0 stopped cleanly, every owned partition checkpointed; 1 the worker failed
+(the loop raised; nothing written after the last checkpoint); 2 a bad setting or an unusable
+checkpoint directory; 3 the graceful shutdown overran ``shutdown_timeout_seconds``; 4 stopped, but
+the final checkpoint of some partition was not written (an output not delivered, a failed write):
+its records since the last checkpoint are processed again by the next owner.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import orjson
 from worker import __version__, checkpoint
 from worker.config import SETTINGS, ConfigError, add_arguments, describe, redacted, settings_from_args
 from worker.logs import configure_logging, fields
-from worker.loop import Worker
+from worker.loop import FinalCheckpointError, Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
+
+EXIT_NO_FINAL_CHECKPOINT = 4
 
 _RUN_EPILOG = (
     "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
@@ -123,6 +131,9 @@ def run_command(args: argparse.Namespace) -> int:
     log.info("settings", extra=fields(**shown))
     try:
         worker.run()
+    except FinalCheckpointError as exc:
+        log.error("worker stopped without its final checkpoint", extra=fields(error=str(exc)))
+        return EXIT_NO_FINAL_CHECKPOINT
     except Exception:
         log.exception("worker failed")
         return 1

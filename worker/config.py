@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sgt.features import MAX_CATEGORIES
+from worker.outputs import prediction_bound
 from worker.schema import MAX_FEATURES
 
 
@@ -145,6 +146,7 @@ PROTECTED_CLIENT_KEYS = frozenset(
         "enable.idempotence",
         "acks",
         "transactional.id",
+        "message.max.bytes",  # the max_message_bytes setting, which every output is built to fit
     }
 )
 
@@ -214,7 +216,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("predictions_topic", "predictions", "Topic the predictions are written to.", _text),
     Setting(
-        "dead_letter_topic", "dead-letters", "Topic unusable records are copied to, byte for byte.", _text
+        "dead_letter_topic",
+        "dead-letters",
+        "Topic unusable records are copied to, byte for byte (a prefix when larger than max_message_bytes).",
+        _text,
     ),
     Setting(
         "task",
@@ -249,6 +254,32 @@ SETTINGS: tuple[Setting, ...] = (
         _float(0.0, open_low=True),
     ),
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
+    Setting(
+        "max_message_bytes",
+        1000000,
+        "Largest message the worker produces (the producer's message.max.bytes); keep it at most the "
+        "broker's and output topics' max.message.bytes. A dead letter larger than this is cut to a prefix.",
+        _int(65536, 1000000000),
+    ),
+    Setting(
+        "proba_top_k",
+        10,
+        "Classes a prediction's proba lists: the most probable ones (classification).",
+        _int(1, 10000),
+    ),
+    Setting(
+        "max_label_bytes",
+        256,
+        "Longest class label (UTF-8 bytes); a longer one is dead-lettered as label_too_long.",
+        _int(1, 65536),
+    ),
+    Setting(
+        "max_classes",
+        100,
+        "Most classes a partition's model learns; a label that would add another is dead-lettered "
+        "as too_many_classes.",
+        _int(2, 100000),
+    ),
     Setting(
         "max_features",
         MAX_FEATURES,
@@ -327,6 +358,10 @@ class WorkerSettings:
     join_max_pending: int
     join_max_age_seconds: float
     max_record_bytes: int
+    max_message_bytes: int
+    proba_top_k: int
+    max_label_bytes: int
+    max_classes: int
     max_features: int
     features: tuple[tuple[str, str], ...]
     delta: float
@@ -350,6 +385,7 @@ class WorkerSettings:
 
     def __post_init__(self) -> None:
         _check_topics(self)
+        _check_prediction_bound(self)
 
     def replace(self, **changes: Any) -> WorkerSettings:
         """A copy with some settings changed (values are validated like any other source)."""
@@ -375,6 +411,18 @@ def _check_topics(settings: WorkerSettings) -> None:
                 "predictions and dead-letter topics must be different topics"
             )
         seen[topic] = name
+
+
+def _check_prediction_bound(settings: WorkerSettings) -> None:
+    """The largest ``proba`` and label a prediction can carry must leave half of a message free (for
+    the id and key, which the record brings)."""
+    bound = prediction_bound(settings.proba_top_k, settings.max_label_bytes)
+    if bound > settings.max_message_bytes // 2:
+        raise ConfigError(
+            f"{describe('proba_top_k')} and {describe('max_label_bytes')}: a prediction could take "
+            f"{bound} bytes; allowed are values whose worst case is at most half of max_message_bytes "
+            f"({settings.max_message_bytes // 2})"
+        )
 
 
 def describe(name: str) -> str:

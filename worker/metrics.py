@@ -119,6 +119,18 @@ class WorkerMetrics:
             ["reason"],
             registry=r,
         )
+        self.delivery_failures = Counter(
+            "sgt_delivery_failures",
+            "Partitions rewound to their last checkpoint because an output was not delivered for good.",
+            ["topic"],
+            registry=r,
+        )
+        self.offset_resets = Counter(
+            "sgt_offset_resets",
+            "Topic partitions read again from their start: the restored offset was past the topic's end.",
+            ["topic", "reason"],
+            registry=r,
+        )
         build = Gauge("sgt_build_info", "Build information.", ["version", "python"], registry=r)
         build.labels(version=__version__, python=platform.python_version()).set(1)
         self._partition_metrics = (
@@ -205,7 +217,19 @@ def _remove(metric: Counter | Gauge, *labels: str) -> None:
 
 
 class Health:
-    """Liveness and readiness flags shared between the processing loop and the HTTP server."""
+    """Liveness and readiness flags shared between the processing loop and the HTTP server.
+
+    Alive: the processing loop turned within ``stale_after`` seconds. Ready: alive, and the member
+    holds an assignment from the group: set when partitions are assigned (an empty assignment too:
+    an idle member, when the group has more members than partitions, is in the group and takes
+    partitions at the next rebalance), cleared when they are revoked or lost (until the next
+    assignment, however long the group takes) and at shutdown.
+
+    >>> h = Health(); h.ready
+    False
+    >>> h.set_ready(True); h.ready, h.alive
+    (True, True)
+    """
 
     def __init__(self, stale_after: float = 60.0) -> None:
         self.stale_after = stale_after

@@ -9,6 +9,8 @@ type, size); checks against the partition's state (feature schema, duplicate ids
 Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
 >>> decode_label(b'{"id": "a", "y": [1]}', 0.0, "classification", 1000).reason
 'bad_label_type'
+>>> decode_label(b'{"id": "a", "y": "abcd"}', 0.0, "classification", 1000, max_label_bytes=3).reason
+'label_too_long'
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ Value = float | str | None
 # At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
 MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
+MAX_LABEL_BYTES = 256  # default of the max_label_bytes setting
 Label = int | str | float
 
 
@@ -118,6 +121,16 @@ def parse_label(value: Any, task: str) -> Label | None:
     return None
 
 
+def label_too_long(label: str, max_label_bytes: int) -> bool:
+    """Whether a class name takes more than ``max_label_bytes`` bytes in UTF-8.
+
+    A string of n characters takes n to 4n bytes, so only a string between the two bounds is encoded.
+    """
+    if len(label) * 4 <= max_label_bytes:
+        return False
+    return len(label) > max_label_bytes or len(label.encode("utf-8", "surrogatepass")) > max_label_bytes
+
+
 _PLAIN = frozenset({float, str, type(None)})  # value types that need no conversion
 
 
@@ -145,8 +158,13 @@ def _convert_x(x: dict[str, Any] | list[Any]) -> dict[str, Value] | list[Value] 
 _ABSENT = object()
 
 
-def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> Feature | Invalid:
+def decode_feature(
+    raw: bytes | None, fallback_ts: float, task: str, max_bytes: int, max_label_bytes: int = MAX_LABEL_BYTES
+) -> Feature | Invalid:
     """Decode a feature record; ``fallback_ts`` (the Kafka timestamp) is used when ``ts`` is absent.
+
+    A class label longer than ``max_label_bytes`` (UTF-8) is ``label_too_long``: every prediction
+    names classes, so their length bounds what a prediction carries.
 
     The checks run in a fixed order, so a record with several faults always gets the same reason:
     the JSON object, then ``x``, then ``id``, then ``y``. This function runs once per record, so the
@@ -180,6 +198,8 @@ def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: 
         y = parse_label(y, task)
         if y is None:
             return Invalid("bad_label_type")
+        if type(y) is str and label_too_long(y, max_label_bytes):
+            return Invalid("label_too_long")
     ts = doc.get("ts")
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
@@ -187,8 +207,10 @@ def decode_feature(raw: bytes | None, fallback_ts: float, task: str, max_bytes: 
     return tuple.__new__(Feature, (rid, x, y, ts))  # type: ignore[return-value]
 
 
-def decode_label(raw: bytes | None, fallback_ts: float, task: str, max_bytes: int) -> LabelRecord | Invalid:
-    """Decode a label record ``{"id", "y"}``."""
+def decode_label(
+    raw: bytes | None, fallback_ts: float, task: str, max_bytes: int, max_label_bytes: int = MAX_LABEL_BYTES
+) -> LabelRecord | Invalid:
+    """Decode a label record ``{"id", "y"}`` (a class label past ``max_label_bytes``: ``label_too_long``)."""
     doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
     if isinstance(doc, str):
         return Invalid(doc)
@@ -203,4 +225,6 @@ def decode_label(raw: bytes | None, fallback_ts: float, task: str, max_bytes: in
     y = parse_label(doc["y"], task)
     if y is None:
         return Invalid("bad_label_type")
+    if type(y) is str and label_too_long(y, max_label_bytes):
+        return Invalid("label_too_long")
     return LabelRecord(rid, y, ts)  # type: ignore[arg-type]

@@ -32,6 +32,7 @@ Example with a tiny stand-in model (the worker uses :mod:`sgt`'s trees):
 
 from __future__ import annotations
 
+import heapq
 import struct
 import zlib
 from collections.abc import Mapping
@@ -45,7 +46,8 @@ import orjson
 from sgt.evaluation import Prequential
 from worker.join import JoinBuffer, PendingFeature, PendingLabel
 from worker.merge import FEATURES, LABELS, Entry
-from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
+from worker.outputs import FRAMING_BYTES, fit_dead_letter
+from worker.records import MAX_LABEL_BYTES, Feature, Invalid, LabelRecord, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
@@ -82,6 +84,10 @@ class StateConfig:
     join_max_age: float = 3600.0
     metrics_window: int = 1000
     max_features: int = MAX_FEATURES
+    max_message_bytes: int = 1000000  # no output is larger (see worker.outputs)
+    proba_top_k: int = 10  # classes listed in a prediction's proba
+    max_label_bytes: int = MAX_LABEL_BYTES
+    max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
 
 
 @dataclass
@@ -96,9 +102,14 @@ class ProcessResult:
 
 
 class _Run:
-    """Rows of one predict_learn_many call and the bookkeeping to resolve them afterwards."""
+    """Rows of one predict_learn_many call and the bookkeeping to resolve them afterwards.
 
-    def __init__(self) -> None:
+    ``classes`` holds the classes the model knows plus those this run's labels add (classification);
+    a label that would take it past ``max_classes`` is dead-lettered instead of learned.
+    """
+
+    def __init__(self, classes: set[Any] | None = None, max_classes: int = 0) -> None:
+        self.classes, self.max_classes = classes, max_classes
         self.x: list[dict[str, Any]] = []
         self.y: list[Any] = []
         self.published: list[tuple[int, Feature, Record]] = []  # (row, features, source) to publish
@@ -110,16 +121,30 @@ class _Run:
         self.y.append(y)
         return len(self.y) - 1
 
+    def admits(self, y: Any) -> bool:
+        """Whether label ``y`` may be learned (reserving its class when it is a new one)."""
+        classes = self.classes
+        if classes is None or y in classes:
+            return True
+        if len(classes) >= self.max_classes:
+            return False
+        classes.add(y)
+        return True
+
 
 class _Predictions:
     """The result of one predict_learn_many call, as plain Python lists indexed by row.
 
     ``labels[row]`` is the published prediction. Classification: the most probable class, the first
     in ``classes_`` order on a tie; a row predicted before any class was known (all probabilities 0)
-    predicts None. ``rows[row]`` holds the class probabilities in ``classes`` order.
+    predicts None. ``rows[row]`` holds the class probabilities in ``classes`` order, and
+    ``known[row]`` how many of the classes existed when the row was predicted (the model returns
+    columns for the classes it knows after the call; a class first seen at row i is 0 before it and
+    must not be named there), or None when every row knew them all.
     """
 
-    def __init__(self, scores: Any, model: Any, task: str) -> None:
+    def __init__(self, scores: Any, model: Any, task: str, known: list[int] | None = None) -> None:
+        self.known = known
         self.classification = task == "classification"
         if not self.classification:
             self.labels: list[Any] = np.asarray(scores, dtype=float).tolist()
@@ -139,20 +164,46 @@ class _Predictions:
             self.labels = [None] * len(self.rows)
 
     def pairs(self, row: int) -> list[tuple[Any, float]] | None:
-        return list(zip(self.classes, self.rows[row], strict=True)) if self.classification else None
+        """Every class known at that row with its probability (kept to score a label joined later)."""
+        if not self.classification:
+            return None
+        n = len(self.classes) if self.known is None else self.known[row]
+        return list(zip(self.classes[:n], self.rows[row][:n], strict=True))
+
+    def proba_dicts(self, published: list[tuple[int, Feature, Record]], top_k: int) -> list[dict[str, float]]:
+        """The ``proba`` object of each published row: class name to probability, in class order, for
+        the ``top_k`` most probable classes known at that row (the first in class order on a tie).
+
+        Two classes (the common case) get a dict literal: a third of the time of ``dict(zip(...))``.
+        """
+        names, rows, known = self.names, self.rows, self.known
+        if known is None and len(names) <= top_k:
+            if len(names) == 2:
+                first, second = names
+                return [{first: p, second: q} for p, q in (rows[row] for row, _, _ in published)]
+            return [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+        out = []
+        for row, _, _ in published:
+            n = len(names) if known is None else known[row]
+            values = rows[row]
+            if n <= top_k:
+                out.append(dict(zip(names[:n], values[:n], strict=True)))
+            else:  # nlargest is stable: on a tie the earlier class comes first
+                top = sorted(heapq.nlargest(top_k, range(n), key=values.__getitem__))
+                out.append({names[i]: values[i] for i in top})
+        return out
 
 
-def _proba_dicts(
-    names: list[str], rows: list[list[float]], published: list[tuple[int, Feature, Record]]
-) -> list[dict[str, float]]:
-    """The ``proba`` object of each published row: class name to probability, in class order.
-
-    Two classes (the common case) get a dict literal: a third of the time of ``dict(zip(...))``.
-    """
-    if len(names) == 2:
-        first, second = names
-        return [{first: p, second: q} for p, q in (rows[row] for row, _, _ in published)]
-    return [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
+def _known_classes(classes_before: list[Any], ys: list[Any]) -> list[int]:
+    """How many classes the model knows when each row is predicted: those before the call, plus the
+    new labels of earlier rows (classes are numbered in order of first appearance)."""
+    seen = set(classes_before)
+    known = []
+    for y in ys:
+        known.append(len(seen))
+        if y is not None:
+            seen.add(y)
+    return known
 
 
 def _documents(
@@ -200,6 +251,7 @@ class PartitionState:
         self.partition = partition
         self.model = model
         self.config = config
+        self.classification = config.task == "classification"
         self.prequential = Prequential(config.task, config.metrics_window)
         self.schema = FeatureSchema(config.features, config.max_features)
         self.join = JoinBuffer(config.join_max_pending, config.join_max_age)
@@ -219,8 +271,8 @@ class PartitionState:
         """
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
-        task, limit = cfg.task, cfg.max_record_bytes
-        decoded = [decode(r.value, r.ts, task, limit) for r in records]
+        task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
+        decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
         return [(d.ts, rank, r.offset, (r, d)) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
@@ -228,7 +280,7 @@ class PartitionState:
     def process(self, entries: list[Entry], now: float) -> ProcessResult:
         """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
         result = ProcessResult()
-        run = _Run()
+        run = _Run(set(self.model.classes_), self.config.max_classes) if self.classification else _Run()
         if self.config.labels_topic is None:  # then every entry is a feature record
             self._ingest_inline(entries, result, run)
         else:
@@ -249,7 +301,11 @@ class PartitionState:
         self.next_offsets[FEATURES] = entries[-1][2] + 1
         result.consumed[FEATURES] = len(entries)
         records, decoded = zip(*(payload for _, _, _, payload in entries), strict=True)
-        if Invalid not in set(map(type, decoded)) and self.schema.accepts_as_is([d.x for d in decoded]):
+        if (
+            Invalid not in set(map(type, decoded))
+            and self.schema.accepts_as_is([d.x for d in decoded])
+            and self._classes_admit([d.y for d in decoded], run)
+        ):
             # the usual run: every record usable and conforming as it is, so whole columns at once
             self.event_time = max(self.event_time, *(d.ts for d in decoded))
             run.x[:] = [d.x for d in decoded]
@@ -270,6 +326,9 @@ class PartitionState:
             if type(x) is str:
                 self._dead_letter(result, FEATURES, record, x)
                 continue
+            if decoded.y is not None and not run.admits(decoded.y):
+                self._dead_letter(result, FEATURES, record, "too_many_classes")
+                continue
             row = len(ys)
             xs.append(x)
             ys.append(decoded.y)
@@ -277,6 +336,18 @@ class PartitionState:
                 scores.append((decoded.y, row))
             published.append((row, decoded, record))
         self.event_time = event_time
+
+    def _classes_admit(self, ys: list[Any], run: _Run) -> bool:
+        """Whether every label of the run may be learned; if so their new classes are reserved."""
+        classes = run.classes
+        if classes is None:
+            return True
+        new = set(ys) - classes
+        new.discard(None)
+        if len(classes) + len(new) > run.max_classes:
+            return False
+        classes |= new
+        return True
 
     def _ingest_joined(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
         """Records of both topics in merge order, joining labels to features by id."""
@@ -300,6 +371,9 @@ class PartitionState:
             self._dead_letter(result, FEATURES, record, x)
             return
         if feat.y is not None:
+            if not run.admits(feat.y):
+                self._dead_letter(result, FEATURES, record, "too_many_classes")
+                return
             row = run.add(x, feat.y)
             run.scores.append((feat.y, row))
         elif self.config.labels_topic is None:
@@ -310,6 +384,12 @@ class PartitionState:
         elif feat.id in self.join.features:
             self._dead_letter(result, FEATURES, record, "duplicate_id")
             return
+        elif feat.id in self.join.labels and not run.admits(self.join.labels[feat.id].y):
+            label = self.join.labels.pop(feat.id)
+            self._dead_letter(
+                result, LABELS, Record(label.offset, label.ts, label.key, label.raw), "too_many_classes"
+            )
+            row = run.add(x, None)
         elif feat.id in self.join.labels:
             label = self.join.labels.pop(feat.id)
             row = run.add(x, label.y)
@@ -323,8 +403,11 @@ class PartitionState:
         run.published.append((row, feat, record))
 
     def _on_label(self, result: ProcessResult, run: _Run, record: Record, label: LabelRecord) -> None:
-        pending = self.join.features.pop(label.id, None)
-        if pending is not None:
+        pending = self.join.features.get(label.id)
+        if pending is not None and not run.admits(label.y):
+            self._dead_letter(result, LABELS, record, "too_many_classes")
+        elif pending is not None:
+            del self.join.features[label.id]
             run.add(pending.x, label.y)
             run.scores.append((label.y, pending))
         elif label.id in self.join.labels:
@@ -357,15 +440,22 @@ class PartitionState:
             ("source_partition", str(self.partition).encode()),
             ("source_offset", str(record.offset).encode()),
         ]
-        out = Output(record.key, record.value or b"", record.ts, headers)
-        result.dead_letters.append((out, topic, reason))
+        key, value, headers = fit_dead_letter(
+            record.key, record.value or b"", headers, self.config.max_message_bytes
+        )
+        result.dead_letters.append((Output(key, value, record.ts, headers), topic, reason))
 
     # -- the model call -------------------------------------------------------------------------------
 
     def _execute(self, run: _Run, result: ProcessResult, now: float) -> None:
         if not run.y:
             return
-        out = _Predictions(self.model.predict_learn_many(run.x, run.y), self.model, self.config.task)
+        classes_before = list(self.model.classes_) if self.classification else []
+        scores = self.model.predict_learn_many(run.x, run.y)
+        known = None
+        if self.classification and len(self.model.classes_) > len(classes_before):
+            known = _known_classes(classes_before, run.y)
+        out = _Predictions(scores, self.model, self.config.task, known)
         # model_version of row r: records learned before this call plus rows before r that carried a label
         learned_before = list(accumulate((y is not None for y in run.y), initial=self.trained))
         for entry in run.waiting:
@@ -373,7 +463,7 @@ class PartitionState:
             entry.row = None
         self._score(run, out)
         labels, published = out.labels, run.published
-        probas = _proba_dicts(out.names, out.rows, published) if out.classification else None
+        probas = out.proba_dicts(published, self.config.proba_top_k) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
         dumps = orjson.dumps
         # b"%b" % copies each document into an object of its own size: a bytes object that orjson
@@ -385,9 +475,26 @@ class PartitionState:
             new(Output, (record.key, value, feat.ts, None))
             for (_, feat, record), value in zip(published, values, strict=True)
         ]
+        room = self.config.max_message_bytes - FRAMING_BYTES
+        keys = [record.key for _, _, record in published]
+        if max(map(len, values), default=0) + max(map(len, filter(None, keys)), default=0) > room:
+            self._drop_oversized(result, published, room)
         result.trained = learned_before[-1] - self.trained
         self.trained = learned_before[-1]
         self.predicted += len(run.published)
+
+    def _drop_oversized(
+        self, result: ProcessResult, published: list[tuple[int, Feature, Record]], room: int
+    ) -> None:
+        """Dead-letter (``prediction_too_large``) the records whose prediction would not fit a message:
+        only an id or key of about the message size does that, as labels and ``proba`` are bounded."""
+        kept = []
+        for out, (_, _, record) in zip(result.predictions, published, strict=True):
+            if len(out.value) + len(out.key or b"") > room:
+                self._dead_letter(result, FEATURES, record, "prediction_too_large")
+            else:
+                kept.append(out)
+        result.predictions = kept
 
     def _score(self, run: _Run, out: _Predictions) -> None:
         """Score each labelled record against the prediction published for it (this call's or earlier)."""

@@ -690,7 +690,7 @@ def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], repeats: int) 
     """Restore the checkpoint in-process and time state serialisation and the durable write directly."""
     from worker.checkpoint import write_checkpoint
     from worker.config import load_settings
-    from worker.loop import load_state
+    from worker.partition import load_state
 
     settings = load_settings(
         {"checkpoint_dir": str(checkpoints), "features_topic": topics["features"], "task": "classification"}

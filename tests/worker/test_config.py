@@ -79,6 +79,12 @@ def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
         ({"flags": {"features": "a:text"}}, "NAME:numeric|nominal"),
         ({"flags": {"checkpoint_seconds": "nan"}}, "checkpoint_seconds"),
         ({"env": {"SGT_LAMBDA": "-1"}}, "lambda_"),
+        ({"flags": {"max_message_bytes": "1000"}}, "max_message_bytes (--max-message-bytes"),
+        ({"flags": {"max_message_bytes": "1000"}}, "an integer >= 65536 and <= 1000000000"),
+        ({"flags": {"proba_top_k": "0"}}, "setting proba_top_k (--proba-top-k / SGT_PROBA_TOP_K)"),
+        ({"flags": {"max_label_bytes": "0"}}, "setting max_label_bytes"),
+        ({"env": {"SGT_MAX_CLASSES": "1"}}, "setting max_classes (--max-classes / SGT_MAX_CLASSES)"),
+        ({"flags": {"max_classes": "x"}}, "an integer >= 2"),
     ],
 )
 def test_bad_values_name_the_setting_and_what_is_allowed(source: dict, message: str) -> None:
@@ -128,8 +134,26 @@ def test_help_explains_every_setting_and_bad_values_exit_2() -> None:
     assert bad.returncode == 2 and "setting task" in bad.stderr and "classification, regression" in bad.stderr
 
 
+def test_the_worst_prediction_must_fit_half_a_message() -> None:
+    load_settings({"proba_top_k": "10", "max_label_bytes": "256", "max_message_bytes": "65536"}, env={})
+    with pytest.raises(
+        ConfigError, match=r"proba_top_k .*max_label_bytes .*at most half of max_message_bytes"
+    ):
+        load_settings({"proba_top_k": "1000", "max_label_bytes": "1024"}, env={})
+
+
+def test_the_producer_message_bound_is_the_setting_and_cannot_be_overridden() -> None:
+    from worker.clients import producer_config
+
+    assert (
+        producer_config(load_settings({"max_message_bytes": "200000"}, env={}))["message.max.bytes"] == 200000
+    )
+    with pytest.raises(ConfigError, match=r"kafka_options.*message\.max\.bytes"):
+        load_settings({"kafka_options": "message.max.bytes=20000000"}, env={})
+
+
 def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -> None:
-    from worker.loop import consumer_config, producer_config
+    from worker.clients import consumer_config, producer_config
 
     s = load_settings({"kafka_options": "security.protocol=SASL_SSL, sasl.password=hunter2"}, env={})
     assert consumer_config(s)["security.protocol"] == producer_config(s)["security.protocol"] == "SASL_SSL"

@@ -9,11 +9,16 @@ import pytest
 
 MODULES = [
     "worker.checkpoint",
+    "worker.checkpointing",
+    "worker.clients",
     "worker.config",
+    "worker.delivery",
     "worker.join",
     "worker.logs",
     "worker.merge",
     "worker.metrics",
+    "worker.outputs",
+    "worker.partition",
     "worker.records",
     "worker.schema",
     "worker.state",

@@ -12,7 +12,9 @@ from stub_model import StubModel
 from worker_util import samples, value
 
 from worker.config import load_settings
-from worker.loop import Owned, Worker, _RunDelivery, _unseen, state_config
+from worker.delivery import DeliveryLatch, RunDelivery
+from worker.loop import Worker
+from worker.partition import Owned, set_partition_gauges, state_config, unseen
 from worker.state import PartitionState, Record
 
 
@@ -25,14 +27,20 @@ def _worker(ckpt: Path) -> Worker:
         owned = Owned(PartitionState(p, StubModel(), state_config(settings)))
         owned.since_checkpoint = 5
         worker.owned[p] = owned
-        worker._set_partition_gauges(p, owned)
+        set_partition_gauges(worker.metrics, p, owned)
         worker.metrics.records.labels(topic="f", partition=str(p)).inc(5)
     return worker
 
 
+def _turn(worker: Worker) -> None:
+    """One turn of the checkpoint protocol, then wait for the background write it may have started."""
+    worker.checkpointer.maybe_checkpoint(worker.owned)
+    worker.checkpointer.settle(list(worker.owned))
+
+
 def test_lost_partitions_are_dropped_without_writing_anything(tmp_path: Path) -> None:
     worker = _worker(tmp_path / "ckpt")
-    worker._on_lost(None, [TopicPartition("f", 0), TopicPartition("l", 0)])  # type: ignore[arg-type]
+    worker.rebalancer.on_lost(None, [TopicPartition("f", 0), TopicPartition("l", 0)])  # type: ignore[arg-type]
     assert sorted(worker.owned) == [1]
     assert not (tmp_path / "ckpt").exists()
     parsed = samples(worker.metrics.render().decode())
@@ -47,7 +55,7 @@ def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> 
     blocker.write_text("x")
     worker = _worker(blocker / "ckpt")
     owned = worker.owned[0]
-    assert worker._write(0, owned, worker._take_snapshot(owned)) is False
+    assert worker.checkpointer.write(0, owned, worker.checkpointer.take_snapshot(owned)) is False
     assert owned.since_checkpoint == 5  # still due: the next attempt writes it
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 1
@@ -55,11 +63,11 @@ def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> 
 
 
 def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
-    from worker.loop import load_state
+    from worker.partition import load_state
 
     worker = _worker(tmp_path)
     owned = worker.owned[1]
-    assert worker._write(1, owned, worker._take_snapshot(owned)) is True
+    assert worker.checkpointer.write(1, owned, worker.checkpointer.take_snapshot(owned)) is True
     restored = load_state(worker.settings, 1, registry={"StubModel": StubModel})
     assert restored.to_bytes() == owned.state.to_bytes()
     assert owned.since_checkpoint == 0
@@ -71,16 +79,29 @@ def test_a_run_reports_its_latencies_once_its_last_prediction_is_acknowledged(
     import logging
     import time
 
-    from confluent_kafka import KafkaError
-
     reports: list[tuple[float, list[float]]] = []
-    delivered = _RunDelivery([10.0, 11.0, 12.0], reports.append, logging.getLogger("test"))
+    latch = DeliveryLatch()
+    delivered = RunDelivery([10.0, 11.0, 12.0], reports.append, logging.getLogger("test"), latch)
     delivered(None, None)
-    delivered(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    delivered(None, None)
     assert reports == []  # one acknowledgement still outstanding
     before = time.time()
     delivered(None, None)
     assert len(reports) == 1 and reports[0][1] == [10.0, 11.0, 12.0] and reports[0][0] >= before
+    assert latch.failed is None
+
+
+def test_a_delivery_failing_for_good_is_latched_on_the_partition(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from confluent_kafka import KafkaError
+
+    latch = DeliveryLatch()
+    delivered = RunDelivery([10.0, 11.0], None, logging.getLogger("test"), latch)
+    delivered(None, None)
+    delivered(KafkaError(KafkaError._MSG_TIMED_OUT), None)
+    assert delivered.left == 0  # nothing more will come for it
+    assert latch.failed is not None and "timed out" in latch.failed.lower()
     assert "prediction not delivered" in caplog.text
 
 
@@ -90,12 +111,14 @@ def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_
     from worker.checkpoint import checkpoint_path
 
     worker = _worker(tmp_path)
-    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})  # nothing to flush, no broker needed
+    worker.clients.producer = Producer(
+        {"bootstrap.servers": "127.0.0.1:1"}
+    )  # nothing to flush, no broker needed
     worker.owned[0].last_checkpoint = 0.0  # both long due by time, partition 0 the longer
     worker.owned[1].last_checkpoint = 1.0
-    worker._maybe_checkpoint()
+    _turn(worker)
     assert checkpoint_path(tmp_path, 0).exists() and not checkpoint_path(tmp_path, 1).exists()
-    worker._maybe_checkpoint()
+    _turn(worker)
     assert checkpoint_path(tmp_path, 1).exists()
     assert [o.since_checkpoint for o in worker.owned.values()] == [0, 0]
 
@@ -108,20 +131,20 @@ def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(
     from worker.checkpoint import checkpoint_path
 
     worker = _worker(tmp_path)
-    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    worker.clients.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
     owned = worker.owned[0]
-    run = _RunDelivery([1.0, 2.0], None, logging.getLogger("test"))  # two outputs in flight
+    run = RunDelivery([1.0, 2.0], None, logging.getLogger("test"), owned.latch)  # two outputs in flight
     owned.in_flight.append(run)
     owned.produced_runs = 1
     owned.last_checkpoint = 0.0
-    worker._maybe_checkpoint()  # snapshots partition 0, which must wait for its run
+    _turn(worker)  # snapshots partition 0, which must wait for its run
     assert owned.snapshot is not None and owned.snapshot.runs == 1
     assert not checkpoint_path(tmp_path, 0).exists()
     run(None, None)
-    worker._maybe_checkpoint()
+    _turn(worker)
     assert not checkpoint_path(tmp_path, 0).exists()  # one acknowledgement still outstanding
     run(None, None)
-    worker._maybe_checkpoint()
+    _turn(worker)
     assert checkpoint_path(tmp_path, 0).exists() and owned.snapshot is None
     assert owned.acked_runs == 1 and not owned.in_flight
 
@@ -132,15 +155,15 @@ def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: 
     from confluent_kafka import Producer
 
     worker = _worker(tmp_path)
-    worker.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    worker.clients.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
     owned = worker.owned[1]
     reports: list[tuple[float, list[float]]] = []
-    runs = [_RunDelivery([1.0], reports.append, logging.getLogger("test")) for _ in range(3)]
+    runs = [RunDelivery([1.0], reports.append, logging.getLogger("test"), owned.latch) for _ in range(3)]
     owned.in_flight.extend(runs)
     owned.produced_runs = 3
     runs[0](None, None)
     runs[2](None, None)  # acknowledged out of order: only the leading run can be released
-    worker._maybe_checkpoint()
+    _turn(worker)
     assert owned.snapshot is None and list(owned.in_flight) == runs[1:] and owned.acked_runs == 1
     assert runs[0].event_ts == [] and len(reports) == 2  # reported, then released
 
@@ -156,4 +179,4 @@ def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: 
 )
 def test_only_unseen_offsets_are_ingested(offsets: list[int], fetched: int, kept: list[int]) -> None:
     records = [Record(o, 0.0, None, b"{}") for o in offsets]
-    assert [r.offset for r in _unseen(records, fetched)] == kept
+    assert [r.offset for r in unseen(records, fetched)] == kept

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import orjson
 import pytest
 
 from sgt import SGTRegressor
@@ -115,3 +118,15 @@ def test_the_trees_still_learn_at_the_largest_accepted_regression_target() -> No
     predictions = model.predict_learn_many([{"a": a, "b": b} for a, b in X], y.tolist())
     assert model.n_splits >= 1
     assert np.mean(np.abs(predictions[-500:] - y[-500:])) < 0.1 * MAX_TARGET
+
+
+@pytest.mark.parametrize("decode", [decode_feature, decode_label])
+def test_a_class_label_past_max_label_bytes_is_label_too_long(decode: Any) -> None:
+    def doc(y: object) -> bytes:
+        return orjson.dumps({"id": "a", "x": [1.0], "y": y})
+
+    assert decode(doc("é" * 5), 0.0, "classification", 10_000, 10).y == "é" * 5  # 10 bytes
+    assert decode(doc("é" * 5 + "a"), 0.0, "classification", 10_000, 10).reason == "label_too_long"
+    assert decode(doc("a" * 900_000), 0.0, "classification", 10**7).reason == "label_too_long"  # default 256
+    assert decode(doc(2**53), 0.0, "classification", 10_000, 10).y == 2**53  # integers are short
+    assert decode(doc(1.5), 0.0, "regression", 10_000, 1).y == 1.5  # a regression target is no class

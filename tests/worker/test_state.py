@@ -303,3 +303,76 @@ def test_an_inferred_schema_takes_at_most_max_features_names() -> None:
     more = [feature(5, "r5", 5.0, y=1, x={"k0": 2.0}), feature(6, "r6", 6.0, y=1, x={"k9": 2.0})]
     result = restored.process(restored.decode(FEATURES, more), now=1.0)
     assert len(result.predictions) == 1 and [why for _, _, why in result.dead_letters] == ["unknown_feature"]
+
+
+# -- bounded predictions ------------------------------------------------------------------------------
+
+
+def test_earlier_rows_of_a_run_do_not_name_classes_first_seen_later_in_it() -> None:
+    state = PartitionState(0, StubModel(), config(None))
+    feats = [feature(0, "a", 0.0, y="x"), feature(1, "b", 1.0, y="y"), feature(2, "c", 2.0, y="z")]
+    result = run_all(state, feats, [])
+    probas = [orjson.loads(p.value).get("proba") for p in result.predictions]
+    assert [sorted(p) for p in probas] == [[], ["x"], ["x", "y"]]
+
+
+def test_proba_lists_the_top_k_classes_in_class_order() -> None:
+    state = PartitionState(0, StubModel(), config(None, proba_top_k=2))
+    ys = ["a", "b", "b", "c", "c", "c", "d"]
+    feats = [feature(i, f"r{i}", float(i), y=y) for i, y in enumerate(ys)]
+    result = run_all(state, feats, [])
+    last = orjson.loads(result.predictions[-1].value)
+    assert last["proba"] == {"b": 2 / 6, "c": 3 / 6} and last["prediction"] == "c"
+    assert all(len(orjson.loads(p.value)["proba"]) <= 2 for p in result.predictions)
+
+
+@pytest.mark.parametrize("labels_topic", [None, "labels"])
+def test_a_label_that_would_add_a_class_past_max_classes_is_dead_lettered(labels_topic: str | None) -> None:
+    state = PartitionState(0, StubModel(), config(labels_topic, max_classes=2))
+    feats = [feature(i, f"r{i}", float(i), y=y) for i, y in enumerate(["a", "b", "c", "a", "d"])]
+    result = run_all(state, feats, [])
+    assert [(o.headers[0][1], reason) for o, _, reason in result.dead_letters] == [
+        (b"too_many_classes", "too_many_classes")
+    ] * 2
+    assert [int(dict(o.headers)["source_offset"]) for o, _, _ in result.dead_letters] == [2, 4]
+    assert state.model.classes_ == ["a", "b"] and len(result.predictions) == 3
+    # a later run: the bound holds across calls (the model's classes count)
+    more = run_all(state, [feature(5, "r5", 5.0, y="e"), feature(6, "r6", 6.0, y="b")], [])
+    assert len(more.dead_letters) == 1 and state.model.classes_ == ["a", "b"]
+
+
+def test_a_joined_label_past_max_classes_is_dead_lettered_and_its_features_still_predicted() -> None:
+    state = PartitionState(0, StubModel(), config(max_classes=2))
+    feats = [feature(0, "a", 0.0), feature(1, "b", 1.0), feature(2, "c", 2.0), feature(4, "d", 4.5)]
+    labels = [
+        label(0, "a", 0.5, "x"),
+        label(1, "b", 1.5, "y"),
+        label(2, "c", 2.5, "z"),
+        label(3, "d", 4.0, "w"),
+    ]
+    result = run_all(state, feats, labels)
+    assert [(topic, reason) for _, topic, reason in result.dead_letters] == [
+        ("labels", "too_many_classes")
+    ] * 2
+    assert len(result.predictions) == 4 and state.model.classes_ == ["x", "y"]
+
+
+def test_a_label_past_max_label_bytes_is_dead_lettered_as_label_too_long() -> None:
+    state = PartitionState(0, StubModel(), config(None, max_label_bytes=8))
+    feats = [
+        feature(0, "a", 0.0, y="é" * 4),
+        feature(1, "b", 1.0, y="é" * 5),
+        feature(2, "c", 2.0, y=12345678901),
+    ]
+    result = run_all(state, feats, [])
+    assert [reason for _, _, reason in result.dead_letters] == ["label_too_long"]
+    assert state.model.classes_ == ["é" * 4, 12345678901]
+
+
+def test_a_prediction_too_large_for_a_message_dead_letters_its_record() -> None:
+    state = PartitionState(0, StubModel(), config(None, max_message_bytes=65536))
+    feats = [feature(0, "a" * 70_000, 0.0, y="x"), feature(1, "b", 1.0, y="y")]
+    result = run_all(state, feats, [])
+    assert [reason for _, _, reason in result.dead_letters] == ["prediction_too_large"]
+    assert [orjson.loads(p.value)["id"] for p in result.predictions] == ["b"]
+    assert all(len(o.value) + len(o.key or b"") < 65536 for o, _, _ in result.dead_letters)

@@ -16,9 +16,10 @@ from kafka_util import produce_records, read_all
 from stub_model import StubModel
 from worker_util import samples, value, wait_for
 
+from worker.clients import consumer_config
 from worker.config import WorkerSettings, load_settings
 from worker.embedded_broker import create_topics
-from worker.loop import Worker, consumer_config
+from worker.loop import Worker
 
 
 def _settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:

@@ -1,0 +1,263 @@
+"""The partition runtime, checkpoint protocol and rebalance handling with fake clients (no broker): a
+producer whose deliveries fail, a slow disk, positions past a topic's end, readiness."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from stub_model import StubModel
+from worker_util import samples, value
+
+from worker import checkpoint
+from worker.config import load_settings
+from worker.loop import Worker
+from worker.merge import FEATURES
+from worker.partition import AHEAD_GRACE_S
+from worker.state import Record
+
+
+class FakeMessage:
+    def __init__(self, topic: str) -> None:
+        self._topic = topic
+
+    def topic(self) -> str:
+        return self._topic
+
+
+class FakeProducer:
+    """Deliveries are reported on poll/flush: acknowledged, or failed for good while ``fail`` is set."""
+
+    def __init__(self) -> None:
+        self.fail = False
+        self.limit = 1_000_000
+        self.purged = 0
+        self.pending: list[tuple[str, bytes, Any]] = []
+        self.delivered: list[tuple[str, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes | None = None, **kw: Any) -> None:
+        headers = kw.get("headers") or []
+        size = len(value) + len(key or b"") + sum(len(n) + len(v) for n, v in headers)
+        if size > self.limit:  # as librdkafka refuses a message past message.max.bytes
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+        self.pending.append((topic, value, kw["on_delivery"]))
+
+    def poll(self, _timeout: float = 0) -> int:
+        pending, self.pending = self.pending, []
+        for topic, payload, callback in pending:
+            error = KafkaError(KafkaError._MSG_TIMED_OUT) if self.fail else None
+            if error is None:
+                self.delivered.append((topic, payload))
+            callback(error, FakeMessage(topic))
+        return len(pending)
+
+    def flush(self, _timeout: float = 0) -> int:
+        self.poll()
+        return 0
+
+    def purge(self) -> None:
+        self.purged += 1
+
+
+class FakeConsumer:
+    """Watermarks per topic (as the last fetch response gave them); seeks and commits are recorded."""
+
+    def __init__(self, high: dict[str, int]) -> None:
+        self.high = high
+        self.seeks: list[tuple[str, int, int]] = []
+        self.commits: list[list[tuple[str, int, int]]] = []
+
+    def get_watermark_offsets(
+        self, tp: TopicPartition, timeout: float = 0, cached: bool = False
+    ) -> tuple[int, int]:
+        return 0, self.high.get(tp.topic, -1)
+
+    def seek(self, tp: TopicPartition) -> None:
+        self.seeks.append((tp.topic, tp.partition, tp.offset))
+
+    def pause(self, _tps: list[TopicPartition]) -> None:
+        pass
+
+    def resume(self, _tps: list[TopicPartition]) -> None:
+        pass
+
+    def assign(self, _tps: list[TopicPartition]) -> None:
+        pass
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        self.commits.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
+
+
+def _worker(ckpt: Path, **extra: Any) -> tuple[Worker, FakeConsumer, FakeProducer]:
+    settings = load_settings(
+        {"checkpoint_dir": str(ckpt), "features_topic": "f", "checkpoint_records": 5, **extra}, env={}
+    )
+    worker = Worker(settings, model_factory=StubModel, model_registry={"StubModel": StubModel})
+    consumer, producer = FakeConsumer({"f": 0}), FakeProducer()
+    worker.clients.consumer, worker.clients.producer = consumer, producer  # type: ignore[assignment]
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    return worker, consumer, producer
+
+
+def _feed(worker: Worker, consumer: FakeConsumer, offsets: range) -> None:
+    """Records as the consumer would have fetched them, processed and produced (one turn, no fetch)."""
+    owned = worker.owned[0]
+    records = [
+        Record(o, float(o), None, orjson.dumps({"id": f"r{o}", "x": [float(o)], "y": o % 2})) for o in offsets
+    ]
+    owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
+    owned.fetched[FEATURES] = offsets.stop
+    consumer.high["f"] = max(consumer.high["f"], offsets.stop)
+    _turn(worker)
+
+
+def _turn(worker: Worker) -> None:
+    worker.runtime.process_all()
+    assert worker.clients.producer is not None
+    worker.clients.producer.poll(0)
+    worker.checkpointer.maybe_checkpoint(worker.owned)
+    worker.checkpointer.settle(list(worker.owned))
+    worker.checkpointer.maybe_checkpoint(worker.owned)  # commits what settled
+
+
+def _checkpointed(ckpt: Path) -> list[int] | None:
+    loaded = checkpoint.read_newest(ckpt, 0)
+    if loaded is None:
+        return None
+    head = loaded.payload[4 : 4 + int.from_bytes(loaded.payload[:4], "big")]
+    return orjson.loads(head)["next_offsets"]
+
+
+def test_a_delivery_failing_for_good_rewinds_the_partition_to_its_last_checkpoint(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 10))
+    assert _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
+    producer.fail = True
+    _feed(worker, consumer, range(10, 20))
+    # the failed outputs are latched: no checkpoint or commit covers them, however many turns pass
+    for _ in range(3):
+        worker.checkpointer.maybe_checkpoint(worker.owned)
+    assert _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
+    worker.recover_deliveries(0.0)  # the rewind waits a moment, then a new producer takes over
+    assert not consumer.seeks and worker.owned[0].state.next_offsets == [20, 0]
+    worker.make_producer = lambda: producer  # type: ignore[assignment,return-value]
+    worker.recover_deliveries(10.0)  # rewinds: the last checkpoint, and the consumer back to its offsets
+    assert consumer.seeks[-1] == ("f", 0, 10) and worker.owned[0].state.next_offsets == [10, 0]
+    assert producer.purged == 1
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_delivery_failures_total", topic="predictions") == 1
+    producer.fail = False  # the broker is back: the same records are processed and delivered again
+    _feed(worker, consumer, range(10, 20))
+    assert _checkpointed(tmp_path) == [20, 0] and consumer.commits[-1] == [("f", 0, 20)]
+    offsets = sorted(orjson.loads(v)["offset"] for t, v in producer.delivered if t == "predictions")
+    assert offsets == list(range(20))
+
+
+def test_a_partition_with_a_lost_output_gets_no_final_checkpoint(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path, checkpoint_records=1000)
+    producer.fail = True
+    _feed(worker, consumer, range(0, 10))
+    assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is False
+    assert _checkpointed(tmp_path) is None
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="delivery") == 1
+
+
+def test_a_slow_checkpoint_write_does_not_stall_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    release = threading.Event()
+    write = checkpoint.write_checkpoint
+
+    def slow_write(directory: Any, partition: int, payload: bytes) -> Path:
+        release.wait(10)
+        return write(directory, partition, payload)
+
+    monkeypatch.setattr(checkpoint, "write_checkpoint", slow_write)
+    owned = worker.owned[0]
+    records = [Record(o, float(o), None, orjson.dumps({"x": [1.0], "y": 1})) for o in range(10)]
+    owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
+    owned.fetched[FEATURES] = consumer.high["f"] = 10
+    worker.runtime.process_all()
+    producer.poll()
+    started = time.monotonic()
+    for _ in range(5):  # snapshot, outputs acknowledged, write started: none of it waits for the disk
+        worker.checkpointer.maybe_checkpoint(worker.owned)
+    assert time.monotonic() - started < 1.0
+    assert not consumer.commits and _checkpointed(tmp_path) is None  # not durable yet: nothing committed
+    release.set()
+    worker.checkpointer.settle([])  # nothing to wait for by partition; the write finishes on its own
+    deadline = time.monotonic() + 10
+    while not consumer.commits and time.monotonic() < deadline:
+        worker.checkpointer.maybe_checkpoint(worker.owned)
+        time.sleep(0.01)
+    assert consumer.commits == [[("f", 0, 10)]] and _checkpointed(tmp_path) == [10, 0]
+
+
+def test_a_position_past_the_end_restarts_the_topic_from_its_start(tmp_path: Path) -> None:
+    worker, consumer, _ = _worker(tmp_path)
+    owned = worker.owned[0]
+    owned.fetched[FEATURES] = owned.state.next_offsets[FEATURES] = 1000  # restored from a longer topic
+    consumer.high["f"] = 50
+    runtime = worker.runtime
+    runtime.check_ends(0, owned, FEATURES, 50, now=100.0)
+    runtime.check_ends(0, owned, FEATURES, 50, now=100.0 + AHEAD_GRACE_S / 2)
+    assert not consumer.seeks  # a stale watermark just after an assignment is not enough
+    runtime.check_ends(0, owned, FEATURES, 50, now=100.0 + AHEAD_GRACE_S)
+    assert consumer.seeks == [("f", 0, OFFSET_BEGINNING)]
+    assert owned.fetched[FEATURES] == owned.state.next_offsets[FEATURES] == 0
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_offset_resets_total", topic="f", reason="past_end") == 1
+
+
+def test_a_position_that_catches_up_with_its_end_is_left_alone(tmp_path: Path) -> None:
+    worker, consumer, _ = _worker(tmp_path)
+    owned = worker.owned[0]
+    owned.fetched[FEATURES] = 60
+    worker.runtime.check_ends(0, owned, FEATURES, 50, now=0.0)  # an old watermark, then a fresh one
+    worker.runtime.check_ends(0, owned, FEATURES, 60, now=AHEAD_GRACE_S)
+    worker.runtime.check_ends(0, owned, FEATURES, 60, now=10 * AHEAD_GRACE_S)
+    assert not consumer.seeks and owned.fetched[FEATURES] == 60
+
+
+def test_readiness_follows_the_assignment(tmp_path: Path) -> None:
+    worker, consumer, _ = _worker(tmp_path)
+    health, rebalancer = worker.health, worker.rebalancer
+    health.beat()
+    assert health.ready
+    rebalancer.on_revoke(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    assert not health.ready and not worker.owned  # waiting for the group: not ready, however long
+    rebalancer.on_assign(consumer, [])  # type: ignore[arg-type]
+    assert health.ready  # an idle member (no partition for it) is in the group: ready
+    rebalancer.on_lost(consumer, [])  # type: ignore[arg-type]
+    assert not health.ready
+
+
+def test_nothing_the_worker_produces_is_refused_for_its_size(tmp_path: Path) -> None:
+    """A 10 MB record, 900 KB labels and a 2 MB id, against a producer refusing more than
+    max_message_bytes: before, the first one's dead letter raised MSG_SIZE_TOO_LARGE in the loop."""
+    worker, consumer, producer = _worker(tmp_path, max_record_bytes=20_000_000, max_message_bytes=100_000)
+    producer.limit = 100_000
+    docs = [
+        b'{"x": [1.0], "y": 1, "pad": "' + b"z" * 25_000_000 + b'"}',  # oversized
+        orjson.dumps({"x": [1.0], "y": "L" * 900_000}),  # label_too_long
+        orjson.dumps({"id": "i" * 2_000_000, "x": [1.0], "y": 1}),  # prediction_too_large
+        orjson.dumps({"x": [1.0], "y": 0}),
+    ]
+    owned = worker.owned[0]
+    owned.merger.push(
+        FEATURES, owned.state.decode(FEATURES, [Record(o, 0.0, b"k", d) for o, d in enumerate(docs)])
+    )
+    owned.fetched[FEATURES] = consumer.high["f"] = len(docs)
+    _turn(worker)
+    assert sorted(t for t, _ in producer.delivered) == ["dead-letters"] * 3 + ["predictions"]
+    assert worker.owned[0].state.next_offsets == [4, 0] and worker.owned[0].latch.failed is None
+    parsed = samples(worker.metrics.render().decode())
+    reasons = ("oversized", "label_too_long", "prediction_too_large")
+    assert [value(parsed, "sgt_invalid_records_total", topic="f", reason=r) for r in reasons] == [1, 1, 1]

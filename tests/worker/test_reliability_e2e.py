@@ -1,0 +1,243 @@
+"""Reliability end to end, against a real Kafka-protocol broker over loopback: a poison record and huge
+labels do not stop a partition, no output is lost across an outage longer than the producer's
+delivery timeout, offsets past a re-created topic's end are read again, and a final checkpoint that
+fails gives a non-zero exit code."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+from fault_proxy import FaultProxy
+from kafka_util import produce_records, read_all
+from worker_util import WorkerProcess, samples, start_worker_fixture, value, wait_for, worker_args
+
+from worker import checkpoint
+from worker.config import WorkerSettings, load_settings
+from worker.embedded_broker import broker_binary, create_topics, free_port, start_tansu
+from worker.loop import Worker
+from worker.partition import load_state
+
+__all__ = ["start_worker_fixture"]
+
+
+def _settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:
+    values: dict[str, object] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"rel-{uuid.uuid4().hex[:8]}",
+        "features_topic": topics["features"],
+        "predictions_topic": topics["predictions"],
+        "dead_letter_topic": topics["dead"],
+        "checkpoint_dir": str(ckpt),
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        "metrics_port": 0,
+        **extra,
+    }
+    return load_settings(values, env={})
+
+
+def _topics(bootstrap: str, partitions: int = 1) -> dict[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    topics = {k: f"rel-{k}-{tag}" for k in ("features", "predictions", "dead")}
+    create_topics(bootstrap, list(topics.values()), partitions)
+    return topics
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[WorkerSettings], Worker]]:
+    started: list[tuple[Worker, threading.Thread]] = []
+
+    def start(settings: WorkerSettings) -> Worker:
+        worker = Worker(settings)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        started.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, thread in started:
+        worker.stop()
+        thread.join(60)
+
+
+def _good(i: int) -> tuple[bytes, bytes]:
+    return f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i % 7)}, "y": i % 2})
+
+
+def _next_offsets(ckpt: Path) -> list[int] | None:
+    loaded = checkpoint.read_newest(ckpt, 0)
+    if loaded is None:
+        return None
+    head = loaded.payload[4 : 4 + int.from_bytes(loaded.payload[:4], "big")]
+    return orjson.loads(head)["next_offsets"]
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[str]:
+    """A broker for this test alone: a 10 MB record stays out of the session's broker's memory."""
+    with start_tansu(log_path=tmp_path / "tansu.log") as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.mark.kafka
+def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bound(
+    own_broker: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+) -> None:
+    """A 10 MB record and three records with 900 KB labels, among good ones: before, the first put the
+    partition in a crash loop (the producer refused its dead letter) and the others made every later
+    prediction unsendable."""
+    kafka_bootstrap = own_broker
+    topics = _topics(kafka_bootstrap)
+    poison = b'{"id": "big", "x": {"a": "' + b"z" * 10_000_000 + b'"}, "y": 1}'
+    huge = [orjson.dumps({"id": f"h{i}", "x": {"a": 1.0}, "y": chr(65 + i) * 900_000}) for i in range(3)]
+    records = [_good(i) for i in range(20)] + [(b"big", poison)] + [(None, h) for h in huge]
+    records += [_good(i) for i in range(20, 40)]
+    big = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 20_000_000, "linger.ms": 5})
+    for key, payload in records:
+        big.produce(topics["features"], payload, key, partition=0)
+    assert big.flush(60) == 0
+    worker = running(_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=10))
+    predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=40, idle_s=30)
+    docs = [orjson.loads(m.value()) for m in predictions]
+    assert sorted(d["offset"] for d in docs) == list(range(20)) + list(range(24, 44))
+    assert max(len(m.value()) for m in predictions) < 1000  # no class name of 900 KB in any proba
+    dead = read_all(kafka_bootstrap, topics["dead"], 1, expect=4, idle_s=30)
+    assert len(dead) == 4 and all(len(m.value()) + len(m.key() or b"") < 1_000_000 for m in dead)
+    first = dict(dead[0].headers())
+    assert first["reason"] == b"oversized" and first["source_offset"] == b"20"
+    assert first["source_topic"] == topics["features"].encode() and first["source_partition"] == b"0"
+    assert first["truncated"] == b"true" and first["original_bytes"] == str(len(poison)).encode()
+    assert first["original_sha256"] == hashlib.sha256(poison).hexdigest().encode()
+    assert poison.startswith(dead[0].value()) and len(dead[0].value()) > 900_000
+    labels = [(dict(m.headers())["reason"], dict(m.headers())["source_offset"], m.value()) for m in dead[1:]]
+    assert labels == [(b"label_too_long", str(21 + i).encode(), huge[i]) for i in range(3)]
+    wait_for(lambda: _next_offsets(tmp_path) == [44, 0], 30, "a checkpoint past every record")
+    assert worker.owned[0].state.model.classes_ == [0, 1]
+
+
+@pytest.fixture
+def proxied_broker(tmp_path: Path) -> Iterator[tuple[str, FaultProxy]]:
+    """A broker of its own that advertises a fault-injecting proxy: every connection goes through it."""
+    broker_port = free_port()
+    proxy = FaultProxy(broker_port)
+    command = [
+        broker_binary(),
+        "broker",
+        "--cluster-id",
+        f"sgt-proxy-{uuid.uuid4().hex[:8]}",
+        "--listener-url",
+        f"tcp://127.0.0.1:{broker_port}",
+        "--advertised-listener-url",
+        f"tcp://127.0.0.1:{proxy.port}",
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+    with open(tmp_path / "tansu.log", "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    try:
+        wait_for(lambda: _answers(bootstrap), 30, "the proxied broker")
+        yield bootstrap, proxy
+    finally:
+        proxy.close()
+        process.terminate()
+        process.wait(10)
+
+
+def _answers(bootstrap: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 1000}).list_topics(timeout=1.0)
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.kafka
+def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
+    proxied_broker: tuple[str, FaultProxy], tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+) -> None:
+    """The worker's produce path is cut for longer than message.timeout.ms while it goes on consuming.
+    Before, the failed predictions counted as delivered, the next checkpoint moved past them and they
+    were never produced; now every record's prediction is in the topic once the broker is back."""
+    bootstrap, proxy = proxied_broker
+
+    topics = _topics(bootstrap)
+    client = f"worker-{uuid.uuid4().hex[:6]}"
+    settings = _settings(
+        bootstrap,
+        topics,
+        tmp_path,
+        checkpoint_records=100,
+        checkpoint_seconds=0.5,
+        kafka_options=f"client.id={client},message.timeout.ms=2000",
+    )
+    produce_records(bootstrap, topics["features"], [_good(i) for i in range(300)], partition=0)
+    worker = running(settings)
+    assert len(read_all(bootstrap, topics["predictions"], 1, expect=300, idle_s=30)) == 300
+    wait_for(lambda: _next_offsets(tmp_path) == [300, 0], 30, "the first checkpoint")
+    proxy.hold(client)  # from here on, the worker's predictions do not reach the broker
+    produce_records(bootstrap, topics["features"], [_good(i) for i in range(300, 600)], partition=0)
+    wait_for(lambda: worker.owned and worker.owned[0].fetched[0] == 600, 30, "the new records consumed")
+    time.sleep(5)  # more than message.timeout.ms: the held predictions fail for good
+    assert _next_offsets(tmp_path) == [300, 0]  # no checkpoint covers an output not delivered
+    proxy.release()
+    wait_for(lambda: _next_offsets(tmp_path) == [600, 0], 60, "a checkpoint at the end")
+    offsets = {orjson.loads(m.value())["offset"] for m in read_all(bootstrap, topics["predictions"], 1)}
+    assert offsets == set(range(600))
+    parsed = samples(worker.metrics.render().decode())
+    assert (value(parsed, "sgt_delivery_failures_total", topic=topics["predictions"]) or 0) >= 1
+
+
+def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
+    kafka_bootstrap: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+) -> None:
+    """A checkpoint that read 5,000 records of a topic that now holds 50 (deleted and re-created):
+    before, the worker waited for offset 5,000 and skipped every new record, with lag 0."""
+    topics = _topics(kafka_bootstrap)
+    settings = _settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
+    state = load_state(settings, 0)
+    state.next_offsets = [5000, 0]
+    checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes())
+    produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(50)], partition=0)
+    worker = running(settings)
+    predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=50, idle_s=30)
+    assert sorted(orjson.loads(m.value())["offset"] for m in predictions) == list(range(50))
+    wait_for(lambda: _next_offsets(tmp_path) == [50, 0], 30, "a checkpoint at the new end")
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_offset_resets_total", topic=topics["features"], reason="past_end") == 1
+
+
+def test_a_failed_final_checkpoint_exits_non_zero(
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable[[list[str], Path], WorkerProcess]
+) -> None:
+    topics = _topics(kafka_bootstrap)
+    ckpt = tmp_path / "ckpt"
+    produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(100)], partition=0)
+    args = worker_args(
+        kafka_bootstrap, f"rel-{uuid.uuid4().hex[:8]}", topics, ckpt, "--checkpoint-seconds", "0.2"
+    )
+    worker = start_worker(args, tmp_path / "worker.log")
+    wait_for(lambda: _next_offsets(ckpt) == [100, 0], 60, "the first checkpoint")
+    os.rename(ckpt, tmp_path / "moved")
+    ckpt.write_text("not a directory any more")  # every later checkpoint write fails
+    produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(100, 150)], partition=0)
+    wait_for(lambda: _predicted(kafka_bootstrap, topics) >= 150, 60, "the new records predicted")
+    assert worker.stop(signal.SIGTERM) == 4
+    assert worker.log_events("worker stopped without its final checkpoint")
+
+
+def _predicted(bootstrap: str, topics: dict[str, str]) -> int:
+    return len(read_all(bootstrap, topics["predictions"], 1, idle_s=0.5))

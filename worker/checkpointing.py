@@ -1,0 +1,266 @@
+"""The checkpoint protocol: when a partition's state may be written, and in which order things happen.
+
+A checkpoint says "every record before these offsets is in the model, and every output of those
+records is in its topic". Restore trusts it, so each step below must be finished before the next one
+starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop, without blocking it;
+:meth:`Checkpointer.checkpoint_now` runs them at once, on revoke and at shutdown):
+
+1. **Snapshot**: the partition's state as bytes, the offsets it reflects and the number of runs of
+   outputs produced before it. Taken on the loop's thread, between two runs, so it is consistent.
+2. **Outputs acknowledged**: the snapshot waits until every run produced before it has been
+   acknowledged by the broker (delivery reports, served by ``poll``). A partition whose latch records
+   an output lost for good writes no snapshot at all: a checkpoint never covers a lost output.
+3. **File durable**: the snapshot is written by a background thread (temporary file, fsync, rename,
+   directory fsync: :func:`worker.checkpoint.write_checkpoint`), so a slow disk does not stall the
+   loop, the health beat or the metrics. One write at a time; a partition with a write in flight takes
+   no new snapshot, and revoke, shutdown and rewinds wait for its write first.
+4. **Offsets committed** to Kafka, only once the file is durable (informational: restore trusts the
+   file, but monitoring reads the group's offsets).
+
+Example (a partition with nothing new is not written again):
+
+>>> from worker.clients import Clients
+>>> from worker.config import load_settings
+>>> import logging, tempfile
+>>> cp = Checkpointer(load_settings({"checkpoint_dir": tempfile.mkdtemp()}, env={}), Clients(),
+...                   WorkerMetrics(), logging.getLogger("doc"))
+>>> cp.maybe_checkpoint({})
+>>> cp.close()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from worker import checkpoint
+from worker.clients import Clients
+from worker.config import WorkerSettings
+from worker.logs import fields
+from worker.merge import FEATURES, LABELS
+from worker.metrics import WorkerMetrics
+from worker.partition import Owned
+
+FLUSH_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A partition's state as bytes, writable once the outputs of its first ``runs`` runs are delivered."""
+
+    blob: bytes
+    next_offsets: tuple[int, int]
+    runs: int  # Owned.produced_runs when it was taken
+    records: int  # records it covers beyond the previous checkpoint
+    seconds: float  # time spent taking it
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A snapshot being written by the background thread (step 3)."""
+
+    owned: Owned
+    snapshot: Snapshot
+    future: Future[float]  # the seconds the write took
+
+
+class Checkpointer:
+    """Runs the checkpoint protocol for the partitions of one worker."""
+
+    def __init__(
+        self, settings: WorkerSettings, clients: Clients, metrics: WorkerMetrics, log: logging.Logger
+    ) -> None:
+        self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
+        self._writing: dict[int, _Write] = {}
+
+    def close(self) -> None:
+        """Wait for the write in flight, if any (its offsets are not committed any more)."""
+        self._writer.shutdown(wait=True)
+
+    # -- while running: the steps across turns of the loop ---------------------------------------------
+
+    def maybe_checkpoint(self, owned: dict[int, Owned]) -> None:
+        """Advance every partition's checkpoint by the steps that are ready, without waiting."""
+        offsets = self._finished_writes()  # step 3 done: step 4 for those partitions
+        now = time.monotonic()
+        due = [
+            p
+            for p, o in owned.items()
+            if o.snapshot is None
+            and p not in self._writing
+            and o.latch.failed is None
+            and (
+                o.since_checkpoint >= self.settings.checkpoint_records
+                or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
+            )
+        ]
+        if due:  # step 1, at most one partition per turn (those assigned together fall due together)
+            p = min(due, key=lambda p: owned[p].last_checkpoint)
+            owned[p].snapshot = self.take_snapshot(owned[p])
+        for p, o in owned.items():
+            acked = o.advance_acks()  # every turn: acknowledged runs must not pile up in memory
+            snapshot = o.snapshot
+            if snapshot is None or acked < snapshot.runs or p in self._writing:
+                continue
+            o.snapshot = None
+            if o.latch.failed is not None:  # step 2 failed: never written; the partition rewinds
+                continue
+            future = self._writer.submit(self._write_file, p, snapshot.blob)  # step 3
+            self._writing[p] = _Write(o, snapshot, future)
+        self._commit(offsets, wait=False)  # step 4
+
+    def _finished_writes(self) -> list[TopicPartition]:
+        offsets: list[TopicPartition] = []
+        for p, write in list(self._writing.items()):
+            if write.future.done():
+                del self._writing[p]
+                if self._written(p, write):
+                    offsets += self._offsets(p, write.snapshot.next_offsets)
+        return offsets
+
+    def settle(self, partitions: list[int], commit: bool = True) -> None:
+        """Wait for the writes in flight of these partitions; commit the offsets of those that
+        succeeded unless ``commit`` is False (a lost partition's offsets are another member's now)."""
+        offsets = self._wait(partitions)
+        if commit:
+            self._commit(offsets, wait=False)
+
+    def _wait(self, partitions: list[int]) -> list[TopicPartition]:
+        offsets: list[TopicPartition] = []
+        for p in partitions:
+            write = self._writing.pop(p, None)
+            if write is not None:
+                write.future.exception()  # waits
+                if self._written(p, write):
+                    offsets += self._offsets(p, write.snapshot.next_offsets)
+        return offsets
+
+    # -- revoke and shutdown: the steps at once ---------------------------------------------------------
+
+    def checkpoint_now(self, owned: dict[int, Owned], partitions: list[int], force: bool) -> bool:
+        """Write the partitions' current state durably, then commit the same offsets (waiting).
+
+        Partitions with nothing new since their last checkpoint are skipped unless ``force`` and they
+        have never been written (so a restored-but-idle partition does not rewrite its file). A
+        snapshot still waiting for acknowledgements is superseded by the current state. Returns False
+        when a partition that needed a checkpoint did not get one (the producer could not deliver
+        everything, or the write failed): its records since the last checkpoint will be replayed.
+        """
+        offsets = self._wait(partitions)
+        todo = [
+            p for p in partitions if p in owned and (owned[p].since_checkpoint or owned[p].snapshot or force)
+        ]
+        if not todo:
+            self._commit(offsets, wait=True)
+            return True
+        producer = self.clients.producer
+        assert producer is not None
+        left = producer.flush(FLUSH_TIMEOUT_S)  # step 2 for every output produced so far
+        if left:
+            self.metrics.checkpoint_failures.labels(reason="flush_timeout").inc()
+            self.log.error("outputs not delivered; checkpoint postponed", extra=fields(undelivered=left))
+            self._commit(offsets, wait=True)
+            return False
+        complete = True
+        for p in todo:
+            o = owned[p]
+            pending, o.snapshot = o.snapshot, None
+            if o.latch.failed is not None:
+                self.metrics.checkpoint_failures.labels(reason="delivery").inc()
+                self.log.error(
+                    "an output was not delivered; no checkpoint",
+                    extra=fields(partition=p, error=o.latch.failed),
+                )
+                complete = False
+                continue
+            if (
+                not o.since_checkpoint
+                and pending is None
+                and checkpoint.checkpoint_path(self.settings.checkpoint_dir, p).exists()
+            ):
+                continue
+            snapshot = self.take_snapshot(o)  # step 1
+            if pending is not None:  # its records are in this one too; a failed write retries them all
+                snapshot = dataclasses.replace(snapshot, records=snapshot.records + pending.records)
+            if self.write(p, o, snapshot):  # step 3
+                offsets += self._offsets(p, snapshot.next_offsets)
+            else:
+                complete = False
+        self._commit(offsets, wait=True)  # step 4
+        return complete
+
+    # -- the steps --------------------------------------------------------------------------------------
+
+    def take_snapshot(self, owned: Owned) -> Snapshot:
+        """Step 1: the partition's state now; it counts as checkpointed for scheduling from here on."""
+        started = time.perf_counter()
+        blob = owned.state.to_bytes()
+        snapshot = Snapshot(
+            blob,
+            (owned.state.next_offsets[FEATURES], owned.state.next_offsets[LABELS]),
+            owned.produced_runs,
+            owned.since_checkpoint,
+            time.perf_counter() - started,
+        )
+        owned.since_checkpoint = 0
+        owned.last_checkpoint = time.monotonic()
+        return snapshot
+
+    def write(self, partition: int, owned: Owned, snapshot: Snapshot) -> bool:
+        """Step 3 on the calling thread; True once the file is durable."""
+        future: Future[float] = Future()
+        try:
+            future.set_result(self._write_file(partition, snapshot.blob))
+        except OSError as exc:
+            future.set_exception(exc)
+        return self._written(partition, _Write(owned, snapshot, future))
+
+    def _write_file(self, partition: int, blob: bytes) -> float:
+        started = time.perf_counter()
+        checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, blob)
+        return time.perf_counter() - started
+
+    def _written(self, partition: int, write: _Write) -> bool:
+        """Account for a finished write: metrics and log on success; on failure, due again."""
+        error = write.future.exception()
+        if error is not None and not isinstance(error, OSError):
+            raise error  # a bug, not the disk: the loop fails as it would on the loop's thread
+        if error is not None:
+            self.metrics.checkpoint_failures.labels(reason="write").inc()
+            self.log.error("checkpoint write failed", extra=fields(partition=partition, error=str(error)))
+            write.owned.since_checkpoint += write.snapshot.records  # due again: the next attempt writes them
+            return False
+        self.metrics.checkpoint_seconds.observe(write.snapshot.seconds + write.future.result())
+        self.metrics.last_checkpoint.labels(partition=str(partition)).set(time.time())
+        self.log.debug(
+            "checkpoint written",
+            extra=fields(partition=partition, next_offsets=list(write.snapshot.next_offsets)),
+        )
+        return True
+
+    def _offsets(self, partition: int, next_offsets: tuple[int, int]) -> list[TopicPartition]:
+        offsets = [TopicPartition(self.settings.features_topic, partition, next_offsets[FEATURES])]
+        if self.settings.labels_topic:
+            offsets.append(TopicPartition(self.settings.labels_topic, partition, next_offsets[LABELS]))
+        return offsets
+
+    def _commit(self, offsets: list[TopicPartition], wait: bool) -> None:
+        consumer = self.clients.consumer
+        if not offsets or consumer is None:
+            return
+        try:
+            results = consumer.commit(offsets=offsets, asynchronous=not wait)
+        except KafkaException as exc:
+            self.log.warning(
+                "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
+            )
+            return
+        for tp in results or []:
+            if tp.error is not None:
+                self.log.warning("offset commit failed", extra=fields(topic=tp.topic, partition=tp.partition))

@@ -1,0 +1,72 @@
+"""The Kafka clients' settings: what the worker's guarantees need from its consumer and producer.
+
+The producer's ``message.max.bytes`` is the worker's own ``max_message_bytes`` setting and nothing
+else (``kafka_options`` cannot override it): every output is built to fit it (see
+:mod:`worker.outputs`), so no produce call is refused for its size. Kafka's brokers accept a record
+batch of up to 1,048,588 bytes by default (``message.max.bytes``, per topic ``max.message.bytes``);
+the default of 1,000,000 leaves room for the batch framing.
+
+>>> from worker.config import load_settings
+>>> producer_config(load_settings({}, env={}))["message.max.bytes"]
+1000000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from worker.config import WorkerSettings
+
+_CONSUMER_KEYS = frozenset(
+    {"session.timeout.ms", "heartbeat.interval.ms", "fetch.wait.max.ms", "max.poll.interval.ms"}
+)
+_PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
+
+
+def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The consumer settings: manual offsets (the checkpoint is the truth) and the co-partitioning
+    ``range`` assignor, which gives a member equal partition numbers of topics with equal counts."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "group.id": settings.group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "range",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+        "fetch.wait.max.ms": settings.fetch_wait_max_ms,
+        **dict(settings.kafka_options),
+    }
+    conf.update({k: v for k, v in (overrides or {}).items() if k in _CONSUMER_KEYS})
+    return conf
+
+
+def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The producer settings: idempotent, acks=all, Java-compatible key partitioning, and the size
+    bound every output is built to fit (``max_message_bytes``)."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": settings.linger_ms,
+        "partitioner": "murmur2_random",
+        **dict(settings.kafka_options),
+        "message.max.bytes": settings.max_message_bytes,
+    }
+    conf.update({k: v for k, v in (overrides or {}).items() if k in _PRODUCER_KEYS})
+    return conf
+
+
+@dataclass
+class Clients:
+    """The worker's consumer and producer, shared by the modules that call them; None before
+    :meth:`worker.loop.Worker.run` creates them and after it closes them (tests put fakes here)."""
+
+    consumer: Consumer | None = None
+    producer: Producer | None = None

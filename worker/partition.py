@@ -1,0 +1,460 @@
+"""The runtime of the partitions one worker owns: fetch positions, merging, pausing, recovery.
+
+Each owned input partition is an :class:`Owned`: its :class:`~worker.state.PartitionState` restored
+from the checkpoint directory, its merge queues, the next offset to receive per topic and the
+bookkeeping of its checkpoints and deliveries. :class:`PartitionRuntime` turns fetched messages into
+processed runs:
+
+* **Fetch positions.** A fetch from before a seek may still deliver older records; :func:`unseen`
+  keeps each offset once, in order.
+* **Backpressure.** A topic partition whose records pile up waiting for the other topic is paused,
+  and resumed at half the bound.
+* **Poison records.** When the model raises, the partition rewinds to its last checkpoint and
+  replays one record per call up to where it failed; the record that fails alone is dead-lettered
+  (``model_error``) from then on.
+* **Failed deliveries.** When an output of the partition is not delivered for good (its
+  :class:`~worker.delivery.DeliveryLatch` is set), the partition stops processing; the shell then
+  renews its producer and the partition rewinds to its last checkpoint: that checkpoint does not
+  cover the lost output (see :mod:`worker.checkpointing`), so the records after it are processed and
+  their outputs produced again. The producer keeps each new output until the broker takes it or
+  ``message.timeout.ms`` passes; in the second case the partition rewinds again.
+* **Offsets past the end.** Restored offsets beyond the end of a topic (the topic was deleted and
+  re-created) are detected from the fetch responses' high watermarks: once a topic partition has
+  stayed ahead of its end for ``AHEAD_GRACE_S``, it is logged, counted
+  (``sgt_offset_resets_total{reason="past_end"}``) and read again from its start; the model, the
+  join buffer and the other topic's position are kept.
+
+>>> [r.offset for r in unseen([Record(o, 0.0, None, b"") for o in (3, 4, 5)], 4)]
+[4, 5]
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+
+from worker import checkpoint
+from worker.clients import Clients
+from worker.config import WorkerSettings
+from worker.delivery import DeliveryLatch, RunDelivery
+from worker.logs import fields
+from worker.merge import FEATURES, LABELS, Entry, Merger
+from worker.metrics import WorkerMetrics
+from worker.model import model_types, new_model
+from worker.records import Invalid
+from worker.state import PartitionState, ProcessResult, Record, StateConfig
+
+if TYPE_CHECKING:  # the checkpoint protocol imports this module
+    from worker.checkpointing import Snapshot
+
+MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
+AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before it counts as past it
+_LIST_INTERVAL_S = 1.0
+
+
+@dataclass
+class Owned:
+    """An owned input partition: its state, its merge queues and checkpoint bookkeeping."""
+
+    state: PartitionState
+    merger: Merger = field(default_factory=Merger)
+    fetched: list[int] = field(default_factory=lambda: [0, 0])  # next offset to receive, per topic
+    since_checkpoint: int = 0
+    last_checkpoint: float = field(default_factory=time.monotonic)
+    paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
+    poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
+    careful_until: list[int] | None = None  # next offsets up to which records go one per model call
+    labels_assigned: bool = False  # this member consumes the labels topic's partition too
+    in_flight: deque[RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
+    produced_runs: int = 0  # runs of outputs handed to the producer
+    acked_runs: int = 0  # of those, the leading ones whose every output was acknowledged
+    snapshot: Snapshot | None = None  # taken, waiting for its outputs' acknowledgements to be written
+    latch: DeliveryLatch = field(default_factory=DeliveryLatch)  # set when an output is lost for good
+    ahead_since: list[float | None] = field(default_factory=lambda: [None, None])  # per topic rank
+
+    def advance_acks(self) -> int:
+        """Drop fully acknowledged runs from the front; return how many runs are acknowledged so far."""
+        while self.in_flight and self.in_flight[0].left <= 0:
+            self.in_flight.popleft()
+            self.acked_runs += 1
+        return self.acked_runs
+
+
+def state_config(settings: WorkerSettings) -> StateConfig:
+    return StateConfig(
+        task=settings.task,
+        labels_topic=settings.labels_topic,
+        features_topic=settings.features_topic,
+        features=settings.features,
+        max_record_bytes=settings.max_record_bytes,
+        join_max_pending=settings.join_max_pending,
+        join_max_age=settings.join_max_age_seconds,
+        metrics_window=settings.metrics_window,
+        max_features=settings.max_features,
+        max_message_bytes=settings.max_message_bytes,
+        proba_top_k=settings.proba_top_k,
+        max_label_bytes=settings.max_label_bytes,
+        max_classes=settings.max_classes,
+    )
+
+
+def load_state(
+    settings: WorkerSettings,
+    partition: int,
+    on_bad: Callable[[Any, str], None] | None = None,
+    model_factory: Callable[[], Any] | None = None,
+    registry: Mapping[str, Any] | None = None,
+) -> PartitionState:
+    """The partition's state from its newest valid checkpoint, or a fresh one.
+
+    ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
+    """
+    config = state_config(settings)
+    types = registry if registry is not None else model_types()
+
+    def parse(payload: bytes) -> PartitionState:
+        state = PartitionState.from_bytes(payload, config, types)
+        if state.partition != partition:
+            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
+        return state
+
+    loaded = checkpoint.read_newest(settings.checkpoint_dir, partition, on_bad=on_bad, accept=parse)
+    if loaded is not None:
+        return parse(loaded.payload)
+    model = model_factory() if model_factory is not None else new_model(settings)
+    return PartitionState(partition, model, config)
+
+
+def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -> None:
+    """The per-partition gauges of the model, the prequential error and the join buffer."""
+    m, state, p = metrics, owned.state, str(partition)
+    model = state.model
+    m.tree_nodes.labels(partition=p).set(model.n_nodes)
+    m.tree_leaves.labels(partition=p).set(model.n_leaves)
+    m.tree_depth.labels(partition=p).set(model.depth)
+    m.model_bytes.labels(partition=p).set(model.nbytes)
+    m.model_version.labels(partition=p).set(model.version)
+    m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
+    m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
+    if state.prequential.task == "classification":
+        scores = state.prequential
+        m.prequential_log_loss.labels(partition=p, window="cumulative").set(scores.log_loss)
+        m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
+        m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
+        m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
+    m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
+    m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+
+
+Emit = Callable[[int, Owned, ProcessResult], None]
+
+
+class PartitionRuntime:
+    """The owned partitions and what happens to them between a fetch and the produce calls.
+
+    ``emit(partition, owned, result)`` publishes a processed run (the shell's producer side);
+    ``before_restore(partition)`` runs before a partition is restored from its checkpoint file (the
+    checkpoint protocol waits there for that partition's write in flight).
+    """
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        clients: Clients,
+        metrics: WorkerMetrics,
+        log: logging.Logger,
+        emit: Emit,
+        model_factory: Callable[[], Any] | None = None,
+        model_registry: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
+        self.emit = emit
+        self.before_restore: Callable[[int], None] = lambda _p: None
+        self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
+        self.owned: dict[int, Owned] = {}
+        self._model_factory, self._model_registry = model_factory, model_registry
+        self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
+
+    # -- owning -----------------------------------------------------------------------------------------
+
+    def restore(self, partition: int) -> Owned:
+        """The partition as its newest valid checkpoint left it (or fresh); counted and logged."""
+        started = time.monotonic()
+        self.before_restore(partition)
+
+        def on_bad(path: Any, why: str) -> None:
+            self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
+            self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
+
+        state = load_state(self.settings, partition, on_bad, self._model_factory, self._model_registry)
+        owned = Owned(state, fetched=list(state.next_offsets))
+        self.log.info(
+            "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
+            extra=fields(
+                partition=partition,
+                next_offsets=state.next_offsets,
+                seconds=round(time.monotonic() - started, 4),
+            ),
+        )
+        set_partition_gauges(self.metrics, partition, owned)
+        return owned
+
+    def drop(self, partitions: list[int]) -> None:
+        for p in partitions:
+            self.owned.pop(p, None)
+            self.metrics.forget_partition(p, self.topics)
+        self.metrics.assigned.set(len(self.owned))
+
+    # -- consuming and processing ---------------------------------------------------------------------
+
+    def ingest(self, messages: list[Message]) -> None:
+        """Decode fetched records and queue them for the merge, per partition and topic.
+
+        The batch is grouped by partition and topic first (a consumer's batch holds long runs of one
+        partition), so that each group is converted and decoded in one pass.
+        """
+        groups: dict[tuple[int, str], list[Message]] = {}
+        for msg in messages:
+            error = msg.error()
+            if error is not None:
+                self._on_message_error(error)
+                continue
+            key = (msg.partition(), msg.topic())
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(msg)
+        for (p, topic), group in groups.items():
+            owned = self.owned.get(p)
+            if owned is None:
+                continue
+            rank = FEATURES if topic == self.settings.features_topic else LABELS
+            records = unseen(records_of(group), owned.fetched[rank])
+            if not records:
+                continue
+            owned.fetched[rank] = records[-1].offset + 1
+            owned.merger.push(rank, owned.state.decode(rank, records))
+            self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(records))
+
+    def _on_message_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        if error.fatal():
+            raise KafkaException(error)
+        self.log.warning("consume error", extra=fields(error=str(error)))
+
+    def process_all(self) -> None:
+        """Process what is ready in every owned partition but those that lost an output (they wait
+        for :meth:`rewind_lost_output`)."""
+        for partition, owned in list(self.owned.items()):
+            if owned.latch.failed is not None:
+                continue
+            self.process(partition, owned)
+            self.backpressure(partition, self.owned[partition])  # a recovery may have replaced it
+
+    def process(self, partition: int, owned: Owned) -> None:
+        merger = owned.merger
+        if not (merger.pending(FEATURES) or merger.pending(LABELS)):
+            return
+        labels_done = merger.pending(LABELS) == 0 and self.topic_done(LABELS, partition, owned)
+        features_done = merger.pending(FEATURES) == 0 and self.topic_done(FEATURES, partition, owned)
+        entries = merger.pop_ready(labels_done=labels_done, features_done=features_done)
+        if not entries:
+            return
+        if owned.poison:
+            entries = [defuse(entry, owned.poison) for entry in entries]
+        if owned.careful_until is None:
+            self._run(partition, owned, entries)
+            return
+        for entry in entries:  # after a model failure: one record per call, to find the one that fails
+            if not self._run(partition, owned, [entry]):
+                return
+            if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
+                owned.careful_until = None
+
+    def _run(self, partition: int, owned: Owned, entries: list[Entry]) -> bool:
+        """Process entries and publish the results; on a model failure recover and return False."""
+        try:
+            result = owned.state.process(entries, time.time())
+        except Exception:
+            self._recover(partition, owned, entries)
+            return False
+        owned.since_checkpoint += len(entries)
+        self.emit(partition, owned, result)
+        return True
+
+    def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
+        """The model raised: its state may be half-updated, so restore the last checkpoint and replay.
+
+        The replay goes one record at a time up to the end of the failed run; the record whose call
+        fails alone is dead-lettered (``model_error``) from then on. Input is never the reason the
+        worker stops, and the result is the same as if that record had been invalid from the start.
+        """
+        _, rank, offset, _ = entries[0]
+        if len(entries) == 1:
+            owned.poison.add((rank, offset))
+        self.log.exception(
+            "model failed; restoring the last checkpoint and replaying",
+            extra=fields(partition=partition, records=len(entries), topic=self.topics[rank], offset=offset),
+        )
+        failed_end = list(owned.state.next_offsets)
+        careful_until = [
+            max(a, b) for a, b in zip(failed_end, owned.careful_until or failed_end, strict=True)
+        ]
+        self._rewind(partition, owned, careful_until)
+
+    def latched(self) -> list[int]:
+        """The owned partitions with an output lost for good."""
+        return [p for p, owned in self.owned.items() if owned.latch.failed is not None]
+
+    def rewind_lost_output(self, partition: int) -> None:
+        """An output of the partition was not delivered for good: process again from the last checkpoint.
+
+        No checkpoint taken after the lost output was written (its snapshot waits for every earlier
+        output, and a latched partition writes none), so the last checkpoint is before it.
+        """
+        owned = self.owned[partition]
+        self.metrics.delivery_failures.labels(topic=owned.latch.topic or "").inc()
+        self.log.error(
+            "an output was not delivered; restoring the last checkpoint and processing again",
+            extra=fields(partition=partition, error=owned.latch.failed, topic=owned.latch.topic),
+        )
+        self._rewind(partition, owned, owned.careful_until)
+
+    def _rewind(self, partition: int, owned: Owned, careful_until: list[int] | None) -> None:
+        """Replace the partition by its last checkpoint and seek its topics to the offsets in it."""
+        consumer = self.clients.consumer
+        assert consumer is not None
+        if owned.paused:
+            consumer.resume([TopicPartition(self.topics[r], partition) for r in owned.paused])
+        restored = self.restore(partition)
+        restored.poison, restored.careful_until = owned.poison, careful_until
+        restored.labels_assigned = owned.labels_assigned
+        self.owned[partition] = restored
+        for r, topic in enumerate(self.topics[: 2 if restored.labels_assigned else 1]):
+            consumer.seek(TopicPartition(topic, partition, restored.state.next_offsets[r]))
+
+    def backpressure(self, partition: int, owned: Owned) -> None:
+        """Pause a topic partition whose records pile up waiting for the other topic; resume at half.
+
+        After processing at most one queue of a partition is non-empty (the merge drains until one
+        side is exhausted), so the topic being waited for is never paused and this cannot deadlock.
+        """
+        consumer = self.clients.consumer
+        assert consumer is not None
+        for rank, topic in enumerate(self.topics):
+            queued = owned.merger.pending(rank)
+            if rank not in owned.paused and queued > MAX_QUEUED:
+                consumer.pause([TopicPartition(topic, partition)])
+                owned.paused.add(rank)
+            elif rank in owned.paused and queued <= MAX_QUEUED // 2:
+                consumer.resume([TopicPartition(topic, partition)])
+                owned.paused.discard(rank)
+
+    # -- positions against the topics' ends -----------------------------------------------------------
+
+    def topic_done(self, rank: int, partition: int, owned: Owned) -> bool:
+        """No more records of that topic to wait for: not consumed, or read to its end.
+
+        The end is the high watermark of the last fetch response. Some brokers (Tansu) send none for
+        an empty partition; then the partition counts as done only if the broker lists it as holding
+        no records at all (low == high), which its imprecise ListOffsets still answers correctly.
+        """
+        if rank == LABELS and not owned.labels_assigned:
+            return True  # no labels topic, or this member did not get its partition (logged at assign)
+        consumer = self.clients.consumer
+        assert consumer is not None
+        tp = TopicPartition(self.topics[rank], partition)
+        _, high = consumer.get_watermark_offsets(tp, cached=True)
+        if high >= 0:
+            return owned.fetched[rank] >= high
+        return self._listed_empty(tp, owned.fetched[rank])
+
+    def _listed_empty(self, tp: TopicPartition, fetched: int) -> bool:
+        """Whether the broker lists the partition as empty up to ``fetched`` (asked at most once a second)."""
+        consumer = self.clients.consumer
+        assert consumer is not None
+        key = (tp.topic, tp.partition)
+        now = time.monotonic()
+        cached = self._listed.get(key)
+        if cached is None or now - cached[0] > _LIST_INTERVAL_S:
+            try:
+                low, high = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)
+            except KafkaException:
+                low, high = -1, -1
+            cached = self._listed[key] = (now, low, high)
+        _, low, high = cached
+        return 0 <= low == high <= fetched
+
+    def check_ends(self, partition: int, owned: Owned, rank: int, high: int, now: float) -> None:
+        """Restart a topic partition from its start once its position has stayed past its end.
+
+        ``high`` is the high watermark of the latest fetch response (-1 before the first one). A
+        position past it is normal for a moment after an assignment (a watermark cached from an
+        earlier fetch); one that stays there ``AHEAD_GRACE_S`` means the topic holds fewer records
+        than the checkpoint read: it was deleted and re-created. Waiting would skip every new record
+        below the old position, so the policy is to read the topic again from its start and keep the
+        model (its learning is still valid; the records are new ones).
+        """
+        if high < 0 or owned.fetched[rank] <= high or owned.merger.pending(rank):
+            owned.ahead_since[rank] = None
+            return
+        if owned.ahead_since[rank] is None:
+            owned.ahead_since[rank] = now
+            return
+        if now - owned.ahead_since[rank] < AHEAD_GRACE_S:  # type: ignore[operator]
+            return
+        topic = self.topics[rank]
+        self.metrics.offset_resets.labels(topic=topic, reason="past_end").inc()
+        self.log.warning(
+            "restored offset is past the end of the topic (re-created?); reading it again from its start",
+            extra=fields(partition=partition, topic=topic, offset=owned.fetched[rank], end=high),
+        )
+        consumer = self.clients.consumer
+        assert consumer is not None
+        owned.ahead_since[rank] = None
+        owned.fetched[rank] = owned.state.next_offsets[rank] = 0
+        owned.snapshot = None  # it holds the old offsets; the next one is due with the records since
+        consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+
+
+def records_of(messages: list[Message]) -> list[Record]:
+    """The messages as the core's records, with the timestamp in seconds (0.0 when there is none)."""
+    new = tuple.__new__  # Record(...) without the NamedTuple's Python-level __new__ (once per record)
+    return [
+        new(Record, (m.offset(), millis / 1000.0 if kind else 0.0, m.key(), m.value()))
+        for m in messages
+        for kind, millis in (m.timestamp(),)  # binds the pair; compiled as a plain assignment
+    ]
+
+
+def unseen(records: list[Record], fetched: int) -> list[Record]:
+    """The records of one topic partition at or after offset ``fetched``, each offset once.
+
+    A fetch from before a seek may still deliver older records; they are dropped here, as is anything
+    out of order. The usual batch, increasing from ``fetched`` on, is checked in one C-speed pass.
+    """
+    offsets = [r.offset for r in records]
+    if offsets and offsets[0] >= fetched and all(map(operator.lt, offsets, offsets[1:])):
+        return records
+    kept = []
+    for record in records:
+        if record.offset >= fetched:
+            kept.append(record)
+            fetched = record.offset + 1
+    return kept
+
+
+def defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:
+    """The entry, or the same record marked invalid (``model_error``) if the model failed on it."""
+    ts, rank, offset, (record, _) = entry
+    if (rank, offset) in poison:
+        return ts, rank, offset, (record, Invalid("model_error"))
+    return entry
