@@ -52,6 +52,7 @@ _LIST_INTERVAL_S = 1.0
 _CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
 _GC_THRESHOLD = 20_000  # allocations between first-generation collections (default 700)
 _MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
+_PRODUCER_QUEUE_KBYTES = 128 << 10  # 128 MiB
 
 
 @dataclass
@@ -100,6 +101,7 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         max_record_bytes=settings.max_record_bytes,
         join_max_pending=settings.join_max_pending,
         join_max_age=settings.join_max_age_seconds,
+        join_max_bytes=settings.join_max_bytes,
         metrics_window=settings.metrics_window,
         max_features=settings.max_features,
     )
@@ -154,13 +156,17 @@ def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
 
 def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The producer settings: idempotent, acks=all, Java-compatible key partitioning."""
+    message_max = max(settings.max_record_bytes * 2, 1 << 20) + 65536
     conf: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": settings.linger_ms,
         "partitioner": "murmur2_random",
-        "message.max.bytes": max(settings.max_record_bytes * 2, 1 << 20) + 65536,
+        "message.max.bytes": message_max,
+        # the local queue of outputs waiting to be sent, bounded in bytes and not only in number
+        # (librdkafka's default lets it hold 1 GiB); it must hold at least one largest message
+        "queue.buffering.max.kbytes": max(_PRODUCER_QUEUE_KBYTES, 2 * message_max >> 10),
         **dict(settings.kafka_options),
     }
     conf.update({k: v for k, v in (overrides or {}).items() if k in _PRODUCER_KEYS})
@@ -405,7 +411,7 @@ class Worker:
             if not records:
                 continue
             owned.fetched[rank] = records[-1].offset + 1
-            owned.merger.push(rank, owned.state.decode(rank, records))
+            owned.merger.push(rank, owned.state.decode(rank, records), [len(r.value or b"") for r in records])
             self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(records))
 
     def _on_message_error(self, error: KafkaError) -> None:
@@ -512,12 +518,13 @@ class Worker:
         side is exhausted), so the topic being waited for is never paused and this cannot deadlock.
         """
         assert self.consumer is not None
+        max_bytes = self.settings.merge_max_bytes
         for rank, topic in enumerate(self.topics):
-            queued = owned.merger.pending(rank)
-            if rank not in owned.paused and queued > _MAX_QUEUED:
+            queued, queued_bytes = owned.merger.pending(rank), owned.merger.queued_bytes(rank)
+            if rank not in owned.paused and (queued > _MAX_QUEUED or queued_bytes > max_bytes):
                 self.consumer.pause([TopicPartition(topic, partition)])
                 owned.paused.add(rank)
-            elif rank in owned.paused and queued <= _MAX_QUEUED // 2:
+            elif rank in owned.paused and queued <= _MAX_QUEUED // 2 and queued_bytes <= max_bytes // 2:
                 self.consumer.resume([TopicPartition(topic, partition)])
                 owned.paused.discard(rank)
 
@@ -708,6 +715,8 @@ class Worker:
             m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
         m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
         m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+        m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)
+        m.join_pending_bytes.labels(partition=p, side="labels").set(state.join.label_bytes)
 
 
 def _tune_gc() -> None:

@@ -99,6 +99,12 @@ class WorkerMetrics:
         self.join_pending = Gauge(
             "sgt_join_pending", "Entries waiting in the join buffer.", ["partition", "side"], registry=r
         )
+        self.join_pending_bytes = Gauge(
+            "sgt_join_pending_bytes",
+            "Bytes held by the entries waiting in the join buffer.",
+            ["partition", "side"],
+            registry=r,
+        )
         self.join_expired = Counter(
             "sgt_join_expired",
             "Entries dropped from the join buffer.",
@@ -142,6 +148,7 @@ class WorkerMetrics:
                 _remove(gauge, p, window)
         for side in ("features", "labels"):
             _remove(self.join_pending, p, side)
+            _remove(self.join_pending_bytes, p, side)
             for reason in ("size", "age"):
                 _remove(self.join_expired, p, side, reason)
         for topic in topics:

@@ -43,7 +43,7 @@ import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
-from worker.join import JoinBuffer, PendingFeature, PendingLabel
+from worker.join import JOIN_MAX_BYTES, JoinBuffer, PendingFeature, PendingLabel
 from worker.merge import FEATURES, LABELS, Entry
 from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
@@ -80,6 +80,7 @@ class StateConfig:
     max_record_bytes: int = 1 << 20
     join_max_pending: int = 100000
     join_max_age: float = 3600.0
+    join_max_bytes: int = JOIN_MAX_BYTES
     metrics_window: int = 1000
     max_features: int = MAX_FEATURES
 
@@ -202,7 +203,7 @@ class PartitionState:
         self.config = config
         self.prequential = Prequential(config.task, config.metrics_window)
         self.schema = FeatureSchema(config.features, config.max_features)
-        self.join = JoinBuffer(config.join_max_pending, config.join_max_age)
+        self.join = JoinBuffer(config.join_max_pending, config.join_max_age, config.join_max_bytes)
         self.next_offsets = [0, 0]  # features, labels
         self.consumed = [0, 0]
         self.trained = 0
@@ -311,19 +312,19 @@ class PartitionState:
             self._dead_letter(result, FEATURES, record, "duplicate_id")
             return
         elif feat.id in self.join.labels:
-            label = self.join.labels.pop(feat.id)
+            label = self.join.pop_label(feat.id)
             row = run.add(x, label.y)
             run.scores.append((label.y, row))
         else:
             row = run.add(x, None)
-            entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row)
+            entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row, size=len(record.value or b""))
             run.waiting.append(entry)
             for _ in self.join.add_feature(entry):
                 _count(result.expired, ("features", "size"))
         run.published.append((row, feat, record))
 
     def _on_label(self, result: ProcessResult, run: _Run, record: Record, label: LabelRecord) -> None:
-        pending = self.join.features.pop(label.id, None)
+        pending = self.join.pop_feature(label.id)
         if pending is not None:
             run.add(pending.x, label.y)
             run.scores.append((label.y, pending))
@@ -477,7 +478,9 @@ class PartitionState:
         state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
         state.prequential = Prequential.from_dict(header["prequential"])
         state.schema = FeatureSchema.from_dict(header["schema"], config.max_features)
-        state.join = JoinBuffer.from_dict(header["join"], config.join_max_pending, config.join_max_age)
+        state.join = JoinBuffer.from_dict(
+            header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes
+        )
         return state
 
 
