@@ -123,6 +123,9 @@ def run_command(args: argparse.Namespace) -> int:
     log.info("settings", extra=fields(**shown))
     try:
         worker.run()
+    except checkpoint.OwnerConflict as exc:
+        log.error("checkpoint directory refused", extra=fields(error=str(exc)))
+        return 2
     except Exception:
         log.exception("worker failed")
         return 1

@@ -34,13 +34,14 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from worker import checkpoint
+from worker.checkpoint import CheckpointStore, Owner
 from worker.config import WorkerSettings
 from worker.logs import RepeatFilter, fields
 from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import Health, WorkerMetrics
 from worker.model import model_types, new_model, preload
 from worker.records import Invalid
-from worker.state import PartitionState, ProcessResult, Record, StateConfig
+from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
 
 _CONSUMER_KEYS = frozenset(
     {"session.timeout.ms", "heartbeat.interval.ms", "fetch.wait.max.ms", "max.poll.interval.ms"}
@@ -113,10 +114,13 @@ def load_state(
     on_bad: Callable[[Any, str], None] | None = None,
     model_factory: Callable[[], Any] | None = None,
     registry: Mapping[str, Any] | None = None,
+    store: CheckpointStore | None = None,
 ) -> PartitionState:
     """The partition's state from its newest valid checkpoint, or a fresh one.
 
     ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
+    ``store`` (default: the settings' directory and deployment) raises
+    :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
     types = registry if registry is not None else model_types()
@@ -127,7 +131,16 @@ def load_state(
             raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
         return state
 
-    loaded = checkpoint.read_newest(settings.checkpoint_dir, partition, on_bad=on_bad, accept=parse)
+    def legacy_owner(payload: bytes) -> Owner:
+        """A checkpoint of the release before owners names its topics and task, not its group."""
+        header, _ = split_state(payload)
+        named = [header.get(k) for k in ("features_topic", "labels_topic", "task")]
+        if not isinstance(named[0], str) or not isinstance(named[2], str):
+            raise ValueError("malformed state: the header names no topics or task")
+        return Owner(settings.group_id, named[0], named[1], named[2])
+
+    store = store or CheckpointStore(settings.checkpoint_dir, Owner.of(settings))
+    loaded = store.read_newest(partition, on_bad=on_bad, accept=parse, legacy_owner=legacy_owner)
     if loaded is not None:
         return parse(loaded.payload)
     model = model_factory() if model_factory is not None else new_model(settings)
@@ -192,6 +205,9 @@ class Worker:
         self.metrics = metrics or WorkerMetrics()
         self.health = health or Health()
         self.log = log or logging.getLogger("worker")
+        self.store = CheckpointStore(
+            settings.checkpoint_dir, Owner.of(settings), self.log.getChild("checkpoint")
+        )
         # the Kafka clients' logs and errors, each shape at most once per interval (see RepeatFilter)
         self._client_log = self.log.getChild("librdkafka")
         if not any(isinstance(f, RepeatFilter) for f in self._client_log.filters):
@@ -218,6 +234,7 @@ class Worker:
 
     def run(self) -> None:
         """Consume and learn until stopped; then shut down cleanly."""
+        self.store.acquire()  # raises OwnerConflict before anything starts
         _tune_gc()
         self.producer = Producer(self._producer_config())
         self.consumer = Consumer(self._consumer_config())
@@ -288,6 +305,7 @@ class Worker:
                 if left:
                     self.log.error("records left undelivered at shutdown", extra=fields(undelivered=left))
             self.consumer = self.producer = None
+            self.store.release()
             self.log.info("worker stopped")
 
     # -- client configuration -------------------------------------------------------------------------
@@ -347,7 +365,9 @@ class Worker:
             self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
             self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
 
-        state = load_state(self.settings, partition, on_bad, self._model_factory, self._model_registry)
+        state = load_state(
+            self.settings, partition, on_bad, self._model_factory, self._model_registry, self.store
+        )
         owned = Owned(state, fetched=list(state.next_offsets))
         self.log.info(
             "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
@@ -652,7 +672,7 @@ class Worker:
     def _write(self, partition: int, owned: Owned, snapshot: Snapshot) -> bool:
         started = time.perf_counter()
         try:
-            checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, snapshot.blob)
+            self.store.write(partition, snapshot.blob)
         except OSError as exc:
             self.metrics.checkpoint_failures.labels(reason="write").inc()
             self.log.error("checkpoint write failed", extra=fields(partition=partition, error=str(exc)))

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from sgt import SGTClassifier
-from worker.checkpoint import checkpoint_path, write_checkpoint
+from worker.checkpoint import Owner, checkpoint_path, write_checkpoint
 from worker.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]
+OWNER = Owner("sgt-worker", "features", None, "classification")
 
 
 def _checkpoints(directory: Path) -> dict[int, bytes]:
@@ -32,9 +33,9 @@ def _checkpoints(directory: Path) -> dict[int, bytes]:
             state.model.learn_one({"a": float(i % 13), "b": float(i % 7)}, int(i % 13 > 6))
         state.next_offsets = [300 + p, 0]
         if p == 1:
-            write_checkpoint(directory, p, state.to_bytes())
+            write_checkpoint(directory, p, state.to_bytes(), OWNER)
             state.next_offsets = [400, 0]
-        write_checkpoint(directory, p, state.to_bytes())
+        write_checkpoint(directory, p, state.to_bytes(), OWNER)
         models[p] = state.model.to_bytes()
     return models
 
