@@ -134,7 +134,8 @@ class JoinBuffer:
         return features, labels
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe state (label bytes as base64), in arrival order."""
+        """JSON-safe state, in arrival order (a label's record as text when it is UTF-8, else base64;
+        its key as base64)."""
         return {
             "features": [
                 [
@@ -149,7 +150,7 @@ class JoinBuffer:
                 for e in self.features.values()
             ],
             "labels": [
-                [e.id, e.y, e.ts, _b64(e.raw), None if e.key is None else _b64(e.key), e.offset]
+                [e.id, e.y, e.ts, *_text(e.raw), None if e.key is None else _b64(e.key), e.offset]
                 for e in self.labels.values()
             ],
         }
@@ -166,9 +167,9 @@ class JoinBuffer:
             nbytes = size[0] if size else len(orjson.dumps({"id": rid, "x": x}))
             entry = buf.features[rid] = PendingFeature(rid, x, ts, offset, prediction, pairs, size=nbytes)
             buf.feature_bytes += entry.nbytes
-        for rid, y, ts, raw, key, offset in data["labels"]:
+        for rid, y, ts, *raw, key, offset in data["labels"]:
             label = buf.labels[rid] = PendingLabel(
-                rid, y, ts, _unb64(raw), None if key is None else _unb64(key), offset
+                rid, y, ts, _untext(*raw), None if key is None else _unb64(key), offset
             )
             buf.label_bytes += label.nbytes
         return buf
@@ -192,6 +193,27 @@ def _expire(side: dict[str, Any], cutoff: float) -> list[Any]:
             break
         expired.append(side.pop(oldest.id))
     return expired
+
+
+def _text(raw: bytes) -> tuple[str, str]:
+    """A label's record for the JSON state: as text when it is UTF-8, as every label that decoded is
+    (a quarter smaller and about four times faster to save than base64), else base64."""
+    try:
+        return "utf8", raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64", _b64(raw)
+
+
+def _untext(*saved: str) -> bytes:
+    """The record :func:`_text` saved; the previous release saved base64 alone."""
+    if len(saved) == 1:
+        return _unb64(saved[0])
+    encoding, text = saved
+    if encoding == "utf8":
+        return text.encode("utf-8")
+    if encoding == "base64":
+        return _unb64(text)
+    raise ValueError(f"unknown encoding {encoding!r} of a pending label")
 
 
 def _b64(data: bytes) -> str:

@@ -78,6 +78,24 @@ def test_bytes_are_counted_exactly_bounded_and_restored_with_the_same_drops(
     assert restored.to_dict() == straight.to_dict()
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=40), st.text(max_size=20).map(str.encode)), max_size=8))
+def test_a_labels_record_is_saved_and_restored_byte_for_byte_whatever_its_bytes(raws: list[bytes]) -> None:
+    buf = JoinBuffer(100, 60.0)
+    for i, raw in enumerate(raws):
+        buf.add_label(PendingLabel(f"l{i}", "a", float(i), raw, raw[:3] or None, i))
+    saved = orjson.loads(orjson.dumps(buf.to_dict()))
+    restored = JoinBuffer.from_dict(saved, 100, 60.0)
+    assert [(e.raw, e.key) for e in restored.labels.values()] == [(e.raw, e.key) for e in buf.labels.values()]
+    assert restored.label_bytes == buf.label_bytes
+
+
+def test_a_label_saved_by_the_previous_release_in_base64_is_restored() -> None:
+    old = {"features": [], "labels": [["r1", 1, 2.0, "eyJ5IjoxfQ==", "azE=", 9]]}
+    [entry] = JoinBuffer.from_dict(old, 10, 60.0).labels.values()
+    assert (entry.raw, entry.key, entry.offset) == (b'{"y":1}', b"k1", 9)
+
+
 def test_the_oldest_entries_leave_when_a_side_holds_too_many_bytes() -> None:
     buf = JoinBuffer(max_pending=100, max_age=1e9, max_bytes=3 * (ENTRY_OVERHEAD + 1000))
     dropped = [buf.add_label(PendingLabel(f"l{i}", 1, float(i), b"x" * 1000, None, i)) for i in range(5)]
