@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sgt.evaluation import Prequential
 from worker.checkpoint import (
     LOCK_NAME,
     CheckpointError,
@@ -277,7 +278,9 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
     assert state.model.to_bytes() == model_blob and state.model.n_nodes == 9
     assert state.next_offsets == header["next_offsets"] == [400, 385]
     assert (len(state.join.features), len(state.join.labels)) == (20, 5)
-    assert state.prequential.to_dict() == header["prequential"]
+    # the prequential state of that release restores into the current format with the same counts
+    assert state.prequential.n == header["prequential"]["n"] == 380
+    assert state.prequential.error == Prequential.from_dict(header["prequential"]).error
     store.write(0, state.to_bytes())  # from now on it is this deployment's
     assert read_owned(checkpoint_path(tmp_path, 0)).owner == Owner.of(settings)
     assert read_owned(previous_path(tmp_path, 0)).owner is None
