@@ -11,7 +11,7 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    acknowledged by the broker (delivery reports, served by ``poll``). A partition whose latch records
    an output lost for good writes no snapshot at all: a checkpoint never covers a lost output.
 3. **File durable**: the snapshot is written by a background thread (temporary file, fsync, rename,
-   directory fsync: :func:`worker.checkpoint.write_checkpoint`), so a slow disk does not stall the
+   directory fsync: :meth:`worker.checkpoint.CheckpointStore.write`), so a slow disk does not stall the
    loop, the health beat or the metrics. One write at a time; a partition with a write in flight takes
    no new snapshot, and revoke, shutdown and rewinds wait for its write first.
 4. **Offsets committed** to Kafka, only once the file is durable (informational: restore trusts the
@@ -19,11 +19,13 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
 
 Example (a partition with nothing new is not written again):
 
+>>> from worker.checkpoint import CheckpointStore, Owner
 >>> from worker.clients import Clients
 >>> from worker.config import load_settings
 >>> import logging, tempfile
->>> cp = Checkpointer(load_settings({"checkpoint_dir": tempfile.mkdtemp()}, env={}), Clients(),
-...                   WorkerMetrics(), logging.getLogger("doc"))
+>>> settings = load_settings({"checkpoint_dir": tempfile.mkdtemp()}, env={})
+>>> store = CheckpointStore(settings.checkpoint_dir, Owner.of(settings))
+>>> cp = Checkpointer(settings, Clients(), store, WorkerMetrics(), logging.getLogger("doc"))
 >>> cp.maybe_checkpoint({})
 >>> cp.close()
 """
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException, TopicPartition
 
 from worker import checkpoint
+from worker.checkpoint import CheckpointStore
 from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
@@ -73,9 +76,20 @@ class Checkpointer:
     """Runs the checkpoint protocol for the partitions of one worker."""
 
     def __init__(
-        self, settings: WorkerSettings, clients: Clients, metrics: WorkerMetrics, log: logging.Logger
+        self,
+        settings: WorkerSettings,
+        clients: Clients,
+        store: CheckpointStore,
+        metrics: WorkerMetrics,
+        log: logging.Logger,
     ) -> None:
-        self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
+        self.settings, self.clients, self.store, self.metrics, self.log = (
+            settings,
+            clients,
+            store,
+            metrics,
+            log,
+        )
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, _Write] = {}
 
@@ -223,7 +237,7 @@ class Checkpointer:
 
     def _write_file(self, partition: int, blob: bytes) -> float:
         started = time.perf_counter()
-        checkpoint.write_checkpoint(self.settings.checkpoint_dir, partition, blob)
+        self.store.write(partition, blob)
         return time.perf_counter() - started
 
     def _written(self, partition: int, write: _Write) -> bool:

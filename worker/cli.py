@@ -21,8 +21,6 @@ import sys
 import threading
 from types import FrameType
 
-import orjson
-
 from worker import __version__, checkpoint
 from worker.config import SETTINGS, ConfigError, add_arguments, describe, redacted, settings_from_args
 from worker.logs import configure_logging, fields
@@ -83,21 +81,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    from worker.inspect import inspect_path
+    from worker.inspect import command
 
-    try:
-        summary = inspect_path(args.path, tree=args.tree)
-    except (checkpoint.CheckpointError, ValueError, OSError) as exc:
-        print(f"sgt-worker inspect: {args.path}: {exc}", file=sys.stderr)
-        return 1
-    tree_texts = []
-    if args.tree:
-        for item in summary if isinstance(summary, list) else [summary]:
-            tree_texts.append((item["partition"], item.pop("tree_text")))
-    sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
-    for partition, text in tree_texts:
-        sys.stderr.write(f"# partition {partition}\n{text}\n")
-    return 0
+    return command(args.path, args.tree)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -134,6 +120,9 @@ def run_command(args: argparse.Namespace) -> int:
     except FinalCheckpointError as exc:
         log.error("worker stopped without its final checkpoint", extra=fields(error=str(exc)))
         return EXIT_NO_FINAL_CHECKPOINT
+    except checkpoint.OwnerConflict as exc:
+        log.error("checkpoint directory refused", extra=fields(error=str(exc)))
+        return 2
     except Exception:
         log.exception("worker failed")
         return 1

@@ -25,6 +25,7 @@ _CONSUMER_KEYS = frozenset(
     {"session.timeout.ms", "heartbeat.interval.ms", "fetch.wait.max.ms", "max.poll.interval.ms"}
 )
 _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
+_PRODUCER_QUEUE_KBYTES = 128 << 10  # 128 MiB
 
 
 def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -56,6 +57,9 @@ def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
         "acks": "all",
         "linger.ms": settings.linger_ms,
         "partitioner": "murmur2_random",
+        # the local queue of outputs waiting to be sent, bounded in bytes and not only in number
+        # (librdkafka's default lets it hold 1 GiB); it must hold at least one largest message
+        "queue.buffering.max.kbytes": max(_PRODUCER_QUEUE_KBYTES, 2 * settings.max_message_bytes >> 10),
         **dict(settings.kafka_options),
         "message.max.bytes": settings.max_message_bytes,
     }

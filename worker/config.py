@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sgt.features import MAX_CATEGORIES
+from worker.join import JOIN_MAX_BYTES
+from worker.merge import MERGE_MAX_BYTES
 from worker.outputs import prediction_bound
 from worker.schema import MAX_FEATURES
 
@@ -248,6 +250,20 @@ SETTINGS: tuple[Setting, ...] = (
         "join_max_pending", 100000, "Most entries waiting on each side of a partition's join buffer.", _int(1)
     ),
     Setting(
+        "join_max_bytes",
+        JOIN_MAX_BYTES,
+        "Most bytes held on each side of a partition's join buffer (an entry counts its record's bytes, "
+        "256 more and 56 per feature value); past it the oldest entries leave, as past join_max_pending.",
+        _int(1),
+    ),
+    Setting(
+        "merge_max_bytes",
+        MERGE_MAX_BYTES,
+        "Most bytes of fetched records of one topic partition waiting for the other topic's records "
+        "(for the event-time merge); past it fetching that topic partition pauses until half are used.",
+        _int(1),
+    ),
+    Setting(
         "join_max_age_seconds",
         3600.0,
         "Drop join-buffer entries older than this, in event time (seconds).",
@@ -356,6 +372,8 @@ class WorkerSettings:
     checkpoint_records: int
     checkpoint_seconds: float
     join_max_pending: int
+    join_max_bytes: int
+    merge_max_bytes: int
     join_max_age_seconds: float
     max_record_bytes: int
     max_message_bytes: int

@@ -2,14 +2,24 @@
 
 A file gives one summary; a directory gives the summary of the newest valid checkpoint of every
 partition found there. ``model_sha256`` is the SHA-256 of the model's ``to_bytes()``, so two
-checkpoints hold the same model exactly when it matches.
+checkpoints hold the same model exactly when it matches; ``owner`` names the deployment that wrote it
+(null for a checkpoint of the previous release, written without one).
+
+The exit status says whether the checkpoints can be restored: 1 when a file does not verify, when a
+directory holds no checkpoint, or when one of its partitions has no valid checkpoint (its worker would
+start it afresh). Every file skipped is named on stderr, with the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+import orjson
 
 from sgt.evaluation import Prequential
 from sgt.export import to_text
@@ -17,8 +27,21 @@ from worker import checkpoint
 from worker.model import model_types
 from worker.state import split_state
 
+_UNUSABLE = (ValueError, KeyError, TypeError, IndexError)  # a payload that verifies but does not parse
 
-def summarize(payload: bytes, path: Path, tree: bool = False) -> dict[str, Any]:
+
+@dataclass
+class DirectoryInspection:
+    """The newest valid checkpoint of each partition of a directory, and the files that were not."""
+
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why)
+    without_checkpoint: list[int] = field(default_factory=list)  # partitions with no valid file
+
+
+def summarize(
+    payload: bytes, path: Path, tree: bool = False, owner: checkpoint.Owner | None = None
+) -> dict[str, Any]:
     """The summary of one verified checkpoint payload."""
     header, model_blob = split_state(payload)
     model_type = model_types().get(header.get("model_type", ""))
@@ -29,6 +52,7 @@ def summarize(payload: bytes, path: Path, tree: bool = False) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "path": str(path),
         "partition": header["partition"],
+        "owner": None if owner is None else dataclasses.asdict(owner),
         "task": header["task"],
         "features_topic": header["features_topic"],
         "labels_topic": header["labels_topic"],
@@ -63,14 +87,60 @@ def _json_float(value: float) -> float | None:
     return None if value != value else value  # NaN is not JSON
 
 
-def inspect_path(path: str | Path, tree: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
-    """Summary of a checkpoint file, or list of summaries for a checkpoint directory."""
-    path = Path(path)
-    if path.is_dir():
-        out = []
-        for partition in checkpoint.partitions_in(path):
-            loaded = checkpoint.read_newest(path, partition)
-            if loaded is not None:
-                out.append(summarize(loaded.payload, loaded.path, tree))
-        return out
-    return summarize(checkpoint.read_file(path), path, tree)
+def inspect_file(path: str | Path, tree: bool = False) -> dict[str, Any]:
+    """The summary of one checkpoint file; raises CheckpointError (or ValueError) if it is unusable."""
+    owner, payload = checkpoint.read_owned(path)
+    return summarize(payload, Path(path), tree, owner)
+
+
+def inspect_directory(directory: str | Path, tree: bool = False) -> DirectoryInspection:
+    """The newest checkpoint of every partition in the directory that verifies and parses."""
+    found = DirectoryInspection()
+    for partition in checkpoint.partitions_in(directory):
+        for path in (
+            checkpoint.checkpoint_path(directory, partition),
+            checkpoint.previous_path(directory, partition),
+        ):
+            if not path.exists():
+                continue
+            try:
+                found.summaries.append(inspect_file(path, tree))
+                break
+            except _UNUSABLE as exc:
+                found.skipped.append((path, str(exc)))
+        else:
+            found.without_checkpoint.append(partition)
+    return found
+
+
+def command(path: str, tree: bool, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``sgt-worker inspect PATH [--tree]``: the summaries on ``out``, problems on ``err``; exit status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    where = Path(path)
+    if where.is_dir():
+        try:
+            found = inspect_directory(where, tree)
+        except OSError as exc:
+            print(f"sgt-worker inspect: {path}: {exc.strerror or exc}", file=err)
+            return 1
+        summaries: list[dict[str, Any]] = found.summaries
+        for skipped, why in found.skipped:
+            print(f"sgt-worker inspect: skipped {skipped}: {why}", file=err)
+        problems = [f"partition {p} has no valid checkpoint" for p in found.without_checkpoint]
+        if not summaries and not problems:
+            problems = ["no checkpoint files found"]
+    else:
+        try:
+            summaries = [inspect_file(where, tree)]
+        except _UNUSABLE as exc:
+            print(f"sgt-worker inspect: {path}: {exc}", file=err)
+            return 1
+        problems = []
+    tree_texts = [(item["partition"], item.pop("tree_text")) for item in summaries] if tree else []
+    shown: Any = summaries if where.is_dir() else summaries[0]
+    out.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode() + "\n")
+    for partition, text in tree_texts:
+        err.write(f"# partition {partition}\n{text}\n")
+    for problem in problems:
+        print(f"sgt-worker inspect: {path}: {problem}", file=err)
+    return 1 if problems else 0

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from worker.checkpoint import CheckpointStore, Owner
 from worker.checkpointing import FLUSH_TIMEOUT_S, Checkpointer
 from worker.clients import Clients, consumer_config, producer_config
 from worker.config import WorkerSettings
@@ -77,10 +78,20 @@ class Worker:
         if not any(isinstance(f, RepeatFilter) for f in self._client_log.filters):
             self._client_log.addFilter(RepeatFilter(_CLIENT_LOG_INTERVAL_S))
         self.clients = Clients()
-        self.runtime = PartitionRuntime(
-            settings, self.clients, self.metrics, self.log, self._emit, model_factory, model_registry
+        self.store = CheckpointStore(
+            settings.checkpoint_dir, Owner.of(settings), self.log.getChild("checkpoint")
         )
-        self.checkpointer = Checkpointer(settings, self.clients, self.metrics, self.log)
+        self.runtime = PartitionRuntime(
+            settings,
+            self.clients,
+            self.metrics,
+            self.log,
+            self._emit,
+            self.store,
+            model_factory,
+            model_registry,
+        )
+        self.checkpointer = Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
         self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
         self.rebalancer = Rebalancer(
             settings, self.runtime, self.checkpointer, self.metrics, self.health, self.log
@@ -112,8 +123,11 @@ class Worker:
     def run(self) -> None:
         """Consume and learn until stopped; then shut down cleanly.
 
-        Raises :class:`FinalCheckpointError` after a clean shutdown whose final checkpoint failed.
+        Raises :class:`~worker.checkpoint.OwnerConflict` before anything starts when the checkpoint
+        directory belongs to another deployment, and :class:`FinalCheckpointError` after a clean
+        shutdown whose final checkpoint failed.
         """
+        self.store.acquire()
         _tune_gc()
         self.clients.producer = self.make_producer()
         consumer = self.clients.consumer = Consumer(
@@ -191,6 +205,7 @@ class Worker:
                 if left:
                     self.log.error("records left undelivered at shutdown", extra=fields(undelivered=left))
             self.checkpointer.close()
+            self.store.release()
             self.clients.consumer = self.clients.producer = None
             if complete:
                 self.log.info("worker stopped")

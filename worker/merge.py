@@ -9,23 +9,31 @@ depends on how much of either topic has been fetched, so a replay from the same 
 order. (A topic being "at its end" is the one input that depends on timing; with all input already
 written, as in a replay, it only happens at the true end.)
 
+Each queue knows the bytes its records hold (given with them), so that the caller can stop fetching a
+topic whose records pile up in bytes as well as in number.
+
 >>> m = Merger()
->>> m.push(FEATURES, [(1.0, FEATURES, 0, "f0"), (3.0, FEATURES, 1, "f1")])
+>>> m.push(FEATURES, [(1.0, FEATURES, 0, "f0"), (3.0, FEATURES, 1, "f1")], sizes=[100, 300])
 >>> m.pop_ready(labels_done=False, features_done=False)
 []
->>> m.push(LABELS, [(2.0, LABELS, 0, "l0")])
->>> [e[3] for e in m.pop_ready(labels_done=True, features_done=False)]
-['f0', 'l0', 'f1']
+>>> m.push(LABELS, [(2.0, LABELS, 0, "l0")], sizes=[20])
+>>> [e[3] for e in m.pop_ready(labels_done=False, features_done=False)]
+['f0', 'l0']
+>>> m.pending(FEATURES), m.queued_bytes(FEATURES), m.queued_bytes(LABELS)
+(1, 300, 0)
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 FEATURES = 0
 LABELS = 1
+
+#: Default bound of the bytes queued per topic partition (the ``merge_max_bytes`` setting).
+MERGE_MAX_BYTES = 64 << 20
 
 #: (event time, topic rank, offset, payload)
 Entry = tuple[float, int, int, Any]
@@ -36,17 +44,34 @@ class Merger:
 
     def __init__(self) -> None:
         self.queues: tuple[deque[Entry], deque[Entry]] = (deque(), deque())
+        self._sizes: tuple[deque[int], deque[int]] = (deque(), deque())  # bytes of each queued record
+        self._bytes = [0, 0]
 
-    def push(self, rank: int, entries: Iterable[Entry]) -> None:
-        """Queue entries of the topic of that rank, in offset order."""
+    def push(self, rank: int, entries: Sequence[Entry], sizes: Sequence[int] | None = None) -> None:
+        """Queue entries of the topic of that rank, in offset order.
+
+        ``sizes``: the bytes each entry holds (None: not counted, as 0 each).
+        """
+        if sizes is None:
+            sizes = [0] * len(entries)
+        elif len(sizes) != len(entries):
+            raise ValueError(f"{len(entries)} entries but {len(sizes)} sizes")
         self.queues[rank].extend(entries)
+        self._sizes[rank].extend(sizes)
+        self._bytes[rank] += sum(sizes)
 
     def pending(self, rank: int) -> int:
         return len(self.queues[rank])
 
+    def queued_bytes(self, rank: int) -> int:
+        """The bytes of the records queued for that topic."""
+        return self._bytes[rank]
+
     def clear(self) -> None:
-        for queue in self.queues:
+        for queue, sizes in zip(self.queues, self._sizes, strict=True):
             queue.clear()
+            sizes.clear()
+        self._bytes = [0, 0]
 
     def pop_ready(self, labels_done: bool, features_done: bool) -> list[Entry]:
         """Remove and return, in merge order, every record whose turn is certain.
@@ -55,6 +80,7 @@ class Merger:
         its end, or not consumed).
         """
         feats, labels = self.queues
+        before = len(feats), len(labels)
         out: list[Entry] = []
         while feats and labels:
             out.append(feats.popleft() if feats[0] <= labels[0] else labels.popleft())
@@ -64,4 +90,18 @@ class Merger:
         if labels and features_done:
             out.extend(labels)
             labels.clear()
+        self._release(FEATURES, before[FEATURES] - len(feats))
+        self._release(LABELS, before[LABELS] - len(labels))
         return out
+
+    def _release(self, rank: int, taken: int) -> None:
+        """Forget the sizes of the ``taken`` records that left the front of that queue."""
+        sizes = self._sizes[rank]
+        if taken == len(sizes):
+            sizes.clear()
+            self._bytes[rank] = 0
+            return
+        released = 0
+        for _ in range(taken):
+            released += sizes.popleft()
+        self._bytes[rank] -= released

@@ -3,7 +3,9 @@
 The names are those of docs/architecture.md. Per-partition series are removed when the partition is
 revoked or lost, so that ``sum()`` over the workers of a group never counts a partition twice. The
 server answers ``/metrics``, ``/healthz`` (the processing loop turned recently) and ``/readyz``
-(joined the group and serving).
+(joined the group and serving). It logs through the worker's logger (JSON lines): a failing handler
+answers 500 and logs the error, and nothing, not even a client that hangs up, prints a traceback of
+its own on stderr.
 
 >>> m = WorkerMetrics()
 >>> m.records.labels(topic="features", partition="0").inc(3)
@@ -15,7 +17,9 @@ False
 from __future__ import annotations
 
 import contextlib
+import logging
 import platform
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from worker import __version__
+from worker.logs import fields
 
 # fine between 10 and 100 ms, where a healthy worker's p99 lies, so histogram_quantile is close there
 _LATENCY_BUCKETS = (
@@ -99,6 +104,12 @@ class WorkerMetrics:
         self.join_pending = Gauge(
             "sgt_join_pending", "Entries waiting in the join buffer.", ["partition", "side"], registry=r
         )
+        self.join_pending_bytes = Gauge(
+            "sgt_join_pending_bytes",
+            "Bytes held by the entries waiting in the join buffer.",
+            ["partition", "side"],
+            registry=r,
+        )
         self.join_expired = Counter(
             "sgt_join_expired",
             "Entries dropped from the join buffer.",
@@ -154,6 +165,7 @@ class WorkerMetrics:
                 _remove(gauge, p, window)
         for side in ("features", "labels"):
             _remove(self.join_pending, p, side)
+            _remove(self.join_pending_bytes, p, side)
             for reason in ("size", "age"):
                 _remove(self.join_expired, p, side, reason)
         for topic in topics:
@@ -257,11 +269,22 @@ class Health:
 
 
 class MetricsServer:
-    """A threaded HTTP server for /metrics, /healthz and /readyz; ``port=0`` picks a free port."""
+    """A threaded HTTP server for /metrics, /healthz and /readyz; ``port=0`` picks a free port.
 
-    def __init__(self, metrics: WorkerMetrics, health: Health, host: str, port: int) -> None:
-        handler = _handler(metrics, health)
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+    ``log`` (default: the ``worker.http`` logger, which the worker's JSON handler serves) receives the
+    server's errors.
+    """
+
+    def __init__(
+        self,
+        metrics: WorkerMetrics,
+        health: Health,
+        host: str,
+        port: int,
+        log: logging.Logger | None = None,
+    ) -> None:
+        log = log or logging.getLogger("worker.http")
+        self.httpd = _Server((host, port), _handler(metrics, health, log), log)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)
@@ -275,10 +298,44 @@ class MetricsServer:
         self.httpd.server_close()
 
 
-def _handler(metrics: WorkerMetrics, health: Health) -> type[BaseHTTPRequestHandler]:
+# A client that goes away mid-request (a scrape timing out) is routine, not a server error.
+_CLIENT_GONE = (ConnectionError, TimeoutError)
+
+
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, reporting a failed request through the logger instead of printing on stderr."""
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], log: logging.Logger
+    ) -> None:
+        self.log = log
+        super().__init__(address, handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """socketserver calls this for an exception that escaped the handler (by default: a traceback)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, _CLIENT_GONE):
+            self.log.info(
+                "metrics client went away", extra=fields(client=str(client_address), error=str(error))
+            )
+        else:
+            self.log.error("metrics request failed", exc_info=True, extra=fields(client=str(client_address)))
+
+
+def _handler(metrics: WorkerMetrics, health: Health, log: logging.Logger) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
+            try:
+                self._answer(path)
+            except _CLIENT_GONE:
+                raise  # the server logs it (the answer cannot reach the client anyway)
+            except Exception:
+                log.error("metrics request failed", exc_info=True, extra=fields(path=path))
+                with contextlib.suppress(OSError):
+                    self._send(500, b"internal error\n")
+
+        def _answer(self, path: str) -> None:
             if path == "/metrics":
                 self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
@@ -297,7 +354,14 @@ def _handler(metrics: WorkerMetrics, health: Health) -> type[BaseHTTPRequestHand
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
             """Scrapes are not worth a log line each."""
+
+        def log_message(self, format: str, *args: object) -> None:
+            """What http.server would print on stderr (a malformed request, say) goes to the log."""
+            log.warning(
+                "metrics request refused",
+                extra=fields(client=self.address_string(), error=format % args),
+            )
 
     return Handler

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from worker import checkpoint
+from worker.checkpoint import CheckpointStore, Owner
 from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.delivery import DeliveryLatch, RunDelivery
@@ -49,7 +49,7 @@ from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import WorkerMetrics
 from worker.model import model_types, new_model
 from worker.records import Invalid
-from worker.state import PartitionState, ProcessResult, Record, StateConfig
+from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
 
 if TYPE_CHECKING:  # the checkpoint protocol imports this module
     from worker.checkpointing import Snapshot
@@ -96,6 +96,7 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         max_record_bytes=settings.max_record_bytes,
         join_max_pending=settings.join_max_pending,
         join_max_age=settings.join_max_age_seconds,
+        join_max_bytes=settings.join_max_bytes,
         metrics_window=settings.metrics_window,
         max_features=settings.max_features,
         max_message_bytes=settings.max_message_bytes,
@@ -111,10 +112,13 @@ def load_state(
     on_bad: Callable[[Any, str], None] | None = None,
     model_factory: Callable[[], Any] | None = None,
     registry: Mapping[str, Any] | None = None,
+    store: CheckpointStore | None = None,
 ) -> PartitionState:
     """The partition's state from its newest valid checkpoint, or a fresh one.
 
     ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
+    ``store`` (default: the settings' directory and deployment) raises
+    :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
     types = registry if registry is not None else model_types()
@@ -125,7 +129,16 @@ def load_state(
             raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
         return state
 
-    loaded = checkpoint.read_newest(settings.checkpoint_dir, partition, on_bad=on_bad, accept=parse)
+    def legacy_owner(payload: bytes) -> Owner:
+        """A checkpoint of the release before owners names its topics and task, not its group."""
+        header, _ = split_state(payload)
+        named = [header.get(k) for k in ("features_topic", "labels_topic", "task")]
+        if not isinstance(named[0], str) or not isinstance(named[2], str):
+            raise ValueError("malformed state: the header names no topics or task")
+        return Owner(settings.group_id, named[0], named[1], named[2])
+
+    store = store or CheckpointStore(settings.checkpoint_dir, Owner.of(settings))
+    loaded = store.read_newest(partition, on_bad=on_bad, accept=parse, legacy_owner=legacy_owner)
     if loaded is not None:
         return parse(loaded.payload)
     model = model_factory() if model_factory is not None else new_model(settings)
@@ -151,6 +164,8 @@ def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -
         m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
     m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
     m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+    m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)
+    m.join_pending_bytes.labels(partition=p, side="labels").set(state.join.label_bytes)
 
 
 Emit = Callable[[int, Owned, ProcessResult], None]
@@ -171,10 +186,12 @@ class PartitionRuntime:
         metrics: WorkerMetrics,
         log: logging.Logger,
         emit: Emit,
+        store: CheckpointStore,
         model_factory: Callable[[], Any] | None = None,
         model_registry: Mapping[str, Any] | None = None,
     ) -> None:
         self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
+        self.store = store
         self.emit = emit
         self.before_restore: Callable[[int], None] = lambda _p: None
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
@@ -193,7 +210,9 @@ class PartitionRuntime:
             self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
             self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
 
-        state = load_state(self.settings, partition, on_bad, self._model_factory, self._model_registry)
+        state = load_state(
+            self.settings, partition, on_bad, self._model_factory, self._model_registry, self.store
+        )
         owned = Owned(state, fetched=list(state.next_offsets))
         self.log.info(
             "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
@@ -240,7 +259,8 @@ class PartitionRuntime:
             if not records:
                 continue
             owned.fetched[rank] = records[-1].offset + 1
-            owned.merger.push(rank, owned.state.decode(rank, records))
+            sizes = [len(r.value or b"") for r in records]
+            owned.merger.push(rank, owned.state.decode(rank, records), sizes)
             self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(records))
 
     def _on_message_error(self, error: KafkaError) -> None:
@@ -349,12 +369,13 @@ class PartitionRuntime:
         """
         consumer = self.clients.consumer
         assert consumer is not None
+        max_bytes = self.settings.merge_max_bytes
         for rank, topic in enumerate(self.topics):
-            queued = owned.merger.pending(rank)
-            if rank not in owned.paused and queued > MAX_QUEUED:
+            queued, queued_bytes = owned.merger.pending(rank), owned.merger.queued_bytes(rank)
+            if rank not in owned.paused and (queued > MAX_QUEUED or queued_bytes > max_bytes):
                 consumer.pause([TopicPartition(topic, partition)])
                 owned.paused.add(rank)
-            elif rank in owned.paused and queued <= MAX_QUEUED // 2:
+            elif rank in owned.paused and queued <= MAX_QUEUED // 2 and queued_bytes <= max_bytes // 2:
                 consumer.resume([TopicPartition(topic, partition)])
                 owned.paused.discard(rank)
 

@@ -44,7 +44,7 @@ import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
-from worker.join import JoinBuffer, PendingFeature, PendingLabel
+from worker.join import JOIN_MAX_BYTES, JoinBuffer, PendingFeature, PendingLabel
 from worker.merge import FEATURES, LABELS, Entry
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
 from worker.records import MAX_LABEL_BYTES, Feature, Invalid, LabelRecord, decode_feature, decode_label
@@ -82,6 +82,7 @@ class StateConfig:
     max_record_bytes: int = 1 << 20
     join_max_pending: int = 100000
     join_max_age: float = 3600.0
+    join_max_bytes: int = JOIN_MAX_BYTES
     metrics_window: int = 1000
     max_features: int = MAX_FEATURES
     max_message_bytes: int = 1000000  # no output is larger (see worker.outputs)
@@ -254,7 +255,7 @@ class PartitionState:
         self.classification = config.task == "classification"
         self.prequential = Prequential(config.task, config.metrics_window)
         self.schema = FeatureSchema(config.features, config.max_features)
-        self.join = JoinBuffer(config.join_max_pending, config.join_max_age)
+        self.join = JoinBuffer(config.join_max_pending, config.join_max_age, config.join_max_bytes)
         self.next_offsets = [0, 0]  # features, labels
         self.consumed = [0, 0]
         self.trained = 0
@@ -391,12 +392,12 @@ class PartitionState:
             )
             row = run.add(x, None)
         elif feat.id in self.join.labels:
-            label = self.join.labels.pop(feat.id)
+            label = self.join.pop_label(feat.id)
             row = run.add(x, label.y)
             run.scores.append((label.y, row))
         else:
             row = run.add(x, None)
-            entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row)
+            entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row, size=len(record.value or b""))
             run.waiting.append(entry)
             for _ in self.join.add_feature(entry):
                 _count(result.expired, ("features", "size"))
@@ -407,7 +408,7 @@ class PartitionState:
         if pending is not None and not run.admits(label.y):
             self._dead_letter(result, LABELS, record, "too_many_classes")
         elif pending is not None:
-            del self.join.features[label.id]
+            self.join.pop_feature(label.id)
             run.add(pending.x, label.y)
             run.scores.append((label.y, pending))
         elif label.id in self.join.labels:
@@ -584,7 +585,9 @@ class PartitionState:
         state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
         state.prequential = Prequential.from_dict(header["prequential"])
         state.schema = FeatureSchema.from_dict(header["schema"], config.max_features)
-        state.join = JoinBuffer.from_dict(header["join"], config.join_max_pending, config.join_max_age)
+        state.join = JoinBuffer.from_dict(
+            header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes
+        )
         return state
 
 

@@ -634,7 +634,7 @@ class Bench:
             reader.close()
         restored = restore_log_line(log)
         assignment_wall = restored["ts"] - restored["seconds"]
-        direct = time_checkpoint_io(checkpoints, topics, write_repeats)
+        direct = time_checkpoint_io(checkpoints, topics, group, write_repeats)
         return {
             "records": records,
             "first_exit_code": first_code,
@@ -686,14 +686,19 @@ def restore_log_line(log: Path) -> dict[str, Any]:
     raise RuntimeError(f"no 'partition restored' line in {log}: the second worker did not restore")
 
 
-def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], repeats: int) -> dict[str, Any]:
+def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], group: str, repeats: int) -> dict[str, Any]:
     """Restore the checkpoint in-process and time state serialisation and the durable write directly."""
-    from worker.checkpoint import write_checkpoint
+    from worker.checkpoint import Owner, write_checkpoint
     from worker.config import load_settings
     from worker.partition import load_state
 
     settings = load_settings(
-        {"checkpoint_dir": str(checkpoints), "features_topic": topics["features"], "task": "classification"}
+        {
+            "checkpoint_dir": str(checkpoints),
+            "group_id": group,
+            "features_topic": topics["features"],
+            "task": "classification",
+        }
     )
     started = time.perf_counter()
     state = load_state(settings, 0)
@@ -706,7 +711,7 @@ def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], repeats: int) 
             t0 = time.perf_counter()
             payload = state.to_bytes()
             t1 = time.perf_counter()
-            write_checkpoint(scratch, 0, payload)
+            write_checkpoint(scratch, 0, payload, Owner.of(settings))
             t2 = time.perf_counter()
             to_bytes.append(t1 - t0)
             writes.append(t2 - t0)

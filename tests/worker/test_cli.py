@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from sgt import SGTClassifier
-from worker.checkpoint import checkpoint_path, write_checkpoint
+from worker.checkpoint import Owner, checkpoint_path, previous_path, write_checkpoint
 from worker.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]
+OWNER = Owner("sgt-worker", "features", None, "classification")
 
 
 def _checkpoints(directory: Path) -> dict[int, bytes]:
@@ -32,9 +33,9 @@ def _checkpoints(directory: Path) -> dict[int, bytes]:
             state.model.learn_one({"a": float(i % 13), "b": float(i % 7)}, int(i % 13 > 6))
         state.next_offsets = [300 + p, 0]
         if p == 1:
-            write_checkpoint(directory, p, state.to_bytes())
+            write_checkpoint(directory, p, state.to_bytes(), OWNER)
             state.next_offsets = [400, 0]
-        write_checkpoint(directory, p, state.to_bytes())
+        write_checkpoint(directory, p, state.to_bytes(), OWNER)
         models[p] = state.model.to_bytes()
     return models
 
@@ -64,6 +65,58 @@ def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-3])
     out = subprocess.run([*CMD, "inspect", str(path)], capture_output=True, text=True)
     assert out.returncode == 1 and "length does not match" in out.stderr
+
+
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+def _inspect(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, "inspect", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_inspect_fails_when_no_checkpoint_in_a_directory_is_valid_and_names_each_file(tmp_path: Path) -> None:
+    """It used to print [] and exit 0."""
+    _checkpoints(tmp_path)
+    corrupt = [checkpoint_path(tmp_path, 0), checkpoint_path(tmp_path, 1), previous_path(tmp_path, 1)]
+    for path in corrupt:
+        _corrupt(path)
+    out = _inspect(tmp_path)
+    assert out.returncode == 1 and json.loads(out.stdout) == []
+    for path in corrupt:
+        assert f"sgt-worker inspect: skipped {path}: checksum mismatch" in out.stderr
+    for p in (0, 1):
+        assert f"sgt-worker inspect: {tmp_path}: partition {p} has no valid checkpoint" in out.stderr
+
+
+def test_inspect_falls_back_to_the_previous_file_and_fails_for_a_partition_left_without_one(
+    tmp_path: Path,
+) -> None:
+    _checkpoints(tmp_path)
+    _corrupt(checkpoint_path(tmp_path, 1))
+    out = _inspect(tmp_path)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert [(s["partition"], s["next_offsets"]["features"]) for s in summary] == [(0, 300), (1, 301)]
+    assert summary[0]["owner"] == {
+        "group_id": "sgt-worker",
+        "features_topic": "features",
+        "labels_topic": None,
+        "task": "classification",
+    }
+    assert f"skipped {checkpoint_path(tmp_path, 1)}: checksum mismatch" in out.stderr
+    _corrupt(checkpoint_path(tmp_path, 0))
+    out = _inspect(tmp_path)
+    assert out.returncode == 1 and [s["partition"] for s in json.loads(out.stdout)] == [1]
+    assert "partition 0 has no valid checkpoint" in out.stderr
+
+
+def test_inspect_fails_on_a_directory_without_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "owner.lock").write_text("{}")
+    out = _inspect(tmp_path)
+    assert out.returncode == 1 and f"sgt-worker inspect: {tmp_path}: no checkpoint files found" in out.stderr
 
 
 def test_an_unreachable_broker_is_logged_as_json_lines_without_flooding(tmp_path: Path) -> None:

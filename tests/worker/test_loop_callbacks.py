@@ -180,3 +180,44 @@ def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: 
 def test_only_unseen_offsets_are_ingested(offsets: list[int], fetched: int, kept: list[int]) -> None:
     records = [Record(o, 0.0, None, b"{}") for o in offsets]
     assert [r.offset for r in unseen(records, fetched)] == kept
+
+
+class _PauseRecorder:
+    """Records the consumer's pause and resume calls (all that the backpressure step uses)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("pause", [(tp.topic, tp.partition) for tp in partitions]))
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        self.calls.append(("resume", [(tp.topic, tp.partition) for tp in partitions]))
+
+
+def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_are_used(
+    tmp_path: Path,
+) -> None:
+    """Before, only the number of queued records (100,000) paused a topic, whatever their size."""
+    from worker.merge import FEATURES, LABELS
+
+    worker = _worker(tmp_path)
+    worker.runtime.settings = worker.runtime.settings.replace(merge_max_bytes=1000)
+    recorder = _PauseRecorder()
+    worker.clients.consumer = recorder  # type: ignore[assignment]
+    owned = worker.owned[0]
+    entries = [(float(i), FEATURES, i, None) for i in range(4)]
+    owned.merger.push(FEATURES, entries[:2], [500, 500])
+    worker.runtime.backpressure(0, owned)
+    assert recorder.calls == [] and owned.merger.queued_bytes(FEATURES) == 1000
+    owned.merger.push(FEATURES, entries[2:], [300, 300])
+    worker.runtime.backpressure(0, owned)
+    assert recorder.calls == [("pause", [("f", 0)])] and owned.paused == {FEATURES}
+    owned.merger.push(LABELS, [(1.5, LABELS, 0, None)], [10])  # the merge takes the records before it
+    assert [e[2] for e in owned.merger.pop_ready(labels_done=False, features_done=False)] == [0, 1, 0]
+    assert owned.merger.queued_bytes(FEATURES) == 600
+    worker.runtime.backpressure(0, owned)
+    assert owned.paused == {FEATURES}  # above half of the bound still
+    owned.merger.pop_ready(labels_done=True, features_done=True)
+    worker.runtime.backpressure(0, owned)
+    assert recorder.calls[-1] == ("resume", [("f", 0)]) and owned.paused == set()

@@ -1,14 +1,22 @@
-"""Metrics registry and the HTTP server (real HTTP on loopback): names, removal on revoke, health."""
+"""Metrics registry and the HTTP server (real HTTP on loopback): names, removal on revoke, health, and
+the server's own logs (JSON lines through the worker's logger)."""
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.registry import Collector
 from worker_util import samples, value
 
+from worker.logs import configure_logging
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 REQUIRED = {
@@ -94,3 +102,63 @@ def test_a_stalled_loop_is_unhealthy_and_unready() -> None:
     health = Health(stale_after=0.0)
     health.set_ready(True)
     assert not health.alive and not health.ready
+
+
+class _BrokenCollector(Collector):
+    def describe(self) -> list:
+        return []  # registering does not collect
+
+    def collect(self) -> list:
+        raise RuntimeError("broken collector")
+
+
+@pytest.fixture
+def worker_log() -> Iterator[None]:
+    """Restores the worker's logger after a test that configured it."""
+    logger = logging.getLogger("worker")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_the_server_logs_its_errors_as_json_lines_and_prints_no_traceback(
+    worker_log: None, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A failing handler, a malformed request and a client that hangs up: the server used to print
+    plain-text tracebacks and request lines on stderr."""
+    configure_logging("info")  # as `sgt-worker run` does: JSON lines on (the captured) stderr
+    metrics = WorkerMetrics()
+    metrics.registry.register(_BrokenCollector())
+    srv = MetricsServer(metrics, Health(), "127.0.0.1", 0).start()
+    try:
+        status, body = _get(srv.port, "/metrics")
+        assert status == 500 and body == "internal error\n"
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as raw:
+            raw.sendall(b"BREW /metrics HTTP/1.1\r\n\r\n")
+            assert raw.recv(100).startswith(b"HTTP/1.0 501")
+        hang_up = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        hang_up.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        hang_up.close()  # a reset, as from a scraper that timed out
+        assert _get(srv.port, "/healthz")[0] == 200  # still serving
+        time.sleep(0.5)  # for the reset connection's thread
+    finally:
+        srv.close()
+    err = capfd.readouterr().err
+    lines = [json.loads(line) for line in err.splitlines()]  # every line is a JSON object
+    by_msg = {line["msg"]: line for line in lines}
+    failed = by_msg["metrics request failed"]
+    assert failed["level"] == "error" and failed["path"] == "/metrics"
+    assert "RuntimeError: broken collector" in failed["exc"]
+    refused = by_msg["metrics request refused"]
+    assert refused["level"] == "warning" and "Unsupported method ('BREW')" in refused["error"]
+    gone = by_msg["metrics client went away"]
+    assert gone["level"] == "info" and "Connection reset" in gone["error"]
+    assert all(line["logger"] == "worker.http" for line in lines)
+
+
+def test_the_server_logs_through_the_workers_logger_by_default() -> None:
+    srv = MetricsServer(WorkerMetrics(), Health(), "127.0.0.1", 0)
+    try:
+        assert srv.httpd.log.name == "worker.http"
+    finally:
+        srv.httpd.server_close()

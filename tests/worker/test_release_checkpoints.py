@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from worker.config import load_settings
-from worker.loop import load_state
+from worker.partition import load_state
 
 RELEASES = sorted((Path(__file__).parents[1] / "fixtures").glob("release-*"))
 

@@ -175,9 +175,9 @@ def test_a_slow_checkpoint_write_does_not_stall_the_loop(
     release = threading.Event()
     write = checkpoint.write_checkpoint
 
-    def slow_write(directory: Any, partition: int, payload: bytes) -> Path:
+    def slow_write(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
         release.wait(10)
-        return write(directory, partition, payload)
+        return write(directory, partition, payload, owner)
 
     monkeypatch.setattr(checkpoint, "write_checkpoint", slow_write)
     owned = worker.owned[0]

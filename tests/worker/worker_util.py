@@ -151,7 +151,11 @@ def offline_classification(
     for y, row in scores:
         p = proba[row]
         predicted = classes[int(np.argmax(p))] if classes and p.max() > 0 else None
-        metrics.update(y, predicted, dict(zip(classes, p.tolist(), strict=True)).get(y, 0.0))
+        row = p.tolist()
+        # p_sq: the sum of the squared published probabilities, for the Brier score, as the worker sums them
+        metrics.update(
+            y, predicted, dict(zip(classes, row, strict=True)).get(y, 0.0), sum(q * q for q in row)
+        )
     return model.to_bytes(), metrics.to_dict()
 
 
