@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from stub_model import StubModel
 from worker_util import samples, value
 
@@ -30,6 +30,12 @@ def _worker(ckpt: Path) -> Worker:
         set_partition_gauges(worker.metrics, p, owned)
         worker.metrics.records.labels(topic="f", partition=str(p)).inc(5)
     return worker
+
+
+def _idle_producer() -> Producer:
+    """A producer with no broker, for turns that produce nothing. Its connection failures are not
+    logged: the client would print them on stderr for as long as it lives, into later tests' output."""
+    return Producer({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
 
 
 def _turn(worker: Worker) -> None:
@@ -106,14 +112,10 @@ def test_a_delivery_failing_for_good_is_latched_on_the_partition(caplog: pytest.
 
 
 def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_path: Path) -> None:
-    from confluent_kafka import Producer
-
     from worker.checkpoint import checkpoint_path
 
     worker = _worker(tmp_path)
-    worker.clients.producer = Producer(
-        {"bootstrap.servers": "127.0.0.1:1"}
-    )  # nothing to flush, no broker needed
+    worker.clients.producer = _idle_producer()  # nothing to flush, no broker needed
     worker.owned[0].last_checkpoint = 0.0  # both long due by time, partition 0 the longer
     worker.owned[1].last_checkpoint = 1.0
     _turn(worker)
@@ -126,12 +128,10 @@ def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_
 def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(tmp_path: Path) -> None:
     import logging
 
-    from confluent_kafka import Producer
-
     from worker.checkpoint import checkpoint_path
 
     worker = _worker(tmp_path)
-    worker.clients.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    worker.clients.producer = _idle_producer()
     owned = worker.owned[0]
     run = RunDelivery([1.0, 2.0], None, logging.getLogger("test"), owned.latch)  # two outputs in flight
     owned.in_flight.append(run)
@@ -152,10 +152,8 @@ def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(
 def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: Path) -> None:
     import logging
 
-    from confluent_kafka import Producer
-
     worker = _worker(tmp_path)
-    worker.clients.producer = Producer({"bootstrap.servers": "127.0.0.1:1"})
+    worker.clients.producer = _idle_producer()
     owned = worker.owned[1]
     reports: list[tuple[float, list[float]]] = []
     runs = [RunDelivery([1.0], reports.append, logging.getLogger("test"), owned.latch) for _ in range(3)]

@@ -210,7 +210,7 @@ def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
     settings = _settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
     state = load_state(settings, 0)
     state.next_offsets = [5000, 0]
-    checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes())
+    checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes(), checkpoint.Owner.of(settings))
     produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(50)], partition=0)
     worker = running(settings)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=50, idle_s=30)
