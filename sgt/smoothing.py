@@ -298,32 +298,40 @@ def _estimate_block(state: TreeCounts, nodes: np.ndarray, targets: np.ndarray) -
     """
     state.use_arrays()
     m, k = nodes.size, state.counts.shape[1]
-    anc = state.anc[nodes + 1]
+    anc = state.anc[nodes + 1]  # [m, W], -1 past each row's node
+    width = anc.shape[1]
     position = state.position[nodes + 1]
-    rows, cols = np.nonzero(anc >= 0)  # row-major: rows in order, each row's path root first
-    keys = anc[rows, cols]
-    ones = np.zeros((keys.size, k), dtype=np.int64)
-    learned = np.flatnonzero((targets[rows] >= 0) & (keys > 0))  # the prior's counts never move
-    ones[learned, targets[rows[learned]]] = 1
-    # counts of each node from the earlier rows of the block: a stable sort keeps the rows in order
+    keys = anc.ravel()  # row-major: rows in order, each row's path root first
+    learned = np.repeat(targets >= 0, width) & (keys > 0)  # the prior's counts never move
+    classes = np.repeat(targets, width)
+    # each path node's counts from the earlier rows of the block: a stable sort keeps rows in order
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    before = np.cumsum(ones[order], axis=0) - ones[order]
-    before -= before[np.searchsorted(sorted_keys, sorted_keys, side="left")]
-    earlier = np.empty_like(before)
-    earlier[order] = before
-    counts = np.zeros((m, anc.shape[1], k), dtype=np.int64)
-    counts[rows, cols] = state.counts[keys] + earlier
-    totals = counts.sum(axis=2).astype(np.float64)
-    counts_f = counts.astype(np.float64)
-    smooths = (np.arange(anc.shape[1])[None, :] < position[:, None]) & (totals > 0)
+    starts = np.searchsorted(sorted_keys, sorted_keys, side="left")
+    base = state.counts[np.maximum(keys, 0)]
+    valid = (anc >= 0).astype(np.int64)
+    counts = []
+    for c in range(k):
+        ones = (learned & (classes == c))[order].astype(np.int64)
+        before = np.cumsum(ones) - ones
+        before -= before[starts]
+        earlier = np.empty_like(before)
+        earlier[order] = before
+        counts.append((base[:, c] + earlier).reshape(m, width) * valid)
+    totals = counts[0].copy()
+    for c in range(1, k):
+        totals += counts[c]
+    totals_f = totals.astype(np.float64)
+    smooths = (np.arange(width)[None, :] < position[:, None]) & (totals > 0)
     weights = np.where(smooths, state.alpha[np.maximum(anc, 0)], 0.0)
-    mle = counts_f / np.maximum(totals, 1.0)[:, :, None]
+    safe = np.maximum(totals_f, 1.0)
+    mle = np.stack([count / safe for count in counts], axis=2)  # [m, W, K]
     total = np.cumsum(weights, axis=1)[:, -1]
     mixed = np.cumsum(weights[:, :, None] * mle, axis=1)[:, -1]
     at = np.arange(m)
-    denominator = totals[at, position] + total
-    numerator = counts_f[at, position] + mixed
+    denominator = totals_f[at, position] + total
+    leaf = np.stack([count[at, position] for count in counts], axis=1).astype(np.float64)
+    numerator = leaf + mixed
     return _Block(numerator / denominator[:, None], numerator, denominator, anc, position, weights, mle)
 
 
@@ -394,6 +402,11 @@ class Smoother:
 
     def sync(self, trees: Sequence[Tree], n_classes: int) -> None:
         """Follow the committee: new classes, new trees, new nodes."""
+        if n_classes == len(self.class_counts) and len(trees) == len(self.trees):
+            for state, tree in zip(self.trees, trees):
+                if tree.n_nodes + 1 != len(state.paths) or tree.n_splits != state.n_splits:
+                    state.sync(tree)
+            return
         while len(self.class_counts) < n_classes:
             self.class_counts.append(0)
             for state in self.trees:
@@ -464,6 +477,8 @@ class Smoother:
         learned. The rows are cut where a gradient step falls, where the one-record path steps.
         """
         m, k = targets.size, len(self.class_counts)
+        if self.n_learned % STEP + m < STEP:  # no step falls in the batch
+            return self._run_block(nodes, tree_proba, targets)
         smoothed = np.zeros((m, k))
         blended = None if tree_proba is None else np.zeros((m, k))
         learned = np.cumsum(targets >= 0)
@@ -493,8 +508,10 @@ class Smoother:
         smoothed = np.zeros((m, k))
         blended = None
         if blocks:
-            counts = self._class_counts_before(targets)
-            smoothed = _combine_block([b.theta for b in blocks], counts)
+            thetas = [b.theta for b in blocks]
+            smoothed = (
+                thetas[0] if len(blocks) == 1 else _combine_block(thetas, self._class_counts_before(targets))
+            )
             if tree_proba is not None:
                 e, beta = _mean_block([b.denominator for b in blocks]), self.beta
                 total = e + beta
