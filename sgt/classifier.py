@@ -120,6 +120,14 @@ class SGTClassifier(BaseSGT):
     def get_params(self) -> dict[str, Any]:
         return {**super().get_params(), "proba": self.proba}
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the model's live arrays, the smoothing's class counts and weights included."""
+        if self._smoother is None:
+            return super().nbytes
+        self._smoother.sync(self._trees, len(self._classes))
+        return super().nbytes + self._smoother.nbytes()
+
     def _state_extra(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"classes": list(self._classes)}
         if self._smoother is not None:

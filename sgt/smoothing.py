@@ -117,6 +117,10 @@ class TreeCounts:
         return len(self.paths)
 
     # -- representation ------------------------------------------------------------------------
+    def nbytes(self) -> int:
+        """Bytes of the state, as arrays: per node its counts, four floats and its path row."""
+        return self.size * (8 * self.counts.shape[1] + 4 * 8 + 4 * self.anc.shape[1] + 4 + 1)
+
     def use_arrays(self) -> None:
         if self.lists is not None:
             counts, alpha, grad = self.lists
@@ -415,6 +419,9 @@ class Smoother:
             self.trees.append(TreeCounts(n_classes, self.class_counts))
         for state, tree in zip(self.trees, trees, strict=True):
             state.sync(tree)
+
+    def nbytes(self) -> int:
+        return sum(state.nbytes() for state in self.trees)
 
     @property
     def beta(self) -> float:
