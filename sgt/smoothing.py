@@ -223,6 +223,8 @@ def _estimate_one(state: TreeCounts, node: int) -> _Estimate:
     else:
         counts, alpha, _ = state.lists
         rows, alphas = [counts[i] for i in path], [alpha[i] for i in path]
+    if len(rows[0]) == 2:
+        return _estimate_two(path, rows, alphas)
     total = 0.0
     mixed = [0.0] * len(rows[0])
     active = []
@@ -239,6 +241,25 @@ def _estimate_one(state: TreeCounts, node: int) -> _Estimate:
     denominator = sum(leaf) + total
     numerator = [c + a for c, a in zip(leaf, mixed)]
     return _Estimate([q / denominator for q in numerator], numerator, denominator, path, active)
+
+
+def _estimate_two(path: list[int], rows: list[list[int]], alphas: list[float]) -> _Estimate:
+    """`_estimate_one` for two classes, on scalars: the same operations in the same order."""
+    total = m0 = m1 = 0.0
+    active = []
+    for j in range(len(path) - 1):
+        c0, c1 = rows[j]
+        n = c0 + c1
+        if n > 0:
+            w = alphas[j]
+            total = total + w
+            e0, e1 = c0 / n, c1 / n
+            m0, m1 = m0 + w * e0, m1 + w * e1
+            active.append((path[j], w, [e0, e1]))
+    l0, l1 = rows[-1]
+    denominator = (l0 + l1) + total
+    q0, q1 = l0 + m0, l1 + m1
+    return _Estimate([q0 / denominator, q1 / denominator], [q0, q1], denominator, path, active)
 
 
 def _learn_one(state: TreeCounts, estimate: _Estimate, target: int) -> None:
