@@ -162,6 +162,10 @@ class BaseSGT:
             "max_categories": self.max_categories,
         }
 
+    def _saved_params(self) -> dict[str, Any]:
+        """The parameters a saved model records (`get_params` unless an estimator omits a default)."""
+        return self.get_params()
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"

@@ -120,6 +120,14 @@ class SGTClassifier(BaseSGT):
     def get_params(self) -> dict[str, Any]:
         return {**super().get_params(), "proba": self.proba}
 
+    def _saved_params(self) -> dict[str, Any]:
+        # without smoothing state a model restores as "tree": its bytes stay those of the format
+        # before smoothing, so a model saved by an earlier release saves back to the same bytes
+        params = super()._saved_params()
+        if self.proba == "tree":
+            del params["proba"]
+        return params
+
     @property
     def nbytes(self) -> int:
         """Bytes of the model's live arrays, the smoothing's class counts and weights included."""

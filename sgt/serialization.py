@@ -72,7 +72,7 @@ def dumps(model: BaseSGT) -> bytes:
     arrays.append(("space.ranges", ranges))
     header: dict[str, Any] = {
         "model": type(model).__name__,
-        "params": model.get_params(),
+        "params": model._saved_params(),
         "n_seen": model._n_seen,
         "space": {
             "names": space.names,
