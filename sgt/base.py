@@ -319,6 +319,16 @@ class BaseSGT:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
         self._sync_layout()
+        return self._run_codes(codes, targets, learn, target_events)
+
+    def _run_codes(
+        self, codes: np.ndarray, targets: np.ndarray, learn: np.ndarray, target_events: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_run` after encoding: rows already coded in the current layout, targets prepared.
+
+        A separate entry so that an ensemble can encode a batch once and run each member on the codes.
+        """
+        n = codes.shape[0]
         capacity = len(self._trees) + len(target_events)
         raw = np.zeros((n, capacity))
         outputs_at = np.zeros(n, dtype=np.intp)
