@@ -76,7 +76,8 @@ def test_the_streams_make_the_detectors_fire() -> None:
     regressor = sgt.load(_regressor_loop()[0])
     assert classifier.n_drifts > 0 and regressor.n_drifts > 0
     assert classifier.classes_[2] == "late"
-    assert classifier.n_trees == SMALL["n_members"] * 2
+    assert classifier.n_trees == len(classifier._all_members()) * 2
+    assert classifier._background is not None  # the saved states include a background ensemble
     assert classifier.n_splits > 0 and regressor.n_splits > 0
 
 
@@ -182,7 +183,7 @@ def test_drift_detection_replaces_members_and_recovers() -> None:
     y = np.where(np.arange(14_000) < 10_000, X[:, 0] + X[:, 2] > 1, X[:, 1] > 0.5).astype(int)
     accuracy, drifts = {}, {}
     for name, threshold in (("detect", 50.0), ("ignore", None)):
-        model = BoostedClassifier(drift_threshold=threshold, warm_up=200)
+        model = BoostedClassifier(n_members=3, drift_threshold=threshold, warm_up=200)
         proba = model.predict_learn_many(X, y)
         correct = np.array(model.classes_)[proba.argmax(axis=1)] == y
         accuracy[name], drifts[name] = correct[10_500:12_000].mean(), model.n_drifts
@@ -195,11 +196,11 @@ def test_drift_detection_replaces_members_and_recovers() -> None:
 def test_no_drift_answered_on_a_stationary_stream() -> None:
     X, y = multiclass_stream(20_000, seed=6)
     noisy = np.where(np.random.default_rng(6).random(20_000) < 0.1, (y + 1) % 3, y)
-    model = BoostedClassifier(warm_up=200)
+    model = BoostedClassifier(n_members=3, warm_up=200)  # the detectors' defaults
     model.learn_many(X, noisy)
     assert model.n_drifts == 0
     Xr, yr = step_regression_stream(20_000, seed=7)
-    regressor = BoostedRegressor(warm_up=200)
+    regressor = BoostedRegressor(n_members=3, warm_up=200)
     regressor.learn_many(Xr, yr)
     assert regressor.n_drifts == 0
 
@@ -214,6 +215,32 @@ def test_drifts_are_answered_only_at_fixed_points() -> None:
             drifts_at.append(model.n_seen)
     assert drifts_at
     assert all(n % DRIFT_PERIOD == 0 for n in drifts_at)
+
+
+def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_drift() -> None:
+    model = BoostedRegressor(**SMALL)
+    model.learn_many(_XR[:300], _YR[:300])
+    assert model._background is None
+    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model.learn_many(_XR[300:490], _YR[300:490])
+    assert model._background is None  # acted on only at the next fixed point, record 500
+    model.learn_many(_XR[490:510], _YR[490:510])
+    background = model._background
+    assert background is not None and not model._warning.alarm
+    assert all(tree.leaf_count(0) == 10 for m in background for tree in m._trees)  # learned since
+    model._detector._state.alarm = True
+    model.learn_many(_XR[510:760], _YR[510:760])
+    assert model._members is background and model._background is None
+    assert model.n_drifts == 1 and not model._detector.alarm
+
+
+def test_a_drift_without_a_warning_starts_afresh() -> None:
+    model = BoostedClassifier(**SMALL)
+    model.learn_many(_RECORDS[:600], _LABELS[:600])
+    model._detector._state.alarm = True
+    model.learn_many(_RECORDS[600:760], _LABELS[600:760])
+    assert model.n_drifts == 1 and model._background is None
+    assert all(tree.n_nodes == 1 and tree.leaf_count(0) == 10 for tree in model._trees)
 
 
 def test_version_never_decreases_across_replacements() -> None:
@@ -246,12 +273,14 @@ def test_without_bagging_every_weight_is_one() -> None:
 
 def test_counters_cover_all_members() -> None:
     model = sgt.load(_classifier_loop()[0])
-    assert model.n_nodes == sum(t.n_nodes for m in model._members for t in m._trees)
-    assert model.n_leaves == sum(t.n_leaves for m in model._members for t in m._trees)
+    members = model._all_members()
+    assert len(members) == 2 * SMALL["n_members"]  # a background ensemble too
+    assert model.n_nodes == sum(t.n_nodes for m in members for t in m._trees)
+    assert model.n_leaves == sum(t.n_leaves for m in members for t in m._trees)
     assert model.n_seen == N
     assert model.nbytes > 0 and model.depth >= 1
     text = model.to_text()
-    assert text.startswith("BoostedClassifier: 3 members, 6 trees")
+    assert text.startswith(f"BoostedClassifier: 3 members, {model.n_trees} trees")
     assert f"member 2 tree 1 (class 'late' against {model.classes_[0]!r})" in text
 
 
