@@ -156,6 +156,11 @@ class BaseSGT:
         return sum(t.n_nodes for t in self._trees)
 
     @property
+    def n_trees(self) -> int:
+        """Trees in the model (a committee has one per class but one)."""
+        return len(self._trees)
+
+    @property
     def n_leaves(self) -> int:
         return sum(t.n_leaves for t in self._trees)
 

@@ -45,6 +45,7 @@ import numpy as np
 from sgt.base import BaseSGT, _check_int, _check_real
 from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
 from sgt.drift import PageHinkley
+from sgt.features import CODE_DTYPE
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
@@ -279,7 +280,11 @@ class _Boosting:
 
     # -- learning ------------------------------------------------------------------------------
     def _learn_one(self, x: Any, y: Any) -> None:
-        self._run([x], [y])
+        """One record: encoded as the single trees' learn_one does (same codes as a batch's)."""
+        learn = np.ones(1, dtype=bool)
+        targets, events = self._prepare_targets([y], learn)  # type: ignore[attr-defined]
+        codes = np.array([self._space.encode_one(x, learn=True)], dtype=CODE_DTYPE)
+        self._run_encoded(codes, targets, learn, events)
 
     def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
         """Predict then learn each row in order: the ensemble's raw scores [rows, outputs], and the
@@ -295,6 +300,12 @@ class _Boosting:
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
+        return self._run_encoded(codes, targets, learn, events)
+
+    def _run_encoded(
+        self, codes: np.ndarray, targets: np.ndarray, learn: np.ndarray, events: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        n = codes.shape[0]
         self._sync_layout()
         targets = np.asarray(targets, dtype=np.float64)
         width = self._n_raw(len(events))

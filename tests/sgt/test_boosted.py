@@ -326,3 +326,12 @@ def test_bad_hyperparameters_are_named_with_the_allowed_values(
     with pytest.raises(ValueError, match=name) as info:
         estimator(**{name: value})
     assert allowed in str(info.value)
+
+
+def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:
+    # regression: learn_one went through the batch encoder, which refuses non-string feature names
+    # that SGTClassifier.learn_one accepts (River's generators key features by integers)
+    for model in (SGTClassifier(), BoostedClassifier(n_members=2)):
+        model.learn_one({0: 1.0, 1: 2.0}, "a")
+        model.learn_one({0: 3.0, 1: 2.0}, "b")
+        assert model.predict_one({0: 1.0, 1: 2.0}) in ("a", "b")
