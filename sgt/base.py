@@ -181,6 +181,11 @@ class BaseSGT:
         return sum(t.n_nodes for t in self._trees)
 
     @property
+    def n_trees(self) -> int:
+        """Trees in the model (a committee has one per class but one)."""
+        return len(self._trees)
+
+    @property
     def n_leaves(self) -> int:
         return sum(t.n_leaves for t in self._trees)
 
@@ -354,6 +359,21 @@ class BaseSGT:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
         self._sync_layout()
+        return self._run_codes(codes, targets, learn, target_events, out)
+
+    def _run_codes(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        target_events: np.ndarray,
+        out: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_run` after encoding: rows already coded in the current layout, targets prepared.
+
+        A separate entry so that an ensemble can encode a batch once and run each member on the codes.
+        """
+        n = codes.shape[0]
         capacity = len(self._trees) + len(target_events)
         raw = np.zeros((n, capacity))
         outputs_at = np.zeros(n, dtype=np.intp)

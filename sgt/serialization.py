@@ -211,16 +211,20 @@ def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
 
 
 def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None) -> BaseSGT:
+    from sgt.boosted import BoostedClassifier, BoostedRegressor
     from sgt.classifier import SGTClassifier
     from sgt.mil import MILClassifier
     from sgt.regressor import SGTRegressor
 
-    types = {cls.__name__: cls for cls in (SGTClassifier, SGTRegressor, MILClassifier)}
+    types = {
+        cls.__name__: cls
+        for cls in (SGTClassifier, SGTRegressor, MILClassifier, BoostedClassifier, BoostedRegressor)
+    }
     kind = header["model"]
     if kind not in types:
         raise SerializationError(f"unknown model type {kind!r}")
     params = dict(header["params"])
-    if kind == "SGTRegressor":
+    if kind in ("SGTRegressor", "BoostedRegressor"):
         name = params.pop("loss")
         params["loss"] = _resolve_loss(name, loss)
     model = types[kind](**params)
