@@ -494,11 +494,14 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             feature_names,
             nominal,
             max_categories=max_categories,
+            proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 
     def get_params(self) -> dict[str, Any]:
-        return {**self._boosting_params(), **SGTClassifier.get_params(self)}
+        params = SGTClassifier.get_params(self)
+        del params["proba"]  # not a parameter of the ensemble
+        return {**self._boosting_params(), **params}
 
     def _state_extra(self) -> dict[str, Any]:
         return {"classes": list(self._classes), **self._boosting_state()}

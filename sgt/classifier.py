@@ -125,7 +125,7 @@ class SGTClassifier(BaseSGT):
         # before smoothing, so a model saved by an earlier release saves back to the same bytes
         params = super()._saved_params()
         if self.proba == "tree":
-            del params["proba"]
+            params.pop("proba", None)  # absent where a subclass has no such parameter (the ensemble)
         return params
 
     @property
@@ -265,6 +265,8 @@ class SGTClassifier(BaseSGT):
         """P(class | x) for every class seen so far ({} before the first label)."""
         if len(self._classes) < 2:
             return {c: 1.0 for c in self._classes}
+        if self._smoother is None:  # the trees' softmax (an ensemble overrides _predict_raw_one)
+            return dict(zip(self._classes, softmax_one(self._predict_raw_one(x))))
         codes = self._space.encode_one(x, learn=False)
         nodes = [tree.route_one(codes)[0] for tree in self._trees]
         return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes))))
