@@ -51,20 +51,24 @@ class Reference:
 
 @dataclass(frozen=True)
 class Drift:
-    """A concept change: ``position`` is the centre of the change (the first record of the new concept
-    for an abrupt drift), ``width`` the number of records over which it happens (0: abrupt)."""
+    """A concept change centred at record ``position`` over ``width`` records.
+
+    River's ``ConceptDriftStream`` draws each record from the new concept with probability
+    ``1 / (1 + exp(-4 (t - position) / width))``: 12% at ``start`` (``position - width / 2``), 50% at
+    ``position``, 88% at ``end`` (``position + width / 2``).
+    """
 
     position: int
     width: int
 
     @property
     def start(self) -> int:
-        """First record that may come from the new concept."""
+        """First record of the change (12% of the records from the new concept)."""
         return self.position - self.width // 2
 
     @property
     def end(self) -> int:
-        """First record from which (almost) every record comes from the new concept."""
+        """First record after the change (88% of the records from the new concept, and rising)."""
         return self.position + (self.width + 1) // 2
 
 
