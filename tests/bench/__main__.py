@@ -103,6 +103,12 @@ def _header(args: argparse.Namespace) -> str:
     )
 
 
+def _write(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.list:
@@ -110,11 +116,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     parts = [_header(args)]
-    if "comparison" in args.sections:
-        results = comparison.compare(args.specs, args.selection, args.records, _log, args.window)
+
+    def section(results: list[comparison.StreamResult]) -> str:
         window = f"; drift recovery window {args.window:,} records" if any(r.drifts for r in results) else ""
-        parts.append(f"## Side by side (prequential, one pass, same records for every model{window})")
-        parts.append(report.render(results))
+        title = f"## Side by side (prequential, one pass, same records for every model{window})"
+        return f"{title}\n\n{report.render(results)}"
+
+    def save_so_far(results: list[comparison.StreamResult]) -> None:  # a long run killed midway keeps these
+        _write(args.output, "\n\n".join([*parts, section(results), "(unfinished run)"]) + "\n")
+
+    if "comparison" in args.sections:
+        parts.append(
+            section(
+                comparison.compare(args.specs, args.selection, args.records, _log, args.window, save_so_far)
+            )
+        )
     if "speed" in args.sections or "memory" in args.sections:
         speed = bench_sgt.speed(args.records, _log)
         if "speed" in args.sections:
@@ -126,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     text = "\n\n".join(parts) + "\n"
     print(text, end="")
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+    _write(args.output, text)
     return 0
 
 

@@ -85,8 +85,12 @@ def compare(
     limit: int | None,
     log: Callable[[str], None],
     window: int = WINDOW,
+    done: Callable[[list[StreamResult]], None] = lambda results: None,
 ) -> list[StreamResult]:
-    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery."""
+    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery.
+
+    ``done`` is called with the results so far after each stream (a long run can save them as it goes).
+    """
     has_capymoa = any(p.needs_capymoa for p in selection.peers) and peers.capymoa_available()
     results = []
     for spec in specs:
@@ -105,7 +109,7 @@ def compare(
                     run.loop_identical,
                 )
             )
-            log(f"  {variant.name}: {models[-1].scores.seconds:.1f} s")
+            log(f"  {variant.name}: {models[-1].scores.seconds:.1f} s, {models[-1].scores.headline:.3f}")
         task = peers.task_of(stream)
         skipped = []
         for peer in (p for p in selection.peers if p.task == task):
@@ -113,6 +117,7 @@ def compare(
                 skipped.append(peer.name)
                 continue
             models.append(ModelResult(peer.name, peer.kind, score(stream, peer.run(stream), window)))
-            log(f"  {peer.name}: {models[-1].scores.seconds:.1f} s")
+            log(f"  {peer.name}: {models[-1].scores.seconds:.1f} s, {models[-1].scores.headline:.3f}")
         results.append(StreamResult(spec, stream.n, stream.drifts, tuple(models), tuple(skipped)))
+        done(results)
     return results
