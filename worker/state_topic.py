@@ -469,11 +469,17 @@ class StateTopic:
         last = start - 1
         try:
             while time.monotonic() < deadline:
-                for message in consumer.consume(10_000, 0.1):
+                # poll returns at the first message; consume(..., 0) then takes what has arrived.
+                first = consumer.poll(0.05)
+                batch = [] if first is None else [first, *consumer.consume(10_000, 0)]
+                for message in batch:
+                    if message.topic() != self.config.topic or message.partition() != partition:
+                        continue
                     error = message.error()
                     if error is None:
-                        last = message.offset()
-                        yield LogRecord(last, message.key(), message.value())
+                        if message.offset() >= start:
+                            last = message.offset()
+                            yield LogRecord(last, message.key(), message.value())
                     elif error.code() == KafkaError._PARTITION_EOF:
                         if message.offset() > at_least:
                             return
