@@ -37,8 +37,10 @@ Example (needs a broker; the tests run it against the embedded one)::
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -67,6 +69,7 @@ DEFAULT_SEGMENT_MS = 600_000
 """``segment.ms`` of a created topic: a slowly written partition still rolls, and compacts, often."""
 
 _FETCH_BYTES = 64 << 20
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 class StateTopicError(RuntimeError):
@@ -85,8 +88,14 @@ class StateTopicFenced(StateTopicError):
 class StateTopicConfig:
     """Where the state topic is and how it is written.
 
-    ``client_options`` go to every client (security settings and the like); the settings this module's
-    guarantees depend on (acks, idempotence, sizes) are applied after them.
+    ``transactional_id_prefix`` turns on transactional mode: partition ``p`` is written by a producer
+    with ``transactional.id`` ``{prefix}-{p}``, so the broker fences the previous owner's producer
+    as soon as a new owner acquires ``p`` (as Kafka Streams' first exactly-once mode). Readers then
+    need ``isolation.level=read_committed`` to skip aborted writes; the digest check skips them
+    anyway on brokers that do not filter them.
+
+    ``client_options`` go to every client (security settings and the like); the settings this
+    module's guarantees depend on (acks, idempotence, sizes) are applied after them.
     """
 
     bootstrap_servers: str
@@ -96,6 +105,7 @@ class StateTopicConfig:
     timeout_s: float = 30.0
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_ms: int = DEFAULT_SEGMENT_MS
+    transactional_id_prefix: str | None = None
     client_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -239,7 +249,7 @@ class _Owned:
     claim_key: bytes
     verified_end: int  # every record below this offset has been checked for newer claims
     own_offsets: set[int] = field(default_factory=set)  # offsets of own records at or above it
-    fenced_by: int | None = None
+    fenced: str | None = None  # why this process lost the partition
 
 
 class _Delivery:
@@ -272,18 +282,31 @@ class StateTopic:
     def __init__(self, config: StateTopicConfig) -> None:
         self.config = config
         self._owned: dict[int, _Owned] = {}
-        self._producer = Producer(
-            {
-                **_client(config),
-                "enable.idempotence": True,  # in order, no duplicates, per partition
-                "acks": "all",
-                "message.max.bytes": config.max_message_bytes,
-                "compression.type": "none",  # the payload is compressed already
-                "linger.ms": 0,
-            }
-        )
+        # One idempotent producer for every partition, or (transactional mode) one per partition.
+        self._shared = None if config.transactional_id_prefix else Producer(self._producer_settings())
+        self._transactional: dict[int, Producer] = {}
         self._consumer: Consumer | None = None
         self._closed = False
+
+    def _producer_settings(self) -> dict[str, Any]:
+        return {
+            **_client(self.config),
+            "enable.idempotence": True,  # in order, no duplicates, per partition
+            "acks": "all",
+            "message.max.bytes": self.config.max_message_bytes,
+            "compression.type": "none",  # the payload is compressed already
+            "linger.ms": 0,
+        }
+
+    @property
+    def transactional(self) -> bool:
+        """True when each partition is written in transactions by its own transactional producer."""
+        return self._shared is None
+
+    def _producer(self, partition: int) -> Producer:
+        if self._shared is not None:
+            return self._shared
+        return self._transactional[partition]
 
     # -- ownership ----------------------------------------------------------------------------------
 
@@ -293,14 +316,17 @@ class StateTopic:
         Call it on assignment, before the partition's first record is processed. The claim is durable
         before the log is read, so every state written before it is seen, and every state an older
         owner writes after it is void. Raises :class:`StateTopicFenced` if a newer claim already
-        follows this one (another process was assigned the partition meanwhile).
+        follows this one (another process was assigned the partition meanwhile). In transactional
+        mode the partition's transactional producer is (re)initialised first, which makes the broker
+        fence any older producer of the same partition.
         """
         started = time.perf_counter()
-        self._owned.pop(partition, None)
+        self.release(partition)
+        if self.transactional:
+            self._init_transactional(partition)
         owner = uuid.uuid4().bytes
         key, value = state_log.claim_record(partition, owner, time.time())
-        delivery = self._produce(partition, [(key, value)])
-        self._await(partition, delivery, "claim")
+        delivery = self._send(partition, [(key, value)], "claim")
         epoch = delivery.offsets[0]
         assert epoch is not None
         read = _Reader()
@@ -329,15 +355,33 @@ class StateTopic:
             time.perf_counter() - started,
         )
 
+    def _init_transactional(self, partition: int) -> None:
+        prefix = self.config.transactional_id_prefix
+        producer = Producer({**self._producer_settings(), "transactional.id": f"{prefix}-{partition}"})
+        try:
+            producer.init_transactions(self.config.timeout_s)
+        except KafkaException as exc:
+            raise StateTopicError(
+                f"state topic {self.config.topic!r} partition {partition}: cannot initialise the "
+                f"transactional producer: {exc.args[0].str()}"
+            ) from None
+        self._transactional[partition] = producer
+
     def release(self, partition: int) -> None:
         """Forget ``partition`` (on revoke, after its final checkpoint, or on loss); later writes raise."""
         self._owned.pop(partition, None)
+        producer = self._transactional.pop(partition, None)
+        if producer is not None:
+            # A fenced producer cannot abort its transaction and says so in a RuntimeWarning: expected.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                producer.close()
 
     def fence(self, partition: int, epoch: int) -> None:
         """Tell the owner that ``epoch`` claimed ``partition``: when newer, its writes raise from now on."""
         owned = self._owned.get(partition)
         if owned is not None and epoch > owned.ownership.epoch:
-            owned.fenced_by = epoch
+            owned.fenced = f"epoch {epoch} claimed it after this worker's epoch {owned.ownership.epoch}"
 
     def epoch(self, partition: int) -> int | None:
         """This process's epoch for ``partition``, or None when it does not own it."""
@@ -353,6 +397,8 @@ class StateTopic:
         as written, and the previous one stays whole: an interrupted write never touches the slot of
         the last complete state), :class:`StateTopicFenced` when a newer owner claimed the partition
         before the manifest (the state is void for every reader; this and every later write raise).
+        In transactional mode chunks, manifest and tombstones are one transaction, and the broker
+        itself refuses a fenced producer's commit.
         """
         started = time.perf_counter()
         owned = self._owned.get(partition)
@@ -361,20 +407,18 @@ class StateTopic:
         self._check_fence(partition, owned)
         own = owned.ownership
         plan = state_log.plan_write(own, payload, self.config.chunk_bytes, time.time())
-        delivery = self._produce(partition, plan.records)
-        try:
-            self._await(partition, delivery, f"state seq {plan.seq}")
-        finally:
-            owned.own_offsets.update(o for o in delivery.offsets if o is not None)
-            state_log.attempted(own, plan)
-        manifest_offset = delivery.offsets[-1]
+        tombstones: list[tuple[bytes, bytes | None]] = [(key, None) for key in plan.tombstones]
+        if self.transactional:
+            try:
+                delivery = self._send(partition, [*plan.records, *tombstones], f"state seq {plan.seq}")
+            finally:
+                state_log.attempted(own, plan)
+            manifest_offset, pending = delivery.offsets[len(plan.records) - 1], 0
+        else:
+            manifest_offset, pending = self._write_checked(partition, owned, plan, tombstones)
         assert manifest_offset is not None
-        self._verify(partition, owned, manifest_offset)
-        tombstones = self._produce(partition, [(key, None) for key in plan.tombstones])
-        self._drain(tombstones)
-        owned.own_offsets.update(o for o in tombstones.offsets if o is not None)
         state_log.completed(own, plan)
-        if tombstones.missing:
+        if pending:
             own.cleanup = list(plan.tombstones)  # tombstoning twice is harmless; leaving keys is not
         return Written(
             partition,
@@ -385,14 +429,35 @@ class StateTopic:
             manifest_offset,
             time.perf_counter() - started,
             len(plan.tombstones),
-            tombstones.missing,
+            pending,
         )
 
+    def _write_checked(
+        self,
+        partition: int,
+        owned: _Owned,
+        plan: state_log.WritePlan,
+        tombstones: list[tuple[bytes, bytes | None]],
+    ) -> tuple[int, int]:
+        """Chunks and manifest, the ownership check, then the tombstones; (manifest offset, unacked)."""
+        try:
+            delivery = self._send(partition, plan.records, f"state seq {plan.seq}")
+        finally:
+            state_log.attempted(owned.ownership, plan)
+        manifest_offset = delivery.offsets[-1]
+        assert manifest_offset is not None
+        owned.own_offsets.update(o for o in delivery.offsets if o is not None)
+        self._verify(partition, owned, manifest_offset)
+        cleanup = self._produce(partition, tombstones)
+        self._drain(partition)
+        owned.own_offsets.update(o for o in cleanup.offsets if o is not None)
+        return manifest_offset, cleanup.missing
+
     def _check_fence(self, partition: int, owned: _Owned) -> None:
-        if owned.fenced_by is not None:
+        if owned.fenced is not None:
             raise StateTopicFenced(
-                f"state topic {self.config.topic!r} partition {partition}: epoch {owned.fenced_by} "
-                f"claimed it after this worker's epoch {owned.ownership.epoch}: it lost the partition"
+                f"state topic {self.config.topic!r} partition {partition}: {owned.fenced}; "
+                "it lost the partition"
             )
 
     def _verify(self, partition: int, owned: _Owned, manifest_offset: int) -> None:
@@ -404,7 +469,7 @@ class StateTopic:
             others = [r for r in read if r.offset not in owned.own_offsets]
             newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
             if newer is not None:
-                owned.fenced_by = newer
+                self.fence(partition, newer)
                 self._check_fence(partition, owned)
         owned.verified_end = manifest_offset + 1
         owned.own_offsets = {o for o in owned.own_offsets if o > manifest_offset}
@@ -417,35 +482,17 @@ class StateTopic:
 
     # -- Kafka plumbing -----------------------------------------------------------------------------
 
-    def _produce(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> _Delivery:
-        delivery = _Delivery(len(records))
-        for index, (key, value) in enumerate(records):
-            while True:
-                try:
-                    self._producer.produce(
-                        self.config.topic,
-                        value,
-                        key,
-                        partition=partition,
-                        on_delivery=delivery.callback(index),
-                    )
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    self._producer.poll(0.05)
-                except KafkaException as exc:
-                    delivery.errors.append(exc.args[0].str())
-                    return delivery
-        return delivery
+    def _send(self, partition: int, records: list[tuple[bytes, bytes | None]], what: str) -> _Delivery:
+        """Produce ``records`` and wait for every acknowledgement (one transaction in transactional mode).
 
-    def _drain(self, delivery: _Delivery) -> None:
-        """Wait for every delivery report (or the timeout); undelivered records are purged."""
-        left = self._producer.flush(self.config.timeout_s)
-        if left:
-            self._producer.purge(in_queue=True, in_flight=False)
-            self._producer.flush(0)
-
-    def _await(self, partition: int, delivery: _Delivery, what: str) -> None:
-        self._drain(delivery)
+        Raises StateWriteError unless every record was acknowledged, StateTopicFenced when the broker
+        fenced this partition's transactional producer.
+        """
+        if self.transactional:
+            delivery = self._transact(partition, records, what)
+        else:
+            delivery = self._produce(partition, records)
+            self._drain(partition)
         if delivery.errors or delivery.missing:
             first = (
                 delivery.errors[0]
@@ -456,6 +503,57 @@ class StateTopic:
                 f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
                 f"{delivery.missing} of {len(delivery.offsets)} records unacknowledged ({first})"
             )
+        return delivery
+
+    def _transact(self, partition: int, records: list[tuple[bytes, bytes | None]], what: str) -> _Delivery:
+        producer = self._transactional[partition]
+        try:
+            producer.begin_transaction()
+            delivery = self._produce(partition, records)
+            producer.commit_transaction(self.config.timeout_s)
+            return delivery
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() in _FENCED or error.fatal():
+                reason = f"the broker fenced its transactional producer ({error.str()})"
+                owned = self._owned.get(partition)
+                if owned is not None:
+                    owned.fenced = reason
+                raise StateTopicFenced(
+                    f"state topic {self.config.topic!r} partition {partition}: {what} refused, {reason}; "
+                    "it lost the partition"
+                ) from None
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(self.config.timeout_s)
+            raise StateWriteError(
+                f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
+                f"transaction aborted ({error.str()})"
+            ) from None
+
+    def _produce(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> _Delivery:
+        producer = self._producer(partition)
+        delivery = _Delivery(len(records))
+        for index, (key, value) in enumerate(records):
+            while True:
+                try:
+                    producer.produce(
+                        self.config.topic,
+                        value,
+                        key,
+                        partition=partition,
+                        on_delivery=delivery.callback(index),
+                    )
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+        return delivery
+
+    def _drain(self, partition: int) -> None:
+        """Wait for every delivery report (or the timeout); undelivered records are purged."""
+        producer = self._producer(partition)
+        if producer.flush(self.config.timeout_s):
+            producer.purge(in_queue=True, in_flight=False)
+            producer.flush(0)
 
     def _read(self, partition: int, start: int, at_least: int) -> Iterator[LogRecord]:
         """Records of the partition from ``start`` to its end (at least past offset ``at_least``).
@@ -519,10 +617,12 @@ class StateTopic:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
-        if not self._closed:
-            self._closed = True
-            self._producer.flush(self.config.timeout_s)
-            self._producer.close()
+        for partition in list(self._transactional):
+            self.release(partition)
+        if not self._closed and self._shared is not None:
+            self._shared.flush(self.config.timeout_s)
+            self._shared.close()
+        self._closed = True
 
     def __enter__(self) -> StateTopic:
         return self

@@ -206,3 +206,22 @@ def test_topic_creation_and_checks(kafka_bootstrap: str) -> None:
     assert f"state topic {plain!r} cannot be used" in message
     assert "it has 2 partitions, the features topic has 3" in message
     assert "cleanup.policy is 'delete', it must be 'compact'" in message
+
+
+def test_transactional_mode_lets_the_broker_fence_the_old_owner(make_config, open_states) -> None:
+    config = make_config(partitions=2, transactional_id_prefix=f"sgt-state-{uuid.uuid4().hex[:8]}")
+    old = open_states(config)
+    assert old.transactional
+    old.acquire(0)
+    old.write(0, payload(30_000, 1))
+    old.write(0, payload(10_000, 2))
+    new = open_states(config)
+    restored = new.acquire(0)  # init_transactions with the same transactional.id fences the old producer
+    assert restored.state is not None and restored.state.payload == payload(10_000, 2)
+    with pytest.raises(StateTopicFenced, match="refused, the broker fenced its transactional producer"):
+        old.write(0, payload(20_000, 3))
+    with pytest.raises(StateTopicFenced):
+        old.write(0, payload(20_000, 4))  # sticky
+    written = new.write(0, payload(50_000, 5))
+    assert written.chunks == 7 and written.tombstones > 0
+    assert open_states(config).read(0).newest.payload == payload(50_000, 5)
