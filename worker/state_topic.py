@@ -546,6 +546,9 @@ class StateTopic:
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     producer.poll(0.05)
+                except KafkaException as exc:  # refused locally (unknown partition, too large, ...)
+                    delivery.errors.append(exc.args[0].str())
+                    return delivery
         return delivery
 
     def _drain(self, partition: int) -> None:

@@ -21,6 +21,7 @@ from worker.state_topic import (
     StateTopicConfig,
     StateTopicError,
     StateTopicFenced,
+    StateWriteError,
     ensure_topic,
 )
 
@@ -225,3 +226,15 @@ def test_transactional_mode_lets_the_broker_fence_the_old_owner(make_config, ope
     written = new.write(0, payload(50_000, 5))
     assert written.chunks == 7 and written.tombstones > 0
     assert open_states(config).read(0).newest.payload == payload(50_000, 5)
+
+
+def test_an_unacknowledged_record_raises_and_does_not_count(make_config, open_states) -> None:
+    config = make_config(partitions=1)
+    states = open_states(config)
+    with pytest.raises(
+        StateWriteError, match=r"partition 3: claim not written, 1 of 1 records unacknowledged"
+    ):
+        states.acquire(3)  # the topic has one partition
+    assert states.epoch(3) is None
+    with pytest.raises(StateTopicError, match="partition 3 is not acquired"):
+        states.write(3, b"state")
