@@ -59,7 +59,7 @@ Just under the broker default (1,048,588), so the topic needs no broker-side cha
 
 HEADROOM_BYTES = 4096
 """Room left in a message for the record batch and record framing (about 100 bytes), the key (under
-64) and the chunk header (43): a chunk's data is ``max_message_bytes - HEADROOM_BYTES``."""
+64) and the chunk header (40): a chunk's data is ``max_message_bytes - HEADROOM_BYTES``."""
 
 DEFAULT_SEGMENT_BYTES = 16 << 20
 """``segment.bytes`` of a created topic. Compaction never touches the active segment, so a restore

@@ -18,6 +18,7 @@ Reported per size:
   clients are already connected (the worker creates its StateTopic while its group join runs);
   "cold" adds creating the clients; "history" reads a topic holding every state written so far, as
   Tansu (which never compacts) or the active segment of a real broker would;
+- ``--transactional``: the same in transactional mode (each write one transaction);
 - the write's share of processing time at a steady rate (``--rate``, records/s per worker) with a
   checkpoint every ``--checkpoint-records`` records: ``write_s * rate / checkpoint_records``.
 """
@@ -51,7 +52,9 @@ def checkpoint_payload(records: int) -> bytes:
     return state.to_bytes()
 
 
-def measure(bootstrap: str, records: int, writes: int, max_message_bytes: int) -> dict[str, float]:
+def measure(
+    bootstrap: str, records: int, writes: int, max_message_bytes: int, transactional: bool
+) -> dict[str, float]:
     from worker.model import model_types
     from worker.state_topic import StateTopic, StateTopicConfig, ensure_topic
 
@@ -120,11 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-message-bytes", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=55_000.0, help="steady records/s of one worker")
     parser.add_argument("--checkpoint-records", type=int, default=100_000)
+    parser.add_argument(
+        "--transactional", action="store_true", help="transactional mode (one producer per partition)"
+    )
     args = parser.parse_args(argv)
     rows = []
     with start_tansu() as broker:
         for records in (int(r) for r in args.records.split(",")):
-            rows.append(measure(broker.bootstrap_servers, records, args.writes, args.max_message_bytes))
+            rows.append(
+                measure(
+                    broker.bootstrap_servers, records, args.writes, args.max_message_bytes, args.transactional
+                )
+            )
     print(
         "| records learned | payload bytes | chunks | to_bytes ms | write ms median (max) "
         "| share at rate | restore ms (records read) | cold restore ms | history restore ms (records, MB) "
