@@ -9,6 +9,7 @@ then tombstone.
 
 from __future__ import annotations
 
+import doctest
 import random
 import re
 from dataclasses import dataclass, field
@@ -283,6 +284,7 @@ def test_records_of_another_partition_or_with_a_wrong_key_are_skipped() -> None:
     assert sl.select(0, log2.records).skipped[0].reason == "key does not match the value"
 
 
+@settings(deadline=None)
 @given(size=st.integers(0, 5000), chunk_bytes=st.integers(1, 700))
 def test_any_payload_size_round_trips(size: int, chunk_bytes: int) -> None:
     payload = random.Random(size).randbytes(size)
@@ -292,3 +294,21 @@ def test_any_payload_size_round_trips(size: int, chunk_bytes: int) -> None:
     newest = sl.select(3, log.records).newest
     assert newest is not None and newest.payload == payload
     assert newest.chunks == sl.chunk_count(size, chunk_bytes)
+
+
+def test_docstring_example() -> None:
+    result = doctest.testmod(sl)
+    assert result.failed == 0 and result.attempted > 0
+
+
+@given(size=st.integers(0, 40_000), partition=st.integers(0, 10_000), epoch=st.integers(0, 2**63 - 1))
+@settings(max_examples=50, deadline=None)
+def test_every_record_fits_the_configured_message_size(size: int, partition: int, epoch: int) -> None:
+    """Chunk records, with key and framing, stay under max.message.bytes (HEADROOM_BYTES covers the rest)."""
+    from worker.state_topic import HEADROOM_BYTES, StateTopicConfig
+
+    config = StateTopicConfig("127.0.0.1:1", "state", max_message_bytes=2 * HEADROOM_BYTES)
+    own = Ownership(partition, epoch, owner_id(1), next_seq=2**63 - 1, extents=[2**31, 2**31])
+    plan = sl.plan_write(own, bytes(size), config.chunk_bytes, now=0.0)
+    framing = 61 + 25  # record batch header, and a record's length, attributes, deltas and counts
+    assert max(len(k) + len(v) for k, v in plan.records) + framing <= config.max_message_bytes
