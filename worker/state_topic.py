@@ -250,6 +250,7 @@ class _Owned:
     verified_end: int  # every record below this offset has been checked for newer claims
     own_offsets: set[int] = field(default_factory=set)  # offsets of own records at or above it
     fenced: str | None = None  # why this process lost the partition
+    unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
 
 
 class _Delivery:
@@ -405,6 +406,8 @@ class StateTopic:
         if owned is None:
             raise StateTopicError(f"partition {partition} is not acquired; call acquire() first")
         self._check_fence(partition, owned)
+        if owned.unsure is not None:
+            self._resync(partition, owned)
         own = owned.ownership
         plan = state_log.plan_write(own, payload, self.config.chunk_bytes, time.time())
         tombstones: list[tuple[bytes, bytes | None]] = [(key, None) for key in plan.tombstones]
@@ -442,6 +445,9 @@ class StateTopic:
         """Chunks and manifest, the ownership check, then the tombstones; (manifest offset, unacked)."""
         try:
             delivery = self._send(partition, plan.records, f"state seq {plan.seq}")
+        except StateWriteError:
+            owned.unsure = plan
+            raise
         finally:
             state_log.attempted(owned.ownership, plan)
         manifest_offset = delivery.offsets[-1]
@@ -452,6 +458,28 @@ class StateTopic:
         self._drain(partition)
         owned.own_offsets.update(o for o in cleanup.offsets if o is not None)
         return manifest_offset, cleanup.missing
+
+    def _resync(self, partition: int, owned: _Owned) -> None:
+        """After a write whose outcome is unknown, learn from the log whether it completed.
+
+        Its records may have landed although their acknowledgements were lost. If its state is
+        complete there, its slot now holds the newest state and must not be written next; the
+        records since the last verified offset are also checked for a newer claim.
+        """
+        plan, owned.unsure = owned.unsure, None
+        assert plan is not None
+        own = owned.ownership
+        records = list(self._read(partition, owned.verified_end, -1))
+        newer = state_log.newer_claim(partition, own.epoch, records)
+        if newer is not None:
+            self.fence(partition, newer)
+            self._check_fence(partition, owned)
+        found = state_log.select(partition, records).newest
+        if found is not None and (found.epoch, found.seq) == (own.epoch, plan.seq):
+            own.last_slot = plan.slot
+        if records:
+            owned.verified_end = records[-1].offset + 1
+            owned.own_offsets = {o for o in owned.own_offsets if o >= owned.verified_end}
 
     def _check_fence(self, partition: int, owned: _Owned) -> None:
         if owned.fenced is not None:

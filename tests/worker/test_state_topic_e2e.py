@@ -238,3 +238,25 @@ def test_an_unacknowledged_record_raises_and_does_not_count(make_config, open_st
     assert states.epoch(3) is None
     with pytest.raises(StateTopicError, match="partition 3 is not acquired"):
         states.write(3, b"state")
+
+
+def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
+    make_config, open_states, kafka_bootstrap
+) -> None:
+    """A write that landed although the client saw no acknowledgement: the next write reads the log,
+    finds that state complete, and so writes into the other slot rather than over it."""
+    config = make_config(partitions=1)
+    writer = open_states(config)
+    writer.acquire(0)
+    writer.write(0, payload(30_000, 1))  # seq 0, slot 0
+    owned = writer._owned[0]
+    plan = state_log.plan_write(owned.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
+    produce_records(kafka_bootstrap, config.topic, plan.records, partition=0)  # landed, unacknowledged
+    state_log.attempted(owned.ownership, plan)
+    owned.unsure = plan
+    assert plan.slot == 1
+    written = writer.write(0, payload(30_000, 3))
+    assert written.seq == 2
+    newest = open_states(config).read(0).newest
+    assert (newest.seq, newest.slot, newest.payload) == (2, 0, payload(30_000, 3))
+    # Without the check the third write would have gone to slot 1 again, over the complete seq 1.
