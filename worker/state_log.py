@@ -228,13 +228,18 @@ class Ownership:
 
 
 class WritePlan(NamedTuple):
-    """The records of one state, in the order they must reach the log, and what to tombstone after."""
+    """The records of one state, in the order they must reach the log, and what to tombstone after.
+
+    ``records``: the chunks, the manifest (at index ``chunks``), then tombstones of the slot's chunk
+    keys beyond the new count (own keys of a slot nobody restores from: safe at once). ``cleanup``:
+    keys to tombstone once the manifest is durable and ownership confirmed.
+    """
 
     seq: int
     slot: int
     chunks: int
-    records: list[tuple[bytes, bytes]]  # chunks, then the manifest
-    tombstones: list[bytes]  # to produce once the manifest is durable and ownership confirmed
+    records: list[tuple[bytes, bytes | None]]
+    cleanup: list[bytes]
 
 
 def chunk_count(length: int, chunk_bytes: int) -> int:
@@ -249,7 +254,7 @@ def plan_write(own: Ownership, payload: bytes, chunk_bytes: int, now: float) -> 
     seq, slot, p = own.next_seq, own.next_slot, own.partition
     count = chunk_count(len(payload), chunk_bytes)
     view = memoryview(payload)
-    records = [
+    records: list[tuple[bytes, bytes | None]] = [
         (
             chunk_key(p, own.epoch, slot, i),
             encode_chunk(
@@ -261,14 +266,31 @@ def plan_write(own: Ownership, payload: bytes, chunk_bytes: int, now: float) -> 
     digest = hashlib.sha256(payload).digest()
     manifest = Manifest(p, own.epoch, seq, slot, count, len(payload), digest, own.owner, now)
     records.append((manifest_key(p, own.epoch, slot), encode_manifest(manifest)))
-    stale = [chunk_key(p, own.epoch, slot, i) for i in range(count, own.extents[slot])]
-    return WritePlan(seq, slot, count, records, stale + own.cleanup)
+    records += [(chunk_key(p, own.epoch, slot, i), None) for i in range(count, own.extents[slot])]
+    return WritePlan(seq, slot, count, records, list(own.cleanup))
 
 
 def attempted(own: Ownership, plan: WritePlan) -> None:
     """Bookkeeping after a write that may have reached the log only in part: its chunks may be there."""
     own.extents[plan.slot] = max(own.extents[plan.slot], plan.chunks)
     own.next_seq = plan.seq + 1
+
+
+def settle(own: Ownership, plan: WritePlan, since: list[LogRecord]) -> int | None:
+    """After a write whose outcome is unknown: what the log since the last verified offset says.
+
+    Its records may have landed although their acknowledgements were lost. Returns the epoch of a
+    newer claim among ``since`` (the owner lost the partition and must not write), else None; and
+    when the write's state is complete there, its slot becomes the last complete one, so the next
+    write does not overwrite it.
+    """
+    newer = newer_claim(own.partition, own.epoch, since)
+    if newer is not None:
+        return newer
+    found = select(own.partition, since).newest
+    if found is not None and (found.epoch, found.seq) == (own.epoch, plan.seq):
+        own.last_slot = plan.slot
+    return None
 
 
 def completed(own: Ownership, plan: WritePlan) -> None:

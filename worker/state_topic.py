@@ -16,7 +16,10 @@ How the loop uses it (one :class:`StateTopic` per worker process):
 3. at each checkpoint, after the checkpoint file is written and before the input offsets are
    committed, :meth:`StateTopic.write` stores the payload: chunks and manifest with acks=all, waits
    for every delivery, checks that no newer owner claimed ``p`` meanwhile (raises
-   :class:`StateTopicFenced` if one did), then tombstones what the new state makes obsolete;
+   :class:`StateTopicFenced` if one did), then tombstones what the new state makes obsolete. Split
+   in two, :meth:`StateTopic.start_write` queues the records and returns at once, and
+   :meth:`StateTopic.finish` does the waiting and checking, so the loop can go on processing while
+   the state travels and commit the offsets once ``finish`` returned;
 4. on revoke (after the final checkpoint) or loss, :meth:`StateTopic.release` forgets ``p``; any
    later write for it raises.
 
@@ -44,7 +47,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -251,6 +254,7 @@ class _Owned:
     own_offsets: set[int] = field(default_factory=set)  # offsets of own records at or above it
     fenced: str | None = None  # why this process lost the partition
     unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
+    pending: PendingWrite | None = None  # started, not finished
 
 
 class _Delivery:
@@ -259,9 +263,12 @@ class _Delivery:
     def __init__(self, count: int) -> None:
         self.offsets: list[int | None] = [None] * count
         self.errors: list[str] = []
+        self.queued = 0  # records handed to the producer (a locally refused one ends the batch)
+        self.reports = 0
 
     def callback(self, index: int) -> Any:
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            self.reports += 1
             if err is not None:
                 self.errors.append(err.str())
             else:
@@ -272,6 +279,27 @@ class _Delivery:
     @property
     def missing(self) -> int:
         return sum(o is None for o in self.offsets)
+
+    @property
+    def acknowledged(self) -> bool:
+        """Every queued record has its delivery report."""
+        return self.reports == self.queued
+
+
+@dataclass
+class PendingWrite:
+    """A state write handed to the producer by :meth:`StateTopic.start_write`, not yet confirmed."""
+
+    partition: int
+    plan: state_log.WritePlan
+    delivery: _Delivery
+    payload_bytes: int
+    cost: float = 0.0  # seconds spent in start_write
+
+    @property
+    def acknowledged(self) -> bool:
+        """True once every record has a delivery report: :meth:`StateTopic.finish` will not wait."""
+        return self.delivery.acknowledged
 
 
 class StateTopic:
@@ -394,89 +422,107 @@ class StateTopic:
     def write(self, partition: int, payload: bytes) -> Written:
         """Store ``payload`` as the partition's newest state; return once it is durable and confirmed.
 
-        Raises :class:`StateWriteError` when a record is not acknowledged (the state does not count
-        as written, and the previous one stays whole: an interrupted write never touches the slot of
-        the last complete state), :class:`StateTopicFenced` when a newer owner claimed the partition
-        before the manifest (the state is void for every reader; this and every later write raise).
-        In transactional mode chunks, manifest and tombstones are one transaction, and the broker
-        itself refuses a fenced producer's commit.
+        The same as :meth:`finish` of :meth:`start_write`; see them for the errors.
+        """
+        return self.finish(self.start_write(partition, payload))
+
+    def start_write(self, partition: int, payload: bytes) -> PendingWrite:
+        """Hand the records of ``payload``'s state to the producer and return without waiting.
+
+        The caller may go on processing records while they are delivered (serve the delivery reports
+        with :meth:`poll`; :attr:`PendingWrite.acknowledged` tells when all have a report), and must
+        call :meth:`finish` before it counts the state as written (before committing the offsets it
+        covers). One write per partition at a time.
         """
         started = time.perf_counter()
         owned = self._owned.get(partition)
         if owned is None:
             raise StateTopicError(f"partition {partition} is not acquired; call acquire() first")
         self._check_fence(partition, owned)
+        if owned.pending is not None:
+            raise StateTopicError(f"partition {partition} has a state write in progress; finish() it first")
         if owned.unsure is not None:
             self._resync(partition, owned)
-        own = owned.ownership
-        plan = state_log.plan_write(own, payload, self.config.chunk_bytes, time.time())
-        tombstones: list[tuple[bytes, bytes | None]] = [(key, None) for key in plan.tombstones]
-        if self.transactional:
-            try:
-                delivery = self._send(partition, [*plan.records, *tombstones], f"state seq {plan.seq}")
-            finally:
-                state_log.attempted(own, plan)
-            manifest_offset, pending = delivery.offsets[len(plan.records) - 1], 0
-        else:
-            manifest_offset, pending = self._write_checked(partition, owned, plan, tombstones)
-        assert manifest_offset is not None
-        state_log.completed(own, plan)
-        if pending:
-            own.cleanup = list(plan.tombstones)  # tombstoning twice is harmless; leaving keys is not
-        return Written(
-            partition,
-            own.epoch,
-            plan.seq,
-            plan.chunks,
-            len(payload),
-            manifest_offset,
-            time.perf_counter() - started,
-            len(plan.tombstones),
-            pending,
-        )
+        plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
+        records = plan.records
+        if self.transactional:  # one transaction: everything commits or nothing does
+            records = [*records, *((key, None) for key in plan.cleanup)]
+            self._begin(partition, f"state seq {plan.seq}")
+        pending = PendingWrite(partition, plan, self._produce(partition, records), len(payload))
+        pending.cost = time.perf_counter() - started
+        owned.pending = pending
+        return pending
 
-    def _write_checked(
-        self,
-        partition: int,
-        owned: _Owned,
-        plan: state_log.WritePlan,
-        tombstones: list[tuple[bytes, bytes | None]],
-    ) -> tuple[int, int]:
-        """Chunks and manifest, the ownership check, then the tombstones; (manifest offset, unacked)."""
+    def poll(self) -> None:
+        """Serve the delivery reports of writes in flight (cheap; the loop may call it every turn)."""
+        for producer in [self._shared] if self._shared is not None else self._transactional.values():
+            producer.poll(0)
+
+    def finish(self, pending: PendingWrite) -> Written:
+        """Wait until the state of :meth:`start_write` is durable and confirmed; return what was written.
+
+        Raises :class:`StateWriteError` when a record is not acknowledged (the state does not count
+        as written, and the previous one stays whole: an interrupted write never touches the slot of
+        the last complete state), :class:`StateTopicFenced` when a newer owner claimed the partition
+        before the manifest (the state is void for every reader; this and every later write raise).
+        In transactional mode the broker itself refuses a fenced producer's commit.
+        """
+        started = time.perf_counter()
+        partition, plan = pending.partition, pending.plan
+        owned = self._owned.get(partition)
+        if owned is None or owned.pending is not pending:
+            raise StateTopicError(
+                f"partition {partition} was released or re-acquired since this write started"
+            )
+        owned.pending = None
         try:
-            delivery = self._send(partition, plan.records, f"state seq {plan.seq}")
+            self._complete(partition, pending.delivery, f"state seq {plan.seq}")
         except StateWriteError:
-            owned.unsure = plan
+            owned.unsure = None if self.transactional else plan
             raise
         finally:
             state_log.attempted(owned.ownership, plan)
-        manifest_offset = delivery.offsets[-1]
+        offsets = [o for o in pending.delivery.offsets if o is not None]
+        unacknowledged = 0
+        if not self.transactional:
+            owned.own_offsets.update(offsets)
+            self._verify(partition, owned, max(offsets))
+            unacknowledged = self._tombstone(partition, owned, plan.cleanup)
+        state_log.completed(owned.ownership, plan)
+        if unacknowledged:
+            owned.ownership.cleanup = list(plan.cleanup)  # tombstoning twice is harmless; leaving keys is not
+        manifest_offset = pending.delivery.offsets[plan.chunks]
         assert manifest_offset is not None
-        owned.own_offsets.update(o for o in delivery.offsets if o is not None)
-        self._verify(partition, owned, manifest_offset)
-        cleanup = self._produce(partition, tombstones)
+        return Written(
+            partition,
+            owned.ownership.epoch,
+            plan.seq,
+            plan.chunks,
+            pending.payload_bytes,
+            manifest_offset,
+            pending.cost + time.perf_counter() - started,
+            len(plan.records) - plan.chunks - 1 + len(plan.cleanup),
+            unacknowledged,
+        )
+
+    def _tombstone(self, partition: int, owned: _Owned, keys: list[bytes]) -> int:
+        """Tombstone ``keys`` (after the ownership check) and wait; the number not acknowledged."""
+        if not keys:
+            return 0
+        delivery = self._produce(partition, [(key, None) for key in keys])
         self._drain(partition)
-        owned.own_offsets.update(o for o in cleanup.offsets if o is not None)
-        return manifest_offset, cleanup.missing
+        owned.own_offsets.update(o for o in delivery.offsets if o is not None)
+        return delivery.missing
 
     def _resync(self, partition: int, owned: _Owned) -> None:
-        """After a write whose outcome is unknown, learn from the log whether it completed.
-
-        Its records may have landed although their acknowledgements were lost. If its state is
-        complete there, its slot now holds the newest state and must not be written next; the
-        records since the last verified offset are also checked for a newer claim.
-        """
+        """After a write whose outcome is unknown, read what landed since the last verified offset."""
         plan, owned.unsure = owned.unsure, None
         assert plan is not None
-        own = owned.ownership
         records = list(self._read(partition, owned.verified_end, -1))
-        newer = state_log.newer_claim(partition, own.epoch, records)
+        newer = state_log.settle(owned.ownership, plan, records)
         if newer is not None:
             self.fence(partition, newer)
             self._check_fence(partition, owned)
-        found = state_log.select(partition, records).newest
-        if found is not None and (found.epoch, found.seq) == (own.epoch, plan.seq):
-            own.last_slot = plan.slot
         if records:
             owned.verified_end = records[-1].offset + 1
             owned.own_offsets = {o for o in owned.own_offsets if o >= owned.verified_end}
@@ -488,19 +534,19 @@ class StateTopic:
                 "it lost the partition"
             )
 
-    def _verify(self, partition: int, owned: _Owned, manifest_offset: int) -> None:
-        """Raise StateTopicFenced if a newer claim lies between the last verified offset and the manifest."""
+    def _verify(self, partition: int, owned: _Owned, upto: int) -> None:
+        """Raise StateTopicFenced if a newer claim lies between the last verified offset and ``upto``."""
         start = owned.verified_end
-        foreign = [o for o in range(start, manifest_offset + 1) if o not in owned.own_offsets]
+        foreign = [o for o in range(start, upto + 1) if o not in owned.own_offsets]
         if foreign:
-            read = self._read(partition, foreign[0], manifest_offset)
+            read = self._read(partition, foreign[0], upto)
             others = [r for r in read if r.offset not in owned.own_offsets]
             newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
             if newer is not None:
                 self.fence(partition, newer)
                 self._check_fence(partition, owned)
-        owned.verified_end = manifest_offset + 1
-        owned.own_offsets = {o for o in owned.own_offsets if o > manifest_offset}
+        owned.verified_end = upto + 1
+        owned.own_offsets = {o for o in owned.own_offsets if o > upto}
 
     # -- reading without owning ---------------------------------------------------------------------
 
@@ -511,15 +557,31 @@ class StateTopic:
     # -- Kafka plumbing -----------------------------------------------------------------------------
 
     def _send(self, partition: int, records: list[tuple[bytes, bytes | None]], what: str) -> _Delivery:
-        """Produce ``records`` and wait for every acknowledgement (one transaction in transactional mode).
+        """Produce ``records`` and wait for every acknowledgement (one transaction in transactional mode)."""
+        if self.transactional:
+            self._begin(partition, what)
+        delivery = self._produce(partition, records)
+        self._complete(partition, delivery, what)
+        return delivery
+
+    def _begin(self, partition: int, what: str) -> None:
+        try:
+            self._transactional[partition].begin_transaction()
+        except KafkaException as exc:
+            self._transaction_failed(partition, exc.args[0], what)
+
+    def _complete(self, partition: int, delivery: _Delivery, what: str) -> None:
+        """Wait for the records' acknowledgements (commit the transaction in transactional mode).
 
         Raises StateWriteError unless every record was acknowledged, StateTopicFenced when the broker
         fenced this partition's transactional producer.
         """
         if self.transactional:
-            delivery = self._transact(partition, records, what)
-        else:
-            delivery = self._produce(partition, records)
+            try:
+                self._transactional[partition].commit_transaction(self.config.timeout_s)
+            except KafkaException as exc:
+                self._transaction_failed(partition, exc.args[0], what)
+        elif not delivery.acknowledged:
             self._drain(partition)
         if delivery.errors or delivery.missing:
             first = (
@@ -531,32 +593,23 @@ class StateTopic:
                 f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
                 f"{delivery.missing} of {len(delivery.offsets)} records unacknowledged ({first})"
             )
-        return delivery
 
-    def _transact(self, partition: int, records: list[tuple[bytes, bytes | None]], what: str) -> _Delivery:
-        producer = self._transactional[partition]
-        try:
-            producer.begin_transaction()
-            delivery = self._produce(partition, records)
-            producer.commit_transaction(self.config.timeout_s)
-            return delivery
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.code() in _FENCED or error.fatal():
-                reason = f"the broker fenced its transactional producer ({error.str()})"
-                owned = self._owned.get(partition)
-                if owned is not None:
-                    owned.fenced = reason
-                raise StateTopicFenced(
-                    f"state topic {self.config.topic!r} partition {partition}: {what} refused, {reason}; "
-                    "it lost the partition"
-                ) from None
-            with contextlib.suppress(KafkaException):
-                producer.abort_transaction(self.config.timeout_s)
-            raise StateWriteError(
-                f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
-                f"transaction aborted ({error.str()})"
-            ) from None
+    def _transaction_failed(self, partition: int, error: KafkaError, what: str) -> NoReturn:
+        if error.code() in _FENCED or error.fatal():
+            reason = f"the broker fenced its transactional producer ({error.str()})"
+            owned = self._owned.get(partition)
+            if owned is not None:
+                owned.fenced = reason
+            raise StateTopicFenced(
+                f"state topic {self.config.topic!r} partition {partition}: {what} refused, {reason}; "
+                "it lost the partition"
+            )
+        with contextlib.suppress(KafkaException):
+            self._transactional[partition].abort_transaction(self.config.timeout_s)
+        raise StateWriteError(
+            f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
+            f"transaction aborted ({error.str()})"
+        )
 
     def _produce(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> _Delivery:
         producer = self._producer(partition)
@@ -571,6 +624,7 @@ class StateTopic:
                         partition=partition,
                         on_delivery=delivery.callback(index),
                     )
+                    delivery.queued += 1
                     break
                 except BufferError:  # the local queue is full: let deliveries drain it
                     producer.poll(0.05)

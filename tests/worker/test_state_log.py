@@ -59,6 +59,7 @@ class Owner:
     own_offsets: set[int] = field(default_factory=set)
     fenced: bool = False
     last_complete: bytes | None = None
+    unsure: tuple[sl.WritePlan, bytes] | None = None  # a cut-off write and its payload
 
 
 def acquire(log: Log, partition: int, n: int) -> tuple[Owner, sl.Selection]:
@@ -85,24 +86,33 @@ def write(
 
     ``stale`` collects the (epoch, seq) of manifests appended while a newer claim existed.
     """
+    if owner.unsure is not None:  # the last write was cut off: read what landed before writing again
+        cut, cut_payload = owner.unsure
+        owner.unsure = None
+        if sl.settle(owner.own, cut, log.since(owner.verified_end)) is not None:
+            owner.fenced = True
+            return False
+        owner.verified_end = log.end
+        if owner.own.last_slot == cut.slot:  # it had landed whole: it is the last complete state
+            owner.last_complete = cut_payload
     plan = sl.plan_write(owner.own, payload, chunk_bytes, now=0.0)
     records = plan.records if interrupt_at is None else plan.records[: interrupt_at % len(plan.records)]
-    for key, value in records:
-        owner.own_offsets.add(log.append(key, value))
+    offsets = [log.append(key, value) for key, value in records]
+    owner.own_offsets.update(offsets)
     newest_claim = max(r.offset for r in log.records if b"/claim/" in r.key and r.value is not None)
     if stale is not None and interrupt_at is None and newest_claim > owner.own.epoch:
         stale.add((owner.own.epoch, plan.seq))
     if interrupt_at is not None:
         sl.attempted(owner.own, plan)
+        owner.unsure = (plan, payload)
         return False
-    manifest_offset = log.end - 1
     others = [r for r in log.since(owner.verified_end) if r.offset not in owner.own_offsets]
     if sl.newer_claim(owner.own.partition, owner.own.epoch, others) is not None:
         owner.fenced = True
         sl.attempted(owner.own, plan)
         return False
-    owner.verified_end = manifest_offset + 1
-    for key in plan.tombstones:
+    owner.verified_end = offsets[-1] + 1
+    for key in plan.cleanup:
         owner.own_offsets.add(log.append(key, None))
     sl.completed(owner.own, plan)
     owner.last_complete = payload
@@ -147,6 +157,7 @@ def test_newest_complete_state_of_the_newest_owner_wins_and_never_regresses(
     stale: set[tuple[int, int]] = set()
     best: tuple[int, int] | None = None
     for op in ops:
+        confirmed = False
         if op[0] == "claim":
             owner, found = acquire(log, partition, len(owners))
             owners.append(owner)
@@ -155,10 +166,8 @@ def test_newest_complete_state_of_the_newest_owner_wins_and_never_regresses(
             owner = owners[op[1] % len(owners)]
             if owner.fenced:
                 continue
-            plan_key = (owner.own.epoch, owner.own.next_seq)
-            done = write(log, owner, op[2], chunk_bytes, op[3], stale)
-            if done:
-                written[plan_key] = op[2]
+            written[(owner.own.epoch, owner.own.next_seq)] = op[2]  # whatever lands of it
+            confirmed = write(log, owner, op[2], chunk_bytes, op[3], stale)
         elif op[0] == "compact":
             before = sl.select(partition, log.records).newest
             log.compact(rng)
@@ -172,12 +181,10 @@ def test_newest_complete_state_of_the_newest_owner_wins_and_never_regresses(
         if newest is not None:
             best = (newest.epoch, newest.seq)
             assert best not in stale, "a zombie's state won"
-            if best in written:
-                assert newest.payload == written[best]
-        top = max(owners, key=lambda o: o.own.epoch) if owners else None
-        if top is not None and top.own.last_slot is not None and op[0] == "write":
-            assert newest is not None and newest.epoch == top.own.epoch
-            assert newest.payload == top.last_complete
+            assert newest.payload == written[best]
+        if op[0] == "write" and confirmed and owner is max(owners, key=lambda o: o.own.epoch):
+            assert newest is not None and newest.epoch == owner.own.epoch
+            assert newest.payload == owner.last_complete == op[2]
 
 
 def test_interrupted_write_keeps_the_previous_state_after_compaction() -> None:
@@ -191,6 +198,19 @@ def test_interrupted_write_keeps_the_previous_state_after_compaction() -> None:
     assert found.newest is not None and found.newest.payload == b"second state"
     # The damaged slot's manifest is older than the state found, so it is not even examined.
     assert found.skipped == []
+
+
+def test_a_cut_off_write_that_landed_whole_is_not_overwritten_next() -> None:
+    """The acknowledgements of a write were lost but its manifest landed: the next write must use
+    the other slot, or a crash in it would take the newest state away."""
+    log = Log()
+    owner, _ = acquire(log, 0, 1)
+    assert write(log, owner, b"a" * 8, 4, None)  # slot 0
+    assert write(log, owner, b"b" * 8, 4, None)  # slot 1
+    assert not write(log, owner, b"c" * 4, 4, interrupt_at=2)  # slot 0: chunk and manifest landed
+    assert sl.select(0, log.records).newest.payload == b"c" * 4
+    assert not write(log, owner, b"d" * 8, 4, interrupt_at=1)  # one chunk, into slot 1
+    assert sl.select(0, log.records).newest.payload == b"c" * 4
 
 
 def test_zombie_state_written_after_a_newer_claim_is_void() -> None:
@@ -257,13 +277,13 @@ def test_corrupt_manifest_and_chunk_are_skipped_and_reported() -> None:
     owner, _ = acquire(log, 0, 1)
     assert write(log, owner, b"good old state", 5, None)
     plan = sl.plan_write(owner.own, b"newer but damaged", 5, now=0.0)
-    for key, value in plan.records[:-1]:
+    for key, value in plan.records[: plan.chunks]:
         log.append(key, value[:-1] + bytes([value[-1] ^ 1]))  # one bit flipped in each chunk
-    log.append(*plan.records[-1])
+    log.append(*plan.records[plan.chunks])
     found = sl.select(0, log.records)
     assert found.newest is not None and found.newest.payload == b"good old state"
     assert [s.reason for s in found.skipped] == ["payload SHA-256 mismatch"]
-    key, value = plan.records[-1]
+    key, value = plan.records[plan.chunks]
     log.append(key, value[:20] + bytes([value[20] ^ 1]) + value[21:])
     assert sl.select(0, log.records).skipped[0].reason == "manifest checksum mismatch"
 
@@ -308,7 +328,7 @@ def test_every_record_fits_the_configured_message_size(size: int, partition: int
     from worker.state_topic import HEADROOM_BYTES, StateTopicConfig
 
     config = StateTopicConfig("127.0.0.1:1", "state", max_message_bytes=2 * HEADROOM_BYTES)
-    own = Ownership(partition, epoch, owner_id(1), next_seq=2**63 - 1, extents=[2**31, 2**31])
+    own = Ownership(partition, epoch, owner_id(1), next_seq=2**63 - 1)
     plan = sl.plan_write(own, bytes(size), config.chunk_bytes, now=0.0)
     framing = 61 + 25  # record batch header, and a record's length, attributes, deltas and counts
-    assert max(len(k) + len(v) for k, v in plan.records) + framing <= config.max_message_bytes
+    assert max(len(k) + len(v or b"") for k, v in plan.records) + framing <= config.max_message_bytes
