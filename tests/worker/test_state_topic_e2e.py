@@ -7,6 +7,7 @@ played with a second StateTopic instance and a plain producer writing raw state 
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -260,3 +261,25 @@ def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
     newest = open_states(config).read(0).newest
     assert (newest.seq, newest.slot, newest.payload) == (2, 0, payload(30_000, 3))
     # Without the check the third write would have gone to slot 1 again, over the complete seq 1.
+
+
+def test_writes_can_travel_while_the_caller_works(make_config, open_states) -> None:
+    config = make_config()
+    states = open_states(config)
+    for p in (0, 1):
+        states.acquire(p)
+    pending = [states.start_write(0, payload(40_000, 1)), states.start_write(1, payload(40_000, 2))]
+    with pytest.raises(StateTopicError, match="partition 0 has a state write in progress"):
+        states.start_write(0, b"another")
+    deadline = time.monotonic() + 20
+    while not all(w.acknowledged for w in pending) and time.monotonic() < deadline:
+        states.poll()
+        time.sleep(0.001)
+    assert all(w.acknowledged for w in pending)
+    written = [states.finish(w) for w in pending]
+    assert [(w.partition, w.seq, w.chunks) for w in written] == [(0, 0, 5), (1, 0, 5)]
+    assert open_states(config).read(1).newest.payload == payload(40_000, 2)
+    late = states.start_write(0, payload(10, 3))
+    states.release(0)
+    with pytest.raises(StateTopicError, match="partition 0 was released or re-acquired"):
+        states.finish(late)
