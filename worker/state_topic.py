@@ -577,8 +577,12 @@ class StateTopic:
         fenced this partition's transactional producer.
         """
         if self.transactional:
+            producer = self._transactional[partition]
             try:
-                self._transactional[partition].commit_transaction(self.config.timeout_s)
+                if delivery.queued < len(delivery.offsets):  # a record was refused: commit nothing
+                    producer.abort_transaction(self.config.timeout_s)
+                else:
+                    producer.commit_transaction(self.config.timeout_s)
             except KafkaException as exc:
                 self._transaction_failed(partition, exc.args[0], what)
         elif not delivery.acknowledged:

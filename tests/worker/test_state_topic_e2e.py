@@ -229,8 +229,10 @@ def test_transactional_mode_lets_the_broker_fence_the_old_owner(make_config, ope
     assert open_states(config).read(0).newest.payload == payload(50_000, 5)
 
 
-def test_an_unacknowledged_record_raises_and_does_not_count(make_config, open_states) -> None:
-    config = make_config(partitions=1)
+@pytest.mark.parametrize("transactional", [False, True])
+def test_an_unacknowledged_record_raises_and_does_not_count(make_config, open_states, transactional) -> None:
+    prefix = f"sgt-state-{uuid.uuid4().hex[:8]}" if transactional else None
+    config = make_config(partitions=1, transactional_id_prefix=prefix)
     states = open_states(config)
     with pytest.raises(
         StateWriteError, match=r"partition 3: claim not written, 1 of 1 records unacknowledged"
