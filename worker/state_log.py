@@ -26,10 +26,11 @@ from, and its owner had lost the partition. Together: a zombie can neither outra
 state (its epoch is lower) nor become the newest state once a newer owner has claimed (void), even
 before the newer owner writes anything.
 
-Cleanup (:func:`cleanup_keys`): after its first complete state, an owner tombstones every key it saw
-when it restored except its own claim, and after each write the chunks of its slot beyond the new
-chunk count. Nothing else is ever deleted; :mod:`worker.state_topic` only does it once it has checked
-that no newer claim precedes its manifest, so a zombie never deletes the state a newer owner restored.
+Cleanup: every write tombstones, right after its manifest, the chunk keys of its slot beyond the new
+chunk count (own keys of a slot nobody restores from). After its first complete state, an owner also
+tombstones every key it saw when it restored except its own claim (:func:`cleanup_keys`), but only
+once :mod:`worker.state_topic` has checked that no newer claim precedes its manifest, so a zombie
+never deletes the state a newer owner restored. Nothing else is ever deleted.
 
 >>> plan = plan_write(Ownership(3, epoch=7, owner=b"o" * 16), b"x" * 10, chunk_bytes=4, now=0.0)
 >>> [key.decode() for key, _ in plan.records][-2:]
