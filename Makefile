@@ -23,7 +23,9 @@ lint: venv
 test: lint
 	$(BIN)/python -m pytest
 
-# library benchmarks beside River (needs the bench extra); about 13 minutes
+# the library benchmark: every model on every stream side by side, then speed and memory; installs the
+# bench extra (River, CapyMOA; MOA's models need a Java 17+ runtime: JAVA_HOME, or java on the PATH).
+# Hours on a busy 2-core machine: `python -m tests.bench --quick` is the smoke run, --help the options
 bench: venv
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m tests.bench

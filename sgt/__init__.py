@@ -9,6 +9,7 @@
 
 from sgt import losses
 from sgt.base import DEFAULTS, PAPER_DEFAULTS
+from sgt.boosted import BoostedClassifier, BoostedRegressor
 from sgt.classifier import SGTClassifier
 from sgt.mil import MILClassifier
 from sgt.regressor import SGTRegressor
@@ -18,6 +19,8 @@ from sgt.serialization import loads as load
 __all__ = [
     "DEFAULTS",
     "PAPER_DEFAULTS",
+    "BoostedClassifier",
+    "BoostedRegressor",
     "MILClassifier",
     "SGTClassifier",
     "SGTRegressor",

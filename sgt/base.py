@@ -122,6 +122,27 @@ class BaseSGT:
         """What `_run` records per row beside the raw scores (the classifier: classes known then)."""
         return len(self._trees)
 
+    # Hooks for state kept beside the trees, per record (the classifier's smoothing counts). They
+    # see every record at the nodes it reaches, in order, while the trees are as it finds them.
+    def _observe_learn(self, nodes: list[int], raw: list[float], target: Any) -> None:
+        """One record is about to be learned at `nodes` (one per tree), with raw scores `raw`."""
+
+    def _observe_row(self, out: Any, row: int, nodes: list[int], raw: list[float]) -> None:
+        """Row `row` of a `_run` is predicted at `nodes` on the one-record path (before it is learned)."""
+
+    def _observe_plain(
+        self,
+        out: Any,
+        start: int,
+        end: int,
+        nodes: list[np.ndarray],
+        raw: np.ndarray | None,
+        targets: np.ndarray,
+        learn: np.ndarray,
+    ) -> None:
+        """Rows [start, end) of a `_run` hold no event: predict them in order, then learn the labelled
+        ones (`nodes[t]`: each row's node in tree t; `raw`: [trees, rows], None without trees)."""
+
     # -- parameters and introspection ---------------------------------------------------------
     def _params(self) -> Params:
         return Params(self.delta, self.grace_period, self.lambda_, self.gamma, self.max_depth)
@@ -141,6 +162,10 @@ class BaseSGT:
             "max_categories": self.max_categories,
         }
 
+    def _saved_params(self) -> dict[str, Any]:
+        """The parameters a saved model records (`get_params` unless an estimator omits a default)."""
+        return self.get_params()
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"
@@ -154,6 +179,11 @@ class BaseSGT:
     def n_nodes(self) -> int:
         """Nodes in all trees."""
         return sum(t.n_nodes for t in self._trees)
+
+    @property
+    def n_trees(self) -> int:
+        """Trees in the model (a committee has one per class but one)."""
+        return len(self._trees)
 
     @property
     def n_leaves(self) -> int:
@@ -214,6 +244,13 @@ class BaseSGT:
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         """Inverse of `_state_extra`."""
+
+    def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
+        """Estimator-specific arrays for serialisation (named; saved after the trees)."""
+        return []
+
+    def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Inverse of `_state_arrays` (after `_restore_extra`; `arrays` by the names given)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The model as nested plain data (JSON-safe): parameters, features and every tree."""
@@ -283,8 +320,10 @@ class BaseSGT:
                 changed.append((t, node))
                 node = tree.add_category_child(node, int(codes[tree.feature[node]]))
             nodes.append(node)
+        raw = self._raw_one(nodes)
+        self._observe_learn(nodes, raw, target)
         if self._trees:
-            g, h = self._gradients_one(self._raw_one(nodes), target)
+            g, h = self._gradients_one(raw, target)
             for t, tree in enumerate(self._trees):
                 if tree.learn_one(nodes[t], codes, g[t], h[t], self._space):
                     changed.append((t, nodes[t]))
@@ -302,10 +341,11 @@ class BaseSGT:
         self._learn_codes(codes, target)
 
     # -- the batch path ------------------------------------------------------------------------
-    def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, X: Any, y: Sequence[Any] | None, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Predict then learn each row in order; return raw scores [rows, trees] and outputs per row.
 
-        `y[i] is None` (or `y is None`) means row i is only predicted.
+        `y[i] is None` (or `y is None`) means row i is only predicted. `out` is handed to the
+        `_observe_row` and `_observe_plain` hooks (where an estimator collects its own outputs).
         """
         n = len(X)
         if y is not None and len(y) != n:
@@ -319,22 +359,39 @@ class BaseSGT:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
         self._sync_layout()
+        return self._run_codes(codes, targets, learn, target_events, out)
+
+    def _run_codes(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        target_events: np.ndarray,
+        out: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_run` after encoding: rows already coded in the current layout, targets prepared.
+
+        A separate entry so that an ensemble can encode a batch once and run each member on the codes.
+        """
+        n = codes.shape[0]
         capacity = len(self._trees) + len(target_events)
         raw = np.zeros((n, capacity))
         outputs_at = np.zeros(n, dtype=np.intp)
         if n <= ROW_BY_ROW_MAX:
-            self._run_rows(codes, targets, learn, raw, outputs_at)
+            self._run_rows(codes, targets, learn, raw, outputs_at, out)
             return raw, outputs_at
         routes = [tree.route(codes) for tree in self._trees]
         start = 0
         while start < n:
             end = self._next_event(start, n, routes, learn, target_events)
             if end > start:
-                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at)
+                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at, out)
             if end == n:
                 break
-            raw[end, : len(self._trees)] = self._raw_one([r[0][end] for r in routes])
+            nodes = [int(r[0][end]) for r in routes]
+            raw[end, : len(self._trees)] = row_raw = self._raw_one(nodes)
             outputs_at[end] = self._n_outputs()
+            self._observe_row(out, end, nodes, row_raw)
             if learn[end]:
                 changed = self._learn_codes(codes[end], targets[end])
                 self._reroute(end + 1, routes, codes, changed)
@@ -371,6 +428,7 @@ class BaseSGT:
         learn: np.ndarray,
         raw: np.ndarray,
         outputs_at: np.ndarray,
+        out: Any,
     ) -> None:
         """A few rows: each one as the chunked path treats an event row, i.e. as the one-record path.
 
@@ -379,8 +437,10 @@ class BaseSGT:
         is about nine times faster for three rows. Same arithmetic, so the same bits either way.
         """
         for i, row in enumerate(codes.tolist()):
-            raw[i, : len(self._trees)] = self._raw_one([tree.route_one(row)[0] for tree in self._trees])
+            nodes = [tree.route_one(row)[0] for tree in self._trees]
+            raw[i, : len(self._trees)] = row_raw = self._raw_one(nodes)
             outputs_at[i] = self._n_outputs()
+            self._observe_row(out, i, nodes, row_raw)
             if learn[i]:
                 self._learn_codes(row, targets[i])
 
@@ -394,16 +454,19 @@ class BaseSGT:
         learn: np.ndarray,
         raw_out: np.ndarray,
         outputs_at: np.ndarray,
+        out: Any,
     ) -> None:
         """Rows [start, end) hold no event: predict them all, then learn the labelled ones."""
         n_trees = len(self._trees)
         outputs_at[start:end] = self._n_outputs()
         if not n_trees:
+            self._observe_plain(out, start, end, [], None, targets, learn)
             self._n_seen += int(learn[start:end].sum())
             return
         base = self._base()
         raw = np.stack([tree.value[nodes[start:end]] + base for tree, (nodes, _) in zip(self._trees, routes)])
         raw_out[start:end, :n_trees] = raw.T
+        self._observe_plain(out, start, end, [nodes[start:end] for nodes, _ in routes], raw, targets, learn)
         rows = np.flatnonzero(learn[start:end])
         if not rows.size:
             return

@@ -72,7 +72,7 @@ def dumps(model: BaseSGT) -> bytes:
     arrays.append(("space.ranges", ranges))
     header: dict[str, Any] = {
         "model": type(model).__name__,
-        "params": model.get_params(),
+        "params": model._saved_params(),
         "n_seen": model._n_seen,
         "space": {
             "names": space.names,
@@ -86,6 +86,10 @@ def dumps(model: BaseSGT) -> bytes:
     for t, tree in enumerate(model._trees):
         header["trees"].append(_tree_header(tree))
         arrays.extend(_tree_arrays(f"t{t}", tree))
+    arrays.extend(
+        (f"extra.{name}", np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")))
+        for name, a in model._state_arrays()
+    )
     header["arrays"] = [[name, a.dtype.str, list(a.shape)] for name, a in arrays]
     text = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for _, a in arrays)
@@ -207,16 +211,20 @@ def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
 
 
 def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None) -> BaseSGT:
+    from sgt.boosted import BoostedClassifier, BoostedRegressor
     from sgt.classifier import SGTClassifier
     from sgt.mil import MILClassifier
     from sgt.regressor import SGTRegressor
 
-    types = {cls.__name__: cls for cls in (SGTClassifier, SGTRegressor, MILClassifier)}
+    types = {
+        cls.__name__: cls
+        for cls in (SGTClassifier, SGTRegressor, MILClassifier, BoostedClassifier, BoostedRegressor)
+    }
     kind = header["model"]
     if kind not in types:
         raise SerializationError(f"unknown model type {kind!r}")
     params = dict(header["params"])
-    if kind == "SGTRegressor":
+    if kind in ("SGTRegressor", "BoostedRegressor"):
         name = params.pop("loss")
         params["loss"] = _resolve_loss(name, loss)
     model = types[kind](**params)
@@ -226,6 +234,8 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | N
     model._trees = [_restore_tree(model, f"t{t}", info, arrays) for t, info in enumerate(header["trees"])]
     model._n_seen = int(header["n_seen"])
     model._restore_extra(header["extra"])
+    extra_arrays = {name[len("extra.") :]: a for name, a in arrays.items() if name.startswith("extra.")}
+    model._restore_arrays(header["extra"], extra_arrays)
     return model
 
 

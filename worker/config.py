@@ -328,6 +328,22 @@ SETTINGS: tuple[Setting, ...] = (
         _int(1, MAX_CATEGORIES - 1),  # the library's bound (codes are uint16)
     ),
     Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(1)),
+    Setting(
+        "model",
+        "sgt",
+        "Model of each partition: sgt (one tree, a committee for more than two classes) or boosted "
+        "(a boosted ensemble of trees that answers concept drift).",
+        _choice("sgt", "boosted"),
+    ),
+    Setting(
+        "n_members",
+        None,
+        "Boosted: boosting stages; none = the library's default (10 classification, 5 regression).",
+        _optional_int(1),
+    ),
+    Setting("learning_rate", 0.5, "Boosted: shrinkage of each member.", _float(0.0, 1.0, open_low=True)),
+    Setting("poisson_rate", 1.0, "Boosted: online bagging rate.", _float(0.0, 100.0, open_low=True)),
+    Setting("drift_threshold", 50.0, "Boosted: Page-Hinkley drift alarm level.", _float(0.0, open_low=True)),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),
     Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
     Setting("poll_timeout_seconds", 0.01, "Longest wait of one poll for records (seconds).", _float(0.0)),
@@ -390,6 +406,11 @@ class WorkerSettings:
     warm_up: int
     max_depth: int | None
     max_categories: int
+    model: str
+    n_members: int | None
+    learning_rate: float
+    poisson_rate: float
+    drift_threshold: float
     metrics_window: int
     batch_size: int
     poll_timeout_seconds: float

@@ -122,6 +122,13 @@ class WorkerMetrics:
         self.model_version = Gauge(
             "sgt_model_version", "Changes applied to the model.", ["partition"], registry=r
         )
+        self.drifts = Counter(
+            "sgt_drifts", "Drifts the model detected and answered.", ["partition"], registry=r
+        )
+        self.model_trees = Gauge(
+            "sgt_model_trees", "Trees in the partition's model.", ["partition"], registry=r
+        )
+        self._drifts_seen: dict[str, int] = {}  # partition -> the model's n_drifts last reported
         self.assigned = Gauge("sgt_assigned_partitions", "Partitions this process owns.", registry=r)
         self.rebalances = Counter("sgt_rebalances", "Rebalance events.", ["event"], registry=r)
         self.checkpoint_failures = Counter(
@@ -153,11 +160,14 @@ class WorkerMetrics:
             self.last_checkpoint,
             self.model_bytes,
             self.model_version,
+            self.drifts,
+            self.model_trees,
         )
 
     def forget_partition(self, partition: int, topics: list[str]) -> None:
         """Remove every series of an input partition (revoked or lost)."""
         p = str(partition)
+        self._drifts_seen.pop(p, None)
         for metric in self._partition_metrics:
             _remove(metric, p)
         for window in ("cumulative", "recent"):
@@ -171,6 +181,16 @@ class WorkerMetrics:
         for topic in topics:
             _remove(self.records, topic, p)
             _remove(self.lag, topic, p)
+
+    def report_model(self, partition: str, n_trees: int, n_drifts: int) -> None:
+        """The ensemble's size, and the drifts answered since the partition was assigned here."""
+        self.model_trees.labels(partition=partition).set(n_trees)
+        seen = self._drifts_seen.setdefault(partition, n_drifts)
+        if n_drifts > seen:
+            self.drifts.labels(partition=partition).inc(n_drifts - seen)
+            self._drifts_seen[partition] = n_drifts
+        else:
+            self.drifts.labels(partition=partition)  # the series exists from the assignment on
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

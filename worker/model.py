@@ -13,16 +13,28 @@ from worker.config import WorkerSettings
 
 def model_types() -> dict[str, Any]:
     """Class name -> class, for the models a checkpoint may hold."""
-    from sgt import SGTClassifier, SGTRegressor
+    from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
 
-    return {"SGTClassifier": SGTClassifier, "SGTRegressor": SGTRegressor}
+    classes = (SGTClassifier, SGTRegressor, BoostedClassifier, BoostedRegressor)
+    return {cls.__name__: cls for cls in classes}
 
 
 def new_model(settings: WorkerSettings) -> Any:
     """A fresh model for the configured task and hyperparameters."""
     types = model_types()
-    cls = types["SGTClassifier"] if settings.task == "classification" else types["SGTRegressor"]
+    kind = "Classifier" if settings.task == "classification" else "Regressor"
+    ensemble: dict[str, Any] = {}
+    if settings.model == "boosted":
+        ensemble = {
+            "learning_rate": settings.learning_rate,
+            "poisson_rate": settings.poisson_rate,
+            "drift_threshold": settings.drift_threshold,
+        }
+        if settings.n_members is not None:
+            ensemble["n_members"] = settings.n_members
+    cls = types[("Boosted" if settings.model == "boosted" else "SGT") + kind]
     return cls(
+        **ensemble,
         delta=settings.delta,
         grace_period=settings.grace_period,
         lambda_=settings.lambda_,

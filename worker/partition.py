@@ -154,6 +154,7 @@ def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -
     m.tree_depth.labels(partition=p).set(model.depth)
     m.model_bytes.labels(partition=p).set(model.nbytes)
     m.model_version.labels(partition=p).set(model.version)
+    m.report_model(p, getattr(model, "n_trees", 1), getattr(model, "n_drifts", 0))
     m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
     m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
     if state.prequential.task == "classification":

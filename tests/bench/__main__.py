@@ -1,8 +1,14 @@
-"""``python -m tests.bench``: run the library benchmark and print its tables (Markdown) side by side.
+"""``python -m tests.bench``: the library benchmark: side-by-side comparison, speed and memory (Markdown).
 
-python -m tests.bench                 # the full run recorded in BENCHMARKS.md (about 10 minutes)
-python -m tests.bench --quick         # a short smoke run (5,000 records per stream)
-python -m tests.bench --streams sea,rbf-5 --sections accuracy
+    python -m tests.bench                          # the full run (every stream and model; about an hour)
+    python -m tests.bench --quick                  # smoke run: 2,000 records per stream, 200-record window
+    python -m tests.bench --streams short,sea --models 'ours*,river-*,majority'
+    python -m tests.bench --streams drift --skip-models 'moa-*' --sections comparison --output drift.md
+    python -m tests.bench --list                   # the streams and models there are
+
+``make bench`` installs the ``bench`` extra (River, CapyMOA) and runs the full benchmark. MOA's models
+run through CapyMOA, which needs a Java runtime (17 or later): ``JAVA_HOME`` if set, else ``java`` on the
+``PATH``; without CapyMOA they are left out and the tables say so.
 """
 
 from __future__ import annotations
@@ -14,66 +20,129 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from importlib import metadata
 
-from tests.bench import bench_sgt
+from tests.bench import bench_sgt, comparison, report, streams
+from tests.bench.metrics import WINDOW
 
-SECTIONS = ("accuracy", "speed", "memory")
+SECTIONS = ("comparison", "speed", "memory")
+QUICK_RECORDS, QUICK_WINDOW = 2_000, 200
 
 
 def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def _names(text: str | None) -> list[str] | None:
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="short smoke run (--records 5000)")
+    p.add_argument(
+        "--quick", action="store_true", help=f"smoke run: --records {QUICK_RECORDS}, --window {QUICK_WINDOW}"
+    )
     p.add_argument(
         "--records", type=int, help="cap on the records per stream (default: each stream's length)"
     )
-    p.add_argument("--streams", help="comma-separated stream names (default: all)")
+    p.add_argument(
+        "--streams", help=f"comma-separated stream names or groups {streams.GROUPS} (default: all)"
+    )
+    p.add_argument("--models", help="comma-separated model names or patterns such as 'ours*' (default: all)")
+    p.add_argument("--skip-models", help="comma-separated model names or patterns to leave out")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, from {SECTIONS}")
+    p.add_argument("--window", type=int, help=f"recent window of the drift recovery (default {WINDOW})")
+    p.add_argument("--output", help="also write the Markdown report to this file")
+    p.add_argument("--list", action="store_true", help="list the streams and models, and exit")
     args = p.parse_args(argv)
-    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    args.sections = _names(args.sections) or []
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
-        p.error(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
-    args.streams = [s.strip() for s in args.streams.split(",")] if args.streams else None
-    if args.quick and args.records is None:
-        args.records = 5_000
+        p.error(f"--sections: unknown {sorted(unknown)}; choose from {SECTIONS}")
+    if args.quick:
+        args.records = QUICK_RECORDS if args.records is None else args.records
+        args.window = QUICK_WINDOW if args.window is None else args.window
+    args.window = WINDOW if args.window is None else args.window
     if args.records is not None and args.records < 100:
         p.error("--records must be >= 100")
+    if args.window < 1:
+        p.error("--window must be >= 1")
+    try:
+        args.specs = streams.specs(_names(args.streams))
+        args.selection = comparison.select(_names(args.models), _names(args.skip_models))
+    except ValueError as e:
+        p.error(str(e))
     return args
+
+
+def _listing() -> str:
+    lines = ["streams:"]
+    lines += [f"  {s.name:18} {s.group:10} {s.task:11} {s.n:>7,}" for s in streams.specs()]
+    lines += ["models:", *(f"  {name}" for name in comparison.model_names())]
+    return "\n".join(lines)
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _header(args: argparse.Namespace) -> str:
+    import numpy
+
+    limit = "" if args.records is None else f", at most {args.records:,} records per stream"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"# sgt benchmark{limit}\n\n"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {load}; Python {platform.python_version()}, "
+        f"numpy {numpy.__version__}, River {_version('river')}, CapyMOA {_version('capymoa')} "
+        f"(JAVA_HOME {os.environ.get('JAVA_HOME', 'unset')}); commit {_commit()}"
+    )
+
+
+def _write(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    import numpy
-    import river
-
+    if args.list:
+        print(_listing())
+        return 0
     started = time.perf_counter()
-    limit = "" if args.records is None else f" (at most {args.records:,} records per stream)"
-    print(f"# sgt benchmark{limit}\n")
-    print(
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores; Python {platform.python_version()}, numpy {numpy.__version__}, "
-        f"River {river.__version__}; CapyMOA {'installed' if _has_capymoa() else 'not installed'}; "
-        f"commit {_commit()}\n"
-    )
-    if "accuracy" in args.sections:
-        rows = bench_sgt.accuracy(args.streams, args.records, _log)
-        print("## Accuracy (prequential, one pass; accuracy %, Friedman #1: MAE)\n")
-        print(bench_sgt.accuracy_table(rows) + "\n")
-        print(bench_sgt.accuracy_details(rows) + "\n")
-    speed = None
+    parts = [_header(args)]
+
+    def section(results: list[comparison.StreamResult]) -> str:
+        window = f"; drift recovery window {args.window:,} records" if any(r.drifts for r in results) else ""
+        title = f"## Side by side (prequential, one pass, same records for every model{window})"
+        return f"{title}\n\n{report.render(results)}"
+
+    def save_so_far(results: list[comparison.StreamResult]) -> None:  # a long run killed midway keeps these
+        _write(args.output, "\n\n".join([*parts, section(results), "(unfinished run)"]) + "\n")
+
+    if "comparison" in args.sections:
+        parts.append(
+            section(
+                comparison.compare(args.specs, args.selection, args.records, _log, args.window, save_so_far)
+            )
+        )
     if "speed" in args.sections or "memory" in args.sections:
         speed = bench_sgt.speed(args.records, _log)
-    if "speed" in args.sections and speed is not None:
-        print("## Speed (prequential learn + predict)\n")
-        print(bench_sgt.speed_table(speed) + "\n")
-    if "memory" in args.sections and speed is not None:
-        print("## Memory\n")
-        print(bench_sgt.memory_table(bench_sgt.memory(speed.river.model, _log)) + "\n")
-    print(f"(total {time.perf_counter() - started:,.0f} s)")
+        if "speed" in args.sections:
+            parts.append("## Speed (prequential learn + predict)\n\n" + bench_sgt.speed_table(speed))
+        if "memory" in args.sections:
+            parts.append("## Memory\n\n" + bench_sgt.memory_table(bench_sgt.memory(speed.river.model, _log)))
+    parts.append(
+        f"(total {time.perf_counter() - started:,.0f} s; load average at the end {os.getloadavg()[0]:.1f})"
+    )
+    text = "\n\n".join(parts) + "\n"
+    print(text, end="")
+    _write(args.output, text)
     return 0
 
 
@@ -87,14 +156,6 @@ def _commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + (" (+ uncommitted changes in sgt/)" if dirty else "")
-
-
-def _has_capymoa() -> bool:
-    try:
-        import capymoa  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 if __name__ == "__main__":

@@ -1,15 +1,11 @@
-"""The library benchmark: accuracy, speed and memory of our SGT beside River's (and CapyMOA's when installed).
+"""Speed and memory of our SGT beside River's SGT, and the prequential runners the experiments use.
 
-Everything is measured in one run on the same materialised streams (tests/bench/streams.py):
-
-* **accuracy**: prequential (test-then-train), one pass, fixed seeds; ours (with the library's and
-  with the paper's defaults) through ``predict_learn_many`` in batches of 1,000 (bit for bit the model a
-  one-record loop builds), River's models one record at a time; the issue's reference figures are
-  printed beside the measured ones;
 * **speed** on hyperplane-10: prequential learn+predict records/s for River's SGT, ours one record at a
   time and ours in batches of 1,000 on the same prefix, and ours in batches on the whole stream (ours:
   the median of three runs, after an untimed warm-up);
 * **memory**: bytes a numeric feature costs per leaf at 64 bins, ours against River's quantizer.
+
+The side-by-side learning comparison (every model, every stream) is ``tests/bench/comparison.py``.
 """
 
 from __future__ import annotations
@@ -22,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
+from sgt import SGTClassifier, SGTRegressor
 from sgt.evaluation import Prequential
+from tests.bench.peers import river_sgt
 from tests.bench.streams import Stream, StreamSpec, materialise, specs
 
 BATCH = 1000
@@ -99,84 +96,7 @@ def run_river(model: Any, stream: Stream, n: int | None = None) -> Outcome:
     return Outcome(_figure(metric), time.perf_counter() - start, n, model)
 
 
-def river_sgt(spec: StreamSpec) -> Any:
-    """River's SGT with default parameters; one-vs-rest for the multiclass stream, as in the table."""
-    from river import multiclass, tree
-
-    if spec.is_regression:
-        return tree.SGTRegressor()
-    if spec.task == "multiclass":
-        return multiclass.OneVsRestClassifier(tree.SGTClassifier())
-    return tree.SGTClassifier()
-
-
-def river_hoeffding(spec: StreamSpec) -> dict[str, Callable[[], Any]]:
-    """River's Hoeffding-family trees for the task, default parameters."""
-    from river import tree
-
-    if spec.is_regression:
-        return {"HoeffdingTreeRegressor": tree.HoeffdingTreeRegressor}
-    return {
-        "HoeffdingTree": tree.HoeffdingTreeClassifier,
-        "HoeffdingAdaptiveTree": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=1),
-        "EFDT": tree.ExtremelyFastDecisionTreeClassifier,
-    }
-
-
-def run_capymoa(stream: Stream) -> Outcome | None:
-    """MOA's SGT through CapyMOA, or None when CapyMOA is not importable (it is optional)."""
-    try:
-        from capymoa.classifier import SGT as MoaSGTClassifier
-        from capymoa.regressor import SGTRegressor as MoaSGTRegressor
-        from capymoa.stream import NumpyStream
-    except ImportError:
-        return None
-    X, y = stream.X, np.asarray(stream.y)
-    moa_stream = NumpyStream(X, y, target_type="numeric" if stream.spec.is_regression else "categorical")
-    learner = (MoaSGTRegressor if stream.spec.is_regression else MoaSGTClassifier)(
-        schema=moa_stream.get_schema()
-    )
-    metric = Prequential("regression" if stream.spec.is_regression else "classification")
-    start = time.perf_counter()
-    while moa_stream.has_more_instances():
-        instance = moa_stream.next_instance()
-        pred = learner.predict(instance)
-        truth = instance.y_value if stream.spec.is_regression else instance.y_index
-        metric.update(truth, 0.0 if pred is None and stream.spec.is_regression else pred)
-        learner.train(instance)
-    return Outcome(_figure(metric), time.perf_counter() - start, len(stream.y))
-
-
-# -- the three sections ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AccuracyRow:
-    spec: StreamSpec
-    n: int
-    ours: Outcome  # the library's defaults
-    ours_paper: Outcome  # the paper's defaults (sgt.PAPER_DEFAULTS)
-    river: Outcome
-    capymoa: Outcome | None
-    hoeffding: dict[str, Outcome]
-
-    def best_hoeffding(self) -> tuple[str, Outcome]:
-        pick = min if self.spec.is_regression else max
-        return pick(self.hoeffding.items(), key=lambda item: item[1].value)
-
-
-def accuracy(names: list[str] | None, limit: int | None, log: Callable[[str], None]) -> list[AccuracyRow]:
-    """Every model on every stream; ``limit`` caps the records per stream (None: the full length)."""
-    rows = []
-    for spec in specs(names):
-        n = spec.n if limit is None else min(spec.n, limit)
-        stream = materialise(spec, n)
-        log(f"accuracy: {spec.name} ({n:,} records)")
-        ours, ours_paper = run_ours(stream), run_ours(stream, **PAPER_DEFAULTS)
-        river = run_river(river_sgt(spec), stream)
-        hoeffding = {name: run_river(make(), stream) for name, make in river_hoeffding(spec).items()}
-        rows.append(AccuracyRow(spec, n, ours, ours_paper, river, run_capymoa(stream), hoeffding))
-    return rows
+# -- speed and memory ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -204,7 +124,7 @@ def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
     batched = median_run(lambda: run_ours(stream))
     batched_prefix = median_run(lambda: run_ours(stream, prefix))
     one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix))
-    river = run_river(river_sgt(spec), stream, prefix)  # once: it takes 10 to 15 s
+    river = run_river(river_sgt(stream), stream, prefix)  # once: it takes 10 to 15 s
     return SpeedResult(river, one_by_one, batched_prefix, batched)
 
 
@@ -261,65 +181,6 @@ def memory(river_model: Any, log: Callable[[str], None]) -> MemoryResult:
 
 
 # -- printing -------------------------------------------------------------------------------------
-
-
-def _fmt(value: float | None, regression: bool) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.3f}" if regression else f"{value:.1f}%"
-
-
-def _verdict(ours: float, other: float, regression: bool, points: float, relative: float) -> str:
-    ok = ours <= other * (1 + relative) if regression else ours >= other - points
-    gap = (ours / other - 1) * 100 if regression else ours - other
-    unit = "%" if regression else " pt"
-    return f"{'PASS' if ok else 'FAIL'} ({gap:+.1f}{unit})"
-
-
-def accuracy_table(rows: list[AccuracyRow]) -> str:
-    header = (
-        "| stream | n | ours | ours, paper defaults | River SGT | MOA SGT (CapyMOA) | best River Hoeffding | "
-        "ref River SGT | ref MOA SGT | ref best Hoeffding | must (vs best SGT) | target (vs best Hoeffding) |"
-    )
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for r in rows:
-        reg, ref = r.spec.is_regression, r.spec.reference
-        name, best = r.best_hoeffding()
-        sgts = [r.river.value] + ([r.capymoa.value] if r.capymoa else [])
-        best_sgt = min(sgts) if reg else max(sgts)
-        moa_ref_best = min(best_sgt, ref.moa_sgt) if reg else max(best_sgt, ref.moa_sgt)
-        best_ht = min(best.value, ref.best_hoeffding) if reg else max(best.value, ref.best_hoeffding)
-        lines.append(
-            f"| {r.spec.name}{' (MAE)' if reg else ''} | {r.n:,} | **{_fmt(r.ours.value, reg)}** | "
-            f"{_fmt(r.ours_paper.value, reg)} | "
-            f"{_fmt(r.river.value, reg)} | {_fmt(r.capymoa.value if r.capymoa else None, reg)} | "
-            f"{_fmt(best.value, reg)} ({name}) | {_fmt(ref.river_sgt, reg)} | {_fmt(ref.moa_sgt, reg)} | "
-            f"{_fmt(ref.best_hoeffding, reg)} ({ref.best_hoeffding_name}) | "
-            f"{_verdict(r.ours.value, best_sgt, reg, 0.5, 0.02)}, vs MOA ref "
-            f"{_verdict(r.ours.value, moa_ref_best, reg, 0.5, 0.02)} | "
-            f"{_verdict(r.ours.value, best.value, reg, 1.0, 0.05)}, vs ref "
-            f"{_verdict(r.ours.value, best_ht, reg, 1.0, 0.05)} |"
-        )
-    return "\n".join(lines)
-
-
-def accuracy_details(rows: list[AccuracyRow]) -> str:
-    lines = ["| stream | model | result | seconds | records/s |", "|---|---|---|---|---|"]
-    for r in rows:
-        reg = r.spec.is_regression
-        models = {
-            "ours (batches of 1,000)": r.ours,
-            "ours, paper defaults": r.ours_paper,
-            "River SGT": r.river,
-            **r.hoeffding,
-        }
-        if r.capymoa:
-            models["MOA SGT (CapyMOA)"] = r.capymoa
-        for name, o in models.items():
-            lines.append(
-                f"| {r.spec.name} | {name} | {_fmt(o.value, reg)} | {o.seconds:.1f} | {o.rate:,.0f} |"
-            )
-    return "\n".join(lines)
 
 
 def speed_table(s: SpeedResult) -> str:

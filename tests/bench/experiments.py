@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 0
-    chosen = specs([s.strip() for s in args.streams.split(",")] if args.streams else None)
+    chosen = specs([s.strip() for s in args.streams.split(",")] if args.streams else ["benchmark"])
     streams = [materialise(spec, min(spec.n, 5_000) if args.quick else None) for spec in chosen]
     if args.grid == "hoeffding-leaves":
         print("## River's Hoeffding trees by leaf predictor (accuracy %, Friedman #1: MAE)\n")

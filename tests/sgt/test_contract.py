@@ -20,9 +20,19 @@ import pytest
 from sgt_testkit import as_dicts, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
 
 import sgt
-from sgt import DEFAULTS, PAPER_DEFAULTS, MILClassifier, SGTClassifier, SGTRegressor, losses
+from sgt import (
+    DEFAULTS,
+    PAPER_DEFAULTS,
+    BoostedClassifier,
+    BoostedRegressor,
+    MILClassifier,
+    SGTClassifier,
+    SGTRegressor,
+    losses,
+)
 
 SMALL = {"grace_period": 50, "warm_up": 100}
+BOOSTED = {"n_members": 3, "poisson_rate": 1.0}  # no drift on these streams: see test_boosted.py
 
 
 def _binary() -> tuple[list, list]:
@@ -82,6 +92,17 @@ CASES = [
     Case("regression", SGTRegressor, _regression, classifier=False),
     Case("poisson", lambda **kw: SGTRegressor(loss=losses.Poisson(), **kw), _counts, classifier=False),
     Case("mil", MILClassifier, _bags, classifier=True, mil=True),
+    # small ensembles with bagging
+    Case("boosted-binary", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _binary, classifier=True),
+    Case("boosted-multiclass", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _multiclass, classifier=True),
+    Case("boosted-mixed", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _mixed, classifier=True),
+    Case("boosted-regression", lambda **kw: BoostedRegressor(**BOOSTED, **kw), _regression, classifier=False),
+    Case(
+        "boosted-poisson",
+        lambda **kw: BoostedRegressor(loss=losses.Poisson(), **BOOSTED, **kw),
+        _counts,
+        classifier=False,
+    ),
 ]
 FLAT = [c for c in CASES if not c.mil]
 
@@ -398,7 +419,7 @@ GOOD_PARAMS = [
     ("max_categories", 65533),
     ("max_categories", None),
 ]
-ESTIMATORS = [SGTClassifier, SGTRegressor, MILClassifier]
+ESTIMATORS = [SGTClassifier, SGTRegressor, MILClassifier, BoostedClassifier, BoostedRegressor]
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.__name__)

@@ -303,15 +303,3 @@ def test_console_script(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["records"] == 500 and out["task"] == "regression" and out["mae"] > 0
-
-
-def test_bench_harness_smoke(capsys: pytest.CaptureFixture[str]) -> None:
-    """The benchmark command on a few hundred records of two streams (never the full benchmark here)."""
-    pytest.importorskip("river")
-    from tests.bench.__main__ import main as bench_main
-
-    assert bench_main(["--records", "600", "--streams", "sea,friedman-1"]) == 0
-    out = capsys.readouterr().out
-    assert "| sea | 600 | **" in out and "| friedman-1 (MAE) | 600 | **" in out
-    assert "| ours, batches of 1,000, whole stream | 600 |" in out and "| River SGT | 240 |" in out
-    assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out

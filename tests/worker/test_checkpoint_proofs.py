@@ -78,7 +78,7 @@ def _topics(
 
 
 def _offline(
-    bootstrap: str, topics: dict[str, str]
+    bootstrap: str, topics: dict[str, str], flags: dict[str, Any] | None = None
 ) -> tuple[dict[int, tuple[bytes, dict]], dict[str, dict[int, int]]]:
     """Per partition: the offline model bytes and prequential state, and the ends of both topics."""
     events: dict[int, list[tuple[float, int, int, dict]]] = {p: [] for p in range(PARTITIONS)}
@@ -107,7 +107,7 @@ def _offline(
             else:
                 scores.append((doc["y"], row_of[doc["id"]]))
                 rows.append((x_of[doc["id"]], doc["y"]))
-        out[p] = offline_classification(rows, scores)
+        out[p] = offline_classification(rows, scores, flags)
     return out, ends
 
 
@@ -127,13 +127,20 @@ def _progress(ckpt: Path) -> int:
     return sum(h["next_offsets"][0] for h, _ in checkpoint_headers(ckpt, PARTITIONS).values())
 
 
+# the boosted ensemble, small (3 members) and with a drift threshold low enough to act on this stream
+BOOSTED = {"model": "boosted", "n_members": 3, "drift_threshold": 2.0}
+
+
+@pytest.mark.parametrize("model", ["sgt", "boosted"])
 def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
-    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable, model: str
 ) -> None:
+    flags = BOOSTED if model == "boosted" else {}
     topics, _ = _topics(kafka_bootstrap, separate_labels=False, seed=1)
-    offline, ends = _offline(kafka_bootstrap, topics)
+    offline, ends = _offline(kafka_bootstrap, topics, flags)
     ckpt, group = tmp_path / "ckpt", f"proof-a-{uuid.uuid4().hex[:8]}"
-    args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW)
+    extra = [f"--{k.replace('_', '-')}={v}" for k, v in flags.items()]
+    args = worker_args(kafka_bootstrap, group, topics, ckpt, *SLOW, *extra)
     first = start_worker(args, tmp_path / "w1.log")
     wait_for(lambda: _progress(ckpt) > 0, 60, "a first checkpoint", interval=0.005)
     assert first.stop(signal.SIGTERM) == 0

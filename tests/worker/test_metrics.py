@@ -38,6 +38,8 @@ REQUIRED = {
     "sgt_join_expired": "counter",
     "sgt_model_bytes": "gauge",
     "sgt_model_version": "gauge",
+    "sgt_drifts": "counter",
+    "sgt_model_trees": "gauge",
     "sgt_assigned_partitions": "gauge",
     "sgt_rebalances": "counter",
     "sgt_checkpoint_failures": "counter",

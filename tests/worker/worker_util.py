@@ -136,15 +136,15 @@ def caught_up(ckpt: Path, ends: dict[str, dict[int, int]]) -> bool:
 
 
 def offline_classification(
-    rows: list[tuple[dict[str, Any], Any]], scores: list[tuple[Any, int]]
+    rows: list[tuple[dict[str, Any], Any]], scores: list[tuple[Any, int]], flags: dict[str, Any] | None = None
 ) -> tuple[bytes, dict[str, Any]]:
     """Run sgt offline: ``predict_learn_many`` over ``(x, y or None)`` rows in order, then score.
 
     ``scores`` lists ``(true label, row whose prediction it scores)`` in the order labels became
     known. Returns the model bytes and the Prequential state. The model has the hyperparameters of
-    a worker's fresh model with default settings.
+    a worker's fresh model with default settings, or with the settings ``flags`` gives.
     """
-    model = new_model(load_settings({}, env={}))
+    model = new_model(load_settings(flags or {}, env={}))
     metrics = Prequential("classification", 1000)
     proba = model.predict_learn_many([r[0] for r in rows], [r[1] for r in rows])
     classes = list(model.classes_)

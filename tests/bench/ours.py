@@ -1,0 +1,138 @@
+"""Our models in the comparison: the library's defaults and named variants, one line each.
+
+A variant is a name and a factory that takes the stream's spec and returns a fresh model with the
+library's contract (``predict_learn_many``, ``predict_proba_one``/``predict_one``, ``learn_one``,
+``classes_``). To compare another model or setting, add one line to ``VARIANTS``, for example::
+
+    Variant("ours-boosted", lambda spec: by_task(spec, sgt.BoostedClassifier, sgt.BoostedRegressor)),
+    Variant("ours-no-smoothing", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, proba="tree")),
+
+The first variant is the one the verdict columns judge first ("ours"); every variant gets its own rows.
+
+Each variant runs twice on a stream: through ``predict_learn_many`` in batches of ``BATCH`` records over
+the whole stream (its scores, and its batched records/s), and one record at a time
+(``predict_proba_one`` or ``predict_one``, then ``learn_one``) on the first ``LOOP_PREFIX`` records, for
+its one-by-one records/s and as a check that the batched predictions equal the loop's bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
+from tests.bench.metrics import NO_LABEL, Predictions
+from tests.bench.streams import Stream, StreamSpec
+
+BATCH = 1_000
+LOOP_PREFIX = 5_000
+
+
+def by_task(
+    spec: StreamSpec, classifier: Callable[..., Any], regressor: Callable[..., Any], **params: Any
+) -> Any:
+    """``regressor(**params)`` on a regression stream, else ``classifier(**params)``."""
+    return regressor(**params) if spec.is_regression else classifier(**params)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One of our models: a name (command line and tables) and a factory taking the stream's spec."""
+
+    name: str
+    make: Callable[[StreamSpec], Any]
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
+    Variant("ours-paper", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **PAPER_DEFAULTS)),
+)
+
+
+@dataclass(frozen=True)
+class OurRun:
+    """A variant's batched run over the stream and its one-record loop over a prefix."""
+
+    batched: Predictions
+    loop: Predictions
+    loop_identical: bool  # the loop published exactly the batched run's predictions on the prefix
+
+
+def _columns(model: Any, stream: Stream) -> np.ndarray:
+    """For each of the model's classes (``classes_`` order) its column in ``Stream.classes``."""
+    index = {c: i for i, c in enumerate(stream.classes)}
+    return np.array([index[c] for c in model.classes_], dtype=np.int64)
+
+
+def _classification(proba_rows: np.ndarray, columns: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Probabilities in stream order, and the label: the model's first most probable class."""
+    n = len(proba_rows)
+    proba = np.zeros((n, k))
+    proba[:, columns] = proba_rows
+    label = np.full(n, NO_LABEL)
+    if proba_rows.shape[1]:
+        published = proba_rows.sum(axis=1) > 0
+        label[published] = columns[proba_rows[published].argmax(axis=1)]
+    return proba, label
+
+
+def run_batched(variant: Variant, stream: Stream, batch: int = BATCH) -> Predictions:
+    """``predict_learn_many`` over the whole stream in batches of ``batch`` records."""
+    model = variant.make(stream.spec)
+    pieces = []
+    start = time.perf_counter()
+    for lo in range(0, stream.n, batch):
+        pieces.append(model.predict_learn_many(stream.X[lo : lo + batch], stream.y[lo : lo + batch]))
+    seconds = time.perf_counter() - start
+    if stream.spec.is_regression:
+        return Predictions(seconds, value=np.concatenate(pieces))
+    columns = _columns(model, stream)
+    # a batch's columns are the classes known at its end; later classes are zero in earlier batches
+    rows = np.zeros((stream.n, len(columns)))
+    lo = 0
+    for piece in pieces:
+        rows[lo : lo + len(piece), : piece.shape[1]] = piece
+        lo += len(piece)
+    proba, label = _classification(rows, columns, len(stream.classes))
+    return Predictions(seconds, label=label, proba=proba)
+
+
+def run_loop(variant: Variant, stream: Stream, n: int) -> Predictions:
+    """One record at a time over the first ``n`` records."""
+    model = variant.make(stream.spec)
+    X, y = stream.X[:n], stream.y[:n]
+    if stream.spec.is_regression:
+        values = np.zeros(n)
+        start = time.perf_counter()
+        for i in range(n):
+            values[i] = model.predict_one(X[i])
+            model.learn_one(X[i], y[i])
+        return Predictions(time.perf_counter() - start, value=values)
+    dists = []
+    start = time.perf_counter()
+    for i in range(n):
+        dists.append(model.predict_proba_one(X[i]))
+        model.learn_one(X[i], y[i])
+    seconds = time.perf_counter() - start
+    rows = np.array([[d.get(c, 0.0) for c in model.classes_] for d in dists]).reshape(n, -1)
+    proba, label = _classification(rows, _columns(model, stream), len(stream.classes))
+    return Predictions(seconds, label=label, proba=proba)
+
+
+def _same(loop: Predictions, batched: Predictions) -> bool:
+    n = loop.n
+    if loop.value is not None:
+        return bool(np.array_equal(loop.value, batched.value[:n]))
+    return bool(
+        np.array_equal(loop.proba, batched.proba[:n]) and np.array_equal(loop.label, batched.label[:n])
+    )
+
+
+def run(variant: Variant, stream: Stream, prefix: int = LOOP_PREFIX) -> OurRun:
+    batched = run_batched(variant, stream)
+    loop = run_loop(variant, stream, min(prefix, stream.n))
+    return OurRun(batched, loop, _same(loop, batched))

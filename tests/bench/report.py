@@ -1,0 +1,320 @@
+"""Markdown tables of a comparison: one table per question, each of our figures beside what it is judged by.
+
+Questions (rows: each stream, then each of our variants; the first variant is the library's default):
+
+* **floor**: at least the better of the other SGTs (River's, MOA's) within 0.5 points (2% of the MAE),
+  and from record 201 on at least the constant baseline (majority class, or mean target);
+* **target**: within 1 point (5% of the MAE) of the best single incremental tree measured in the run;
+  published reference figures of the benchmark streams are shown beside it, labelled as such;
+* **probabilities**: log loss and Brier score at most River's HoeffdingTreeClassifier's;
+* **short streams**: accuracy (MAE) over the first 500 and 2,000 records and over the whole stream,
+  beside the best single tree or other SGT on each (the ensembles are in the details);
+* **ensembles**: at least River's ARF and MOA's SGBT within 0.5 points (2% of the MAE), and our batched
+  records/s at least 20× ARF's one record at a time;
+* **drift**: records to recover after each drift (``tests/bench/metrics.py`` defines it), fewer than
+  River's ARF.
+
+Then one table per stream with every model's every score. Verdicts are PASS/FAIL with the gap (points,
+or % of the MAE); "-" when the comparison model was not run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tests.bench import peers
+from tests.bench.comparison import OURS, ModelResult, StreamResult
+from tests.bench.metrics import Recovery
+
+ARF, SGBT, HOEFFDING = "river-arf", "moa-sgbt", "river-ht"
+ENSEMBLE_SPEEDUP = 20.0
+
+
+# -- formatting -----------------------------------------------------------------------------------
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value: float | None, regression: bool) -> str:
+    """Accuracy as ``88.6%``, MAE as ``1.671``; ``-`` when missing."""
+    if _missing(value):
+        return "-"
+    return f"{value:.3f}" if regression else f"{value:.1f}%"
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if _missing(value) else f"{value:,.{digits}f}"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if _missing(value) else f"{value:,.0f}"
+
+
+def better(a: float, b: float, regression: bool) -> bool:
+    return a < b if regression else a > b
+
+
+def verdict(ours: float, other: float | None, regression: bool, points: float, relative: float) -> str:
+    """PASS when ``ours`` is at least ``other`` within ``points`` (accuracy) or ``relative`` (MAE)."""
+    if _missing(ours) or _missing(other):
+        return "-"
+    if regression:
+        ok, gap, unit = ours <= other * (1 + relative), (ours / other - 1) * 100, "%"
+    else:
+        ok, gap, unit = ours >= other - points, ours - other, " pt"
+    return f"{'PASS' if ok else 'FAIL'} ({gap:+.1f}{unit})"
+
+
+def _at_most(ours: float, other: float | None) -> str:
+    if _missing(ours) or _missing(other):
+        return "-"
+    return f"{'PASS' if ours <= other else 'FAIL'} ({(ours / other - 1) * 100:+.0f}%)"
+
+
+def _best(
+    models: list[ModelResult], value: Callable[[ModelResult], float], regression: bool
+) -> ModelResult | None:
+    scored = [m for m in models if not _missing(value(m))]
+    if not scored:
+        return None
+    return (min if regression else max)(scored, key=value)
+
+
+def _named(m: ModelResult | None, value: Callable[[ModelResult], float], regression: bool) -> str:
+    return "-" if m is None else f"{fmt(value(m), regression)} ({m.name})"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def _stream_label(r: StreamResult) -> str:
+    return r.spec.name + (" (MAE)" if r.spec.is_regression else "")
+
+
+def _headline(m: ModelResult) -> float:
+    return m.scores.headline
+
+
+# -- the questions --------------------------------------------------------------------------------
+
+
+def floor_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in results:
+        reg = r.spec.is_regression
+        best_sgt = _best(r.of_kind(peers.SGT), _headline, reg)
+        baseline = next(iter(r.of_kind(peers.BASELINE)), None)
+        for m in r.of_kind(OURS):
+            rows.append([
+                _stream_label(r), f"{r.n:,}", m.name, f"**{fmt(m.scores.headline, reg)}**",
+                _named(best_sgt, _headline, reg),
+                verdict(m.scores.headline, best_sgt and best_sgt.scores.headline, reg, 0.5, 0.02),
+                fmt(m.scores.from_201, reg), _named(baseline, lambda b: b.scores.from_201, reg),
+                verdict(m.scores.from_201, baseline and baseline.scores.from_201, reg, 0.0, 0.0),
+            ])  # fmt: skip
+    return _table(
+        ["stream", "records", "model", "result", "best other SGT", "≥ best SGT (0.5 pt / 2%)",
+         "from record 201", "baseline from 201", "≥ baseline from 201"],
+        rows,
+    )  # fmt: skip
+
+
+def target_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in results:
+        reg, ref = r.spec.is_regression, r.spec.reference
+        tree = _best(r.of_kind(peers.TREE), _headline, reg)
+        reference = "-" if ref is None else f"{fmt(ref.best_tree, reg)} ({ref.best_tree_name})"
+        for m in r.of_kind(OURS):
+            rows.append([
+                _stream_label(r), m.name, f"**{fmt(m.scores.headline, reg)}**", _named(tree, _headline, reg),
+                verdict(m.scores.headline, tree and tree.scores.headline, reg, 1.0, 0.05),
+                reference, verdict(m.scores.headline, ref and ref.best_tree, reg, 1.0, 0.05),
+            ])  # fmt: skip
+    return _table(
+        ["stream", "model", "result", "best single tree", "within 1 pt / 5% of it",
+         "reference, published (not measured here)", "within 1 pt / 5% of the reference"],
+        rows,
+    )  # fmt: skip
+
+
+def probability_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in (r for r in results if not r.spec.is_regression):
+        ht = r.named(HOEFFDING)
+        peers_ = [m for m in r.models if m.kind != OURS]
+        best_loss = _best(peers_, lambda m: m.scores.log_loss, True)
+        for m in r.of_kind(OURS):
+            s = m.scores
+            rows.append([
+                r.spec.name, m.name, f"**{_num(s.log_loss)}**", _num(ht and ht.scores.log_loss),
+                _at_most(s.log_loss, ht and ht.scores.log_loss), f"**{_num(s.brier)}**",
+                _num(ht and ht.scores.brier), _at_most(s.brier, ht and ht.scores.brier),
+                "-" if best_loss is None else f"{_num(best_loss.scores.log_loss)} ({best_loss.name})",
+            ])  # fmt: skip
+    return _table(
+        ["stream", "model", "log loss", "River HT log loss", "≤ River HT", "Brier", "River HT Brier",
+         "≤ River HT", "best peer log loss"],
+        rows,
+    )  # fmt: skip
+
+
+def short_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in (r for r in results if r.spec.group == "short"):
+        reg = r.spec.is_regression
+        peers_ = r.of_kind(peers.SGT, peers.TREE)
+        firsts = [lambda m: m.scores.first_500, lambda m: m.scores.first_2000, _headline]
+        bests = [_best(peers_, value, reg) for value in firsts]
+        for m in r.of_kind(OURS):
+            cells = []
+            for value, best in zip(firsts, bests, strict=True):
+                cells += [f"**{fmt(value(m), reg)}**", _named(best, value, reg)]
+            rows.append([_stream_label(r), f"{r.n:,}", m.name, *cells])
+    return _table(
+        ["stream", "records", "model", "first 500", "best single tree or SGT, first 500", "first 2,000",
+         "best, first 2,000", "all", "best, all"],
+        rows,
+    )  # fmt: skip
+
+
+def ensemble_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in results:
+        reg = r.spec.is_regression
+        arf, sgbt = r.named(ARF), r.named(SGBT)
+        for m in r.of_kind(OURS):
+            s = m.scores
+            speedup = s.rate / arf.scores.rate if arf else math.nan
+            rows.append([
+                _stream_label(r), m.name, f"**{fmt(s.headline, reg)}**",
+                fmt(arf and arf.scores.headline, reg),
+                verdict(s.headline, arf and arf.scores.headline, reg, 0.5, 0.02),
+                fmt(sgbt and sgbt.scores.headline, reg),
+                verdict(s.headline, sgbt and sgbt.scores.headline, reg, 0.5, 0.02),
+                _rate(s.rate), _rate(arf and arf.scores.rate), _num(speedup, 1),
+                "-" if _missing(speedup) else ("PASS" if speedup >= ENSEMBLE_SPEEDUP else "FAIL"),
+            ])  # fmt: skip
+    return _table(
+        ["stream", "model", "result", "River ARF", "≥ ARF (0.5 pt / 2%)", "MOA SGBT", "≥ SGBT (0.5 pt / 2%)",
+         "records/s, batched", "ARF records/s", "× ARF", f"≥ {ENSEMBLE_SPEEDUP:.0f}× ARF"],
+        rows,
+    )  # fmt: skip
+
+
+def recoveries(m: ModelResult | None) -> str:
+    """``1,000 / 2,310 / never`` (records per drift); ``never``: not back before the next drift;
+    ``n/a``: too few records around the drift to measure it."""
+    if m is None:
+        return "-"
+
+    def one(rec: Recovery) -> str:
+        if not rec.measurable:
+            return "n/a"
+        return "never" if rec.records is None else f"{rec.records:,}"
+
+    return " / ".join(one(rec) for rec in m.scores.recoveries)
+
+
+def _fewer(m: ModelResult, other: ModelResult | None) -> str:
+    if other is None or not m.scores.recoveries:
+        return "-"
+    pairs = [
+        (a.records, b.records) for a, b in zip(m.scores.recoveries, other.scores.recoveries, strict=True)
+    ]
+    wins = sum(a is not None and (b is None or a < b) for a, b in pairs)
+    return f"{'PASS' if wins == len(pairs) else 'FAIL'} ({wins} of {len(pairs)})"
+
+
+def _recovery_order(m: ModelResult) -> tuple[int, int]:
+    """Fewest drifts never recovered from, then fewest records in all."""
+    records = [rec.records for rec in m.scores.recoveries]
+    return sum(r is None for r in records), sum(r or 0 for r in records)
+
+
+def drift_table(results: list[StreamResult]) -> str:
+    rows = []
+    for r in (r for r in results if r.drifts):
+        arf = r.named(ARF)
+        fastest = min(
+            (m for m in r.models if m.kind != OURS and m.scores.recoveries), key=_recovery_order, default=None
+        )
+        drifts = " / ".join(f"{d.position:,}" + (f" ±{d.width // 2:,}" if d.width else "") for d in r.drifts)
+        for m in r.of_kind(OURS):
+            rows.append([
+                r.spec.name, drifts, m.name, f"**{fmt(m.scores.headline, r.spec.is_regression)}**",
+                f"**{recoveries(m)}**", recoveries(arf), _fewer(m, arf),
+                "-" if fastest is None else f"{recoveries(fastest)} ({fastest.name})",
+            ])  # fmt: skip
+    return _table(
+        ["stream", "drifts at", "model", "result", "records to recover", "River ARF", "fewer than ARF",
+         "fastest peer to recover"],
+        rows,
+    )  # fmt: skip
+
+
+def details(r: StreamResult) -> str:
+    """Every model's every score on one stream."""
+    reg = r.spec.is_regression
+    rows = []
+    for m in r.models:
+        s = m.scores
+        loop = "-" if m.loop_rate is None else f"{m.loop_rate:,.0f} ({m.loop_n:,} records)"
+        rows.append([
+            m.name, m.kind, f"{fmt(s.headline, reg)}", _num(s.log_loss), _num(s.brier), fmt(s.first_500, reg),
+            fmt(s.first_2000, reg), fmt(s.from_201, reg), _num(s.seconds, 1), _rate(s.rate), loop,
+            {None: "-", True: "yes", False: "**NO**"}[m.loop_identical], recoveries(m) if r.drifts else "-",
+        ])  # fmt: skip
+    header = [
+        "model", "kind", "MAE" if reg else "accuracy", "log loss", "Brier", "first 500", "first 2,000",
+        "from 201", "seconds", "records/s", "one by one, records/s", "loop ≡ batch", "records to recover",
+    ]  # fmt: skip
+    skipped = f"\n\nNot run (CapyMOA not available): {', '.join(r.skipped)}." if r.skipped else ""
+    return _table(header, rows) + skipped
+
+
+@dataclass(frozen=True)
+class Question:
+    """A table of the report, and which streams it is about."""
+
+    title: str
+    table: Callable[[list[StreamResult]], str]
+    applies: Callable[[StreamResult], bool]
+
+
+def _any(r: StreamResult) -> bool:
+    return True
+
+
+QUESTIONS = (
+    Question("Floor: at least the other SGTs, and the constant baseline from record 201", floor_table, _any),
+    Question(
+        "Target: within 1 point (5% of the MAE) of the best single incremental tree", target_table, _any
+    ),
+    Question(
+        "Probabilities: log loss and Brier score", probability_table, lambda r: not r.spec.is_regression
+    ),
+    Question(
+        "Short streams: the first 500 and 2,000 records", short_table, lambda r: r.spec.group == "short"
+    ),
+    Question("Ensembles: River's ARF and MOA's SGBT, accuracy and speed", ensemble_table, _any),
+    Question("Drift: records to recover after each drift", drift_table, lambda r: bool(r.drifts)),
+)
+
+
+def render(results: list[StreamResult]) -> str:
+    """Every question's table (those that apply to the streams run), then every stream's details."""
+    parts = []
+    for q in QUESTIONS:
+        if any(q.applies(r) for r in results):
+            parts.append(f"### {q.title}\n\n{q.table(results)}")
+    for r in results:
+        drifts = f"; drifts at {', '.join(f'{d.position:,}' for d in r.drifts)}" if r.drifts else ""
+        parts.append(f"### {r.spec.name} ({r.spec.group}, {r.n:,} records{drifts})\n\n{details(r)}")
+    return "\n\n".join(parts)

@@ -1,0 +1,337 @@
+"""Boosted SGT ensembles: the exactness guarantees of the single trees (any batching, strictly prequential,
+save and restore anywhere), boosting itself, online bagging, drift answers, and parameter validation.
+
+The streams change concept half way (labels flipped, targets reflected), so the drift detectors fire and
+members are replaced inside the tested runs; the tests check that they did.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
+
+import sgt
+from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
+from sgt.boosted import DRIFT_PERIOD
+
+SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "poisson_rate": 1.0}
+N = 1500
+FLIP = 700
+PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _classification() -> tuple[list[dict], list]:
+    """Mixed dict records whose labels flip at FLIP; a third class first appears at row 1100."""
+    records, labels = mixed_records(N, seed=90)
+    out = [y if i < FLIP else 1 - y for i, y in enumerate(labels)]
+    out = [("late" if (i >= 1100 and i % 7 == 0) else y) for i, y in enumerate(out)]
+    return records, out
+
+
+def _regression() -> tuple[np.ndarray, np.ndarray]:
+    X, y = step_regression_stream(N, seed=91)
+    return X, np.where(np.arange(N) < FLIP, y, 6.0 - 2.0 * y)
+
+
+_RECORDS, _LABELS = _classification()
+_XR, _YR = _regression()
+
+
+def cut_points(n: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(1, n - 1), max_size=10, unique=True).map(sorted)
+
+
+def batches(n: int, cuts: list[int]) -> list[slice]:
+    return [slice(a, b) for a, b in itertools.pairwise([0, *cuts, n])]
+
+
+@functools.cache
+def _classifier_loop() -> tuple[bytes, list[dict], list]:
+    model = BoostedClassifier(**SMALL)
+    proba = []
+    for x, y in zip(_RECORDS, _LABELS, strict=True):
+        proba.append(model.predict_proba_one(x))
+        model.learn_one(x, y)
+    return model.to_bytes(), proba, model.classes_
+
+
+@functools.cache
+def _regressor_loop() -> tuple[bytes, list[float]]:
+    model = BoostedRegressor(**SMALL)
+    predictions = []
+    for x, y in zip(_XR, _YR, strict=True):
+        predictions.append(model.predict_one(x))
+        model.learn_one(x, y)
+    return model.to_bytes(), predictions
+
+
+def test_the_streams_make_the_detectors_fire() -> None:
+    classifier = sgt.load(_classifier_loop()[0])
+    regressor = sgt.load(_regressor_loop()[0])
+    assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+    assert classifier.classes_[2] == "late"
+    assert classifier.n_trees == len(classifier._all_members()) * 2
+    assert classifier._background is not None  # the saved states include a background ensemble
+    assert classifier.n_splits > 0 and regressor.n_splits > 0
+
+
+@PROPERTY
+@given(
+    cuts=cut_points(N),
+    methods=st.lists(st.sampled_from(["learn_many", "predict_learn_many", "loop"]), min_size=11),
+)
+def test_any_batching_gives_a_byte_identical_classifier(cuts: list[int], methods: list[str]) -> None:
+    model = BoostedClassifier(**SMALL)
+    for part, method in zip(batches(N, cuts), methods, strict=False):
+        if method == "loop":
+            for x, y in zip(_RECORDS[part], _LABELS[part], strict=True):
+                model.learn_one(x, y)
+        else:
+            getattr(model, method)(_RECORDS[part], _LABELS[part])
+    assert model.to_bytes() == _classifier_loop()[0]
+
+
+@PROPERTY
+@given(cuts=cut_points(N))
+def test_predict_learn_many_is_strictly_prequential_whatever_the_chunks(cuts: list[int]) -> None:
+    model = BoostedClassifier(**SMALL)
+    rows = []
+    for part in batches(N, cuts):
+        P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
+        rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
+    _, loop_proba, loop_classes = _classifier_loop()
+    assert model.classes_ == loop_classes
+    for (row, classes), expected in zip(rows, loop_proba, strict=True):
+        got = {c: row[j] for j, c in enumerate(classes) if c in expected or row[j] != 0.0}
+        assert got == expected
+
+
+@PROPERTY
+@given(cuts=cut_points(N))
+def test_regressor_batches_equal_the_prequential_loop(cuts: list[int]) -> None:
+    model = BoostedRegressor(**SMALL)
+    parts = [model.predict_learn_many(_XR[part], _YR[part]) for part in batches(N, cuts)]
+    predictions = np.concatenate(parts)
+    expected_bytes, expected = _regressor_loop()
+    assert predictions.tolist() == expected
+    assert model.to_bytes() == expected_bytes
+
+
+@PROPERTY
+@given(at=st.integers(0, N), kind=st.sampled_from(["classifier", "regressor"]))
+def test_a_round_trip_at_any_point_continues_byte_for_byte(at: int, kind: str) -> None:
+    if kind == "classifier":
+        X, y, make, expected = _RECORDS, _LABELS, BoostedClassifier, _classifier_loop()[0]
+    else:
+        X, y, make, expected = _XR, _YR, BoostedRegressor, _regressor_loop()[0]
+    model = make(**SMALL)
+    model.learn_many(X[:at], y[:at])
+    restored = make.from_bytes(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    restored.learn_many(X[at:], y[at:])
+    assert restored.to_bytes() == expected
+
+
+def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
+    model = BoostedRegressor(**SMALL)
+    model.learn_many(_XR, _YR)
+    x = {"x0": 0.7, "x1": 0.2}
+    members = [
+        [tree.value[tree.route_one(model._space.encode_one(x, False))[0]] for tree in m._trees]
+        for m in model._members
+    ]
+    expected = model._base_value
+    for (value,) in members:
+        expected = expected + model.learning_rate * value
+    assert model.predict_one(x) == expected
+
+
+def test_later_members_fit_what_the_earlier_ones_leave() -> None:
+    # with shrinkage 0.5 one member alone predicts half of each deviation from the base; boosting
+    # stages recover the rest
+    X, y = step_regression_stream(6000, seed=3)
+    errors = {}
+    for members in (1, 4):
+        model = BoostedRegressor(n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200)
+        errors[members] = np.abs(model.predict_learn_many(X, y) - y)[-2000:].mean()
+    assert errors[1] > 0.6
+    assert errors[4] < 0.3
+
+
+def test_boosting_stages_improve_a_classifier() -> None:
+    # one member shrunk by 0.5 is under-confident; the later stages restore the probabilities
+    X, y = multiclass_stream(6000, seed=4)
+    log_loss = {}
+    for members in (1, 5):
+        model = BoostedClassifier(n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200)
+        proba = model.predict_learn_many(X, y)
+        assert model.classes_ == [0, 1, 2] or sorted(model.classes_) == [0, 1, 2]
+        p_true = proba[np.arange(y.size), [model.classes_.index(v) for v in y.tolist()]]
+        log_loss[members] = -np.log(np.maximum(p_true[3000:], 1e-12)).mean()
+    assert log_loss[5] < 0.8 * log_loss[1]
+
+
+def test_drift_detection_replaces_members_and_recovers() -> None:
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (14_000, 3))
+    y = np.where(np.arange(14_000) < 10_000, X[:, 0] + X[:, 2] > 1, X[:, 1] > 0.5).astype(int)
+    accuracy, drifts = {}, {}
+    for name, threshold in (("detect", 50.0), ("ignore", None)):
+        model = BoostedClassifier(n_members=3, drift_threshold=threshold, warm_up=200)
+        proba = model.predict_learn_many(X, y)
+        correct = np.array(model.classes_)[proba.argmax(axis=1)] == y
+        accuracy[name], drifts[name] = correct[10_500:12_000].mean(), model.n_drifts
+    assert drifts["ignore"] == 0
+    assert 1 <= drifts["detect"] <= 10
+    assert accuracy["detect"] > 0.97  # measured 0.998
+    assert accuracy["ignore"] < 0.9  # measured 0.84: the old trees linger
+
+
+def test_no_drift_answered_on_a_stationary_stream() -> None:
+    X, y = multiclass_stream(20_000, seed=6)
+    noisy = np.where(np.random.default_rng(6).random(20_000) < 0.1, (y + 1) % 3, y)
+    model = BoostedClassifier(n_members=3, warm_up=200)  # the detectors' defaults
+    model.learn_many(X, noisy)
+    assert model.n_drifts == 0
+    Xr, yr = step_regression_stream(20_000, seed=7)
+    regressor = BoostedRegressor(n_members=3, warm_up=200)
+    regressor.learn_many(Xr, yr)
+    assert regressor.n_drifts == 0
+
+
+def test_drifts_are_answered_only_at_fixed_points() -> None:
+    model = BoostedRegressor(**SMALL)
+    drifts_at = []
+    for x, y in zip(_XR, _YR, strict=True):
+        before = model.n_drifts
+        model.learn_one(x, y)
+        if model.n_drifts != before:
+            drifts_at.append(model.n_seen)
+    assert drifts_at
+    assert all(n % DRIFT_PERIOD == 0 for n in drifts_at)
+
+
+def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_drift() -> None:
+    model = BoostedRegressor(**SMALL)
+    model.learn_many(_XR[:300], _YR[:300])
+    assert model._background is None
+    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model.learn_many(_XR[300:490], _YR[300:490])
+    assert model._background is None  # acted on only at the next fixed point, record 500
+    model.learn_many(_XR[490:510], _YR[490:510])
+    background = model._background
+    assert background is not None and not model._warning.alarm
+    assert all(tree.leaf_count(0) == 10 for m in background for tree in m._trees)  # learned since
+    model._detector._state.alarm = True
+    model.learn_many(_XR[510:760], _YR[510:760])
+    assert model._members is background and model._background is None
+    assert model.n_drifts == 1 and not model._detector.alarm
+
+
+def test_a_drift_without_a_warning_starts_afresh() -> None:
+    model = BoostedClassifier(**SMALL)
+    model.learn_many(_RECORDS[:600], _LABELS[:600])
+    model._detector._state.alarm = True
+    model.learn_many(_RECORDS[600:760], _LABELS[600:760])
+    assert model.n_drifts == 1 and model._background is None
+    assert all(tree.n_nodes == 1 and tree.leaf_count(0) == 10 for tree in model._trees)
+
+
+def test_version_never_decreases_across_replacements() -> None:
+    model = BoostedRegressor(**SMALL)
+    last = 0
+    for part in batches(N, list(range(50, N, 50))):
+        model.learn_many(_XR[part], _YR[part])
+        assert model.version >= last
+        last = model.version
+    assert model.n_drifts > 0
+
+
+def test_bagging_weights_depend_on_the_seed_only() -> None:
+    one, same, other = (BoostedRegressor(**{**SMALL, "seed": s}) for s in (1, 1, 2))
+    for model in (one, same, other):
+        model.learn_many(_XR[:FLIP], _YR[:FLIP])
+    assert one.to_bytes() == same.to_bytes()
+    assert one.to_bytes() != other.to_bytes()
+    weights = one._weights(np.ones(20_000, dtype=bool))
+    assert weights.shape == (SMALL["n_members"], 20_000)
+    assert abs(weights.mean() - 1.0) < 0.02 and abs(weights.var() - 1.0) < 0.05
+    assert set(np.unique(weights).tolist()) <= set(range(20))
+
+
+def test_without_bagging_every_weight_is_one() -> None:
+    model = BoostedClassifier(n_members=2, poisson_rate=None)
+    learn = np.array([True, False, True])
+    assert model._weights(learn).tolist() == [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]]
+
+
+def test_counters_cover_all_members() -> None:
+    model = sgt.load(_classifier_loop()[0])
+    members = model._all_members()
+    assert len(members) == 2 * SMALL["n_members"]  # a background ensemble too
+    assert model.n_nodes == sum(t.n_nodes for m in members for t in m._trees)
+    assert model.n_leaves == sum(t.n_leaves for m in members for t in m._trees)
+    assert model.n_seen == N
+    assert model.nbytes > 0 and model.depth >= 1
+    text = model.to_text()
+    assert text.startswith(f"BoostedClassifier: 3 members, {model.n_trees} trees")
+    assert f"member 2 tree 1 (class 'late' against {model.classes_[0]!r})" in text
+
+
+def test_a_bad_record_anywhere_in_a_batch_changes_nothing() -> None:
+    model = BoostedClassifier(**SMALL)
+    model.learn_many(_RECORDS[:300], _LABELS[:300])
+    before = model.to_bytes()
+    bad = [*_RECORDS[300:310], {"a": "not a number"}]
+    with pytest.raises(ValueError, match="'a'"):
+        model.learn_many(bad, _LABELS[300:311])
+    with pytest.raises(ValueError, match="label"):
+        model.learn_many(_RECORDS[300:302], [1, [2]])
+    assert model.to_bytes() == before
+
+
+def test_the_wrong_model_type_is_refused() -> None:
+    blob = SGTClassifier().to_bytes()
+    with pytest.raises(SerializationError, match="not a BoostedClassifier"):
+        BoostedClassifier.from_bytes(blob)
+    assert type(sgt.load(BoostedRegressor().to_bytes())) is BoostedRegressor
+
+
+BAD = [
+    ("n_members", 0, "an integer in [1, 1000]"),
+    ("n_members", 2.0, "an integer in [1, 1000]"),
+    ("learning_rate", 0.0, "a number in (0, 1]"),
+    ("learning_rate", 1.5, "a number in (0, 1]"),
+    ("poisson_rate", 0.0, "None (no bagging) or a number in (0, 100]"),
+    ("poisson_rate", "1", "None (no bagging) or a number in (0, 100]"),
+    ("drift_threshold", -1.0, "None (no drift detection) or a number > 0"),
+    ("drift_threshold", float("inf"), "None (no drift detection) or a number > 0"),
+    ("drift_delta", -0.1, "a number >= 0"),
+    ("seed", -1, "an integer in [0, "),
+    ("seed", True, "an integer in [0, "),
+]
+
+
+@pytest.mark.parametrize("estimator", [BoostedClassifier, BoostedRegressor], ids=lambda e: e.__name__)
+@pytest.mark.parametrize(("name", "value", "allowed"), BAD, ids=[f"{n}={v!r}" for n, v, _ in BAD])
+def test_bad_hyperparameters_are_named_with_the_allowed_values(
+    estimator: type, name: str, value: object, allowed: str
+) -> None:
+    with pytest.raises(ValueError, match=name) as info:
+        estimator(**{name: value})
+    assert allowed in str(info.value)
+
+
+def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:
+    # regression: learn_one went through the batch encoder, which refuses non-string feature names
+    # that SGTClassifier.learn_one accepts (River's generators key features by integers)
+    for model in (SGTClassifier(), BoostedClassifier(n_members=2)):
+        model.learn_one({0: 1.0, 1: 2.0}, "a")
+        model.learn_one({0: 3.0, 1: 2.0}, "b")
+        assert model.predict_one({0: 1.0, 1: 2.0}) in ("a", "b")

@@ -1,0 +1,83 @@
+"""The benchmark harness (tests/bench) itself: its metrics on exact vectors, and a quick run end to end.
+
+The benchmarks are not part of the test run; these tests keep the harness from rotting. The end-to-end
+run takes a few seconds on tiny streams and is skipped when River (the ``bench`` extra) is missing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.bench.metrics import brier, log_loss, recoveries
+from tests.bench.streams import Drift
+
+
+def test_log_loss_and_brier_exact() -> None:
+    truth = np.array([0, 1, 2, 0])
+    proba = np.array(
+        [
+            [0.5, 0.25, 0.25],  # p(true) 0.5; Brier 0.25 + 0.0625 + 0.0625
+            [2.0, 2.0, 0.0],  # unnormalised votes: divided by their sum, p(true) 0.5; Brier 0.25 + 0.25 + 0
+            [1.0, 0.0, 0.0],  # p(true) 0: clipped to 1e-15; Brier 1 + 0 + 1
+            [0.0, 0.0, 0.0],  # nothing published: p(true) 0; Brier 1
+        ]
+    )
+    expected_loss = (-math.log(0.5) * 2 - 2 * math.log(1e-15)) / 4
+    assert log_loss(truth, proba) == pytest.approx(expected_loss, rel=1e-12)
+    assert brier(truth, proba) == pytest.approx((0.375 + 0.5 + 2.0 + 1.0) / 4, rel=1e-12)
+
+
+def test_recovery_after_an_abrupt_drift_counts_from_the_drift_to_the_first_clean_window() -> None:
+    err = np.zeros(200)
+    err[50:70] = 1.0  # wrong for 20 records after the drift at 50
+    (rec,) = recoveries(err, (Drift(50, 0),), regression=False, window=10)
+    # the first window [t - 10, t) without an error and wholly after the drift ends at t = 80
+    assert rec.before == 0.0 and rec.records == 30 and rec.measurable
+
+
+def test_recovery_tolerates_one_point_and_reports_never_and_unmeasurable() -> None:
+    err = np.zeros(400)
+    err[::100] = 1.0  # pre-drift window of 100 holds exactly one error: level 0.01
+    err[150:250] = 1.0  # after the drift at 150, wrong until the next drift's start
+    drifts = (Drift(150, 0), Drift(250, 0), Drift(390, 0))
+    first, second, third = recoveries(err, drifts, regression=False, window=100)
+    assert first.measurable and first.records is None  # never back before the next drift
+    assert second.before == 1.0 and second.records == 100  # back at once: the minimum is the window
+    assert not third.measurable and third.records is None  # 10 records after it: no full window
+
+
+def test_recovery_of_a_gradual_drift_and_of_a_regression() -> None:
+    err = np.full(300, 2.0)
+    err[95:130] = 10.0  # the change (centre 100, width 10: records 95 to 104) and some records after it
+    (rec,) = recoveries(err, (Drift(100, 10),), regression=True, window=20)
+    # pre-drift level: MAE 2.0 over [75, 95); within 5%: the first all-2.0 window [130, 150), from end 105
+    assert rec.before == 2.0 and rec.records == 150 - 105
+
+
+def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every question's table on tiny streams (one of each kind), and ours batched ≡ ours in a loop."""
+    pytest.importorskip("river")
+    from tests.bench.__main__ import main as bench_main
+
+    argv = [
+        "--quick", "--records", "1200", "--window", "100",
+        "--streams", "sea,phishing,trump-approval,sea-abrupt",
+        "--models", "ours*,river-sgt,river-ht,river-htr,majority,mean",
+    ]  # fmt: skip
+    assert bench_main(argv) == 0
+    out = capsys.readouterr().out
+    for title in ("Floor:", "Target:", "Probabilities:", "Short streams:", "Ensembles:", "Drift:"):
+        assert f"### {title}" in out
+    assert "| sea | 1,200 | ours | **" in out and "| trump-approval (MAE) | 1,001 | ours | **" in out
+    assert "| phishing | 1,200 | ours | **" in out
+    drift_rows = [
+        line for line in out.splitlines() if line.startswith("| sea-abrupt | 300 ±1 / 600 ±1 / 900 ±1 | ours")
+    ]
+    assert len(drift_rows) == 2 and "n/a" not in drift_rows[0]
+    details = [line for line in out.splitlines() if line.startswith(("| ours |", "| ours-paper |"))]
+    assert len(details) == 8 and all("| yes |" in line for line in details)  # loop ≡ batch on every stream
+    assert "| ours, batches of 1,000, whole stream | 1,200 |" in out and "| River SGT | 480 |" in out
+    assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out

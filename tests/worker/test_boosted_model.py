@@ -1,0 +1,76 @@
+"""The worker's `model` setting: the boosted ensemble built from the settings, restored from a
+partition's state, and its drifts and size exported. (End to end against the broker: the SIGTERM
+proof of test_checkpoint_proofs.py runs with either model.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from worker_util import samples, value
+
+from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
+from worker.config import ConfigError, load_settings
+from worker.loop import state_config
+from worker.metrics import WorkerMetrics
+from worker.model import model_types, new_model
+from worker.state import PartitionState
+
+
+def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None:
+    assert type(new_model(load_settings({}, env={}))) is SGTClassifier
+    settings = load_settings(
+        {"learning_rate": "0.25", "poisson_rate": "2"},
+        env={"SGT_MODEL": "boosted", "SGT_N_MEMBERS": "4", "SGT_DRIFT_THRESHOLD": "30"},
+    )
+    model = new_model(settings)
+    assert type(model) is BoostedClassifier
+    params = model.get_params()
+    assert (params["n_members"], params["learning_rate"], params["poisson_rate"]) == (4, 0.25, 2.0)
+    assert params["drift_threshold"] == 30.0 and params["max_categories"] == 256
+    regressor = new_model(load_settings({"model": "boosted", "task": "regression"}, env={}))
+    assert type(regressor) is BoostedRegressor
+    assert regressor.n_members == BoostedRegressor().n_members  # none: the library's default
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"model": "forest"}, "setting model"),
+        ({"n_members": "0"}, "setting n_members"),
+        ({"learning_rate": "0"}, "setting learning_rate"),
+        ({"poisson_rate": "-1"}, "setting poisson_rate"),
+        ({"drift_threshold": "0"}, "setting drift_threshold"),
+    ],
+)
+def test_bad_ensemble_settings_are_named(flags: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(flags, env={})
+
+
+def test_a_partition_state_with_the_ensemble_restores_exactly() -> None:
+    settings = load_settings({"model": "boosted", "n_members": "3"}, env={})
+    model = new_model(settings)
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (3000, 2))
+    model.learn_many(X, (X[:, 0] > 0.5).astype(int))
+    state = PartitionState(0, model, state_config(settings))
+    blob = state.to_bytes()
+    restored = PartitionState.from_bytes(blob, state_config(settings), model_types())
+    assert type(restored.model) is BoostedClassifier
+    assert restored.to_bytes() == blob
+
+
+def test_drifts_and_the_ensemble_size_are_exported_per_partition() -> None:
+    m = WorkerMetrics()
+    m.report_model("0", 30, 2)  # a restored model's earlier drifts are not counted again
+    m.report_model("1", 1, 0)
+    m.report_model("0", 30, 5)
+    parsed = samples(m.render().decode())
+    assert value(parsed, "sgt_drifts_total", partition="0") == 3
+    assert value(parsed, "sgt_drifts_total", partition="1") == 0
+    assert value(parsed, "sgt_model_trees", partition="0") == 30
+    m.forget_partition(0, [])
+    parsed = samples(m.render().decode())
+    assert not [key for key in parsed if ("partition", "0") in key[1]]
+    m.report_model("0", 30, 7)  # assigned again: counted from here
+    assert value(samples(m.render().decode()), "sgt_drifts_total", partition="0") == 0

@@ -1,0 +1,287 @@
+"""worker.state_topic end to end against the session's real Kafka-protocol broker (loopback only).
+
+Small ``max_message_bytes`` makes ordinary payloads multi-chunk. Zombies and interrupted writes are
+played with a second StateTopic instance and a plain producer writing raw state records.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_util import produce_records, read_all
+
+from worker import state_log
+from worker.state_topic import (
+    HEADROOM_BYTES,
+    StateTopic,
+    StateTopicConfig,
+    StateTopicError,
+    StateTopicFenced,
+    StateWriteError,
+    ensure_topic,
+)
+
+SMALL = 3 * HEADROOM_BYTES  # chunks of 8 KiB
+
+
+@pytest.fixture
+def make_config(kafka_bootstrap: str) -> Callable[..., StateTopicConfig]:
+    def make(partitions: int = 3, **kwargs: object) -> StateTopicConfig:
+        config = StateTopicConfig(
+            kafka_bootstrap,
+            f"state-{uuid.uuid4().hex[:10]}",
+            max_message_bytes=SMALL,
+            timeout_s=20.0,
+            **kwargs,
+        )
+        assert ensure_topic(config, partitions)
+        return config
+
+    return make
+
+
+@pytest.fixture
+def open_states() -> Iterator[Callable[[StateTopicConfig], StateTopic]]:
+    opened: list[StateTopic] = []
+
+    def make(config: StateTopicConfig) -> StateTopic:
+        opened.append(StateTopic(config))
+        return opened[-1]
+
+    yield make
+    for states in opened:
+        states.close()
+
+
+def payload(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def live_keys(config: StateTopicConfig, partitions: int) -> dict[int, set[str]]:
+    """Per partition, the keys whose newest record is not a tombstone (what compaction keeps)."""
+    latest: dict[tuple[int, bytes], bool] = {}
+    for message in read_all(config.bootstrap_servers, config.topic, partitions, idle_s=1.0):
+        latest[(message.partition(), message.key())] = message.value() is not None
+    out: dict[int, set[str]] = {p: set() for p in range(partitions)}
+    for (partition, key), alive in latest.items():
+        if alive:
+            out[partition].add(key.decode())
+    return out
+
+
+def test_multi_chunk_state_round_trips_through_a_new_process(make_config, open_states) -> None:
+    config = make_config()
+    blob = payload(100_000, 1)
+    writer = open_states(config)
+    first = writer.acquire(1)
+    assert first.state is None and first.skipped == []
+    written = writer.write(1, blob)
+    assert written.chunks == -(-100_000 // config.chunk_bytes) == 13
+    assert (written.epoch, written.seq, written.bytes) == (first.epoch, 0, 100_000)
+    restored = open_states(config).acquire(1)
+    assert restored.state is not None and restored.state.payload == blob
+    assert (restored.state.epoch, restored.state.seq, restored.state.chunks) == (first.epoch, 0, 13)
+    assert restored.epoch > first.epoch
+    assert open_states(config).read(0).newest is None  # other partitions untouched
+
+
+def test_restore_picks_the_newest_state_and_cleans_up_behind_it(make_config, open_states) -> None:
+    config = make_config()
+    writer = open_states(config)
+    writer.acquire(2)
+    sizes = [30_000, 5_000, 60_000, 100]
+    for seq, size in enumerate(sizes):
+        assert writer.write(2, payload(size, seq)).seq == seq
+    newer = open_states(config)
+    restored = newer.acquire(2)
+    assert restored.state is not None and restored.state.payload == payload(100, 3)
+    assert restored.state.seq == 3
+    # The new owner's first state tombstones everything the old owner left.
+    written = newer.write(2, payload(20_000, 9))
+    assert written.seq == 4 and written.tombstones > 0 and written.cleanup_pending == 0
+    e = written.epoch
+    claim = next(k for k in live_keys(config, 3)[2] if "/claim/" in k)
+    assert live_keys(config, 3)[2] == {
+        claim,
+        f"p2/e{e}/0/manifest",
+        f"p2/e{e}/0/chunk/0",
+        f"p2/e{e}/0/chunk/1",
+        f"p2/e{e}/0/chunk/2",
+    }
+    assert open_states(config).read(2).newest.payload == payload(20_000, 9)
+
+
+def test_an_interrupted_write_leaves_the_previous_state_restorable(
+    make_config, open_states, kafka_bootstrap
+) -> None:
+    config = make_config()
+    writer = open_states(config)
+    writer.acquire(0)
+    writer.write(0, payload(50_000, 1))  # slot 0
+    writer.write(0, payload(40_000, 2))  # slot 1
+    # The owner crashes while writing its third state into slot 0: some chunks, no manifest.
+    epoch = writer.epoch(0)
+    own = state_log.Ownership(0, epoch, b"\0" * 16, next_seq=2, last_slot=1, extents=[7, 5])
+    plan = state_log.plan_write(own, payload(60_000, 3), config.chunk_bytes, now=0.0)
+    assert plan.slot == 0 and plan.chunks == 8
+    produce_records(kafka_bootstrap, config.topic, plan.records[:5], partition=0)
+    restored = open_states(config).acquire(0)
+    assert restored.state is not None and restored.state.payload == payload(40_000, 2)
+    # Even the crash's own slot: its old manifest now names chunks of another write.
+    selection = open_states(config).read(0)
+    assert selection.newest.seq == 1
+
+
+def test_a_stale_owner_is_fenced_and_its_states_ignored(make_config, open_states, kafka_bootstrap) -> None:
+    config = make_config()
+    old = open_states(config)
+    old.acquire(1)
+    old.write(1, payload(20_000, 1))
+    new = open_states(config)
+    restored = new.acquire(1)
+    assert restored.state.payload == payload(20_000, 1)
+    # The old owner has not noticed it lost the partition: its next write is refused, and void anyway.
+    with pytest.raises(
+        StateTopicFenced, match=rf"epoch {restored.epoch} claimed it after this worker's epoch"
+    ):
+        old.write(1, payload(25_000, 2))
+    with pytest.raises(StateTopicFenced):
+        old.write(1, payload(25_000, 3))  # sticky
+    selection = open_states(config).read(1)
+    assert selection.newest.payload == payload(20_000, 1)
+    assert any(s.reason.startswith("void: written by epoch") for s in selection.skipped)
+    # A zombie that skips the check (raw records into its free slot) cannot win either, before or
+    # after the new owner writes.
+    zombie = state_log.Ownership(1, old.epoch(1), b"\1" * 16, next_seq=9, last_slot=0)
+    produce_records(
+        kafka_bootstrap, config.topic, state_log.plan_write(zombie, b"zombie", 100, 0.0).records, 1
+    )
+    assert open_states(config).read(1).newest.payload == payload(20_000, 1)
+    new.write(1, payload(30_000, 4))
+    produce_records(
+        kafka_bootstrap, config.topic, state_log.plan_write(zombie, b"zombie", 100, 0.0).records, 1
+    )
+    assert open_states(config).read(1).newest.payload == payload(30_000, 4)
+    # Told about a newer epoch, an owner stops writing.
+    new.fence(1, new.epoch(1) + 1)
+    with pytest.raises(StateTopicFenced):
+        new.write(1, b"late")
+
+
+def test_acquire_is_refused_when_a_newer_owner_already_claimed(
+    make_config, open_states, kafka_bootstrap
+) -> None:
+    config = make_config(partitions=1)
+    first = open_states(config)
+    first.acquire(0)
+    second = open_states(config)
+    second.acquire(0)
+    assert first.epoch(0) < second.epoch(0)
+    with pytest.raises(StateTopicError, match="not acquired"):
+        second.write(1, b"x")
+    second.release(0)
+    with pytest.raises(StateTopicError, match="not acquired"):
+        second.write(0, b"x")
+
+
+def test_topic_creation_and_checks(kafka_bootstrap: str) -> None:
+    name = f"state-{uuid.uuid4().hex[:10]}"
+    config = StateTopicConfig(kafka_bootstrap, name, timeout_s=20.0)
+    assert ensure_topic(config, 4) is True
+    assert ensure_topic(config, 4) is False  # exists and fits
+    with pytest.raises(StateTopicError, match="it has 4 partitions, the features topic has 6"):
+        ensure_topic(config, 6)
+    bigger = StateTopicConfig(kafka_bootstrap, name, max_message_bytes=2_000_000, timeout_s=20.0)
+    with pytest.raises(StateTopicError, match=r"max\.message\.bytes is 1000000, below the 2000000"):
+        ensure_topic(bigger, 4)
+    plain = f"plain-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(plain, num_partitions=2, replication_factor=1)])[plain].result(20)
+    with pytest.raises(StateTopicError) as info:
+        ensure_topic(StateTopicConfig(kafka_bootstrap, plain, timeout_s=20.0), 3)
+    message = str(info.value)
+    assert f"state topic {plain!r} cannot be used" in message
+    assert "it has 2 partitions, the features topic has 3" in message
+    assert "cleanup.policy is 'delete', it must be 'compact'" in message
+
+
+def test_transactional_mode_lets_the_broker_fence_the_old_owner(make_config, open_states) -> None:
+    config = make_config(partitions=2, transactional_id_prefix=f"sgt-state-{uuid.uuid4().hex[:8]}")
+    old = open_states(config)
+    assert old.transactional
+    old.acquire(0)
+    old.write(0, payload(30_000, 1))
+    old.write(0, payload(10_000, 2))
+    new = open_states(config)
+    restored = new.acquire(0)  # init_transactions with the same transactional.id fences the old producer
+    assert restored.state is not None and restored.state.payload == payload(10_000, 2)
+    with pytest.raises(StateTopicFenced, match="refused, the broker fenced its transactional producer"):
+        old.write(0, payload(20_000, 3))
+    with pytest.raises(StateTopicFenced):
+        old.write(0, payload(20_000, 4))  # sticky
+    written = new.write(0, payload(50_000, 5))
+    assert written.chunks == 7 and written.tombstones > 0
+    assert open_states(config).read(0).newest.payload == payload(50_000, 5)
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_an_unacknowledged_record_raises_and_does_not_count(make_config, open_states, transactional) -> None:
+    prefix = f"sgt-state-{uuid.uuid4().hex[:8]}" if transactional else None
+    config = make_config(partitions=1, transactional_id_prefix=prefix)
+    states = open_states(config)
+    with pytest.raises(
+        StateWriteError, match=r"partition 3: claim not written, 1 of 1 records unacknowledged"
+    ):
+        states.acquire(3)  # the topic has one partition
+    assert states.epoch(3) is None
+    with pytest.raises(StateTopicError, match="partition 3 is not acquired"):
+        states.write(3, b"state")
+
+
+def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
+    make_config, open_states, kafka_bootstrap
+) -> None:
+    """A write that landed although the client saw no acknowledgement: the next write reads the log,
+    finds that state complete, and so writes into the other slot rather than over it."""
+    config = make_config(partitions=1)
+    writer = open_states(config)
+    writer.acquire(0)
+    writer.write(0, payload(30_000, 1))  # seq 0, slot 0
+    owned = writer._owned[0]
+    plan = state_log.plan_write(owned.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
+    produce_records(kafka_bootstrap, config.topic, plan.records, partition=0)  # landed, unacknowledged
+    state_log.attempted(owned.ownership, plan)
+    owned.unsure = plan
+    assert plan.slot == 1
+    written = writer.write(0, payload(30_000, 3))
+    assert written.seq == 2
+    newest = open_states(config).read(0).newest
+    assert (newest.seq, newest.slot, newest.payload) == (2, 0, payload(30_000, 3))
+    # Without the check the third write would have gone to slot 1 again, over the complete seq 1.
+
+
+def test_writes_can_travel_while_the_caller_works(make_config, open_states) -> None:
+    config = make_config()
+    states = open_states(config)
+    for p in (0, 1):
+        states.acquire(p)
+    pending = [states.start_write(0, payload(40_000, 1)), states.start_write(1, payload(40_000, 2))]
+    with pytest.raises(StateTopicError, match="partition 0 has a state write in progress"):
+        states.start_write(0, b"another")
+    deadline = time.monotonic() + 20
+    while not all(w.acknowledged for w in pending) and time.monotonic() < deadline:
+        states.poll()
+        time.sleep(0.001)
+    assert all(w.acknowledged for w in pending)
+    written = [states.finish(w) for w in pending]
+    assert [(w.partition, w.seq, w.chunks) for w in written] == [(0, 0, 5), (1, 0, 5)]
+    assert open_states(config).read(1).newest.payload == payload(40_000, 2)
+    late = states.start_write(0, payload(10, 3))
+    states.release(0)
+    with pytest.raises(StateTopicError, match="partition 0 was released or re-acquired"):
+        states.finish(late)

@@ -1,0 +1,737 @@
+"""Partition states in a compacted Kafka topic: create or check it, claim, restore, write durably.
+
+Every checkpoint payload of an input partition (:meth:`worker.state.PartitionState.to_bytes`, any
+size) is also stored in the partition of the same number of the state topic, so a worker on any
+machine, with an empty disk, can continue where the partition's previous owner stopped. The record
+format and the rules (claims, epochs, chunk slots, which state wins, cleanup) are those of
+:mod:`worker.state_log`; this module moves them through Kafka.
+
+How the loop uses it (one :class:`StateTopic` per worker process):
+
+1. at start-up, :func:`ensure_topic` creates the topic (compacted, as many partitions as the features
+   topic) or refuses an existing one that does not fit;
+2. on assignment of partition ``p``, :meth:`StateTopic.acquire` claims ``p`` (a new epoch, durable
+   before it returns), reads the state topic's partition to its end and returns the newest valid state
+   (or None) before the first record of ``p`` is processed;
+3. at each checkpoint, after the checkpoint file is written and before the input offsets are
+   committed, :meth:`StateTopic.write` stores the payload: chunks and manifest with acks=all, waits
+   for every delivery, checks that no newer owner claimed ``p`` meanwhile (raises
+   :class:`StateTopicFenced` if one did), then tombstones what the new state makes obsolete. Split
+   in two, :meth:`StateTopic.start_write` queues the records and returns at once, and
+   :meth:`StateTopic.finish` does the waiting and checking, so the loop can go on processing while
+   the state travels and commit the offsets once ``finish`` returned;
+4. on revoke (after the final checkpoint) or loss, :meth:`StateTopic.release` forgets ``p``; any
+   later write for it raises.
+
+Ownership check without extra round trips: the delivery reports give the offsets of the owner's own
+records. When the offsets from the end of what it last verified up to its new manifest are all its
+own, nobody else wrote to the partition meanwhile, so no newer claim can precede the manifest. Only
+when other records sit in between (a newer owner's claim, a zombie's writes) are those read back.
+
+Example (needs a broker; the tests run it against the embedded one)::
+
+    >>> cfg = StateTopicConfig("127.0.0.1:9092", "sgt-state")            # doctest: +SKIP
+    >>> ensure_topic(cfg, partitions=4)                                 # doctest: +SKIP
+    >>> with StateTopic(cfg) as states:                                 # doctest: +SKIP
+    ...     restored = states.acquire(2)
+    ...     payload = restored.state.payload if restored.state else None
+    ...     written = states.write(2, b"a checkpoint payload")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple, NoReturn
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from worker import state_log
+from worker.state_log import LogRecord, Ownership, Selection, Skipped, State
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+"""Largest record batch the state topic accepts (its ``max.message.bytes``) and the producer sends.
+
+Just under the broker default (1,048,588), so the topic needs no broker-side change."""
+
+HEADROOM_BYTES = 4096
+"""Room left in a message for the record batch and record framing (about 100 bytes), the key (under
+64) and the chunk header (40): a chunk's data is ``max_message_bytes - HEADROOM_BYTES``."""
+
+DEFAULT_SEGMENT_BYTES = 16 << 20
+"""``segment.bytes`` of a created topic. Compaction never touches the active segment, so a restore
+reads up to about this much history beyond the live states; smaller keeps restores short."""
+
+DEFAULT_SEGMENT_MS = 600_000
+"""``segment.ms`` of a created topic: a slowly written partition still rolls, and compacts, often."""
+
+_FETCH_BYTES = 64 << 20
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+class StateTopicError(RuntimeError):
+    """The state topic cannot be used: wrong settings, unreachable, or a read that did not finish."""
+
+
+class StateWriteError(StateTopicError):
+    """A state was not durably written (some record was not acknowledged); nothing counts as written."""
+
+
+class StateTopicFenced(StateTopicError):
+    """A newer owner claimed the partition: this process lost it and must not write its state."""
+
+
+@dataclass(frozen=True)
+class StateTopicConfig:
+    """Where the state topic is and how it is written.
+
+    ``transactional_id_prefix`` turns on transactional mode: partition ``p`` is written by a producer
+    with ``transactional.id`` ``{prefix}-{p}``, so the broker fences the previous owner's producer
+    as soon as a new owner acquires ``p`` (as Kafka Streams' first exactly-once mode). Readers then
+    need ``isolation.level=read_committed`` to skip aborted writes; the digest check skips them
+    anyway on brokers that do not filter them.
+
+    ``client_options`` go to every client (security settings and the like); the settings this
+    module's guarantees depend on (acks, idempotence, sizes) are applied after them.
+    """
+
+    bootstrap_servers: str
+    topic: str
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    replication_factor: int = 1
+    timeout_s: float = 30.0
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_ms: int = DEFAULT_SEGMENT_MS
+    transactional_id_prefix: str | None = None
+    client_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.max_message_bytes < 2 * HEADROOM_BYTES:
+            raise ValueError(
+                f"max_message_bytes must be >= {2 * HEADROOM_BYTES}, got {self.max_message_bytes}"
+            )
+        if self.replication_factor < 1:
+            raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Payload bytes per chunk record."""
+        return self.max_message_bytes - HEADROOM_BYTES
+
+    def topic_settings(self) -> dict[str, str]:
+        """The topic configuration :func:`ensure_topic` creates the topic with."""
+        return {
+            "cleanup.policy": "compact",
+            "max.message.bytes": str(self.max_message_bytes),
+            "segment.bytes": str(self.segment_bytes),
+            "segment.ms": str(self.segment_ms),
+        }
+
+
+class Restored(NamedTuple):
+    """What :meth:`StateTopic.acquire` found: the new epoch, the newest valid state, and the cost."""
+
+    partition: int
+    epoch: int
+    state: State | None
+    skipped: list[Skipped]
+    records: int  # records read
+    bytes: int  # key and value bytes read
+    seconds: float  # claim and read
+
+
+class Written(NamedTuple):
+    """A state that is durable and confirmed as written by the partition's current owner."""
+
+    partition: int
+    epoch: int
+    seq: int
+    chunks: int
+    bytes: int  # payload bytes
+    offset: int  # of the manifest
+    seconds: float
+    tombstones: int  # keys tombstoned after it
+    cleanup_pending: int  # tombstones not acknowledged; retried with the next write
+
+
+# -- the topic --------------------------------------------------------------------------------------
+
+
+def ensure_topic(config: StateTopicConfig, partitions: int) -> bool:
+    """Create the state topic when missing, else check it; True when it was created.
+
+    Raises :class:`StateTopicError` naming what is wrong with an existing topic: its partition count
+    (must equal the features topic's, ``partitions``), its ``cleanup.policy`` (must be ``compact``
+    only: ``delete`` would drop the state of a partition that has not checkpointed within the
+    retention time) or its ``max.message.bytes`` (must fit a chunk).
+    """
+    if partitions < 1:
+        raise ValueError(f"partitions must be >= 1, got {partitions}")
+    admin = AdminClient(_client(config))
+    if config.topic not in _topics(admin, config):
+        topic = NewTopic(
+            config.topic,
+            num_partitions=partitions,
+            replication_factor=config.replication_factor,
+            config=config.topic_settings(),
+        )
+        future = admin.create_topics([topic], request_timeout=config.timeout_s)[config.topic]
+        try:
+            future.result(config.timeout_s)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StateTopicError(
+                    f"cannot create state topic {config.topic!r}: {exc.args[0].str()}"
+                ) from None
+    problems = topic_problems(config, partitions, admin)
+    if problems:
+        raise StateTopicError(f"state topic {config.topic!r} cannot be used: " + "; ".join(problems))
+    return False
+
+
+def topic_problems(config: StateTopicConfig, partitions: int, admin: AdminClient | None = None) -> list[str]:
+    """What is wrong with the existing state topic (empty when it fits; it must exist)."""
+    admin = admin or AdminClient(_client(config))
+    metadata = _topics(admin, config).get(config.topic)
+    if metadata is None:
+        return ["it does not exist"]
+    problems = []
+    found = len(metadata.partitions)
+    if found != partitions:
+        problems.append(
+            f"it has {found} partitions, the features topic has {partitions} (they must be equal: "
+            "partition p's state lives in partition p)"
+        )
+    resource = ConfigResource(ResourceType.TOPIC, config.topic)
+    try:
+        settings = admin.describe_configs([resource], request_timeout=config.timeout_s)[resource].result(
+            config.timeout_s
+        )
+    except KafkaException as exc:
+        return [*problems, f"its configuration cannot be read: {exc.args[0].str()}"]
+    policy = settings["cleanup.policy"].value if "cleanup.policy" in settings else "delete"
+    if policy.replace(" ", "") != "compact":
+        problems.append(f"cleanup.policy is {policy!r}, it must be 'compact'")
+    if "max.message.bytes" in settings:
+        limit = int(settings["max.message.bytes"].value)
+        if limit < config.max_message_bytes:
+            problems.append(
+                f"max.message.bytes is {limit}, below the {config.max_message_bytes} the state chunks need"
+            )
+    return problems
+
+
+def _topics(admin: AdminClient, config: StateTopicConfig) -> dict[str, Any]:
+    try:
+        return dict(admin.list_topics(timeout=config.timeout_s).topics)
+    except KafkaException as exc:
+        raise StateTopicError(
+            f"cannot list topics at {config.bootstrap_servers}: {exc.args[0].str()}"
+        ) from None
+
+
+def _client(config: StateTopicConfig) -> dict[str, Any]:
+    return {**config.client_options, "bootstrap.servers": config.bootstrap_servers}
+
+
+# -- claiming, reading, writing ---------------------------------------------------------------------
+
+
+@dataclass
+class _Owned:
+    """This process's ownership of one partition and how far it has verified the partition's log."""
+
+    ownership: Ownership
+    claim_key: bytes
+    verified_end: int  # every record below this offset has been checked for newer claims
+    own_offsets: set[int] = field(default_factory=set)  # offsets of own records at or above it
+    fenced: str | None = None  # why this process lost the partition
+    unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
+    pending: PendingWrite | None = None  # started, not finished
+
+
+class _Delivery:
+    """Delivery reports of one batch of records: offsets in produce order, and the first failure."""
+
+    def __init__(self, count: int) -> None:
+        self.offsets: list[int | None] = [None] * count
+        self.errors: list[str] = []
+        self.queued = 0  # records handed to the producer (a locally refused one ends the batch)
+        self.reports = 0
+
+    def callback(self, index: int) -> Any:
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            self.reports += 1
+            if err is not None:
+                self.errors.append(err.str())
+            else:
+                self.offsets[index] = msg.offset()
+
+        return on_delivery
+
+    @property
+    def missing(self) -> int:
+        return sum(o is None for o in self.offsets)
+
+    @property
+    def acknowledged(self) -> bool:
+        """Every queued record has its delivery report."""
+        return self.reports == self.queued
+
+
+@dataclass
+class PendingWrite:
+    """A state write handed to the producer by :meth:`StateTopic.start_write`, not yet confirmed."""
+
+    partition: int
+    plan: state_log.WritePlan
+    delivery: _Delivery
+    payload_bytes: int
+    cost: float = 0.0  # seconds spent in start_write
+
+    @property
+    def acknowledged(self) -> bool:
+        """True once every record has a delivery report: :meth:`StateTopic.finish` will not wait."""
+        return self.delivery.acknowledged
+
+
+class StateTopic:
+    """Claims, restores and writes partition states in one state topic (one instance per process).
+
+    Not thread-safe: the worker loop calls it from its own thread, one partition at a time.
+    """
+
+    def __init__(self, config: StateTopicConfig) -> None:
+        self.config = config
+        self._owned: dict[int, _Owned] = {}
+        # One idempotent producer for every partition, or (transactional mode) one per partition.
+        self._shared = None if config.transactional_id_prefix else Producer(self._producer_settings())
+        self._transactional: dict[int, Producer] = {}
+        self._consumer: Consumer | None = None
+        self._closed = False
+
+    def _producer_settings(self) -> dict[str, Any]:
+        return {
+            **_client(self.config),
+            "enable.idempotence": True,  # in order, no duplicates, per partition
+            "acks": "all",
+            "message.max.bytes": self.config.max_message_bytes,
+            "compression.type": "none",  # the payload is compressed already
+            "linger.ms": 0,
+        }
+
+    @property
+    def transactional(self) -> bool:
+        """True when each partition is written in transactions by its own transactional producer."""
+        return self._shared is None
+
+    def _producer(self, partition: int) -> Producer:
+        if self._shared is not None:
+            return self._shared
+        return self._transactional[partition]
+
+    # -- ownership ----------------------------------------------------------------------------------
+
+    def acquire(self, partition: int) -> Restored:
+        """Claim ``partition`` (a new epoch) and return the newest valid state in the topic.
+
+        Call it on assignment, before the partition's first record is processed. The claim is durable
+        before the log is read, so every state written before it is seen, and every state an older
+        owner writes after it is void. Raises :class:`StateTopicFenced` if a newer claim already
+        follows this one (another process was assigned the partition meanwhile). In transactional
+        mode the partition's transactional producer is (re)initialised first, which makes the broker
+        fence any older producer of the same partition.
+        """
+        started = time.perf_counter()
+        self.release(partition)
+        if self.transactional:
+            self._init_transactional(partition)
+        owner = uuid.uuid4().bytes
+        key, value = state_log.claim_record(partition, owner, time.time())
+        delivery = self._send(partition, [(key, value)], "claim")
+        epoch = delivery.offsets[0]
+        assert epoch is not None
+        read = _Reader()
+        selection = state_log.select(partition, read.counting(self._read(partition, 0, epoch)))
+        if selection.newest_epoch > epoch:
+            raise StateTopicFenced(
+                f"state topic {self.config.topic!r} partition {partition}: claimed epoch {epoch}, but epoch "
+                f"{selection.newest_epoch} claimed it too; another worker owns it"
+            )
+        newest = selection.newest
+        ownership = Ownership(
+            partition,
+            epoch,
+            owner,
+            next_seq=0 if newest is None else newest.seq + 1,
+            cleanup=state_log.cleanup_keys(selection, key),
+        )
+        self._owned[partition] = _Owned(ownership, key, verified_end=read.end)
+        return Restored(
+            partition,
+            epoch,
+            newest,
+            selection.skipped,
+            read.records,
+            read.bytes,
+            time.perf_counter() - started,
+        )
+
+    def _init_transactional(self, partition: int) -> None:
+        prefix = self.config.transactional_id_prefix
+        producer = Producer({**self._producer_settings(), "transactional.id": f"{prefix}-{partition}"})
+        try:
+            producer.init_transactions(self.config.timeout_s)
+        except KafkaException as exc:
+            raise StateTopicError(
+                f"state topic {self.config.topic!r} partition {partition}: cannot initialise the "
+                f"transactional producer: {exc.args[0].str()}"
+            ) from None
+        self._transactional[partition] = producer
+
+    def release(self, partition: int) -> None:
+        """Forget ``partition`` (on revoke, after its final checkpoint, or on loss); later writes raise."""
+        self._owned.pop(partition, None)
+        producer = self._transactional.pop(partition, None)
+        if producer is not None:
+            # A fenced producer cannot abort its transaction and says so in a RuntimeWarning: expected.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                producer.close()
+
+    def fence(self, partition: int, epoch: int) -> None:
+        """Tell the owner that ``epoch`` claimed ``partition``: when newer, its writes raise from now on."""
+        owned = self._owned.get(partition)
+        if owned is not None and epoch > owned.ownership.epoch:
+            owned.fenced = f"epoch {epoch} claimed it after this worker's epoch {owned.ownership.epoch}"
+
+    def epoch(self, partition: int) -> int | None:
+        """This process's epoch for ``partition``, or None when it does not own it."""
+        owned = self._owned.get(partition)
+        return None if owned is None else owned.ownership.epoch
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def write(self, partition: int, payload: bytes) -> Written:
+        """Store ``payload`` as the partition's newest state; return once it is durable and confirmed.
+
+        The same as :meth:`finish` of :meth:`start_write`; see them for the errors.
+        """
+        return self.finish(self.start_write(partition, payload))
+
+    def start_write(self, partition: int, payload: bytes) -> PendingWrite:
+        """Hand the records of ``payload``'s state to the producer and return without waiting.
+
+        The caller may go on processing records while they are delivered (serve the delivery reports
+        with :meth:`poll`; :attr:`PendingWrite.acknowledged` tells when all have a report), and must
+        call :meth:`finish` before it counts the state as written (before committing the offsets it
+        covers). One write per partition at a time.
+        """
+        started = time.perf_counter()
+        owned = self._owned.get(partition)
+        if owned is None:
+            raise StateTopicError(f"partition {partition} is not acquired; call acquire() first")
+        self._check_fence(partition, owned)
+        if owned.pending is not None:
+            raise StateTopicError(f"partition {partition} has a state write in progress; finish() it first")
+        if owned.unsure is not None:
+            self._resync(partition, owned)
+        plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
+        records = plan.records
+        if self.transactional:  # one transaction: everything commits or nothing does
+            records = [*records, *((key, None) for key in plan.cleanup)]
+            self._begin(partition, f"state seq {plan.seq}")
+        pending = PendingWrite(partition, plan, self._produce(partition, records), len(payload))
+        pending.cost = time.perf_counter() - started
+        owned.pending = pending
+        return pending
+
+    def poll(self) -> None:
+        """Serve the delivery reports of writes in flight (cheap; the loop may call it every turn)."""
+        for producer in [self._shared] if self._shared is not None else self._transactional.values():
+            producer.poll(0)
+
+    def finish(self, pending: PendingWrite) -> Written:
+        """Wait until the state of :meth:`start_write` is durable and confirmed; return what was written.
+
+        Raises :class:`StateWriteError` when a record is not acknowledged (the state does not count
+        as written, and the previous one stays whole: an interrupted write never touches the slot of
+        the last complete state), :class:`StateTopicFenced` when a newer owner claimed the partition
+        before the manifest (the state is void for every reader; this and every later write raise).
+        In transactional mode the broker itself refuses a fenced producer's commit.
+        """
+        started = time.perf_counter()
+        partition, plan = pending.partition, pending.plan
+        owned = self._owned.get(partition)
+        if owned is None or owned.pending is not pending:
+            raise StateTopicError(
+                f"partition {partition} was released or re-acquired since this write started"
+            )
+        owned.pending = None
+        try:
+            self._complete(partition, pending.delivery, f"state seq {plan.seq}")
+        except StateWriteError:
+            owned.unsure = None if self.transactional else plan
+            raise
+        finally:
+            state_log.attempted(owned.ownership, plan)
+        offsets = [o for o in pending.delivery.offsets if o is not None]
+        unacknowledged = 0
+        if not self.transactional:
+            owned.own_offsets.update(offsets)
+            self._verify(partition, owned, max(offsets))
+            unacknowledged = self._tombstone(partition, owned, plan.cleanup)
+        state_log.completed(owned.ownership, plan)
+        if unacknowledged:
+            owned.ownership.cleanup = list(plan.cleanup)  # tombstoning twice is harmless; leaving keys is not
+        manifest_offset = pending.delivery.offsets[plan.chunks]
+        assert manifest_offset is not None
+        return Written(
+            partition,
+            owned.ownership.epoch,
+            plan.seq,
+            plan.chunks,
+            pending.payload_bytes,
+            manifest_offset,
+            pending.cost + time.perf_counter() - started,
+            len(plan.records) - plan.chunks - 1 + len(plan.cleanup),
+            unacknowledged,
+        )
+
+    def _tombstone(self, partition: int, owned: _Owned, keys: list[bytes]) -> int:
+        """Tombstone ``keys`` (after the ownership check) and wait; the number not acknowledged."""
+        if not keys:
+            return 0
+        delivery = self._produce(partition, [(key, None) for key in keys])
+        self._drain(partition)
+        owned.own_offsets.update(o for o in delivery.offsets if o is not None)
+        return delivery.missing
+
+    def _resync(self, partition: int, owned: _Owned) -> None:
+        """After a write whose outcome is unknown, read what landed since the last verified offset."""
+        plan, owned.unsure = owned.unsure, None
+        assert plan is not None
+        records = list(self._read(partition, owned.verified_end, -1))
+        newer = state_log.settle(owned.ownership, plan, records)
+        if newer is not None:
+            self.fence(partition, newer)
+            self._check_fence(partition, owned)
+        if records:
+            owned.verified_end = records[-1].offset + 1
+            owned.own_offsets = {o for o in owned.own_offsets if o >= owned.verified_end}
+
+    def _check_fence(self, partition: int, owned: _Owned) -> None:
+        if owned.fenced is not None:
+            raise StateTopicFenced(
+                f"state topic {self.config.topic!r} partition {partition}: {owned.fenced}; "
+                "it lost the partition"
+            )
+
+    def _verify(self, partition: int, owned: _Owned, upto: int) -> None:
+        """Raise StateTopicFenced if a newer claim lies between the last verified offset and ``upto``."""
+        start = owned.verified_end
+        foreign = [o for o in range(start, upto + 1) if o not in owned.own_offsets]
+        if foreign:
+            read = self._read(partition, foreign[0], upto)
+            others = [r for r in read if r.offset not in owned.own_offsets]
+            newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
+            if newer is not None:
+                self.fence(partition, newer)
+                self._check_fence(partition, owned)
+        owned.verified_end = upto + 1
+        owned.own_offsets = {o for o in owned.own_offsets if o > upto}
+
+    # -- reading without owning ---------------------------------------------------------------------
+
+    def read(self, partition: int) -> Selection:
+        """The newest valid state of ``partition`` and what was skipped, without claiming it."""
+        return state_log.select(partition, self._read(partition, 0, -1))
+
+    # -- Kafka plumbing -----------------------------------------------------------------------------
+
+    def _send(self, partition: int, records: list[tuple[bytes, bytes | None]], what: str) -> _Delivery:
+        """Produce ``records`` and wait for every acknowledgement (one transaction in transactional mode)."""
+        if self.transactional:
+            self._begin(partition, what)
+        delivery = self._produce(partition, records)
+        self._complete(partition, delivery, what)
+        return delivery
+
+    def _begin(self, partition: int, what: str) -> None:
+        try:
+            self._transactional[partition].begin_transaction()
+        except KafkaException as exc:
+            self._transaction_failed(partition, exc.args[0], what)
+
+    def _complete(self, partition: int, delivery: _Delivery, what: str) -> None:
+        """Wait for the records' acknowledgements (commit the transaction in transactional mode).
+
+        Raises StateWriteError unless every record was acknowledged, StateTopicFenced when the broker
+        fenced this partition's transactional producer.
+        """
+        if self.transactional:
+            producer = self._transactional[partition]
+            try:
+                if delivery.queued < len(delivery.offsets):  # a record was refused: commit nothing
+                    producer.abort_transaction(self.config.timeout_s)
+                else:
+                    producer.commit_transaction(self.config.timeout_s)
+            except KafkaException as exc:
+                self._transaction_failed(partition, exc.args[0], what)
+        elif not delivery.acknowledged:
+            self._drain(partition)
+        if delivery.errors or delivery.missing:
+            first = (
+                delivery.errors[0]
+                if delivery.errors
+                else f"not acknowledged within {self.config.timeout_s:g} s"
+            )
+            raise StateWriteError(
+                f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
+                f"{delivery.missing} of {len(delivery.offsets)} records unacknowledged ({first})"
+            )
+
+    def _transaction_failed(self, partition: int, error: KafkaError, what: str) -> NoReturn:
+        if error.code() in _FENCED or error.fatal():
+            reason = f"the broker fenced its transactional producer ({error.str()})"
+            owned = self._owned.get(partition)
+            if owned is not None:
+                owned.fenced = reason
+            raise StateTopicFenced(
+                f"state topic {self.config.topic!r} partition {partition}: {what} refused, {reason}; "
+                "it lost the partition"
+            )
+        with contextlib.suppress(KafkaException):
+            self._transactional[partition].abort_transaction(self.config.timeout_s)
+        raise StateWriteError(
+            f"state topic {self.config.topic!r} partition {partition}: {what} not written, "
+            f"transaction aborted ({error.str()})"
+        )
+
+    def _produce(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> _Delivery:
+        producer = self._producer(partition)
+        delivery = _Delivery(len(records))
+        for index, (key, value) in enumerate(records):
+            while True:
+                try:
+                    producer.produce(
+                        self.config.topic,
+                        value,
+                        key,
+                        partition=partition,
+                        on_delivery=delivery.callback(index),
+                    )
+                    delivery.queued += 1
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+                except KafkaException as exc:  # refused locally (unknown partition, too large, ...)
+                    delivery.errors.append(exc.args[0].str())
+                    return delivery
+        return delivery
+
+    def _drain(self, partition: int) -> None:
+        """Wait for every delivery report (or the timeout); undelivered records are purged."""
+        producer = self._producer(partition)
+        if producer.flush(self.config.timeout_s):
+            producer.purge(in_queue=True, in_flight=False)
+            producer.flush(0)
+
+    def _read(self, partition: int, start: int, at_least: int) -> Iterator[LogRecord]:
+        """Records of the partition from ``start`` to its end (at least past offset ``at_least``).
+
+        The end is the high watermark of the fetch responses (librdkafka's partition-EOF event),
+        which is right on every broker, unlike a ListOffsets(latest) request.
+        """
+        consumer = self._reader()
+        consumer.assign([TopicPartition(self.config.topic, partition, start)])
+        deadline = time.monotonic() + self.config.timeout_s
+        last = start - 1
+        try:
+            while time.monotonic() < deadline:
+                # poll returns at the first message; consume(..., 0) then takes what has arrived.
+                first = consumer.poll(0.05)
+                batch = [] if first is None else [first, *consumer.consume(10_000, 0)]
+                for message in batch:
+                    if message.topic() != self.config.topic or message.partition() != partition:
+                        continue
+                    error = message.error()
+                    if error is None:
+                        if message.offset() >= start:
+                            last = message.offset()
+                            yield LogRecord(last, message.key(), message.value())
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        if message.offset() > at_least:
+                            return
+                    elif error.fatal() or not error.retriable():
+                        raise StateTopicError(
+                            f"reading state topic {self.config.topic!r} partition {partition}: {error.str()}"
+                        )
+            raise StateTopicError(
+                f"reading state topic {self.config.topic!r} partition {partition} did not reach its end "
+                f"within {self.config.timeout_s:g} s (last offset read {last})"
+            )
+        finally:
+            consumer.unassign()
+
+    def _reader(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **_client(self.config),
+                    # Only assign() is used: the client needs a group id, never joined or committed.
+                    "group.id": f"sgt-state-reader-{uuid.uuid4().hex[:12]}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "fetch.wait.max.ms": 10,
+                    "fetch.max.bytes": _FETCH_BYTES,
+                    "max.partition.fetch.bytes": _FETCH_BYTES,
+                    "receive.message.max.bytes": _FETCH_BYTES + (1 << 20),
+                }
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        """Flush what is queued and close the clients. Idempotent."""
+        self._owned.clear()
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        for partition in list(self._transactional):
+            self.release(partition)
+        if not self._closed and self._shared is not None:
+            self._shared.flush(self.config.timeout_s)
+            self._shared.close()
+        self._closed = True
+
+    def __enter__(self) -> StateTopic:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _Reader:
+    """Counts the records and bytes a read yields and the offset after the last one."""
+
+    def __init__(self) -> None:
+        self.records = self.bytes = 0
+        self.end = 0
+
+    def counting(self, records: Iterator[LogRecord]) -> Iterator[LogRecord]:
+        for record in records:
+            self.records += 1
+            self.bytes += len(record.key or b"") + len(record.value or b"")
+            self.end = record.offset + 1
+            yield record
