@@ -10,9 +10,9 @@ from worker_util import samples, value
 
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
 from worker.config import ConfigError, load_settings
-from worker.loop import state_config
 from worker.metrics import WorkerMetrics
 from worker.model import model_types, new_model
+from worker.partition import state_config
 from worker.state import PartitionState
 
 

@@ -154,7 +154,8 @@ def _offline_model(features: list[tuple[bytes, bytes]], labels: list[tuple[bytes
         elif doc["id"] in x_of:
             X.append(x_of[doc["id"]])
             y.append(doc["y"])
-    model = SGTClassifier(grace_period=20, warm_up=50)
+    # the previous release's model, as a restored one of its checkpoints goes on (no smoothing)
+    model = SGTClassifier(grace_period=20, warm_up=50, proba="tree")
     model.predict_learn_many(X, y)
     return model.to_bytes()
 
