@@ -37,8 +37,13 @@ class SGTClassifier(BaseSGT):
     bins
         Equal-width bins per numeric feature. Default 64.
     warm_up
-        Values of each numeric feature used to fix its range before it can be split. Default 1000.
-        The model learns leaf values from the first record on.
+        Finite values of each numeric feature during which its bin grid may still grow to hold a
+        value outside it (see sgt.features); later ones are clipped into the end bins. It never
+        delays learning: numeric splits are possible from the first attempt. Default 1000.
+    grace_start
+        Instances before the root's first split attempt; a new leaf's first block is
+        grace_start * 2^depth, and each attempt that leaves a leaf a leaf doubles its block, up to
+        grace_period. Default 10 (grace_period gives the paper's constant blocks).
     max_depth
         Optional depth limit; a leaf at the limit only updates its value.
     feature_names
@@ -62,7 +67,7 @@ class SGTClassifier(BaseSGT):
     >>> model = SGTClassifier(warm_up=200)
     >>> proba = model.predict_learn_many(X, y)       # prequential: predict each row, then learn it
     >>> accuracy = (np.array(model.classes_)[proba.argmax(axis=1)] == y)[1000:].mean()
-    >>> bool(accuracy > 0.97), model.n_splits <= 3
+    >>> bool(accuracy > 0.97), model.n_splits <= 4
     (True, True)
     >>> model.predict_one({"x0": 0.9, "x1": 0.1})
     1
@@ -80,6 +85,7 @@ class SGTClassifier(BaseSGT):
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
+        grace_start: int = 10,
     ) -> None:
         super().__init__(
             delta,
@@ -92,6 +98,7 @@ class SGTClassifier(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

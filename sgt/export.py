@@ -6,10 +6,10 @@
 ...     model.learn_one({"x": i % 20}, 10.0 if i % 20 >= 10 else 0.0)
 >>> print(model.to_text())
 tree 0
-  x <= 9.20312
+  x <= 9.5 or missing
     leaf value=0 n=160
-  x > 9.20312 or missing
-    leaf value=10 n=0
+  x > 9.5
+    leaf value=10 n=10
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ class MILClassifier(BaseSGT):
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
+        grace_start: int = 10,
     ) -> None:
         super().__init__(
             delta,
@@ -63,6 +64,7 @@ class MILClassifier(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
         )
         self._new_tree()
 
@@ -80,6 +82,10 @@ class MILClassifier(BaseSGT):
         ):
             raise ValueError("a bag must be a non-empty list of records")
         codes = [self._space.encode_one(x, learn=learn) for x in bag]
+        if learn:  # the bag's values may have grown grids: code every instance on the grids it left
+            self._sync_layout()
+            self._apply_regrids(self._space.take_regrids())
+            codes = [self._space.encode_one(x, learn=False) for x in bag]
         width = len(self._space)  # features registered by later instances are missing in earlier ones
         return [c + [0] * (width - len(c)) for c in codes]
 

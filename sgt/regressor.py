@@ -63,6 +63,7 @@ class SGTRegressor(BaseSGT):
         loss: Loss | None = None,
         base_score: float | None = None,
         max_categories: int | None = None,
+        grace_start: int = 10,
     ) -> None:
         super().__init__(
             delta,
@@ -75,6 +76,7 @@ class SGTRegressor(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
         )
         if loss is not None and not isinstance(loss, Loss):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")

@@ -51,8 +51,10 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "SerializationError", "dumps", "loads"]
 
 MAGIC = b"SGTMODEL"
-FORMAT_VERSION = 2
-_READABLE = (1, 2)  # format 1 stored the split statistics densely
+FORMAT_VERSION = 3
+# format 1 stored the split statistics densely; formats 1 and 2 had no per-leaf block sizes (every
+# block was a grace period) and froze each numeric range after its warm-up instead of growing a grid
+_READABLE = (1, 2, 3)
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
 _DTYPES = {"<f8", "<i4", "<i8", "<u2"}
@@ -94,9 +96,9 @@ def dumps(model: BaseSGT) -> bytes:
 
 def loads(blob: bytes, loss: Loss | None = None) -> BaseSGT:
     """Rebuild a model from `dumps` output. `loss` supplies a custom (non built-in) loss."""
-    header, arrays = _parse(blob)
+    header, arrays, version = _parse(blob)
     try:
-        return _build(header, arrays, loss)
+        return _build(header, arrays, loss, version)
     except SerializationError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as error:
@@ -123,6 +125,7 @@ def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
         *_sparse_stats(prefix, tree.stats[:s]),
         (f"{prefix}.total", tree.total[:s]),
         (f"{prefix}.pending_n", pending),
+        (f"{prefix}.block", tree.block[:s]),
         (f"{prefix}.pending_codes", np.concatenate([tree.pending_codes[k, : pending[k]] for k in range(s)])),
         (f"{prefix}.pending_g", np.concatenate([tree.pending_g[k, : pending[k]] for k in range(s)])),
         (f"{prefix}.pending_h", np.concatenate([tree.pending_h[k, : pending[k]] for k in range(s)])),
@@ -159,7 +162,7 @@ def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], slots: int, columns
 
 
 # -- reading -------------------------------------------------------------------------------------
-def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(blob).__name__}")
     blob = bytes(blob)
@@ -192,7 +195,7 @@ def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         offset += size
     if offset != end:
         raise SerializationError("unexpected bytes after the last array")
-    return header, arrays
+    return header, arrays, version
 
 
 def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
@@ -206,7 +209,7 @@ def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
     return name, dtype, tuple(shape)
 
 
-def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None) -> BaseSGT:
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None, version: int) -> BaseSGT:
     from sgt.classifier import SGTClassifier
     from sgt.mil import MILClassifier
     from sgt.regressor import SGTRegressor
@@ -221,6 +224,8 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | N
         params["loss"] = _resolve_loss(name, loss)
     model = types[kind](**params)
     _restore_space(model._space, header["space"], arrays["space.ranges"])
+    if version < 3:
+        model._space.adopt_legacy_ranges()
     model._layout = Layout(model._space)
     model._layout_revision = model._space.revision
     model._trees = [_restore_tree(model, f"t{t}", info, arrays) for t, info in enumerate(header["trees"])]
@@ -272,7 +277,13 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     tree.stats = _dense_stats(prefix, arrays, s, layout.n_columns)
     tree.total = arrays[f"{prefix}.total"].reshape(s, 6)
     tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
-    if (tree.pending_n < 0).any() or (tree.pending_n >= grace).any():
+    if f"{prefix}.block" in arrays:
+        tree.block = arrays[f"{prefix}.block"].astype(np.int64).reshape(s)
+    else:  # formats 1 and 2: every block was a grace period
+        tree.block = np.full(s, grace, dtype=np.int64)
+    if (tree.block < 1).any() or (tree.block > grace).any():
+        raise SerializationError(f"{prefix}: block sizes out of range")
+    if (tree.pending_n < 0).any() or (tree.pending_n >= tree.block).any():
         raise SerializationError(f"{prefix}: pending block sizes out of range")
     # [pending instances, features], as written; checked as such rather than reshaped, because a
     # tree that knows no features yet has zero columns, whose row count a reshape cannot infer

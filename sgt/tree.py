@@ -8,12 +8,15 @@ Each leaf owns a *slot* of learning state:
 - `stats[slot]`: split statistics, one row of six numbers (see sgt.stats) per feature and code:
   the `Layout` gives each feature a block of columns (column 0 of a block: missing values);
 - `total[slot]`: the statistics of all instances since the leaf's last reset (the paper's U);
-- a pending block of at most `grace_period - 1` instances (their codes, g and h) not yet merged.
+- a pending block of at most `block[slot] - 1` instances (their codes, g and h) not yet merged.
 
-Pending instances are merged into the statistics only when the leaf attempts a split, one block of
-exactly `grace_period` instances at a time (paper, section 3.3: the attempt happens every
-grace_period instances). The block boundaries are therefore fixed by the algorithm, not by how a
-caller batched its records, which makes every learning path give bit-identical statistics.
+Pending instances are merged into the statistics only when the leaf attempts a split, one block of exactly
+`block[slot]` instances at a time (paper, section 3.3: the attempt happens every grace_period instances). A
+new leaf's first block holds `grace_start * 2^depth` instances and each attempt that leaves it a leaf
+doubles it, up to `grace_period`: a young tree moves its values and makes its first splits after a handful
+of records instead of a full grace period, an old leaf attempts as the paper's does, and deep leaves (most
+of them) add few attempts, which cost time. The block boundaries are therefore fixed by the algorithm, not
+by how a caller batched its records, which makes every learning path give bit-identical statistics.
 
 The attempt (paper section 3; the authors' conventions, reference notes section 1):
 evaluate "update the leaf value only" and the best split of every feature, take the candidate with
@@ -64,6 +67,7 @@ class Params:
     lambda_: float
     gamma: float
     max_depth: int | None
+    grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
 
 
 class Layout:
@@ -110,6 +114,7 @@ class Tree:
         self.stats = np.zeros((0, layout.n_columns, WIDTH))
         self.total = np.zeros((0, WIDTH))
         self.pending_n = np.zeros(0, dtype=np.int64)
+        self.block = np.zeros(0, dtype=np.int64)  # instances of the slot's next block
         # pending rows grow on demand up to grace_period (a large grace period costs memory only
         # when leaves actually hold that many instances)
         rows = min(params.grace_period, INITIAL_PENDING_ROWS)
@@ -136,9 +141,16 @@ class Tree:
             slot = self._new_slot()
         else:
             self._reset_slot(slot)
+        self.block[slot] = self._first_block(depth)
         self.slot[node] = slot
         self.slot_node[slot] = node
         return node
+
+    def _first_block(self, depth: int) -> int:
+        """A new leaf's first block: grace_start at the root, doubling with depth, at most grace_period."""
+        grace = self.params.grace_period
+        start = self.params.grace_start or grace
+        return grace if start << min(depth, 40) >= grace else start << depth
 
     def _grow_nodes(self, capacity: int) -> None:
         for name in NODE_ARRAYS:
@@ -155,6 +167,7 @@ class Tree:
             self.stats = _grow(self.stats, capacity)
             self.total = _grow(self.total, capacity)
             self.pending_n = _grow(self.pending_n, capacity)
+            self.block = _grow(self.block, capacity)
             self.pending_codes = _grow(self.pending_codes, capacity)
             self.pending_g = _grow(self.pending_g, capacity)
             self.pending_h = _grow(self.pending_h, capacity)
@@ -198,6 +211,31 @@ class Tree:
         codes = np.zeros((*self.pending_codes.shape[:2], layout.n_features), dtype=CODE_DTYPE)
         codes[:, :, : old.n_features] = self.pending_codes
         self.stats, self.pending_codes, self.layout = stats, codes, layout
+
+    def regrid(self, feature: int, mapping: np.ndarray) -> None:
+        """Carry numeric `feature` over to its grown grid (see sgt.features.Regrid).
+
+        Each leaf's bins that now share a bin merge, left to right (Chan's pairwise update); pending
+        codes are mapped; a threshold on an edge the new grid keeps stays on it, one inside a new bin
+        moves to the edge on the side holding more of that bin's old bins (ties: right edge, the bin
+        goes left).
+        """
+        bins = self.layout.bins
+        columns = slice(int(self.layout.offsets[feature]) + 1, int(self.layout.offsets[feature]) + 1 + bins)
+        old = self.stats[: self.n_slots, columns]
+        new = np.zeros_like(old)
+        target = mapping[1:].astype(np.intp) - 1
+        position = np.arange(bins) - np.searchsorted(target, target, side="left")
+        for p in range(int(position.max()) + 1):
+            moved = np.flatnonzero(position == p)
+            new[:, target[moved]] = merge(new[:, target[moved]], old[:, moved])
+        self.stats[: self.n_slots, columns] = new
+        codes = self.pending_codes[: self.n_slots, :, feature]
+        codes[...] = mapping[codes]
+        nodes = np.flatnonzero((self.feature[: self.n_nodes] == feature) & (self.table[: self.n_nodes] < 0))
+        for node in nodes.tolist():
+            self.threshold[node] = _regridded_threshold(int(self.threshold[node]), mapping)
+        self._mirror = None
 
     # -- routing -------------------------------------------------------------------------------
     def route(self, codes: np.ndarray, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +336,7 @@ class Tree:
         if size == 0:
             return 0
         slots = self.slot[nodes]
-        need = self.params.grace_period - self.pending_n[slots]
+        need = self.block[slots] - self.pending_n[slots]
         if size < need.min():
             return size
         window = FIRST_FULL_WINDOW
@@ -326,7 +364,7 @@ class Tree:
         self.pending_g[slot, position] = g
         self.pending_h[slot, position] = h
         self.pending_n[slot] = position + 1
-        if position + 1 < self.params.grace_period:
+        if position + 1 < self.block[slot]:
             return False
         return self.attempt(node, space)
 
@@ -336,7 +374,10 @@ class Tree:
         self._merge_pending(slot)
         candidate = self._best_candidate(node, slot)
         n = float(self.total[slot, N])
-        if not (candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta):
+        passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta
+        if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
+            self.block[slot] = min(2 * int(self.block[slot]), self.params.grace_period)
+        if not passed:
             return False
         if not candidate.is_split:
             self.value[node] += candidate.deltas[0]
@@ -441,9 +482,22 @@ class Tree:
             + self.pending_codes[0].nbytes
             + self.pending_g[0].nbytes
             + self.pending_h[0].nbytes
-            + 12
+            + 20
         )
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+
+def _regridded_threshold(threshold: int, mapping: np.ndarray) -> int:
+    """A numeric split's threshold (codes <= threshold go left) on a grown grid (see Tree.regrid)."""
+    bins = mapping.size - 1
+    if not 0 < threshold < bins:
+        return threshold  # nothing, or everything, goes left: so it stays
+    here = int(mapping[threshold])
+    if here != int(mapping[threshold + 1]):
+        return here
+    group = np.flatnonzero(mapping[1:] == here) + 1
+    left = int((group <= threshold).sum())
+    return here if 2 * left >= group.size else here - 1
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -96,18 +96,20 @@ def test_bools_are_numeric() -> None:
     model = SGTRegressor(grace_period=50, warm_up=50)
     model.learn_many([{"flag": bool(f)} for f in flags], np.where(flags, 5.0, -5.0))
     (feature,) = model.to_dict()["features"]
-    assert feature["kind"] == "numeric" and feature["range"] == [0.0, 1.0]
+    assert feature["kind"] == "numeric" and feature["range"] == [-0.5, 1.5]  # 0 and 1: a grid centred on them
     assert model.predict_one({"flag": True}) == pytest.approx(5.0, abs=0.2)
     assert model.predict_one({"flag": False}) == pytest.approx(-5.0, abs=0.2)
 
 
-def test_range_is_the_first_warm_up_finite_values_then_frozen() -> None:
+def test_the_grid_grows_with_the_first_warm_up_finite_values_then_stops() -> None:
+    """5 and 2: 64 bins of width 1/16 centred on them, [1.5, 5.5); 9 doubles it upwards; 4 is inside;
+    100 and -100 come after the 4 finite values of the warm-up and are clipped."""
     values = [5.0, math.nan, 2.0, None, 9.0, math.inf, 4.0, 100.0, -100.0]
     model = SGTRegressor(warm_up=4, grace_period=1000)
     for v in values:
         model.learn_one({"v": v}, 1.0)
     (feature,) = model.to_dict()["features"]
-    assert feature["range"] == [2.0, 9.0]
+    assert feature["range"] == [1.5, 9.5]
 
 
 def test_split_thresholds_are_bin_edges_of_the_frozen_range() -> None:
