@@ -55,6 +55,10 @@ DEFAULTS = {
 }
 
 
+#: What a leaf predicts with: its value ("constant", the paper's) or its value plus a linear term in
+#: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h.
+LEAF_MODELS = ("constant", "linear")
+
 # batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
 ROW_BY_ROW_MAX = 16
 
@@ -75,10 +79,15 @@ class BaseSGT:
         nominal: Iterable[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
+        leaf_model: str = "constant",
     ) -> None:
         _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_int("grace_start", grace_start, low=1, allowed="an integer >= 1")
+        if leaf_model not in LEAF_MODELS:
+            raise ValueError(
+                f"leaf_model must be one of {', '.join(map(repr, LEAF_MODELS))}, got {leaf_model!r}"
+            )
         _check_real("lambda_", lambda_, low=0.0, allowed=">= 0")
         _check_real("gamma", gamma, low=0.0, allowed=">= 0")
         _check_int("bins", bins, low=2, high=4096, allowed="an integer in [2, 4096]")
@@ -102,6 +111,7 @@ class BaseSGT:
         self.delta = float(delta)
         self.grace_period = int(grace_period)
         self.grace_start = int(grace_start)
+        self.leaf_model = str(leaf_model)
         self.lambda_ = float(lambda_)
         self.gamma = float(gamma)
         self.bins = int(bins)
@@ -140,7 +150,13 @@ class BaseSGT:
     # -- parameters and introspection ---------------------------------------------------------
     def _params(self) -> Params:
         return Params(
-            self.delta, self.grace_period, self.lambda_, self.gamma, self.max_depth, self.grace_start
+            self.delta,
+            self.grace_period,
+            self.lambda_,
+            self.gamma,
+            self.max_depth,
+            self.grace_start,
+            self.leaf_model,
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -149,6 +165,7 @@ class BaseSGT:
             "delta": self.delta,
             "grace_period": self.grace_period,
             "grace_start": self.grace_start,
+            "leaf_model": self.leaf_model,
             "lambda_": self.lambda_,
             "gamma": self.gamma,
             "bins": self.bins,
@@ -274,7 +291,7 @@ class BaseSGT:
         """Carry every tree over to grown numeric grids (in record order)."""
         for regrid in regrids:
             for tree in self._trees:
-                tree.regrid(regrid.feature, regrid.mapping)
+                tree.regrid(regrid)
 
     def _new_tree(self, root_value: float = 0.0) -> Tree:
         tree = Tree(self._params(), self._layout, root_value)
@@ -282,10 +299,10 @@ class BaseSGT:
         return tree
 
     # -- the one-record path -------------------------------------------------------------------
-    def _raw_one(self, nodes: Sequence[int]) -> list[float]:
-        """Raw scores (one per tree) of a record that sits at `nodes`."""
+    def _raw_one(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray) -> list[float]:
+        """Raw scores (one per tree) of a record with `codes` that sits at `nodes`."""
         base = self._base()
-        return [float(tree.value[node]) + base for tree, node in zip(self._trees, nodes)]
+        return [tree.predict_one(node, codes) + base for tree, node in zip(self._trees, nodes)]
 
     def _gradients_one(self, raw: list[float], target: Any) -> tuple[list[float], list[float]]:
         """`_gradients` for one record (subclasses may avoid numpy, with identical arithmetic)."""
@@ -294,7 +311,7 @@ class BaseSGT:
 
     def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
-        return self._raw_one([tree.route_one(codes)[0] for tree in self._trees])
+        return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
 
     def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:
         """Learn one encoded record; return (tree, node) pairs whose routing changed."""
@@ -308,7 +325,7 @@ class BaseSGT:
                 node = tree.add_category_child(node, int(codes[tree.feature[node]]))
             nodes.append(node)
         if self._trees:
-            g, h = self._gradients_one(self._raw_one(nodes), target)
+            g, h = self._gradients_one(self._raw_one(nodes, codes), target)
             for t, tree in enumerate(self._trees):
                 if tree.learn_one(nodes[t], codes, g[t], h[t], self._space):
                     changed.append((t, nodes[t]))
@@ -369,7 +386,7 @@ class BaseSGT:
                 for t, tree in enumerate(self._trees):  # thresholds may have moved: route the rest anew
                     routes[t][0][end + 1 :], routes[t][1][end + 1 :] = tree.route(codes[end + 1 :])
             else:
-                raw[end, : len(self._trees)] = self._raw_one([r[0][end] for r in routes])
+                raw[end, : len(self._trees)] = self._raw_one([r[0][end] for r in routes], codes[end])
             outputs_at[end] = self._n_outputs()
             if learn[end]:
                 changed = self._learn_codes(codes[end], targets[end])
@@ -405,7 +422,7 @@ class BaseSGT:
         before = list(codes)
         for regrid in regrids:
             before[regrid.feature] = regrid.code_before
-        return self._raw_one([tree.route_one(before)[0] for tree in self._trees])
+        return self._raw_one([tree.route_one(before)[0] for tree in self._trees], before)
 
     def _run_rows(
         self,
@@ -427,7 +444,9 @@ class BaseSGT:
                 raw[i, : len(self._trees)] = self._raw_before_regrids(row, regrids[i])
                 self._apply_regrids(regrids[i])
             else:
-                raw[i, : len(self._trees)] = self._raw_one([tree.route_one(row)[0] for tree in self._trees])
+                raw[i, : len(self._trees)] = self._raw_one(
+                    [tree.route_one(row)[0] for tree in self._trees], row
+                )
             outputs_at[i] = self._n_outputs()
             if learn[i]:
                 self._learn_codes(row, targets[i])
@@ -450,13 +469,19 @@ class BaseSGT:
             self._n_seen += int(learn[start:end].sum())
             return
         base = self._base()
-        raw = np.stack([tree.value[nodes[start:end]] + base for tree, (nodes, _) in zip(self._trees, routes)])
+        block = codes[start:end]
+        raw = np.stack(
+            [
+                tree.predict_rows(nodes[start:end], block) + base
+                for tree, (nodes, _) in zip(self._trees, routes)
+            ]
+        )
         raw_out[start:end, :n_trees] = raw.T
         rows = np.flatnonzero(learn[start:end])
         if not rows.size:
             return
         g, h = self._gradients(raw[:, rows], targets[start:end][rows])
-        block = codes[start:end][rows]
+        block = block[rows]
         for t, (tree, (nodes, _)) in enumerate(zip(self._trees, routes)):
             tree.append(nodes[start:end][rows], block, g[t], h[t])
         self._n_seen += int(rows.size)

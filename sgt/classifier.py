@@ -86,6 +86,7 @@ class SGTClassifier(BaseSGT):
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
+        leaf_model: str = "constant",
     ) -> None:
         super().__init__(
             delta,
@@ -99,6 +100,7 @@ class SGTClassifier(BaseSGT):
             nominal,
             max_categories=max_categories,
             grace_start=grace_start,
+            leaf_model=leaf_model,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

@@ -75,6 +75,8 @@ class Regrid(NamedTuple):
     feature: int
     mapping: np.ndarray
     code_before: int
+    old_range: tuple[float, float]
+    new_range: tuple[float, float]
 
 
 class FeatureSpace:
@@ -426,8 +428,9 @@ class FeatureSpace:
         if grown is None:
             return
         code_before = self._bin_one(state, x)
+        old = (state.lo, state.hi)
         state.lo, state.hi, mapping = grown
-        self._regrids.append(Regrid(row, j, mapping, code_before))
+        self._regrids.append(Regrid(row, j, mapping, code_before, old, (state.lo, state.hi)))
 
     def _bin_one(self, state: _Numeric, x: float) -> int:
         """The code of value x of a numeric feature (`encode_one` inlines the same arithmetic)."""

@@ -52,6 +52,7 @@ class MILClassifier(BaseSGT):
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
+        leaf_model: str = "constant",
     ) -> None:
         super().__init__(
             delta,
@@ -65,6 +66,7 @@ class MILClassifier(BaseSGT):
             nominal,
             max_categories=max_categories,
             grace_start=grace_start,
+            leaf_model=leaf_model,
         )
         self._new_tree()
 
@@ -91,7 +93,7 @@ class MILClassifier(BaseSGT):
 
     def _bag_probability(self, codes: list[list[int]]) -> tuple[float, int]:
         tree = self._trees[0]
-        raws = [tree.value[tree.route_one(c)[0]] for c in codes]
+        raws = [tree.predict_one(tree.route_one(c)[0], c) for c in codes]
         top = int(np.argmax(raws))
         return softmax_one([float(raws[top])])[1], top
 

@@ -64,6 +64,7 @@ class SGTRegressor(BaseSGT):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
+        leaf_model: str = "constant",
     ) -> None:
         super().__init__(
             delta,
@@ -77,6 +78,7 @@ class SGTRegressor(BaseSGT):
             nominal,
             max_categories=max_categories,
             grace_start=grace_start,
+            leaf_model=leaf_model,
         )
         if loss is not None and not isinstance(loss, Loss):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")

@@ -131,6 +131,8 @@ def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
         (f"{prefix}.pending_h", np.concatenate([tree.pending_h[k, : pending[k]] for k in range(s)])),
     ]
     out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(tree.tables)]
+    if tree.linear:
+        out.append((f"{prefix}.weights", tree.weights[:n]))
     return [(name, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))) for name, a in out]
 
 
@@ -307,6 +309,15 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
         tree.pending_g[k, :size] = g[rows]
         tree.pending_h[k, :size] = h[rows]
     tree.tables = [arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(info["n_tables"]))]
+    if tree.linear:
+        tree.weights = np.zeros((n, layout.n_features))
+        if f"{prefix}.weights" in arrays:  # (absent: written with constant leaves)
+            weights = arrays[f"{prefix}.weights"]
+            if weights.shape != (n, layout.n_features):
+                raise SerializationError(
+                    f"{prefix}: weights of shape {weights.shape}, not ({n}, {layout.n_features})"
+                )
+            tree.weights = weights.astype(np.float64)
     tree._mirror = None
     _check_tree(prefix, tree)
     return tree

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt.features import CODE_DTYPE, FeatureSpace
+from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
 from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
 from sgt.stats import WIDTH, N, block_stats, merge
 
@@ -68,6 +68,7 @@ class Params:
     gamma: float
     max_depth: int | None
     grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
+    leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
 
 
 class Layout:
@@ -107,6 +108,9 @@ class Tree:
         self.parent = np.empty(0, dtype=np.int32)
         self.slot = np.empty(0, dtype=np.int32)
         self.tables: list[np.ndarray] = []
+        # linear leaves: one weight per feature and node (numeric features only; see leaf_inputs)
+        self.linear = params.leaf_model == "linear"
+        self.weights = np.zeros((0, layout.n_features))
         self._mirror: tuple[list[Any], ...] | None = None
         # leaf slots
         self.n_slots = 0
@@ -137,6 +141,8 @@ class Tree:
         self.value[node] = value
         self.depth[node] = depth
         self.parent[node] = parent
+        if self.linear:  # a new leaf starts from its parent's model
+            self.weights[node] = self.weights[parent] if parent != NO_NODE else 0.0
         if slot is None:
             slot = self._new_slot()
         else:
@@ -158,6 +164,8 @@ class Tree:
             new = np.zeros(capacity, dtype=old.dtype)
             new[: old.size] = old
             setattr(self, name, new)
+        if self.linear:
+            self.weights = _grow(self.weights, capacity)
 
     def _new_slot(self) -> int:
         slot = self.n_slots
@@ -211,8 +219,12 @@ class Tree:
         codes = np.zeros((*self.pending_codes.shape[:2], layout.n_features), dtype=CODE_DTYPE)
         codes[:, :, : old.n_features] = self.pending_codes
         self.stats, self.pending_codes, self.layout = stats, codes, layout
+        if self.linear:
+            weights = np.zeros((self.weights.shape[0], layout.n_features))
+            weights[:, : old.n_features] = self.weights
+            self.weights = weights
 
-    def regrid(self, feature: int, mapping: np.ndarray) -> None:
+    def regrid(self, regrid: Regrid) -> None:
         """Carry numeric `feature` over to its grown grid (see sgt.features.Regrid).
 
         Each leaf's bins that now share a bin merge, left to right (Chan's pairwise update); pending
@@ -220,6 +232,7 @@ class Tree:
         moves to the edge on the side holding more of that bin's old bins (ties: right edge, the bin
         goes left).
         """
+        feature, mapping = regrid.feature, regrid.mapping
         bins = self.layout.bins
         columns = slice(int(self.layout.offsets[feature]) + 1, int(self.layout.offsets[feature]) + 1 + bins)
         old = self.stats[: self.n_slots, columns]
@@ -235,7 +248,55 @@ class Tree:
         nodes = np.flatnonzero((self.feature[: self.n_nodes] == feature) & (self.table[: self.n_nodes] < 0))
         for node in nodes.tolist():
             self.threshold[node] = _regridded_threshold(int(self.threshold[node]), mapping)
+        if self.linear:
+            self._regrid_weights(regrid)
         self._mirror = None
+
+    def _regrid_weights(self, regrid: Regrid) -> None:
+        """Re-express every node's linear term in `regrid.feature` on the new grid.
+
+        The input is about u - 1/2 with u = (x - lo) / (hi - lo) (see leaf_inputs). With u_old =
+        u_new S'/S + (lo' - lo)/S, w (u_old - 1/2) = w S'/S (u_new - 1/2) + w (S'/(2S) + (lo' - lo)/S - 1/2).
+        From a single value (S = 0) every learned input was the same: the term moves into the value.
+        """
+        j, n = regrid.feature, self.n_nodes
+        (lo, hi), (new_lo, new_hi) = regrid.old_range, regrid.new_range
+        w = self.weights[:n, j]
+        if hi == lo:
+            self.value[:n] += w * _input(1, self.layout.bins)
+            self.weights[:n, j] = 0.0
+            return
+        span, new_span = hi - lo, new_hi - new_lo
+        self.value[:n] += w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
+        self.weights[:n, j] = w * (new_span / span)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict_rows(self, nodes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The tree's raw score of each row at its node: the value, plus the linear term if any.
+
+        The linear term is summed feature by feature in layout order, as `predict_one` sums it.
+        """
+        out = self.value[nodes]
+        if not self.linear:
+            return out
+        bins = self.layout.bins
+        for j in self.layout.numeric.tolist():
+            if j < codes.shape[1]:
+                out = out + self.weights[nodes, j] * leaf_inputs(codes[:, j], bins)
+        return out
+
+    def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:
+        """`predict_rows` for one row, in Python floats (the same operations in the same order)."""
+        out = float(self.value[node])
+        if not self.linear:
+            return out
+        bins, weights = self.layout.bins, self.weights[node].tolist()
+        for j in self.layout.numeric.tolist():
+            if j < len(codes) and codes[j]:
+                out = out + weights[j] * _input(int(codes[j]), bins)
+            elif j < len(codes):
+                out = out + weights[j] * 0.0
+        return out
 
     # -- routing -------------------------------------------------------------------------------
     def route(self, codes: np.ndarray, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -371,6 +432,8 @@ class Tree:
     def attempt(self, node: int, space: FeatureSpace) -> bool:
         """Merge the leaf's full pending block and act on the best candidate. True if it split."""
         slot = int(self.slot[node])
+        if self.linear:
+            self._newton_linear(node, slot)
         self._merge_pending(slot)
         candidate = self._best_candidate(node, slot)
         n = float(self.total[slot, N])
@@ -386,6 +449,28 @@ class Tree:
             return False
         self._split(node, slot, candidate, space)
         return True
+
+    def _newton_linear(self, node: int, slot: int) -> None:
+        """One Newton step of the leaf's linear term on its block: w -= (mean h z z' + lambda I)^-1 mean g z.
+
+        The block's g and h were computed at the model's predictions, linear term included, so this
+        is a step on the leaf's loss as a function of w (the value has its own step, the null
+        candidate). It happens at the block boundary, which the algorithm fixes, so it is exact.
+        """
+        size = int(self.pending_n[slot])
+        numeric = self.layout.numeric
+        if not numeric.size:
+            return
+        z = leaf_inputs(self.pending_codes[slot, :size][:, numeric], self.layout.bins)
+        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
+        gradient = z.T @ g / size
+        hessian = (z * h[:, None]).T @ z / size + self.params.lambda_ * np.eye(numeric.size)
+        try:
+            step = np.linalg.solve(hessian, gradient)
+        except np.linalg.LinAlgError:
+            return
+        if np.all(np.isfinite(step)):
+            self.weights[node, numeric] -= step
 
     def _merge_pending(self, slot: int) -> None:
         size = int(self.pending_n[slot])
@@ -476,6 +561,7 @@ class Tree:
     def nbytes(self) -> int:
         """Bytes of the live state: node arrays and the slots of the current leaves."""
         node_bytes = sum(getattr(self, name)[: self.n_nodes].nbytes for name in NODE_ARRAYS)
+        node_bytes += self.weights[: self.n_nodes].nbytes
         per_slot = (
             self.stats[0].nbytes
             + self.total[0].nbytes
@@ -485,6 +571,17 @@ class Tree:
             + 20
         )
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+
+def leaf_inputs(codes: np.ndarray, bins: int) -> np.ndarray:
+    """A linear leaf's inputs: each numeric code's bin centre on the grid, as a fraction of the grid
+    minus 1/2 (in [-1/2, 1/2]); 0 for a missing value, which then adds nothing."""
+    return np.where(codes == 0, 0.0, (codes - (bins + 1) / 2.0) / bins)
+
+
+def _input(code: int, bins: int) -> float:
+    """`leaf_inputs` of one non-missing code, as a Python float (same operations)."""
+    return (code - (bins + 1) / 2.0) / bins
 
 
 def _regridded_threshold(threshold: int, mapping: np.ndarray) -> int:
