@@ -36,6 +36,7 @@ PAPER_DEFAULTS = {
     "bins": 64,
     "warm_up": 1000,
     "grace_start": 200,
+    "leaf_model": "constant",
 }
 
 #: Our defaults. delta, grace_period and gamma differ from the paper's: measured on five benchmark
@@ -44,6 +45,9 @@ PAPER_DEFAULTS = {
 #: first attempt after 10 records, a new leaf's after 10 * 2^depth) lifts short streams most (a
 #: 1,250-record binary data set: 49.7% -> 88.2%) and every long one by 0.3-2.5 points; the paper's
 #: warm-up, which blocked numeric splits for 1,000 values, is gone (grids grow with the data).
+#: leaf_model = "linear" (not in the paper) with linear_lambda = 0.03 cuts Friedman #1's MAE by 28%,
+#: gains 7 points on the rotating hyperplane, 1.5 on RBF-5, 5 on ImageSegments, and is within 0.15
+#: points of constant leaves elsewhere.
 DEFAULTS = {
     "delta": 1e-3,
     "grace_period": 100,
@@ -52,6 +56,8 @@ DEFAULTS = {
     "bins": 64,
     "warm_up": 1000,
     "grace_start": 10,
+    "leaf_model": "linear",
+    "linear_lambda": 0.03,
 }
 
 
@@ -79,11 +85,13 @@ class BaseSGT:
         nominal: Iterable[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "constant",
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
     ) -> None:
         _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_int("grace_start", grace_start, low=1, allowed="an integer >= 1")
+        _check_real("linear_lambda", linear_lambda, low=0.0, low_open=True, allowed="> 0")
         if leaf_model not in LEAF_MODELS:
             raise ValueError(
                 f"leaf_model must be one of {', '.join(map(repr, LEAF_MODELS))}, got {leaf_model!r}"
@@ -112,6 +120,7 @@ class BaseSGT:
         self.grace_period = int(grace_period)
         self.grace_start = int(grace_start)
         self.leaf_model = str(leaf_model)
+        self.linear_lambda = float(linear_lambda)
         self.lambda_ = float(lambda_)
         self.gamma = float(gamma)
         self.bins = int(bins)
@@ -157,6 +166,7 @@ class BaseSGT:
             self.max_depth,
             self.grace_start,
             self.leaf_model,
+            self.linear_lambda,
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -166,6 +176,7 @@ class BaseSGT:
             "grace_period": self.grace_period,
             "grace_start": self.grace_start,
             "leaf_model": self.leaf_model,
+            "linear_lambda": self.linear_lambda,
             "lambda_": self.lambda_,
             "gamma": self.gamma,
             "bins": self.bins,

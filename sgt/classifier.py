@@ -44,6 +44,13 @@ class SGTClassifier(BaseSGT):
         Instances before the root's first split attempt; a new leaf's first block is
         grace_start * 2^depth, and each attempt that leaves a leaf a leaf doubles its block, up to
         grace_period. Default 10 (grace_period gives the paper's constant blocks).
+    leaf_model
+        "linear" (default): a leaf predicts its value plus a linear term in the numeric features
+        (their bin centres on the grid), fitted by Newton steps from the same gradients and
+        Hessians at every attempt; a new leaf starts from its parent's term. "constant": the
+        paper's leaves, a value only.
+    linear_lambda
+        L2 regularisation of the linear term's Newton steps (on mean Hessians). Default 0.03.
     max_depth
         Optional depth limit; a leaf at the limit only updates its value.
     feature_names
@@ -86,7 +93,8 @@ class SGTClassifier(BaseSGT):
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "constant",
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
     ) -> None:
         super().__init__(
             delta,
@@ -101,6 +109,7 @@ class SGTClassifier(BaseSGT):
             max_categories=max_categories,
             grace_start=grace_start,
             leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

@@ -52,7 +52,8 @@ class MILClassifier(BaseSGT):
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "constant",
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
     ) -> None:
         super().__init__(
             delta,
@@ -67,6 +68,7 @@ class MILClassifier(BaseSGT):
             max_categories=max_categories,
             grace_start=grace_start,
             leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         self._new_tree()
 

@@ -24,7 +24,7 @@ from sgt import DEFAULTS, PAPER_DEFAULTS, MILClassifier, SGTClassifier, SGTRegre
 
 # grace_start = grace_period: constant blocks, so that the update path is exercised (with young
 # leaves' short first blocks these streams are learned by splits alone)
-SMALL = {"grace_period": 50, "grace_start": 50, "warm_up": 100}
+SMALL = {"grace_period": 50, "grace_start": 50, "warm_up": 100, "leaf_model": "constant"}
 
 
 def _binary() -> tuple[list, list]:
@@ -441,6 +441,8 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
         "bins": 64,
         "warm_up": 1000,
         "grace_start": 10,
+        "leaf_model": "linear",
+        "linear_lambda": 0.03,
     }
     paper = SGTClassifier(**PAPER_DEFAULTS).to_dict()["params"]
     expected = {
@@ -451,6 +453,7 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
         "bins": 64,
         "warm_up": 1000,
         "grace_start": 200,
+        "leaf_model": "constant",
     }
     assert {k: paper[k] for k in expected} == expected
 
@@ -458,7 +461,9 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
 @pytest.mark.parametrize("max_depth", [0, 1, 2])
 def test_max_depth_is_respected(max_depth: int) -> None:
     X, y = step_regression_stream(3000, seed=8)
-    model = SGTRegressor(grace_period=50, grace_start=50, warm_up=100, max_depth=max_depth)
+    model = SGTRegressor(
+        grace_period=50, grace_start=50, warm_up=100, max_depth=max_depth, leaf_model="constant"
+    )
     model.learn_many(X, y)
     assert model.depth <= max_depth
     assert model.n_updates > 0

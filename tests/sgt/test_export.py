@@ -76,14 +76,18 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
     model = _models()[name]
     d = model.to_dict()
     features = {f["name"]: f for f in d["features"]}
+    linear = {"weights"} if model.leaf_model == "linear" else set()  # every node's linear term
+    numeric = {name for name, f in features.items() if f["kind"] == "numeric"}
     for tree in d["trees"]:
         assert tree["depth"] == 0
         ids = [node["id"] for node in iter_nodes(tree)]
         assert len(ids) == len(set(ids))
         for node in iter_nodes(tree):
             assert math.isfinite(node["value"])
+            if linear:
+                assert set(node["weights"]) == numeric and all(map(math.isfinite, node["weights"].values()))
             if node["leaf"]:
-                assert set(node) == LEAF_KEYS
+                assert set(node) == LEAF_KEYS | linear
                 assert node["n"] >= 0
                 continue
             children = node["children"]
@@ -91,11 +95,11 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
             assert 0 <= node["missing"] < len(children)
             assert node["kind"] == features[node["feature"]]["kind"]
             if node["kind"] == "numeric":
-                assert set(node) == NUMERIC_KEYS and len(children) == 2
+                assert set(node) == NUMERIC_KEYS | linear and len(children) == 2
                 lo, hi = features[node["feature"]]["range"]
                 assert lo < node["threshold"] < hi
             else:
-                assert set(node) == NOMINAL_KEYS and len(children) == len(node["categories"]) >= 2
+                assert set(node) == NOMINAL_KEYS | linear and len(children) == len(node["categories"]) >= 2
                 assert set(node["categories"]) <= set(features[node["feature"]]["categories"])
 
 

@@ -125,7 +125,7 @@ def test_split_thresholds_are_bin_edges_of_the_frozen_range() -> None:
         assert 0 <= node["bin"] < 15
 
 
-def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:
+def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:  # constant leaves: a leaf's value is its prediction
     """A regressor with numeric and nominal splits, and records with missing and unseen values."""
     rng = np.random.default_rng(38)
     n = 6000
@@ -133,7 +133,7 @@ def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:
     c = rng.choice(["u", "v", "w"], n)
     y = 4.0 * (a > 0.3) + 2.0 * (b > 1.0) + 3.0 * (c == "w") + rng.normal(0.0, 0.2, n)
     records = [{"a": float(p), "b": float(q), "c": str(r)} for p, q, r in zip(a, b, c, strict=True)]
-    model = SGTRegressor(grace_period=100, warm_up=100)
+    model = SGTRegressor(grace_period=100, warm_up=100, leaf_model="constant")
     model.learn_many(records, y)
     probes = [
         {"a": float(p), "b": float(q), "c": str(r)}

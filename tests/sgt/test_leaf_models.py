@@ -153,7 +153,7 @@ def test_a_new_leaf_starts_from_its_parents_linear_model() -> None:
 
 
 def test_constant_leaves_store_no_weights_and_a_bad_leaf_model_is_named() -> None:
-    model = SGTRegressor()
+    model = SGTRegressor(leaf_model="constant")
     model.learn_many(_X[:300], _Y[:300])
     linear = SGTRegressor(leaf_model="linear")
     linear.learn_many(_X[:300], _Y[:300])
@@ -161,3 +161,5 @@ def test_constant_leaves_store_no_weights_and_a_bad_leaf_model_is_named() -> Non
     assert SGTRegressor.from_bytes(linear.to_bytes()).to_bytes() == linear.to_bytes()
     with pytest.raises(ValueError, match="leaf_model must be one of 'constant', 'linear', got 'tree'"):
         SGTRegressor(leaf_model="tree")
+    with pytest.raises(ValueError, match="linear_lambda must be > 0, got 0"):
+        SGTClassifier(linear_lambda=0)

@@ -89,7 +89,7 @@ class ReferenceSGT:
 
     def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
                  warm_up: int, max_depth: int | None, nominal: tuple[str, ...],
-                 grace_start: int = 10) -> None:  # fmt: skip
+                 grace_start: int = 10, leaf_model: str = "constant") -> None:  # fmt: skip
         self.nominal, self.grace_start = nominal, grace_start
         self.loss, self.grace, self.delta, self.lambda_ = loss, grace_period, delta, lambda_
         self.gamma, self.bins, self.warm_up, self.max_depth = gamma, bins, warm_up, max_depth
@@ -440,6 +440,7 @@ CONFIG = st.fixed_dictionaries(
         "grace_start": st.sampled_from([1, 3, 10, 100]),
         "max_depth": st.sampled_from([None, 1, 3]),
         "nominal": st.sampled_from([(), ("code",)]),
+        "leaf_model": st.just("constant"),  # the transcription has the paper's constant leaves
     }
 )
 

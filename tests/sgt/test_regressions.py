@@ -29,7 +29,14 @@ def _vector_model() -> SGTRegressor:
     The correct pooled variance gives p = 3.19e-4 and the split; A's formula gives p = 0.337.
     """
     model = SGTRegressor(
-        grace_period=10, warm_up=2, bins=4, delta=0.01, lambda_=0.1, gamma=1.0, base_score=0.0
+        leaf_model="constant",
+        grace_period=10,
+        warm_up=2,
+        bins=4,
+        delta=0.01,
+        lambda_=0.1,
+        gamma=1.0,
+        base_score=0.0,
     )
     for i in range(10):
         model.learn_one({"x": 4.0 * (i % 2)}, 1.0 + 0.2 * (i % 2))
@@ -71,7 +78,7 @@ def test_A4_range_starts_at_the_first_value_not_zero() -> None:
 
 def test_A5_learns_during_the_range_warm_up() -> None:
     rng = np.random.default_rng(12)
-    model = SGTRegressor(base_score=0.0)  # default grace 200, warm-up 1000
+    model = SGTRegressor(base_score=0.0, leaf_model="constant")  # a constant target: the value alone
     X = rng.uniform(0.0, 1.0, (600, 3))
     y = 5.0 + rng.normal(0.0, 0.01, 600)
     model.learn_many(X[:200], y[:200])
@@ -170,7 +177,7 @@ def test_R4_constant_feature_during_warm_up_does_not_crash() -> None:
     X = np.column_stack([np.full(4000, 7.0), rng.uniform(0.0, 1.0, 4000)])
     X[3000:, 0] = rng.uniform(0.0, 14.0, 1000)  # varies only after its range froze at [7, 7]
     y = X[:, 1] > 0.5
-    model = SGTClassifier(grace_period=100, warm_up=100)
+    model = SGTClassifier(grace_period=100, warm_up=100, leaf_model="constant")
     model.learn_many(X, y)
     ranges = {f["name"]: f["range"] for f in model.to_dict()["features"]}
     assert ranges["x0"] == [7.0, 7.0]
