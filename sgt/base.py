@@ -299,8 +299,13 @@ class BaseSGT:
             tree.relayout(self._layout)
 
     def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
-        """Carry every tree over to grown numeric grids (in record order)."""
-        for regrid in regrids:
+        """Carry every tree over to grown numeric grids (of one record, or a bag's records).
+
+        In feature order (a stable sort keeps one feature's grids in record order): the batch coder
+        meets a record's features in an order that may differ from the record's own, and the linear
+        leaves' re-expression adds each feature's offset to the values, where order changes the bits.
+        """
+        for regrid in sorted(regrids, key=lambda r: r.feature):
             for tree in self._trees:
                 tree.regrid(regrid)
 

@@ -468,12 +468,12 @@ class Tree:
             return
         z = leaf_inputs(self.pending_codes[slot, :size][:, numeric], self.layout.bins)
         g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
-        gradient = z.T @ g / size
-        hessian = (z * h[:, None]).T @ z / size + self.params.linear_lambda * np.eye(numeric.size)
-        try:
-            step = np.linalg.solve(hessian, gradient)
-        except np.linalg.LinAlgError:
-            return
+        # sums in instance order (cumsum), never BLAS: a BLAS kernel's rounding may depend on memory
+        # alignment and threads, and the same block must give the same bits in every process
+        gradient = np.cumsum(z * g[:, None], axis=0)[-1] / size
+        outer = z[:, :, None] * z[:, None, :] * h[:, None, None]
+        hessian = np.cumsum(outer, axis=0)[-1] / size + self.params.linear_lambda * np.eye(numeric.size)
+        step = _solve_positive_definite(hessian, gradient)
         if np.all(np.isfinite(step)):
             self.weights[node, numeric] -= step
 
@@ -576,6 +576,28 @@ class Tree:
             + 20
         )
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+
+def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with a x = b, a symmetric positive definite (Gaussian elimination without pivoting).
+
+    Elementwise numpy steps and sums in a fixed order only (no LAPACK), so the bits never depend on
+    the process, the memory alignment or the number of threads.
+    """
+    a, b = a.copy(), b.copy()
+    n = b.size
+    for k in range(n):
+        factor = a[k + 1 :, k] / a[k, k]
+        a[k + 1 :, k:] -= factor[:, None] * a[k, k:]
+        b[k + 1 :] -= factor * b[k]
+    x = [0.0] * n
+    rows = a.tolist()
+    for k in range(n - 1, -1, -1):
+        total = float(b[k])
+        for j in range(k + 1, n):
+            total -= rows[k][j] * x[j]
+        x[k] = total / rows[k][k]
+    return np.array(x)
 
 
 def leaf_inputs(codes: np.ndarray, bins: int) -> np.ndarray:

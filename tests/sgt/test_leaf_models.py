@@ -163,3 +163,22 @@ def test_constant_leaves_store_no_weights_and_a_bad_leaf_model_is_named() -> Non
         SGTRegressor(leaf_model="tree")
     with pytest.raises(ValueError, match="linear_lambda must be > 0, got 0"):
         SGTClassifier(linear_lambda=0)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_grids_growing_at_one_record_give_the_loops_bytes_whatever_the_key_order(reverse: bool) -> None:
+    """Regression: the batch coder meets a record's features in set order, the loop in the record's
+    order; two grids growing at one record must be applied in one order (feature order), as the
+    linear leaves add both offsets to the values. A worker proof caught it across processes."""
+    rng = np.random.default_rng(54)
+    records = []
+    for i in range(600):
+        scale = 1.0 if i < 300 else 50.0  # at record 300 both grids grow
+        a, b = rng.uniform(-1.0, 1.0, 2) * scale
+        records.append({"b": float(b), "a": float(a)} if reverse and i else {"a": float(a), "b": float(b)})
+    y = [float(3.0 * x["a"] - x["b"] + rng.normal(0.0, 0.1)) for x in records]
+    loop, batch = SGTRegressor(grace_period=20), SGTRegressor(grace_period=20)
+    for x, target in zip(records, y, strict=True):
+        loop.learn_one(x, target)
+    batch.learn_many(records, y)
+    assert batch.to_bytes() == loop.to_bytes()
