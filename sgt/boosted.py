@@ -45,7 +45,7 @@ import numpy as np
 from sgt.base import BaseSGT, _check_int, _check_real
 from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
 from sgt.drift import PageHinkley
-from sgt.features import CODE_DTYPE
+from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
@@ -274,7 +274,7 @@ class _Boosting:
         total = self._base_columns(1, max(1, width), np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
         for member in self._members:
             raw = np.zeros_like(total)
-            raw[0, :width] = [float(tree.value[tree.route_one(codes)[0]]) for tree in member._trees]
+            raw[0, :width] = [tree.predict_one(tree.route_one(codes)[0], codes) for tree in member._trees]
             total = total + self.learning_rate * raw
         return total[0, :width].tolist()
 
@@ -284,7 +284,7 @@ class _Boosting:
         learn = np.ones(1, dtype=bool)
         targets, events = self._prepare_targets([y], learn)  # type: ignore[attr-defined]
         codes = np.array([self._space.encode_one(x, learn=True)], dtype=CODE_DTYPE)
-        self._run_encoded(codes, targets, learn, events)
+        self._run_encoded(codes, targets, learn, events, {0: self._space.take_regrids()})
 
     def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
         """Predict then learn each row in order: the ensemble's raw scores [rows, outputs], and the
@@ -300,11 +300,21 @@ class _Boosting:
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
-        return self._run_encoded(codes, targets, learn, events)
+        regrids: dict[int, list[Regrid]] = {}
+        for regrid in self._space.take_regrids():
+            regrids.setdefault(regrid.row, []).append(regrid)
+        return self._run_encoded(codes, targets, learn, events, regrids)
 
     def _run_encoded(
-        self, codes: np.ndarray, targets: np.ndarray, learn: np.ndarray, events: np.ndarray
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
     ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows already coded; `regrids`: the grids that grew at each row, which every member (and
+        the background ensemble) carries its trees over to when it reaches that row."""
         n = codes.shape[0]
         self._sync_layout()
         targets = np.asarray(targets, dtype=np.float64)
@@ -317,13 +327,20 @@ class _Boosting:
             cuts = cuts[:0]  # the model changes at those points only to answer a drift
         for start, end in itertools.pairwise([0, *cuts[cuts < n].tolist(), n]):
             inside = events[(events >= start) & (events < end)] - start
+            grown = {row - start: r for row, r in regrids.items() if start <= row < end and r}
             out[start:end], outputs_at[start:end] = self._run_segment(
-                codes[start:end], targets[start:end], learn[start:end], inside, width
+                codes[start:end], targets[start:end], learn[start:end], inside, width, grown
             )
         return out, outputs_at
 
     def _run_segment(
-        self, codes: np.ndarray, targets: np.ndarray, learn: np.ndarray, events: np.ndarray, width: int
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        width: int,
+        regrids: dict[int, list[Regrid]],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows up to (at most) the next point where drifts are answered: the ensemble (and the
         background one), then the detectors."""
@@ -333,9 +350,10 @@ class _Boosting:
         table = np.zeros((n, _OFFSETS + width))
         table[:, _TARGET] = targets
         weights = self._weights(learn)
-        predicted = self._run_members(self._members, codes, table, weights, base, learn, events)
+        members = self._run_members
+        predicted = members(self._members, codes, table, weights, base, learn, events, regrids)
         if self._background is not None:
-            self._run_members(self._background, codes, table, weights, base, learn, events)
+            members(self._background, codes, table, weights, base, learn, events, regrids)
         rows = np.flatnonzero(learn)
         self._n_seen += int(rows.size)
         self._register_events(targets, events)
@@ -357,6 +375,7 @@ class _Boosting:
         base: tuple[np.ndarray, np.ndarray],
         learn: np.ndarray,
         events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
     ) -> np.ndarray:
         """Run members in order, each learning at the shrunken sum of those before it; return the
         ensemble's raw scores (as predicted, before each row was learned)."""
@@ -365,7 +384,7 @@ class _Boosting:
         for m, member in enumerate(members):
             table[:, _WEIGHT] = weights[m]
             table[:, _OFFSETS:] = learned
-            member_raw, _ = member._run_codes(codes, table, learn, events)
+            member_raw, _ = member._run_codes(codes, table, learn, events, None, regrids)
             raw = np.zeros((n, width))
             columns = min(width, member_raw.shape[1])
             raw[:, :columns] = member_raw[:, :columns]
@@ -481,6 +500,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "constant",
+        linear_lambda: float = 0.03,
     ) -> None:
         SGTClassifier.__init__(
             self,
@@ -494,6 +516,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
             proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
@@ -601,6 +626,9 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         loss: Loss | None = None,
         base_score: float | None = None,
         max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "constant",
+        linear_lambda: float = 0.03,
     ) -> None:
         SGTRegressor.__init__(
             self,
@@ -616,6 +644,9 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             loss=loss,
             base_score=base_score,
             max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 

@@ -38,8 +38,20 @@ class SGTClassifier(BaseSGT):
     bins
         Equal-width bins per numeric feature. Default 64.
     warm_up
-        Values of each numeric feature used to fix its range before it can be split. Default 1000.
-        The model learns leaf values from the first record on.
+        Finite values of each numeric feature during which its bin grid may still grow to hold a
+        value outside it (see sgt.features); later ones are clipped into the end bins. It never
+        delays learning: numeric splits are possible from the first attempt. Default 1000.
+    grace_start
+        Instances before the root's first split attempt; a new leaf's first block is
+        grace_start * 2^depth, and each attempt that leaves a leaf a leaf doubles its block, up to
+        grace_period. Default 10 (grace_period gives the paper's constant blocks).
+    leaf_model
+        "linear" (default): a leaf predicts its value plus a linear term in the numeric features
+        (their bin centres on the grid), fitted by Newton steps from the same gradients and
+        Hessians at every attempt; a new leaf starts from its parent's term. "constant": the
+        paper's leaves, a value only.
+    linear_lambda
+        L2 regularisation of the linear term's Newton steps (on mean Hessians). Default 0.03.
     max_depth
         Optional depth limit; a leaf at the limit only updates its value.
     feature_names
@@ -72,7 +84,7 @@ class SGTClassifier(BaseSGT):
     >>> model = SGTClassifier(warm_up=200)
     >>> proba = model.predict_learn_many(X, y)       # prequential: predict each row, then learn it
     >>> accuracy = (np.array(model.classes_)[proba.argmax(axis=1)] == y)[1000:].mean()
-    >>> bool(accuracy > 0.97), model.n_splits <= 3
+    >>> bool(accuracy > 0.97), model.n_splits <= 4
     (True, True)
     >>> model.predict_one({"x0": 0.9, "x1": 0.1})
     1
@@ -90,6 +102,9 @@ class SGTClassifier(BaseSGT):
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
         proba: str = "blend",
     ) -> None:
         if proba not in MODES:
@@ -105,6 +120,9 @@ class SGTClassifier(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}
@@ -269,7 +287,7 @@ class SGTClassifier(BaseSGT):
             return dict(zip(self._classes, softmax_one(self._predict_raw_one(x))))
         codes = self._space.encode_one(x, learn=False)
         nodes = [tree.route_one(codes)[0] for tree in self._trees]
-        return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes))))
+        return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes))))
 
     def predict_one(self, x: Any) -> Any:
         """The most probable class (the earliest seen on ties); None before the first label."""

@@ -1,15 +1,15 @@
 """Views of a model for people: a JSON-safe dict, indented text, and Graphviz dot.
 
 >>> from sgt import SGTRegressor
->>> model = SGTRegressor(grace_period=20, warm_up=20, delta=1e-7)
+>>> model = SGTRegressor(grace_period=20, warm_up=20, delta=1e-7, leaf_model="constant")
 >>> for i in range(400):
 ...     model.learn_one({"x": i % 20}, 10.0 if i % 20 >= 10 else 0.0)
 >>> print(model.to_text())
 tree 0
-  x <= 9.20312
+  x <= 9.5 or missing
     leaf value=0 n=160
-  x > 9.20312 or missing
-    leaf value=10 n=0
+  x > 9.5
+    leaf value=10 n=10
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
         "depth": int(tree.depth[node]),
     }
     feature = int(tree.feature[node])
+    if tree.linear:  # linear leaves: the weight of each numeric feature's input (sgt.tree.leaf_inputs)
+        out["weights"] = {model._space.names[j]: float(tree.weights[node, j]) for j in tree.layout.numeric}
     if feature < 0:
         out.update(leaf=True, n=tree.leaf_count(node))
         return out

@@ -2,13 +2,17 @@
 
 Every value becomes a small integer code (uint16), the unit of all statistics and routing:
 
-- code 0: the value is missing (None, NaN, an absent key), or the feature is numeric and its
-  range is still being estimated;
-- numeric features, codes 1..B: equal-width bins over the feature's range (paper, section 3.2).
-  The range is the min and max of the feature's first `warm_up` finite values, tracked per
-  feature from the first value on (never from 0, never pooled across features); afterwards it is
-  frozen and values outside it, infinities included, are clipped into the end bins. A constant
-  range (width 0) puts the value itself in bin 1 and anything above it in bin B;
+- code 0: the value is missing (None, NaN, an absent key);
+- numeric features, codes 1..B: B equal-width bins (paper, section 3.2) on a *grid* that grows with the
+  data, per feature, from its first value on (never from 0, never pooled across features). The first value v
+  is a range of width 0: v itself is bin 1, anything above it bin B. The first learned value x != v sets a
+  grid of B bins of a power-of-two width (the smallest above |x - v| / B) about centred on v and x, from a
+  multiple of that width. A learned value outside the grid doubles it towards the value (the old grid
+  becomes one half of the new one) until the value is inside: every old bin then lies within one new bin
+  (adjacent bins merge pairwise), so statistics gathered on the old grid carry over exactly (a `Regrid` says
+  how; the model applies it at that record). Growing stops after a feature's first `warm_up` finite values
+  (one far outlier later on cannot coarsen the grid); afterwards values outside it, and infinities always,
+  are clipped into the end bins. Codes are available from the first value on: nothing waits for a range;
 - nominal features, codes 1..K: categories in order of first appearance while learning; a category
   never learned gets `UNKNOWN` (prediction only). With `max_categories`, the categories after the
   first `max_categories` share one more code, "other" (its vocabulary key is None, which no value
@@ -20,10 +24,14 @@ has a value for them, so the feature order, the codes and the ranges depend only
 records and their order.
 
 >>> space = FeatureSpace(bins=4, warm_up=3)
->>> codes = space.encode_rows([{"a": 0.0, "c": "x"}, {"a": 4.0, "c": "y"}, {"a": 8.0}], learn=None)
+>>> codes = space.encode_rows([{"a": 0.0, "c": "x"}, {"a": 3.0, "c": "y"}, {"a": 9.0}], learn=None)
 >>> codes.tolist()
-[[0, 1], [0, 2], [4, 0]]
->>> space.encode_one({"a": 2.5, "c": "z"}, learn=False)
+[[1, 1], [3, 2], [3, 0]]
+>>> space.range_of(0)  # bins of width 2 on [-1, 7) (width 1 would not hold 3), then doubled upwards
+(-1.0, 15.0)
+>>> [(r.row, r.mapping.tolist()) for r in space.take_regrids()]
+[(1, [0, 1, 1, 1, 1]), (2, [0, 1, 1, 2, 2])]
+>>> space.encode_one({"a": 5.0, "c": "z"}, learn=False)
 [2, 65535]
 """
 
@@ -34,11 +42,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["MISSING", "UNKNOWN", "FeatureSpace"]
+__all__ = ["MISSING", "UNKNOWN", "FeatureSpace", "Regrid"]
 
 MISSING = 0
 UNKNOWN = int(np.iinfo(np.uint16).max)
@@ -53,6 +61,22 @@ class _Numeric:
     lo: float = math.nan
     hi: float = math.nan
     seen: int = 0
+
+
+class Regrid(NamedTuple):
+    """A numeric feature's grid grew at a learned record (see the module docstring).
+
+    `mapping[c]` is the new code of old code c (0, missing, stays 0); it never decreases, and the old
+    codes that map to one new code are adjacent. `code_before` is the record's own code on the old
+    grid: what a prediction made before learning the record saw.
+    """
+
+    row: int
+    feature: int
+    mapping: np.ndarray
+    code_before: int
+    old_range: tuple[float, float]
+    new_range: tuple[float, float]
 
 
 class FeatureSpace:
@@ -76,6 +100,8 @@ class FeatureSpace:
         self.numeric: list[_Numeric | None] = []
         self.vocab: list[dict[Any, int] | None] = []
         self.revision = 0  # bumped whenever a feature or category is added: the layout may change
+        # grids grown by learned records, in record order, until the model takes them (take_regrids)
+        self._regrids: list[Regrid] = []
 
     # -- introspection -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -115,6 +141,8 @@ class FeatureSpace:
         state = self.numeric[j]
         assert state is not None
         code = t + 1
+        if code >= self.bins:  # the last bin (a threshold a grown grid moved to its end): every value
+            return math.inf  # goes left, and no finite value bins past it to stop the search below
         x = state.lo + (state.hi - state.lo) * (t + 1) / self.bins
         while self._bin_one(state, x) > code:
             x = math.nextafter(x, -math.inf)
@@ -128,11 +156,30 @@ class FeatureSpace:
             return None
         return (state.lo, state.hi)
 
+    def take_regrids(self) -> list[Regrid]:
+        """The grid changes since the last call, in record order (rows: of the last encoded batch)."""
+        regrids, self._regrids = self._regrids, []
+        return regrids
+
     def freeze_ranges(self) -> None:
-        """End the warm-up of every numeric feature that has seen a value (ranges known in advance)."""
+        """Stop every numeric grid that has seen a value from growing (ranges known in advance)."""
         for state in self.numeric:
             if state is not None and state.seen:
                 state.seen = max(state.seen, self.warm_up)
+
+    def adopt_legacy_ranges(self) -> None:
+        """Turn ranges written before grids grew (a plain min and max) into grids, where still warming up.
+
+        A range then still collecting values coded them as missing, so no statistics depend on its
+        bins: it becomes the grid that the first two values would give, grown to hold min and max.
+        A frozen range stays as it is and keeps binning exactly as before.
+        """
+        for state in self.numeric:
+            if state is None or not 0 < state.seen < self.warm_up or state.lo == state.hi:
+                continue
+            grid = _grown_grid(state.lo, state.lo, state.hi, self.bins)
+            if grid is not None:
+                state.lo, state.hi, _ = grid
 
     def snapshot(self) -> tuple[Any, ...]:
         """Everything encoding may change, to undo a batch that turned out to hold a bad record."""
@@ -146,6 +193,7 @@ class FeatureSpace:
 
     def restore(self, snapshot: tuple[Any, ...]) -> None:
         self.revision, self.names, self.index, self.numeric, self.vocab = snapshot
+        self._regrids = []
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> list[int]:
@@ -187,22 +235,19 @@ class FeatureSpace:
                 continue
             state = numeric[j]
             if learn and state.seen < warm_up and -math.inf < number < math.inf:
-                number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: ranges never hold -0.0
+                number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: grids never hold -0.0
                 if state.seen == 0:
                     state.lo = state.hi = number
-                elif number < state.lo:
-                    state.lo = number
-                elif number > state.hi:
-                    state.hi = number
+                elif not (state.lo <= number < state.hi or number == state.lo == state.hi):
+                    self._grow(j, state, number, 0)
                 state.seen += 1
-            if state.seen >= warm_up:  # `_bin_one`, inlined: this is the hot loop of learn_one
-                lo = state.lo
-                width = state.hi - lo
-                if width == 0.0:
-                    codes[j] = 1 if number <= lo else bins
-                else:
-                    z = (number - lo) / width * bins
-                    codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
+            lo = state.lo  # `_bin_one`, inlined: this is the hot loop of learn_one
+            width = state.hi - lo
+            if width == 0.0:
+                codes[j] = 1 if number <= lo else bins
+            else:
+                z = (number - lo) / width * bins
+                codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
         return codes
 
     def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
@@ -379,8 +424,18 @@ class FeatureSpace:
         self.vocab.append({} if nominal else None)
         return len(self.names) - 1
 
+    def _grow(self, j: int, state: _Numeric, x: float, row: int) -> None:
+        """Grow feature j's grid to hold the learned finite value x (no change where it cannot)."""
+        grown = _grown_grid(state.lo, state.hi, x, self.bins)
+        if grown is None:
+            return
+        code_before = self._bin_one(state, x)
+        old = (state.lo, state.hi)
+        state.lo, state.hi, mapping = grown
+        self._regrids.append(Regrid(row, j, mapping, code_before, old, (state.lo, state.hi)))
+
     def _bin_one(self, state: _Numeric, x: float) -> int:
-        """The code of value x of a frozen numeric feature (`encode_one` inlines the same arithmetic)."""
+        """The code of value x of a numeric feature (`encode_one` inlines the same arithmetic)."""
         width = state.hi - state.lo
         if width == 0.0:
             return 1 if x <= state.lo else self.bins
@@ -392,25 +447,37 @@ class FeatureSpace:
         return 1 + int(z)
 
     def _code_column(self, j: int, column: np.ndarray, learn: np.ndarray) -> np.ndarray:
-        """`encode_one`'s numeric coding, vectorised over a batch for one feature (same arithmetic)."""
+        """`encode_one`'s numeric coding, vectorised over a batch for one feature (same arithmetic).
+
+        The learned values that may still grow the grid are scanned for the next one outside it; the
+        rows before it are binned on the grid in force, the grid grows, and the scan goes on.
+        """
         state = self.numeric[j]
         assert state is not None
-        first_binned = 0
-        if state.seen < self.warm_up:
-            observed = np.flatnonzero(learn & np.isfinite(column))
-            need = self.warm_up - state.seen
-            taken = observed[:need]
-            if taken.size:
-                values = column[taken] + 0.0  # -0.0 becomes 0.0: min/max then agree with encode_one
-                lo, hi = float(values.min()), float(values.max())
-                state.lo = lo if state.seen == 0 else min(state.lo, lo)
-                state.hi = hi if state.seen == 0 else max(state.hi, hi)
-                state.seen += int(taken.size)
-            if state.seen < self.warm_up:
-                return np.zeros(column.shape, dtype=CODE_DTYPE)
-            first_binned = int(taken[-1])
-        codes = self._bin_column(state, column)
-        codes[:first_binned] = MISSING
+        if state.seen >= self.warm_up:
+            return self._bin_column(state, column)
+        taken = np.flatnonzero(learn & np.isfinite(column))[: self.warm_up - state.seen]
+        values = column[taken] + 0.0  # -0.0 becomes 0.0, as in encode_one: grids never hold -0.0
+        codes = np.empty(column.shape, dtype=CODE_DTYPE)
+        start, k = 0, 0
+        if taken.size and state.seen == 0:  # the first finite value: rows before it have no range yet
+            start = int(taken[0])
+            codes[:start] = self._bin_column(state, column[:start])
+            state.lo = state.hi = float(values[0])
+        state.seen += int(taken.size)
+        while k < values.size:
+            rest = values[k:]
+            # a single value so far: any other one grows it; a grid: values outside [lo, hi)
+            outside = rest != state.lo if state.lo == state.hi else (rest < state.lo) | (rest >= state.hi)
+            hits = np.flatnonzero(outside)
+            if not hits.size:
+                break
+            k += int(hits[0])
+            row = int(taken[k])
+            codes[start:row] = self._bin_column(state, column[start:row])
+            self._grow(j, state, float(values[k]), row)
+            start, k = row, k + 1
+        codes[start:] = self._bin_column(state, column[start:])
         return codes
 
     def _bin_column(self, state: _Numeric, column: np.ndarray) -> np.ndarray:
@@ -452,6 +519,60 @@ class FeatureSpace:
         vocab[key] = code = len(vocab) + 1
         self.revision += 1
         return code
+
+
+def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float, np.ndarray] | None:
+    """The grid [lo', hi') that holds the grid [lo, hi) and x, and the map from old to new codes.
+
+    From a single value v (lo == hi): B bins of the smallest power-of-two width above |x - v| / B,
+    about centred on v and x (the origin a multiple of the width). From a grid: doubled towards x
+    (the old grid becomes the half on the other side) until x is inside, so every old bin lies
+    within one new bin. None when the grid would not be finite (x near the float limits).
+    """
+    if lo == hi:
+        distance = abs(x - lo)
+        width = _power_of_two_above(distance / bins)
+        if not 0.0 < width < math.inf:
+            return None
+        # an origin on the width's lattice keeps every later edge exact (doubling adds and subtracts
+        # multiples of the width), so old bins pair up exactly; then doubled up if needed to hold both
+        origin = (min(x, lo) - (bins * width - distance) / 2.0) / width
+        if not math.isfinite(origin):
+            return None
+        low = math.floor(origin) * width
+        high = low + bins * width
+        while not (math.isfinite(high) and max(x, lo) < high):
+            if not math.isfinite(high):
+                return None
+            high = low + 2.0 * (high - low)
+        # every learned value so far was lo (code 1): they all move to lo's bin on the new grid
+        z = (lo - low) / (high - low) * bins
+        mapping = np.full(bins + 1, 1 + min(bins - 1, max(0, int(z))))
+    else:
+        low, high, step = lo, hi, 0
+        while not low <= x < high:
+            span = high - low
+            if x < low:
+                low = high - 2.0 * span
+            else:
+                high = low + 2.0 * span
+            step += 1
+            if not (math.isfinite(low) and math.isfinite(high)):
+                return None
+        # old bin i covers [lo + i w, lo + (i + 1) w), which lies in new bin (i + offset) >> step
+        # (Python integers: the offset exceeds 64 bits when a value far out grows the grid)
+        # (clipped: where the origins differ by more than 2^53 old bins, the offset is only rounded)
+        offset = round((lo - low) / ((hi - lo) / bins))
+        mapping = np.clip([((i + offset) >> step) + 1 for i in range(-1, bins)], 1, bins)
+    mapping[0] = MISSING
+    return low, high, mapping.astype(CODE_DTYPE)
+
+
+def _power_of_two_above(x: float) -> float:
+    """The smallest power of two above x (x > 0), exactly; 0 for x = 0."""
+    if x == 0.0:
+        return 0.0
+    return math.ldexp(1.0, math.frexp(x)[1])
 
 
 def _is_missing(value: Any) -> bool:

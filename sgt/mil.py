@@ -51,6 +51,9 @@ class MILClassifier(BaseSGT):
         feature_names: Sequence[str] | None = None,
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
     ) -> None:
         super().__init__(
             delta,
@@ -63,6 +66,9 @@ class MILClassifier(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         self._new_tree()
 
@@ -80,12 +86,16 @@ class MILClassifier(BaseSGT):
         ):
             raise ValueError("a bag must be a non-empty list of records")
         codes = [self._space.encode_one(x, learn=learn) for x in bag]
+        if learn:  # the bag's values may have grown grids: code every instance on the grids it left
+            self._sync_layout()
+            self._apply_regrids(self._space.take_regrids())
+            codes = [self._space.encode_one(x, learn=False) for x in bag]
         width = len(self._space)  # features registered by later instances are missing in earlier ones
         return [c + [0] * (width - len(c)) for c in codes]
 
     def _bag_probability(self, codes: list[list[int]]) -> tuple[float, int]:
         tree = self._trees[0]
-        raws = [tree.value[tree.route_one(c)[0]] for c in codes]
+        raws = [tree.predict_one(tree.route_one(c)[0], c) for c in codes]
         top = int(np.argmax(raws))
         return softmax_one([float(raws[top])])[1], top
 

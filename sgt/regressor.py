@@ -41,7 +41,7 @@ class SGTRegressor(BaseSGT):
     >>> rng = np.random.default_rng(2)
     >>> X = rng.uniform(-1, 1, size=(20000, 3))
     >>> y = np.where(X[:, 0] > 0, 5.0, -5.0) + 2.0 * (X[:, 1] > 0.5) + rng.normal(0, 0.1, 20000)
-    >>> model = SGTRegressor(warm_up=500)
+    >>> model = SGTRegressor(leaf_model="constant")  # a piecewise-constant target: constant leaves
     >>> predictions = model.predict_learn_many(X, y)
     >>> bool(np.abs(predictions - y)[-2000:].mean() < 0.3)
     True
@@ -63,6 +63,9 @@ class SGTRegressor(BaseSGT):
         loss: Loss | None = None,
         base_score: float | None = None,
         max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.03,
     ) -> None:
         super().__init__(
             delta,
@@ -75,6 +78,9 @@ class SGTRegressor(BaseSGT):
             feature_names,
             nominal,
             max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
         )
         if loss is not None and not isinstance(loss, Loss):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")

@@ -51,8 +51,10 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT_VERSION", "SerializationError", "dumps", "loads"]
 
 MAGIC = b"SGTMODEL"
-FORMAT_VERSION = 2
-_READABLE = (1, 2)  # format 1 stored the split statistics densely
+FORMAT_VERSION = 3
+# format 1 stored the split statistics densely; formats 1 and 2 had no per-leaf block sizes (every
+# block was a grace period) and froze each numeric range after its warm-up instead of growing a grid
+_READABLE = (1, 2, 3)
 _PREFIX = struct.Struct("<8sHI")
 _DIGEST = 32
 _DTYPES = {"<f8", "<i4", "<i8", "<u2"}
@@ -98,9 +100,9 @@ def dumps(model: BaseSGT) -> bytes:
 
 def loads(blob: bytes, loss: Loss | None = None) -> BaseSGT:
     """Rebuild a model from `dumps` output. `loss` supplies a custom (non built-in) loss."""
-    header, arrays = _parse(blob)
+    header, arrays, version = _parse(blob)
     try:
-        return _build(header, arrays, loss)
+        return _build(header, arrays, loss, version)
     except SerializationError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as error:
@@ -127,11 +129,14 @@ def _tree_arrays(prefix: str, tree: Tree) -> list[tuple[str, np.ndarray]]:
         *_sparse_stats(prefix, tree.stats[:s]),
         (f"{prefix}.total", tree.total[:s]),
         (f"{prefix}.pending_n", pending),
+        (f"{prefix}.block", tree.block[:s]),
         (f"{prefix}.pending_codes", np.concatenate([tree.pending_codes[k, : pending[k]] for k in range(s)])),
         (f"{prefix}.pending_g", np.concatenate([tree.pending_g[k, : pending[k]] for k in range(s)])),
         (f"{prefix}.pending_h", np.concatenate([tree.pending_h[k, : pending[k]] for k in range(s)])),
     ]
     out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(tree.tables)]
+    if tree.linear:
+        out.append((f"{prefix}.weights", tree.weights[:n]))
     return [(name, np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))) for name, a in out]
 
 
@@ -163,7 +168,7 @@ def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], slots: int, columns
 
 
 # -- reading -------------------------------------------------------------------------------------
-def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SerializationError(f"expected bytes, got {type(blob).__name__}")
     blob = bytes(blob)
@@ -196,7 +201,7 @@ def _parse(blob: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         offset += size
     if offset != end:
         raise SerializationError("unexpected bytes after the last array")
-    return header, arrays
+    return header, arrays, version
 
 
 def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
@@ -210,7 +215,7 @@ def _array_entry(entry: Any) -> tuple[str, str, tuple[int, ...]]:
     return name, dtype, tuple(shape)
 
 
-def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None) -> BaseSGT:
+def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | None, version: int) -> BaseSGT:
     from sgt.boosted import BoostedClassifier, BoostedRegressor
     from sgt.classifier import SGTClassifier
     from sgt.mil import MILClassifier
@@ -229,6 +234,8 @@ def _build(header: dict[str, Any], arrays: dict[str, np.ndarray], loss: Loss | N
         params["loss"] = _resolve_loss(name, loss)
     model = types[kind](**params)
     _restore_space(model._space, header["space"], arrays["space.ranges"])
+    if version < 3:
+        model._space.adopt_legacy_ranges()
     model._layout = Layout(model._space)
     model._layout_revision = model._space.revision
     model._trees = [_restore_tree(model, f"t{t}", info, arrays) for t, info in enumerate(header["trees"])]
@@ -282,7 +289,13 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     tree.stats = _dense_stats(prefix, arrays, s, layout.n_columns)
     tree.total = arrays[f"{prefix}.total"].reshape(s, 6)
     tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
-    if (tree.pending_n < 0).any() or (tree.pending_n >= grace).any():
+    if f"{prefix}.block" in arrays:
+        tree.block = arrays[f"{prefix}.block"].astype(np.int64).reshape(s)
+    else:  # formats 1 and 2: every block was a grace period
+        tree.block = np.full(s, grace, dtype=np.int64)
+    if (tree.block < 1).any() or (tree.block > grace).any():
+        raise SerializationError(f"{prefix}: block sizes out of range")
+    if (tree.pending_n < 0).any() or (tree.pending_n >= tree.block).any():
         raise SerializationError(f"{prefix}: pending block sizes out of range")
     # [pending instances, features], as written; checked as such rather than reshaped, because a
     # tree that knows no features yet has zero columns, whose row count a reshape cannot infer
@@ -306,6 +319,15 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
         tree.pending_g[k, :size] = g[rows]
         tree.pending_h[k, :size] = h[rows]
     tree.tables = [arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(info["n_tables"]))]
+    if tree.linear:
+        tree.weights = np.zeros((n, layout.n_features))
+        if f"{prefix}.weights" in arrays:  # (absent: written with constant leaves)
+            weights = arrays[f"{prefix}.weights"]
+            if weights.shape != (n, layout.n_features):
+                raise SerializationError(
+                    f"{prefix}: weights of shape {weights.shape}, not ({n}, {layout.n_features})"
+                )
+            tree.weights = weights.astype(np.float64)
     tree._mirror = None
     _check_tree(prefix, tree)
     return tree

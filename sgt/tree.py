@@ -8,12 +8,15 @@ Each leaf owns a *slot* of learning state:
 - `stats[slot]`: split statistics, one row of six numbers (see sgt.stats) per feature and code:
   the `Layout` gives each feature a block of columns (column 0 of a block: missing values);
 - `total[slot]`: the statistics of all instances since the leaf's last reset (the paper's U);
-- a pending block of at most `grace_period - 1` instances (their codes, g and h) not yet merged.
+- a pending block of at most `block[slot] - 1` instances (their codes, g and h) not yet merged.
 
-Pending instances are merged into the statistics only when the leaf attempts a split, one block of
-exactly `grace_period` instances at a time (paper, section 3.3: the attempt happens every
-grace_period instances). The block boundaries are therefore fixed by the algorithm, not by how a
-caller batched its records, which makes every learning path give bit-identical statistics.
+Pending instances are merged into the statistics only when the leaf attempts a split, one block of exactly
+`block[slot]` instances at a time (paper, section 3.3: the attempt happens every grace_period instances). A
+new leaf's first block holds `grace_start * 2^depth` instances and each attempt that leaves it a leaf
+doubles it, up to `grace_period`: a young tree moves its values and makes its first splits after a handful
+of records instead of a full grace period, an old leaf attempts as the paper's does, and deep leaves (most
+of them) add few attempts, which cost time. The block boundaries are therefore fixed by the algorithm, not
+by how a caller batched its records, which makes every learning path give bit-identical statistics.
 
 The attempt (paper section 3; the authors' conventions, reference notes section 1):
 evaluate "update the leaf value only" and the best split of every feature, take the candidate with
@@ -30,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt.features import CODE_DTYPE, FeatureSpace
+from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
 from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
 from sgt.stats import WIDTH, N, block_stats, merge
 
@@ -64,6 +67,9 @@ class Params:
     lambda_: float
     gamma: float
     max_depth: int | None
+    grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
+    leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
+    linear_lambda: float = 0.03  # L2 regularisation of the linear term's Newton steps
 
 
 class Layout:
@@ -103,6 +109,9 @@ class Tree:
         self.parent = np.empty(0, dtype=np.int32)
         self.slot = np.empty(0, dtype=np.int32)
         self.tables: list[np.ndarray] = []
+        # linear leaves: one weight per feature and node (numeric features only; see leaf_inputs)
+        self.linear = params.leaf_model == "linear"
+        self.weights = np.zeros((0, layout.n_features))
         self._mirror: tuple[list[Any], ...] | None = None
         # leaf slots
         self.n_slots = 0
@@ -110,6 +119,7 @@ class Tree:
         self.stats = np.zeros((0, layout.n_columns, WIDTH))
         self.total = np.zeros((0, WIDTH))
         self.pending_n = np.zeros(0, dtype=np.int64)
+        self.block = np.zeros(0, dtype=np.int64)  # instances of the slot's next block
         # pending rows grow on demand up to grace_period (a large grace period costs memory only
         # when leaves actually hold that many instances)
         rows = min(params.grace_period, INITIAL_PENDING_ROWS)
@@ -132,13 +142,22 @@ class Tree:
         self.value[node] = value
         self.depth[node] = depth
         self.parent[node] = parent
+        if self.linear:  # a new leaf starts from its parent's model
+            self.weights[node] = self.weights[parent] if parent != NO_NODE else 0.0
         if slot is None:
             slot = self._new_slot()
         else:
             self._reset_slot(slot)
+        self.block[slot] = self._first_block(depth)
         self.slot[node] = slot
         self.slot_node[slot] = node
         return node
+
+    def _first_block(self, depth: int) -> int:
+        """A new leaf's first block: grace_start at the root, doubling with depth, at most grace_period."""
+        grace = self.params.grace_period
+        start = self.params.grace_start or grace
+        return grace if start << min(depth, 40) >= grace else start << depth
 
     def _grow_nodes(self, capacity: int) -> None:
         for name in NODE_ARRAYS:
@@ -146,6 +165,8 @@ class Tree:
             new = np.zeros(capacity, dtype=old.dtype)
             new[: old.size] = old
             setattr(self, name, new)
+        if self.linear:
+            self.weights = _grow(self.weights, capacity)
 
     def _new_slot(self) -> int:
         slot = self.n_slots
@@ -155,6 +176,7 @@ class Tree:
             self.stats = _grow(self.stats, capacity)
             self.total = _grow(self.total, capacity)
             self.pending_n = _grow(self.pending_n, capacity)
+            self.block = _grow(self.block, capacity)
             self.pending_codes = _grow(self.pending_codes, capacity)
             self.pending_g = _grow(self.pending_g, capacity)
             self.pending_h = _grow(self.pending_h, capacity)
@@ -198,6 +220,84 @@ class Tree:
         codes = np.zeros((*self.pending_codes.shape[:2], layout.n_features), dtype=CODE_DTYPE)
         codes[:, :, : old.n_features] = self.pending_codes
         self.stats, self.pending_codes, self.layout = stats, codes, layout
+        if self.linear:
+            weights = np.zeros((self.weights.shape[0], layout.n_features))
+            weights[:, : old.n_features] = self.weights
+            self.weights = weights
+
+    def regrid(self, regrid: Regrid) -> None:
+        """Carry numeric `feature` over to its grown grid (see sgt.features.Regrid).
+
+        Each leaf's bins that now share a bin merge, left to right (Chan's pairwise update); pending
+        codes are mapped; a threshold on an edge the new grid keeps stays on it, one inside a new bin
+        moves to the edge on the side holding more of that bin's old bins (ties: right edge, the bin
+        goes left).
+        """
+        feature, mapping = regrid.feature, regrid.mapping
+        bins = self.layout.bins
+        columns = slice(int(self.layout.offsets[feature]) + 1, int(self.layout.offsets[feature]) + 1 + bins)
+        old = self.stats[: self.n_slots, columns]
+        new = np.zeros_like(old)
+        target = mapping[1:].astype(np.intp) - 1
+        position = np.arange(bins) - np.searchsorted(target, target, side="left")
+        for p in range(int(position.max()) + 1):
+            moved = np.flatnonzero(position == p)
+            new[:, target[moved]] = merge(new[:, target[moved]], old[:, moved])
+        self.stats[: self.n_slots, columns] = new
+        codes = self.pending_codes[: self.n_slots, :, feature]
+        codes[...] = mapping[codes]
+        nodes = np.flatnonzero((self.feature[: self.n_nodes] == feature) & (self.table[: self.n_nodes] < 0))
+        for node in nodes.tolist():
+            self.threshold[node] = _regridded_threshold(int(self.threshold[node]), mapping)
+        if self.linear:
+            self._regrid_weights(regrid)
+        self._mirror = None
+
+    def _regrid_weights(self, regrid: Regrid) -> None:
+        """Re-express every node's linear term in `regrid.feature` on the new grid.
+
+        The input is about u - 1/2 with u = (x - lo) / (hi - lo) (see leaf_inputs). With u_old =
+        u_new S'/S + (lo' - lo)/S, w (u_old - 1/2) = w S'/S (u_new - 1/2) + w (S'/(2S) + (lo' - lo)/S - 1/2).
+        From a single value (S = 0) every learned input was the same: the term moves into the value.
+        """
+        j, n = regrid.feature, self.n_nodes
+        (lo, hi), (new_lo, new_hi) = regrid.old_range, regrid.new_range
+        w = self.weights[:n, j]
+        if hi == lo:
+            self.value[:n] += w * _input(1, self.layout.bins)
+            self.weights[:n, j] = 0.0
+            return
+        span, new_span = hi - lo, new_hi - new_lo
+        self.value[:n] += w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
+        self.weights[:n, j] = w * (new_span / span)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def predict_rows(self, nodes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The tree's raw score of each row at its node: the value, plus the linear term if any.
+
+        The linear term is summed feature by feature in layout order, as `predict_one` sums it.
+        """
+        out = self.value[nodes]
+        if not self.linear:
+            return out
+        bins = self.layout.bins
+        for j in self.layout.numeric.tolist():
+            if j < codes.shape[1]:
+                out = out + self.weights[nodes, j] * leaf_inputs(codes[:, j], bins)
+        return out
+
+    def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:
+        """`predict_rows` for one row, in Python floats (the same operations in the same order)."""
+        out = float(self.value[node])
+        if not self.linear:
+            return out
+        bins, weights = self.layout.bins, self.weights[node].tolist()
+        for j in self.layout.numeric.tolist():
+            if j < len(codes) and codes[j]:
+                out = out + weights[j] * _input(int(codes[j]), bins)
+            elif j < len(codes):
+                out = out + weights[j] * 0.0
+        return out
 
     # -- routing -------------------------------------------------------------------------------
     def route(self, codes: np.ndarray, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +398,7 @@ class Tree:
         if size == 0:
             return 0
         slots = self.slot[nodes]
-        need = self.params.grace_period - self.pending_n[slots]
+        need = self.block[slots] - self.pending_n[slots]
         if size < need.min():
             return size
         window = FIRST_FULL_WINDOW
@@ -326,17 +426,22 @@ class Tree:
         self.pending_g[slot, position] = g
         self.pending_h[slot, position] = h
         self.pending_n[slot] = position + 1
-        if position + 1 < self.params.grace_period:
+        if position + 1 < self.block[slot]:
             return False
         return self.attempt(node, space)
 
     def attempt(self, node: int, space: FeatureSpace) -> bool:
         """Merge the leaf's full pending block and act on the best candidate. True if it split."""
         slot = int(self.slot[node])
+        if self.linear:
+            self._newton_linear(node, slot)
         self._merge_pending(slot)
         candidate = self._best_candidate(node, slot)
         n = float(self.total[slot, N])
-        if not (candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta):
+        passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta
+        if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
+            self.block[slot] = min(2 * int(self.block[slot]), self.params.grace_period)
+        if not passed:
             return False
         if not candidate.is_split:
             self.value[node] += candidate.deltas[0]
@@ -345,6 +450,32 @@ class Tree:
             return False
         self._split(node, slot, candidate, space)
         return True
+
+    def _newton_linear(self, node: int, slot: int) -> None:
+        """One Newton step of the leaf's linear term on its block: w -= (mean h z z' + l I)^-1 mean g z.
+
+        l is linear_lambda, not the value's lambda_: measured, a third of it fits the rotating
+        hyperplane 4 points better and no stream worse (the inputs span [-1/2, 1/2], whereas a
+        value's step is not scaled by inputs).
+
+        The block's g and h were computed at the model's predictions, linear term included, so this
+        is a step on the leaf's loss as a function of w (the value has its own step, the null
+        candidate). It happens at the block boundary, which the algorithm fixes, so it is exact.
+        """
+        size = int(self.pending_n[slot])
+        numeric = self.layout.numeric
+        if not numeric.size:
+            return
+        z = leaf_inputs(self.pending_codes[slot, :size][:, numeric], self.layout.bins)
+        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
+        # sums in instance order (cumsum), never BLAS: a BLAS kernel's rounding may depend on memory
+        # alignment and threads, and the same block must give the same bits in every process
+        gradient = np.cumsum(z * g[:, None], axis=0)[-1] / size
+        outer = z[:, :, None] * z[:, None, :] * h[:, None, None]
+        hessian = np.cumsum(outer, axis=0)[-1] / size + self.params.linear_lambda * np.eye(numeric.size)
+        step = _solve_positive_definite(hessian, gradient)
+        if np.all(np.isfinite(step)):
+            self.weights[node, numeric] -= step
 
     def _merge_pending(self, slot: int) -> None:
         size = int(self.pending_n[slot])
@@ -436,15 +567,62 @@ class Tree:
     def nbytes(self) -> int:
         """Bytes of the live state: node arrays and the slots of the current leaves."""
         node_bytes = sum(getattr(self, name)[: self.n_nodes].nbytes for name in NODE_ARRAYS)
+        node_bytes += self.weights[: self.n_nodes].nbytes
         per_slot = (
             self.stats[0].nbytes
             + self.total[0].nbytes
             + self.pending_codes[0].nbytes
             + self.pending_g[0].nbytes
             + self.pending_h[0].nbytes
-            + 12
+            + 20
         )
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+
+def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with a x = b, a symmetric positive definite (Gaussian elimination without pivoting).
+
+    Elementwise numpy steps and sums in a fixed order only (no LAPACK), so the bits never depend on
+    the process, the memory alignment or the number of threads.
+    """
+    a, b = a.copy(), b.copy()
+    n = b.size
+    for k in range(n):
+        factor = a[k + 1 :, k] / a[k, k]
+        a[k + 1 :, k:] -= factor[:, None] * a[k, k:]
+        b[k + 1 :] -= factor * b[k]
+    x = [0.0] * n
+    rows = a.tolist()
+    for k in range(n - 1, -1, -1):
+        total = float(b[k])
+        for j in range(k + 1, n):
+            total -= rows[k][j] * x[j]
+        x[k] = total / rows[k][k]
+    return np.array(x)
+
+
+def leaf_inputs(codes: np.ndarray, bins: int) -> np.ndarray:
+    """A linear leaf's inputs: each numeric code's bin centre on the grid, as a fraction of the grid
+    minus 1/2 (in [-1/2, 1/2]); 0 for a missing value, which then adds nothing."""
+    return np.where(codes == 0, 0.0, (codes - (bins + 1) / 2.0) / bins)
+
+
+def _input(code: int, bins: int) -> float:
+    """`leaf_inputs` of one non-missing code, as a Python float (same operations)."""
+    return (code - (bins + 1) / 2.0) / bins
+
+
+def _regridded_threshold(threshold: int, mapping: np.ndarray) -> int:
+    """A numeric split's threshold (codes <= threshold go left) on a grown grid (see Tree.regrid)."""
+    bins = mapping.size - 1
+    if not 0 < threshold < bins:
+        return threshold  # nothing, or everything, goes left: so it stays
+    here = int(mapping[threshold])
+    if here != int(mapping[threshold + 1]):
+        return here
+    group = np.flatnonzero(mapping[1:] == here) + 1
+    left = int((group <= threshold).sum())
+    return here if 2 * left >= group.size else here - 1
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -143,7 +143,8 @@ class MemoryResult:
 
 
 def _single_leaf_model(X: np.ndarray) -> SGTClassifier:
-    model = SGTClassifier(warm_up=len(X) + 1, bins=64)  # the range warm-up never ends: one leaf, no split
+    # no block ever fills: one leaf, no split
+    model = SGTClassifier(grace_period=len(X) + 1, grace_start=len(X) + 1, bins=64)
     model.learn_many(X, (X[:, 0] > 0.5).astype(int).tolist())
     assert model.n_leaves == 1
     return model

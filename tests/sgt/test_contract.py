@@ -31,8 +31,10 @@ from sgt import (
     losses,
 )
 
-SMALL = {"grace_period": 50, "warm_up": 100}
-BOOSTED = {"n_members": 3, "poisson_rate": 1.0}  # no drift on these streams: see test_boosted.py
+# grace_start = grace_period: constant blocks, so that the update path is exercised (with young
+# leaves' short first blocks these streams are learned by splits alone)
+SMALL = {"grace_period": 50, "grace_start": 50, "warm_up": 100, "leaf_model": "constant"}
+BOOSTED = {"n_members": 3, "poisson_rate": 1.0, "drift_threshold": None}  # drifts: test_boosted.py
 
 
 def _binary() -> tuple[list, list]:
@@ -447,7 +449,7 @@ def test_boundary_hyperparameters_are_accepted_and_work(name: str, value: Any) -
 
 
 def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
-    # our defaults differ from the paper's in delta, grace_period and gamma (measured: BENCHMARKS.md)
+    # our defaults differ from the paper's in delta, grace_period, gamma and grace_start (measured)
     for model in (SGTClassifier(), SGTRegressor(), MILClassifier()):
         params = model.to_dict()["params"]
         assert {k: params[k] for k in DEFAULTS} == DEFAULTS
@@ -459,16 +461,30 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
         "gamma": 0.1,
         "bins": 64,
         "warm_up": 1000,
+        "grace_start": 10,
+        "leaf_model": "linear",
+        "linear_lambda": 0.03,
     }
     paper = SGTClassifier(**PAPER_DEFAULTS).to_dict()["params"]
-    expected = {"delta": 1e-7, "grace_period": 200, "lambda_": 0.1, "gamma": 1.0, "bins": 64, "warm_up": 1000}
+    expected = {
+        "delta": 1e-7,
+        "grace_period": 200,
+        "lambda_": 0.1,
+        "gamma": 1.0,
+        "bins": 64,
+        "warm_up": 1000,
+        "grace_start": 200,
+        "leaf_model": "constant",
+    }
     assert {k: paper[k] for k in expected} == expected
 
 
 @pytest.mark.parametrize("max_depth", [0, 1, 2])
 def test_max_depth_is_respected(max_depth: int) -> None:
     X, y = step_regression_stream(3000, seed=8)
-    model = SGTRegressor(grace_period=50, warm_up=100, max_depth=max_depth)
+    model = SGTRegressor(
+        grace_period=50, grace_start=50, warm_up=100, max_depth=max_depth, leaf_model="constant"
+    )
     model.learn_many(X, y)
     assert model.depth <= max_depth
     assert model.n_updates > 0

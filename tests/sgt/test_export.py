@@ -15,7 +15,8 @@ from sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regre
 
 from sgt import MILClassifier, SGTClassifier, SGTRegressor
 
-SMALL = {"grace_period": 100, "warm_up": 100}
+# grace_start = grace_period: the memory tests measure a single leaf, whose first attempt is then at 100
+SMALL = {"grace_period": 100, "grace_start": 100, "warm_up": 100}
 LEAF_KEYS = {"id", "value", "depth", "leaf", "n"}
 NUMERIC_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "threshold", "bin", "missing", "children"}
 NOMINAL_KEYS = {"id", "value", "depth", "leaf", "feature", "kind", "categories", "missing", "children"}
@@ -75,14 +76,18 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
     model = _models()[name]
     d = model.to_dict()
     features = {f["name"]: f for f in d["features"]}
+    linear = {"weights"} if model.leaf_model == "linear" else set()  # every node's linear term
+    numeric = {name for name, f in features.items() if f["kind"] == "numeric"}
     for tree in d["trees"]:
         assert tree["depth"] == 0
         ids = [node["id"] for node in iter_nodes(tree)]
         assert len(ids) == len(set(ids))
         for node in iter_nodes(tree):
             assert math.isfinite(node["value"])
+            if linear:
+                assert set(node["weights"]) == numeric and all(map(math.isfinite, node["weights"].values()))
             if node["leaf"]:
-                assert set(node) == LEAF_KEYS
+                assert set(node) == LEAF_KEYS | linear
                 assert node["n"] >= 0
                 continue
             children = node["children"]
@@ -90,11 +95,11 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
             assert 0 <= node["missing"] < len(children)
             assert node["kind"] == features[node["feature"]]["kind"]
             if node["kind"] == "numeric":
-                assert set(node) == NUMERIC_KEYS and len(children) == 2
+                assert set(node) == NUMERIC_KEYS | linear and len(children) == 2
                 lo, hi = features[node["feature"]]["range"]
                 assert lo < node["threshold"] < hi
             else:
-                assert set(node) == NOMINAL_KEYS and len(children) == len(node["categories"]) >= 2
+                assert set(node) == NOMINAL_KEYS | linear and len(children) == len(node["categories"]) >= 2
                 assert set(node["categories"]) <= set(features[node["feature"]]["categories"])
 
 
@@ -161,11 +166,11 @@ def test_nbytes_stays_within_3_5_kib_per_numeric_feature_per_leaf() -> None:
     X = rng.uniform(0.0, 1.0, (6000, 20))
     y = 3.0 * (X[:, 0] > 0.5) + 2.0 * (X[:, 1] > 0.5) + rng.normal(0.0, 0.1, 6000)
     model = SGTRegressor(**SMALL)
-    model.learn_many(X[:150], y[:150])
+    model.learn_many(X[:90], y[:90])  # before the first attempt, at 100
     one_leaf = model.nbytes
     assert model.n_leaves == 1
     assert one_leaf <= 3.5 * 1024 * 20 + 16 * 1024
-    model.learn_many(X[150:], y[150:])
+    model.learn_many(X[90:], y[90:])
     assert model.n_leaves >= 3
     assert model.nbytes <= (3.5 * 1024 * 20 + 1024) * model.n_leaves + 16 * 1024
 
@@ -185,8 +190,8 @@ def test_each_numeric_feature_costs_at_most_3_5_kib_per_leaf() -> None:
     rng = np.random.default_rng(77)
     sizes = {}
     for n_features in (10, 50):
-        model = SGTRegressor()
-        model.learn_many(rng.uniform(size=(150, n_features)), rng.normal(size=150))
+        model = SGTRegressor(grace_start=100)  # a single leaf: the first attempt comes at 100 records
+        model.learn_many(rng.uniform(size=(90, n_features)), rng.normal(size=90))
         assert model.n_leaves == 1
         sizes[n_features] = model.nbytes
     assert (sizes[50] - sizes[10]) / 40 <= 3.5 * 1024

@@ -96,18 +96,20 @@ def test_bools_are_numeric() -> None:
     model = SGTRegressor(grace_period=50, warm_up=50)
     model.learn_many([{"flag": bool(f)} for f in flags], np.where(flags, 5.0, -5.0))
     (feature,) = model.to_dict()["features"]
-    assert feature["kind"] == "numeric" and feature["range"] == [0.0, 1.0]
+    assert feature["kind"] == "numeric" and feature["range"] == [-0.5, 1.5]  # 0 and 1: a grid centred on them
     assert model.predict_one({"flag": True}) == pytest.approx(5.0, abs=0.2)
     assert model.predict_one({"flag": False}) == pytest.approx(-5.0, abs=0.2)
 
 
-def test_range_is_the_first_warm_up_finite_values_then_frozen() -> None:
+def test_the_grid_grows_with_the_first_warm_up_finite_values_then_stops() -> None:
+    """5 and 2: 64 bins of width 1/16 centred on them, [1.5, 5.5); 9 doubles it upwards; 4 is inside;
+    100 and -100 come after the 4 finite values of the warm-up and are clipped."""
     values = [5.0, math.nan, 2.0, None, 9.0, math.inf, 4.0, 100.0, -100.0]
     model = SGTRegressor(warm_up=4, grace_period=1000)
     for v in values:
         model.learn_one({"v": v}, 1.0)
     (feature,) = model.to_dict()["features"]
-    assert feature["range"] == [2.0, 9.0]
+    assert feature["range"] == [1.5, 9.5]
 
 
 def test_split_thresholds_are_bin_edges_of_the_frozen_range() -> None:
@@ -123,7 +125,7 @@ def test_split_thresholds_are_bin_edges_of_the_frozen_range() -> None:
         assert 0 <= node["bin"] < 15
 
 
-def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:
+def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:  # constant leaves: a leaf's value is its prediction
     """A regressor with numeric and nominal splits, and records with missing and unseen values."""
     rng = np.random.default_rng(38)
     n = 6000
@@ -131,7 +133,7 @@ def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:
     c = rng.choice(["u", "v", "w"], n)
     y = 4.0 * (a > 0.3) + 2.0 * (b > 1.0) + 3.0 * (c == "w") + rng.normal(0.0, 0.2, n)
     records = [{"a": float(p), "b": float(q), "c": str(r)} for p, q, r in zip(a, b, c, strict=True)]
-    model = SGTRegressor(grace_period=100, warm_up=100)
+    model = SGTRegressor(grace_period=100, warm_up=100, leaf_model="constant")
     model.learn_many(records, y)
     probes = [
         {"a": float(p), "b": float(q), "c": str(r)}
@@ -434,3 +436,15 @@ def test_dict_batches_with_every_feature_present_learn_as_record_by_record(
         loop.learn_one(x, y)
     batch.learn_many(rows, targets)
     assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_the_threshold_of_the_last_bin_sends_every_value_left() -> None:
+    """A split threshold that a grown grid moved to the last bin: threshold_value searched for a
+    finite value binned past it, which does not exist (the export of such a tree never returned)."""
+    from sgt.features import FeatureSpace
+
+    space = FeatureSpace(8, 100)
+    for v in (0.0, 1.0, 5.0):
+        space.encode_one({"a": v}, learn=True)
+    assert space.threshold_value(0, 7) == math.inf
+    assert space.threshold_value(0, 6) < math.inf

@@ -5,22 +5,30 @@ from the per-instance loss changes L_i = g_i delta_j + h_i delta_j^2 / 2 directl
 variance with ddof = 1 over all instances of the candidate (the definition the pooled formula of the
 reference notes, section 1.3, computes). It shares no code with the library. Rules transcribed:
 
-- attempts every ``grace_period`` instances since the leaf's last reset; the leaf counter n counts
-  every instance that reached the leaf;
+- a leaf attempts when ``block`` instances reached it since its last attempt (or its creation); a new leaf's
+  block is ``grace_start * 2^depth`` (at most ``grace_period``), and an attempt that leaves it a leaf
+  doubles it, up to ``grace_period``; the leaf counter n counts every instance since the leaf's last reset;
 - the null candidate (whole leaf, no penalty) is the initial best; then, feature by feature in order
   of registration, every threshold of a frozen numeric feature with known values on both sides
   (penalty gamma * 2 / n), and the multiway split of a nominal feature over the categories seen at
   the leaf, if at least two and if the feature is not split on above (penalty gamma * |Q| / n). A
-  candidate replaces the best only if strictly better. Instances whose value is missing (including
-  numeric values seen before the range froze) are evaluated in, and later routed to, the side with
-  more known values (numeric: the left one on a tie; nominal: the earliest category on a tie);
-- F = n mean^2 / var, p = P(F(1, n - 1) > F); act iff p < delta and mean < 0 (var = 0: p = 0);
+  candidate replaces the best only if strictly better. Instances whose value is missing are
+  evaluated in, and later routed to, the side with more known values (numeric: the left one on a
+  tie; nominal: the earliest category on a tie);
+- F = n mean^2 / var, p = P(F(1, n - 1) > F); act iff p < delta and mean < 0 (var = 0: p = 0;
+  n = 1: p = 1);
 - a value update adds delta_0 and resets the leaf; a split gives child j the value v + delta_j; at
   max_depth only the null candidate is considered;
-- numeric codes: the range is the min/max of a feature's first ``warm_up`` finite values; until then
-  the value counts as missing; bin = floor(B (x - lo) / (hi - lo)) clipped to [0, B - 1]. A category
-  first met at a nominal branch grows a leaf at the branch's value when learning, and predicts with
-  the branch's value otherwise.
+- numeric codes: bin = floor(B (x - lo) / (hi - lo)) clipped to [0, B - 1] on a grid [lo, hi) that
+  starts as the feature's first finite value v (0 for it, B - 1 above it) and, while the feature has
+  seen fewer than ``warm_up`` finite values, grows to hold each learned value x outside it: first B
+  bins of a power-of-two width w (the smallest above |x - v| / B) about centred on v and x from a
+  multiple of w (doubled upwards while that does not hold both), then doubled
+  towards x (the old grid kept as one half) until x is inside. Every stored bin of the feature is then
+  replaced by the new bin that holds its interval (exact rational arithmetic), and a threshold
+  inside a new bin moves to the side holding more of its old bins. A category first met at a
+  nominal branch grows a leaf at the branch's value when learning, and predicts with the branch's
+  value otherwise.
 
 Losses: squared error starts from the first target, Poisson (g = e^F - y, h = e^F) from 0.
 Classification is the softmax committee: a tree (starting at 0) per class after the first, which is
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -60,6 +69,8 @@ class Node:
     categories: list[Any] = field(default_factory=list)
     missing: int = 0
     children: list[Node] = field(default_factory=list)
+    block: int = 1  # instances between attempts
+    since: int = 0  # instances since the last attempt
 
 
 @dataclass
@@ -77,8 +88,9 @@ class ReferenceSGT:
     """A direct, slow SGT with numeric and nominal features: squared error or a softmax committee."""
 
     def __init__(self, loss: str, grace_period: int, delta: float, lambda_: float, gamma: float, bins: int,
-                 warm_up: int, max_depth: int | None, nominal: tuple[str, ...]) -> None:  # fmt: skip
-        self.nominal = nominal
+                 warm_up: int, max_depth: int | None, nominal: tuple[str, ...],
+                 grace_start: int = 10, leaf_model: str = "constant") -> None:  # fmt: skip
+        self.nominal, self.grace_start = nominal, grace_start
         self.loss, self.grace, self.delta, self.lambda_ = loss, grace_period, delta, lambda_
         self.gamma, self.bins, self.warm_up, self.max_depth = gamma, bins, warm_up, max_depth
         self.ranges: dict[str, list[float]] = {}  # numeric: name -> [lo, hi, seen]
@@ -110,16 +122,52 @@ class ReferenceSGT:
                     self.vocab[name].append(value)
                 out[name] = value if value in self.vocab[name] else UNKNOWN
             else:
-                out[name] = self._numeric_code(self.ranges[name], value, learn)
+                out[name] = self._numeric_code(self.ranges[name], float(value), learn, name)
         return out
 
-    def _numeric_code(self, state: list[float], x: float, learn: bool) -> int | None:
+    def _grow(self, name: str, state: list[float], x: float) -> None:
+        lo, hi, b = state[0], state[1], self.bins
+        if lo == hi:
+            d = abs(x - lo)
+            if d / b == 0.0:
+                return
+            w = 2.0 ** (math.floor(math.log2(d / b)) + 1)
+            low = math.floor((min(x, lo) - (b * w - d) / 2.0) / w) * w
+            high = low + b * w
+            while max(x, lo) >= high:
+                high = low + 2.0 * (high - low)
+            z = (lo - low) / (high - low) * b
+            new = [min(max(int(z), 0), b - 1)] * b
+        else:
+            low, high = lo, hi
+            while not low <= x < high:
+                if x < low:
+                    low = high - 2.0 * (high - low)
+                else:
+                    high = low + 2.0 * (high - low)
+            w = (high - low) / b
+            # the new bin holding old bin i's interval [lo + i w_old, ...), in exact rationals
+            w_old = Fraction(hi - lo) / b
+            new = [math.floor((Fraction(lo) + i * w_old - Fraction(low)) / Fraction(w)) for i in range(b)]
+        state[0], state[1] = low, high
+        seen: set[int] = set()
+        for tree in self.trees:
+            for node in _nodes(tree):
+                if node.children and node.feature == name and not node.categories:
+                    node.bin = _moved_threshold(node.bin, new)
+                for codes, _, _ in node.items:
+                    if id(codes) not in seen and codes.get(name) is not None:
+                        seen.add(id(codes))
+                        codes[name] = new[codes[name]]
+
+    def _numeric_code(self, state: list[float], x: float, learn: bool, name: str = "") -> int | None:
         if learn and math.isfinite(x) and state[2] < self.warm_up:
-            state[0] = x if state[2] == 0 else min(state[0], x)
-            state[1] = x if state[2] == 0 else max(state[1], x)
+            x += 0.0
+            if state[2] == 0:
+                state[0] = state[1] = x
+            elif not (state[0] <= x < state[1] or x == state[0] == state[1]):
+                self._grow(name, state, x)
             state[2] += 1
-        if state[2] < self.warm_up:
-            return None
         lo, hi = state[0], state[1]
         if hi == lo:
             return 0 if x <= lo else self.bins - 1
@@ -140,7 +188,9 @@ class ReferenceSGT:
                     if not learn:
                         return node
                     node.categories.append(code)
-                    node.children.append(Node(node.value, node.depth + 1, node.used))
+                    node.children.append(
+                        Node(node.value, node.depth + 1, node.used, block=self._first_block(node.depth + 1))
+                    )
                 node = node.children[node.categories.index(code)]
             else:
                 node = node.children[int(code > node.bin)]
@@ -150,13 +200,15 @@ class ReferenceSGT:
         codes = self.codes(x, learn=True)
         if self.loss in ("squared", "poisson"):
             if not self.trees:
-                self.trees.append(Node(float(y) if self.loss == "squared" else 0.0, 0))
+                self.trees.append(
+                    Node(float(y) if self.loss == "squared" else 0.0, 0, block=self._first_block(0))
+                )
             targets = [float(y)]
         else:
             if y not in self.classes:
                 self.classes.append(y)
                 if len(self.classes) >= 2:
-                    self.trees.append(Node(0.0, 0))
+                    self.trees.append(Node(0.0, 0, block=self._first_block(0)))
             targets = [float(y == c) for c in self.classes[1:]]
         leaves = [self.route(tree, codes, learn=True) for tree in self.trees]
         if self.loss == "squared":
@@ -169,14 +221,24 @@ class ReferenceSGT:
             gradients = [(pk - t, pk * (1.0 - pk)) for pk, t in zip(p, targets, strict=True)]
         for leaf, (g, h) in zip(leaves, gradients, strict=True):
             leaf.items.append((codes, g, h))
-            if len(leaf.items) % self.grace == 0:
-                self.attempt(leaf)
+            self._count(leaf)
+
+    def _first_block(self, depth: int) -> int:
+        return min(self.grace, self.grace_start * 2**depth)
+
+    def _count(self, leaf: Node) -> None:
+        leaf.since += 1
+        if leaf.since == leaf.block:
+            leaf.since = 0
+            self.attempt(leaf)
 
     def learn_bag(self, bag: list[dict[str, Any]], y: int) -> None:
         """Multi-instance learning (paper, section 4.3): only the top-scoring instance gets g and h."""
-        codes = [self.codes(x, learn=True) for x in bag]
         if not self.trees:
-            self.trees.append(Node(0.0, 0))
+            self.trees.append(Node(0.0, 0, block=self._first_block(0)))
+        for x in bag:
+            self.codes(x, learn=True)
+        codes = [self.codes(x, learn=False) for x in bag]  # every instance on the grids the bag left
         nodes = [self.route(self.trees[0], c, learn=False) for c in codes]
         scores = [node.value for node in nodes]
         top = int(np.argmax(scores))
@@ -184,9 +246,8 @@ class ReferenceSGT:
             self.ambiguous = True  # the top instance is decided by rounding
         p = 1.0 / (1.0 + math.exp(-scores[top]))
         leaf = self.route(self.trees[0], codes[top], learn=True)
-        leaf.items.append((codes[top], p - y, p * (1.0 - p)))
-        if len(leaf.items) % self.grace == 0:
-            self.attempt(leaf)
+        leaf.items.append((dict(codes[top]), p - y, p * (1.0 - p)))
+        self._count(leaf)
 
     def attempt(self, leaf: Node) -> None:
         g = np.array([item[1] for item in leaf.items])
@@ -199,19 +260,23 @@ class ReferenceSGT:
                 if name in self.vocab:
                     if name not in leaf.used:
                         candidates += self.nominal_candidates(name, values, g, h, n)
-                elif self.ranges[name][2] >= self.warm_up:
+                else:
                     candidates += self.numeric_candidates(name, values, g, h, n)
         best = candidates[0]
         for candidate in candidates[1:]:
             if candidate.mean < best.mean:
                 best = candidate
-        if best.variance > 0:
+        if n < 2:
+            p = 1.0  # one instance: no evidence
+        elif best.variance > 0:
             p = f_distribution.sf(n * best.mean**2 / best.variance, 1, n - 1)
         else:
             p = 0.0 if best.mean != 0 else 1.0
         close = [c for c in candidates if abs(c.mean - best.mean) <= 1e-9 * abs(best.mean) + 1e-15]
         if len(close) > 1 or abs(p - self.delta) <= 1e-6 * self.delta or abs(best.mean) < 1e-12:
             self.ambiguous = True
+        if not (p < self.delta and best.mean < 0 and best.feature is not None):
+            leaf.block = min(2 * leaf.block, self.grace)
         if not (p < self.delta and best.mean < 0):
             return
         leaf.items = []
@@ -226,7 +291,10 @@ class ReferenceSGT:
             best.categories,
             best.missing,
         )
-        leaf.children = [Node(leaf.value + d, leaf.depth + 1, used) for d in best.deltas]
+        leaf.children = [
+            Node(leaf.value + d, leaf.depth + 1, used, block=self._first_block(leaf.depth + 1))
+            for d in best.deltas
+        ]
         self.n_splits += 1
 
     def numeric_candidates(
@@ -272,6 +340,21 @@ class ReferenceSGT:
     def predict_raw(self, x: dict[str, Any]) -> list[float]:
         codes = self.codes(x, learn=False)
         return [self.route(tree, codes, learn=False).value for tree in self.trees]
+
+
+def _nodes(node: Node) -> list[Node]:
+    return [node, *(n for child in node.children for n in _nodes(child))]
+
+
+def _moved_threshold(t: int, new: list[int]) -> int:
+    """Threshold bin t (bins <= t go left) after old bin i became new[i]."""
+    if not 0 <= t < len(new) - 1:
+        return t
+    if new[t] != new[t + 1]:
+        return new[t]
+    group = [i for i in range(len(new)) if new[i] == new[t]]
+    left = sum(1 for i in group if i <= t)
+    return new[t] if 2 * left >= len(group) else new[t] - 1
 
 
 def softmax(raw: list[float]) -> list[float]:
@@ -353,9 +436,11 @@ CONFIG = st.fixed_dictionaries(
         "lambda_": st.sampled_from([0.1, 1.0]),
         "gamma": st.sampled_from([0.3, 1.0]),
         "bins": st.sampled_from([2, 3, 8]),
-        "warm_up": st.sampled_from([1, 7, 40]),
+        "warm_up": st.sampled_from([1, 7, 40, 1000]),
+        "grace_start": st.sampled_from([1, 3, 10, 100]),
         "max_depth": st.sampled_from([None, 1, 3]),
         "nominal": st.sampled_from([(), ("code",)]),
+        "leaf_model": st.just("constant"),  # the transcription has the paper's constant leaves
     }
 )
 
