@@ -275,7 +275,9 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
     assert "adopting a checkpoint written without an owner" in caplog.text
     assert read_owned(FIXTURE).owner is None
     header, model_blob = split_state(read_file(FIXTURE))
-    assert state.model.to_bytes() == model_blob and state.model.n_nodes == 9
+    # the same model (the library saves it in its current format)
+    assert state.model.to_bytes() == type(state.model).from_bytes(model_blob).to_bytes()
+    assert state.model.n_nodes == 9
     assert state.next_offsets == header["next_offsets"] == [400, 385]
     assert (len(state.join.features), len(state.join.labels)) == (20, 5)
     # the prequential state of that release restores into the current format with the same counts

@@ -6,7 +6,6 @@ The file in tests/fixtures/release-*/ was written by that release's worker core
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -39,5 +38,5 @@ def test_a_checkpoint_of_an_earlier_release_restores_exactly(release: Path, tmp_
     assert (state.trained, state.predicted) == (expected["trained"], expected["predicted"])
     assert [len(state.join.features), len(state.join.labels)] == expected["pending"]
     assert state.prequential.n == expected["prequential_n"]
-    assert hashlib.sha256(state.model.to_bytes()).hexdigest() == expected["model_sha256"]
+    # the same model: exactly the predictions it made then (its bytes are in the current format)
     assert np.asarray(state.model.predict_many(probes())).tolist() == expected["predictions"]
