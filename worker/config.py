@@ -46,6 +46,20 @@ def _optional_text(value: Any) -> str | None:
     return _text(value)
 
 
+def _optional_choice(*allowed: str) -> Callable[[Any], str | None]:
+    choice = _choice(*allowed)
+
+    def parse(value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            return None
+        try:
+            return choice(value)
+        except ValueError:
+            raise ValueError("none or one of " + ", ".join(allowed)) from None
+
+    return parse
+
+
 def _choice(*allowed: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = str(value).strip().lower()
@@ -327,7 +341,35 @@ SETTINGS: tuple[Setting, ...] = (
         "(bounds memory when a feature has ever-new values, such as an id).",
         _int(1, MAX_CATEGORIES - 1),  # the library's bound (codes are uint16)
     ),
-    Setting("warm_up", 1000, "SGT: instances used to fix the numeric feature ranges.", _int(1)),
+    Setting(
+        "warm_up",
+        1000,
+        "SGT: finite values of a numeric feature for which its bin grid may still grow (never blocks "
+        "learning; later values outside the grid fall in its end bins).",
+        _int(1),
+    ),
+    Setting(
+        "grace_start",
+        10,
+        "SGT: records of a new leaf's first block, times 2^depth; each attempt that keeps the leaf "
+        "doubles it, up to grace_period.",
+        _int(1),
+    ),
+    Setting(
+        "leaf_model",
+        None,
+        "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
+        "constant; none = the model's default (linear for sgt, constant for boosted).",
+        _optional_choice("linear", "constant"),
+    ),
+    Setting("linear_lambda", 0.03, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
+    Setting(
+        "proba",
+        "blend",
+        "SGT classification (model sgt): how probabilities are made: blend (the trees' softmax and the "
+        "hierarchically smoothed class counts of the record's path), hgs (the counts alone) or tree.",
+        _choice("blend", "hgs", "tree"),
+    ),
     Setting(
         "model",
         "sgt",
@@ -404,6 +446,10 @@ class WorkerSettings:
     gamma: float
     bins: int
     warm_up: int
+    grace_start: int
+    leaf_model: str | None
+    linear_lambda: float
+    proba: str
     max_depth: int | None
     max_categories: int
     model: str

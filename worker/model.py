@@ -33,8 +33,14 @@ def new_model(settings: WorkerSettings) -> Any:
         if settings.n_members is not None:
             ensemble["n_members"] = settings.n_members
     cls = types[("Boosted" if settings.model == "boosted" else "SGT") + kind]
+    leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
+    if settings.model == "sgt" and settings.task == "classification":
+        leaves["proba"] = settings.proba
     return cls(
         **ensemble,
+        **leaves,
+        grace_start=settings.grace_start,
+        linear_lambda=settings.linear_lambda,
         delta=settings.delta,
         grace_period=settings.grace_period,
         lambda_=settings.lambda_,

@@ -213,5 +213,48 @@ def test_model_defaults_are_the_librarys() -> None:
     defaults = load_settings({}, env={})
     for cls in (SGTClassifier, SGTRegressor):
         params = cls().get_params()
-        for name in ("delta", "grace_period", "lambda_", "gamma", "bins", "warm_up", "max_depth"):
+        for name in (
+            "delta",
+            "grace_period",
+            "lambda_",
+            "gamma",
+            "bins",
+            "warm_up",
+            "max_depth",
+            "grace_start",
+            "linear_lambda",
+        ):
             assert getattr(defaults, name) == params[name], (cls.__name__, name)
+    assert SGTClassifier().get_params()["proba"] == defaults.proba
+    assert defaults.leaf_model is None  # each model class's own default
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, {"leaf_model": "linear", "proba": "blend", "grace_start": 10}),
+        (
+            {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
+            {"leaf_model": "constant", "proba": "hgs", "grace_start": 50},
+        ),
+        ({"model": "boosted"}, {"leaf_model": "constant", "grace_start": 10}),
+        ({"model": "boosted", "leaf_model": "linear"}, {"leaf_model": "linear"}),
+    ],
+)
+def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> None:
+    from worker.model import new_model
+
+    params = new_model(load_settings(settings, env={})).get_params()
+    assert {k: params[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("leaf_model", "cubic", "none or one of linear, constant"),
+        ("proba", "smooth", "one of blend, hgs, tree"),
+    ],
+)
+def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:
+    with pytest.raises(ConfigError, match=allowed):
+        load_settings({name: value}, env={})
