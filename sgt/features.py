@@ -547,6 +547,8 @@ def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float
             high = low + 2.0 * (high - low)
         # every learned value so far was lo (code 1): they all move to lo's bin on the new grid
         z = (lo - low) / (high - low) * bins
+        if not math.isfinite(z):  # lo - low or high - low past the float range
+            return None
         mapping = np.full(bins + 1, 1 + min(bins - 1, max(0, int(z))))
     else:
         low, high, step = lo, hi, 0
@@ -562,7 +564,10 @@ def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float
         # old bin i covers [lo + i w, lo + (i + 1) w), which lies in new bin (i + offset) >> step
         # (Python integers: the offset exceeds 64 bits when a value far out grows the grid)
         # (clipped: where the origins differ by more than 2^53 old bins, the offset is only rounded)
-        offset = round((lo - low) / ((hi - lo) / bins))
+        shift = (lo - low) / ((hi - lo) / bins)
+        if not math.isfinite(shift):  # lo - low past the float range: the grid cannot grow that far
+            return None
+        offset = round(shift)
         mapping = np.clip([((i + offset) >> step) + 1 for i in range(-1, bins)], 1, bins)
     mapping[0] = MISSING
     return low, high, mapping.astype(CODE_DTYPE)

@@ -448,3 +448,17 @@ def test_the_threshold_of_the_last_bin_sends_every_value_left() -> None:
         space.encode_one({"a": v}, learn=True)
     assert space.threshold_value(0, 7) == math.inf
     assert space.threshold_value(0, 6) < math.inf
+
+
+def test_a_grid_that_cannot_double_within_the_float_range_stays_as_it_is() -> None:
+    """A grid around 0 meeting -1.4e306: doubling towards it overflows the distance between the grids'
+    origins, and rounding it raised OverflowError (found by the batch-equals-loop property test above).
+    The grid stays as it is and the value falls in its first bin, on both paths."""
+    rows = [{"f0": 0.0, "f1": v} for v in [0.0, 0.0, 0.0, -1.4044477616111846e306, 0.0, 0.3]]
+    loop, batch = SGTRegressor(warm_up=5, grace_period=10), SGTRegressor(warm_up=5, grace_period=10)
+    for model in (loop, batch):
+        model.learn_one({"f0": 0.5, "f1": 0.5}, 0.0)
+    for x in rows:
+        loop.learn_one(x, 1.0)
+    batch.learn_many(rows, [1.0] * len(rows))
+    assert batch.to_bytes() == loop.to_bytes()
