@@ -40,8 +40,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from worker import checkpoint
-from worker.checkpoint import CheckpointStore
+from worker.checkpoint import CheckpointStore, checkpoint_path
 from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
@@ -196,7 +195,7 @@ class Checkpointer:
             if (
                 not o.since_checkpoint
                 and pending is None
-                and checkpoint.checkpoint_path(self.settings.checkpoint_dir, p).exists()
+                and checkpoint_path(self.store.directory, p).exists()
             ):
                 continue
             snapshot = self.take_snapshot(o)  # step 1

@@ -129,10 +129,6 @@ def chunk_key(partition: int, epoch: int, slot: int, index: int) -> bytes:
     return f"p{partition}/e{epoch}/{slot}/chunk/{index}".encode()
 
 
-def key_prefix(partition: int) -> bytes:
-    return f"p{partition}/".encode()
-
-
 # -- values -----------------------------------------------------------------------------------------
 
 
