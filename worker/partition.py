@@ -45,11 +45,11 @@ from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.delivery import DeliveryLatch, RunDelivery
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS, Entry, Merger
+from worker.merge import FEATURES, LABELS, Merger
 from worker.metrics import WorkerMetrics
 from worker.model import model_types, new_model
-from worker.records import Invalid
-from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
+from worker.state import PartitionState, ProcessResult, StateConfig, split_state
+from worker.values import Invalid, MergeEntry, Record
 
 if TYPE_CHECKING:  # the checkpoint protocol imports this module
     from worker.checkpointing import Snapshot
@@ -300,7 +300,7 @@ class PartitionRuntime:
             if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
                 owned.careful_until = None
 
-    def _run(self, partition: int, owned: Owned, entries: list[Entry]) -> bool:
+    def _run(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> bool:
         """Process entries and publish the results; on a model failure recover and return False."""
         try:
             result = owned.state.process(entries, time.time())
@@ -311,14 +311,14 @@ class PartitionRuntime:
         self.emit(partition, owned, result)
         return True
 
-    def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
+    def _recover(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> None:
         """The model raised: its state may be half-updated, so restore the last checkpoint and replay.
 
         The replay goes one record at a time up to the end of the failed run; the record whose call
         fails alone is dead-lettered (``model_error``) from then on. Input is never the reason the
         worker stops, and the result is the same as if that record had been invalid from the start.
         """
-        _, rank, offset, _ = entries[0]
+        rank, offset = entries[0].rank, entries[0].offset
         if len(entries) == 1:
             owned.poison.add((rank, offset))
         self.log.exception(
@@ -474,9 +474,8 @@ def unseen(records: list[Record], fetched: int) -> list[Record]:
     return kept
 
 
-def defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:
+def defuse(entry: MergeEntry, poison: set[tuple[int, int]]) -> MergeEntry:
     """The entry, or the same record marked invalid (``model_error``) if the model failed on it."""
-    ts, rank, offset, (record, _) = entry
-    if (rank, offset) in poison:
-        return ts, rank, offset, (record, Invalid("model_error"))
+    if (entry.rank, entry.offset) in poison:
+        return entry._replace(decoded=Invalid("model_error"))
     return entry

@@ -1,9 +1,9 @@
 """Decoding and stateless validation of feature and label records.
 
-A Kafka message becomes a :class:`Feature`, a :class:`Label` or an :class:`Invalid` carrying the
-dead-letter reason. Only checks that need no state live here (encoding, JSON shape, value types, label
-type, size); checks against the partition's state (feature schema, duplicate ids, unknown ids) are in
-:mod:`worker.schema` and :mod:`worker.state`.
+A Kafka message becomes a :class:`~worker.values.Feature`, a :class:`~worker.values.LabelRecord` or
+an :class:`~worker.values.Invalid` carrying the dead-letter reason. Only checks that need no state
+live here (encoding, JSON shape, value types, label type, size); checks against the partition's state
+(feature schema, duplicate ids, unknown ids) are in :mod:`worker.schema` and :mod:`worker.state`.
 
 >>> decode_feature(b'{"id": "a", "x": {"u": 1.5, "plan": "pro"}, "y": 1}', 0.0, "classification", 1000)
 Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
@@ -16,54 +16,18 @@ Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any
 
 import orjson
 
-Value = float | str | None
+from worker.values import Feature, Invalid, Label, LabelRecord, Value
+
 # The split statistics hold products of up to four powers of the target's scale (squared gradients
 # times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).
 # At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
 MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
 MAX_LABEL_BYTES = 256  # default of the max_label_bytes setting
-Label = int | str | float
-
-
-class Feature(NamedTuple):
-    """A decoded feature record; ``x`` is a dict (names to values) or a list (configured order).
-
-    A named tuple rather than a dataclass: one is made per record on the hot path, and a tuple is
-    built in half the time.
-    """
-
-    id: str | None
-    x: dict[str, Value] | list[Value]
-    y: Label | None
-    ts: float
-
-
-@dataclass(frozen=True, slots=True)
-class LabelRecord:
-    """A decoded label record ``{"id", "y"}``."""
-
-    id: str
-    y: Label
-    ts: float
-
-
-@dataclass(frozen=True, slots=True)
-class Invalid:
-    """A record that cannot be used, with the dead-letter reason.
-
-    Its time is minus infinity: a bad record has no trustworthy event time (its Kafka timestamp may be
-    on another clock than the ``ts`` of good records), so it is merged as soon as it heads its queue
-    and never holds the other topic back.
-    """
-
-    reason: str
-    ts: ClassVar[float] = float("-inf")
 
 
 def _parse_object(raw: bytes, max_bytes: int) -> dict[str, Any] | str:

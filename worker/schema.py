@@ -17,7 +17,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any
 
-from worker.records import Value
+from worker.values import Value
 
 _TYPE_OF = {float: "numeric", str: "nominal"}
 #: the default bound of an inferred schema (setting max_features)

@@ -38,37 +38,30 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
-from worker.join import JOIN_MAX_BYTES, JoinBuffer, PendingFeature, PendingLabel
-from worker.merge import FEATURES, LABELS, Entry
+from worker.join import JOIN_MAX_BYTES, JoinBuffer
+from worker.merge import FEATURES, LABELS
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, Feature, Invalid, LabelRecord, decode_feature, decode_label
+from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
+from worker.values import (
+    DeadLetter,
+    Feature,
+    Invalid,
+    LabelRecord,
+    MergeEntry,
+    Output,
+    PendingFeature,
+    PendingLabel,
+    Record,
+)
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
-
-
-class Record(NamedTuple):
-    """A consumed Kafka message, reduced to what the core needs (``ts`` in seconds)."""
-
-    offset: int
-    ts: float
-    key: bytes | None
-    value: bytes | None
-
-
-class Output(NamedTuple):
-    """An encoded record for the prediction or dead-letter topic."""
-
-    key: bytes | None
-    value: bytes
-    ts: float  # event time of the source record (latency metric)
-    headers: list[tuple[str, bytes]] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +89,7 @@ class ProcessResult:
     """What one :meth:`PartitionState.process` call produced."""
 
     predictions: list[Output] = field(default_factory=list)
-    dead_letters: list[tuple[Output, str, str]] = field(default_factory=list)  # (record, topic, reason)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
     expired: dict[tuple[str, str], int] = field(default_factory=dict)  # (side, reason) -> count
     consumed: list[int] = field(default_factory=lambda: [0, 0])  # per topic rank
     trained: int = 0
@@ -264,22 +257,22 @@ class PartitionState:
 
     # -- decoding -----------------------------------------------------------------------------------
 
-    def decode(self, rank: int, records: list[Record]) -> list[Entry]:
+    def decode(self, rank: int, records: list[Record]) -> list[MergeEntry]:
         """Decode records of one topic (stateless checks only) into merge entries for :meth:`process`.
 
-        An entry is ``(event time, rank, offset, (record, decoded))``. A record that cannot be used
-        decodes to an :class:`~worker.records.Invalid`, whose event time is minus infinity.
+        A record that cannot be used decodes to an :class:`~worker.values.Invalid`, whose event time is
+        minus infinity.
         """
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
         task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
         decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
-        return [(d.ts, rank, r.offset, (r, d)) for r, d in zip(records, decoded, strict=True)]
+        return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
 
-    def process(self, entries: list[Entry], now: float) -> ProcessResult:
-        """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
+    def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
+        """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
         result = ProcessResult()
         run = _Run(set(self.model.classes_), self.config.max_classes) if self.classification else _Run()
         if self.config.labels_topic is None:  # then every entry is a feature record
@@ -291,7 +284,7 @@ class PartitionState:
             self.consumed[rank] += result.consumed[rank]
         return result
 
-    def _ingest_inline(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+    def _ingest_inline(self, entries: list[MergeEntry], result: ProcessResult, run: _Run) -> None:
         """Feature records with their labels inline (no labels topic): one model row per usable record.
 
         The same decisions as :meth:`_ingest_joined` takes for these records, without the join: with no
@@ -299,9 +292,10 @@ class PartitionState:
         """
         if not entries:
             return
-        self.next_offsets[FEATURES] = entries[-1][2] + 1
+        self.next_offsets[FEATURES] = entries[-1].offset + 1
         result.consumed[FEATURES] = len(entries)
-        records, decoded = zip(*(payload for _, _, _, payload in entries), strict=True)
+        records = [e.record for e in entries]
+        decoded = [e.decoded for e in entries]
         if (
             Invalid not in set(map(type, decoded))
             and self.schema.accepts_as_is([d.x for d in decoded])
@@ -317,12 +311,13 @@ class PartitionState:
         conform = self.schema.conform
         event_time = self.event_time
         xs, ys, published, scores = run.x, run.y, run.published, run.scores
-        for ts, _, _, (record, decoded) in entries:
+        for entry in entries:
+            record, decoded = entry.record, entry.decoded
             if type(decoded) is Invalid:
                 self._dead_letter(result, FEATURES, record, decoded.reason)
                 continue
-            if ts > event_time:
-                event_time = ts
+            if entry.ts > event_time:
+                event_time = entry.ts
             x = conform(decoded.x)
             if type(x) is str:
                 self._dead_letter(result, FEATURES, record, x)
@@ -350,14 +345,15 @@ class PartitionState:
         classes |= new
         return True
 
-    def _ingest_joined(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+    def _ingest_joined(self, entries: list[MergeEntry], result: ProcessResult, run: _Run) -> None:
         """Records of both topics in merge order, joining labels to features by id."""
-        for ts, rank, offset, (record, decoded) in entries:
-            self.next_offsets[rank] = offset + 1
+        for entry in entries:
+            rank, record, decoded = entry.rank, entry.record, entry.decoded
+            self.next_offsets[rank] = entry.offset + 1
             result.consumed[rank] += 1
-            if ts > self.event_time and not isinstance(decoded, Invalid):
+            if entry.ts > self.event_time and not isinstance(decoded, Invalid):
                 # only usable records move the event clock: a bad record's time may be on another clock
-                self.event_time = ts
+                self.event_time = entry.ts
                 self._expire(result)
             if isinstance(decoded, Invalid):
                 self._dead_letter(result, rank, record, decoded.reason)
@@ -444,7 +440,7 @@ class PartitionState:
         key, value, headers = fit_dead_letter(
             record.key, record.value or b"", headers, self.config.max_message_bytes
         )
-        result.dead_letters.append((Output(key, value, record.ts, headers), topic, reason))
+        result.dead_letters.append(DeadLetter(Output(key, value, record.ts, headers), topic, reason))
 
     # -- the model call -------------------------------------------------------------------------------
 

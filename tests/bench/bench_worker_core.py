@@ -27,8 +27,9 @@ from worker.loop import _tune_gc
 from worker.merge import FEATURES
 from worker.model import new_model, preload
 from worker.produce import feature_record
-from worker.state import PartitionState, Record, StateConfig
+from worker.state import PartitionState, StateConfig
 from worker.streams import RotatingHyperplane
+from worker.values import Record
 
 PARTITIONS = 4
 # the settings a worker runs with by default (the model's hyperparameters among them)

@@ -19,7 +19,7 @@ from worker.config import load_settings
 from worker.loop import Worker
 from worker.merge import FEATURES
 from worker.partition import AHEAD_GRACE_S
-from worker.state import Record
+from worker.values import Record
 
 
 class FakeMessage:

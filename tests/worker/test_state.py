@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from stub_model import StubModel
 
 from worker.merge import FEATURES, LABELS, Merger
-from worker.state import STATE_FORMAT, PartitionState, Record, StateConfig
+from worker.state import STATE_FORMAT, PartitionState, StateConfig
+from worker.values import Record
 
 REGISTRY = {"StubModel": StubModel}
 
