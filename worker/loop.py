@@ -42,6 +42,7 @@ from worker.delivery import RunDelivery, produce_retrying
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
 from worker.model import preload
+from worker.model_protocol import ModelClass, StreamModel
 from worker.partition import Owned, PartitionRuntime, set_partition_gauges
 from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
@@ -66,8 +67,8 @@ class Worker:
         health: Health | None = None,
         client_overrides: Mapping[str, Any] | None = None,
         log: logging.Logger | None = None,
-        model_factory: Callable[[], Any] | None = None,
-        model_registry: Mapping[str, Any] | None = None,
+        model_factory: Callable[[], StreamModel] | None = None,
+        model_registry: Mapping[str, ModelClass] | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()

@@ -6,12 +6,16 @@ names the class and the worker looks it up here, never importing or evaluating a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worker.config import WorkerSettings
+from worker.model_protocol import StreamModel
+
+if TYPE_CHECKING:  # sgt is imported on first use
+    from sgt import SGTClassifier, SGTRegressor
 
 
-def model_types() -> dict[str, Any]:
+def model_types() -> dict[str, type[SGTClassifier | SGTRegressor]]:
     """Class name -> class, for the models a checkpoint may hold."""
     from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
 
@@ -19,7 +23,7 @@ def model_types() -> dict[str, Any]:
     return {cls.__name__: cls for cls in classes}
 
 
-def new_model(settings: WorkerSettings) -> Any:
+def new_model(settings: WorkerSettings) -> StreamModel:
     """A fresh model for the configured task and hyperparameters."""
     types = model_types()
     kind = "Classifier" if settings.task == "classification" else "Regressor"

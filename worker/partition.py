@@ -48,6 +48,7 @@ from worker.logs import fields
 from worker.merge import FEATURES, LABELS, Merger
 from worker.metrics import WorkerMetrics
 from worker.model import model_types, new_model
+from worker.model_protocol import ModelClass, StreamModel
 from worker.state import PartitionState, ProcessResult, StateConfig, split_state
 from worker.values import Invalid, MergeEntry, Record
 
@@ -110,8 +111,8 @@ def load_state(
     settings: WorkerSettings,
     partition: int,
     on_bad: Callable[[Any, str], None] | None = None,
-    model_factory: Callable[[], Any] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    model_factory: Callable[[], StreamModel] | None = None,
+    registry: Mapping[str, ModelClass] | None = None,
     store: CheckpointStore | None = None,
 ) -> PartitionState:
     """The partition's state from its newest valid checkpoint, or a fresh one.
@@ -121,7 +122,7 @@ def load_state(
     :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
-    types = registry if registry is not None else model_types()
+    types: Mapping[str, ModelClass] = registry if registry is not None else model_types()
 
     def parse(payload: bytes) -> PartitionState:
         state = PartitionState.from_bytes(payload, config, types)
@@ -188,8 +189,8 @@ class PartitionRuntime:
         log: logging.Logger,
         emit: Emit,
         store: CheckpointStore,
-        model_factory: Callable[[], Any] | None = None,
-        model_registry: Mapping[str, Any] | None = None,
+        model_factory: Callable[[], StreamModel] | None = None,
+        model_registry: Mapping[str, ModelClass] | None = None,
     ) -> None:
         self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
         self.store = store

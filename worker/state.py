@@ -46,6 +46,7 @@ import orjson
 from sgt.evaluation import Prequential
 from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
+from worker.model_protocol import ModelClass, StreamModel, classes_of
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
 from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
@@ -137,13 +138,14 @@ class _Predictions:
     must not be named there), or None when every row knew them all.
     """
 
-    def __init__(self, scores: Any, model: Any, task: str, known: list[int] | None = None) -> None:
+    def __init__(self, scores: np.ndarray, classes: list[Any] | None, known: list[int] | None = None) -> None:
+        """``classes``: the model's classes after the call (classification), None for regression."""
         self.known = known
-        self.classification = task == "classification"
-        if not self.classification:
+        self.classification = classes is not None
+        if classes is None:
             self.labels: list[Any] = np.asarray(scores, dtype=float).tolist()
             return
-        self.classes = list(model.classes_)
+        self.classes = list(classes)
         self.names = [str(c) for c in self.classes]
         self.index = {c: i for i, c in enumerate(self.classes)}
         matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(self.classes))
@@ -241,7 +243,7 @@ def _documents(
 class PartitionState:
     """Model, join buffer, prequential metrics, schema and next offsets of one input partition."""
 
-    def __init__(self, partition: int, model: Any, config: StateConfig) -> None:
+    def __init__(self, partition: int, model: StreamModel, config: StateConfig) -> None:
         self.partition = partition
         self.model = model
         self.config = config
@@ -274,7 +276,7 @@ class PartitionState:
     def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
         """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
         result = ProcessResult()
-        run = _Run(set(self.model.classes_), self.config.max_classes) if self.classification else _Run()
+        run = _Run(set(classes_of(self.model)), self.config.max_classes) if self.classification else _Run()
         if self.config.labels_topic is None:  # then every entry is a feature record
             self._ingest_inline(entries, result, run)
         else:
@@ -447,12 +449,13 @@ class PartitionState:
     def _execute(self, run: _Run, result: ProcessResult, now: float) -> None:
         if not run.y:
             return
-        classes_before = list(self.model.classes_) if self.classification else []
+        classes_before = list(classes_of(self.model)) if self.classification else []
         scores = self.model.predict_learn_many(run.x, run.y)
+        classes = classes_of(self.model) if self.classification else None
         known = None
-        if self.classification and len(self.model.classes_) > len(classes_before):
+        if classes is not None and len(classes) > len(classes_before):
             known = _known_classes(classes_before, run.y)
-        out = _Predictions(scores, self.model, self.config.task, known)
+        out = _Predictions(scores, classes, known)
         # model_version of row r: records learned before this call plus rows before r that carried a label
         learned_before = list(accumulate((y is not None for y in run.y), initial=self.trained))
         for entry in run.waiting:
@@ -551,7 +554,9 @@ class PartitionState:
         return struct.pack(">I", len(head)) + head + zlib.compress(self.model.to_bytes(), 1)
 
     @classmethod
-    def from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
+    def from_bytes(
+        cls, blob: bytes, config: StateConfig, model_types: Mapping[str, ModelClass]
+    ) -> PartitionState:
         """Restore a state; raises ValueError when the blob does not fit ``config`` or is malformed."""
         try:
             return cls._from_bytes(blob, config, model_types)
@@ -559,7 +564,9 @@ class PartitionState:
             raise ValueError(f"malformed state: {type(exc).__name__}: {exc}") from None
 
     @classmethod
-    def _from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
+    def _from_bytes(
+        cls, blob: bytes, config: StateConfig, model_types: Mapping[str, ModelClass]
+    ) -> PartitionState:
         header, model_blob = split_state(blob)
         if header.get("format") != STATE_FORMAT:
             raise ValueError(f"unsupported state format {header.get('format')!r}")
