@@ -314,10 +314,10 @@ def _restore_tree(model: BaseSGT, prefix: str, info: dict[str, Any], arrays: dic
     ends = np.cumsum(tree.pending_n)
     for k in range(s):
         size = int(tree.pending_n[k])
-        rows = slice(int(ends[k]) - size, int(ends[k]))
-        tree.pending_codes[k, :size] = codes[rows]
-        tree.pending_g[k, :size] = g[rows]
-        tree.pending_h[k, :size] = h[rows]
+        block = slice(int(ends[k]) - size, int(ends[k]))
+        tree.pending_codes[k, :size] = codes[block]
+        tree.pending_g[k, :size] = g[block]
+        tree.pending_h[k, :size] = h[block]
     tree.tables = [arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(info["n_tables"]))]
     if tree.linear:
         tree.weights = np.zeros((n, layout.n_features))
