@@ -15,7 +15,7 @@ replay takes the same decisions.
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from worker.values import Value
 
@@ -70,16 +70,17 @@ class FeatureSchema:
             self.array_length = len(x)
         return row
 
-    def accepts_as_is(self, xs: list[dict[str, Value] | list[Value]]) -> bool:
+    def accepts_as_is(self, xs: list[dict[str, Value] | list[Value]]) -> TypeGuard[list[dict[str, Value]]]:
         """Whether :meth:`conform` would return every ``x`` unchanged and learn nothing from them.
 
         True when all are dicts of known numeric names holding numbers or nulls: the common case,
         checked for a whole run at C speed.
         """
-        return (
-            set(map(type, xs)) == {dict}
-            and set().union(*xs) <= self._numeric
-            and str not in set(map(type, chain.from_iterable(map(dict.values, xs))))  # type: ignore[arg-type]
+        if set(map(type, xs)) != {dict}:
+            return False
+        rows = cast(list[dict[str, Value]], xs)
+        return set().union(*rows) <= self._numeric and str not in set(
+            map(type, chain.from_iterable(map(dict.values, rows)))
         )
 
     def to_dict(self) -> dict[str, Any]:

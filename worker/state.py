@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -152,9 +152,9 @@ class _Predictions:
         self.rows: list[list[float]] = matrix.tolist()
         if self.classes:
             best = matrix.argmax(axis=1)
-            known = matrix[np.arange(len(matrix)), best] > 0
+            any_class = matrix[np.arange(len(matrix)), best] > 0
             self.labels = [
-                self.classes[b] if k else None for b, k in zip(best.tolist(), known.tolist(), strict=True)
+                self.classes[b] if k else None for b, k in zip(best.tolist(), any_class.tolist(), strict=True)
             ]
         else:
             self.labels = [None] * len(self.rows)
@@ -297,42 +297,41 @@ class PartitionState:
         self.next_offsets[FEATURES] = entries[-1].offset + 1
         result.consumed[FEATURES] = len(entries)
         records = [e.record for e in entries]
-        decoded = [e.decoded for e in entries]
-        if (
-            Invalid not in set(map(type, decoded))
-            and self.schema.accepts_as_is([d.x for d in decoded])
-            and self._classes_admit([d.y for d in decoded], run)
-        ):
-            # the usual run: every record usable and conforming as it is, so whole columns at once
-            self.event_time = max(self.event_time, *(d.ts for d in decoded))
-            run.x[:] = [d.x for d in decoded]
-            run.y[:] = [d.y for d in decoded]
-            run.scores[:] = [(d.y, row) for row, d in enumerate(decoded) if d.y is not None]
-            run.published[:] = list(zip(range(len(decoded)), decoded, records, strict=True))
-            return
+        # with no labels topic every entry is a feature record, decoded by decode_feature
+        decoded = cast(list[Feature | Invalid], [e.decoded for e in entries])
+        if Invalid not in set(map(type, decoded)):
+            features = cast(list[Feature], decoded)
+            xs = [f.x for f in features]
+            if self.schema.accepts_as_is(xs) and self._classes_admit([f.y for f in features], run):
+                # the usual run: every record usable and conforming as it is, so whole columns at once
+                self.event_time = max(self.event_time, *(f.ts for f in features))
+                run.x[:] = xs
+                run.y[:] = [f.y for f in features]
+                run.scores[:] = [(f.y, row) for row, f in enumerate(features) if f.y is not None]
+                run.published[:] = list(zip(range(len(features)), features, records, strict=True))
+                return
         conform = self.schema.conform
         event_time = self.event_time
-        xs, ys, published, scores = run.x, run.y, run.published, run.scores
-        for entry in entries:
-            record, decoded = entry.record, entry.decoded
-            if type(decoded) is Invalid:
-                self._dead_letter(result, FEATURES, record, decoded.reason)
+        ys, published, scores = run.y, run.published, run.scores
+        for record, feat in zip(records, decoded, strict=True):
+            if type(feat) is Invalid:
+                self._dead_letter(result, FEATURES, record, feat.reason)
                 continue
-            if entry.ts > event_time:
-                event_time = entry.ts
-            x = conform(decoded.x)
-            if type(x) is str:
+            if feat.ts > event_time:
+                event_time = feat.ts
+            x = conform(feat.x)
+            if isinstance(x, str):
                 self._dead_letter(result, FEATURES, record, x)
                 continue
-            if decoded.y is not None and not run.admits(decoded.y):
+            if feat.y is not None and not run.admits(feat.y):
                 self._dead_letter(result, FEATURES, record, "too_many_classes")
                 continue
             row = len(ys)
-            xs.append(x)
-            ys.append(decoded.y)
-            if decoded.y is not None:
-                scores.append((decoded.y, row))
-            published.append((row, decoded, record))
+            run.x.append(x)
+            ys.append(feat.y)
+            if feat.y is not None:
+                scores.append((feat.y, row))
+            published.append((row, feat, record))
         self.event_time = event_time
 
     def _classes_admit(self, ys: list[Any], run: _Run) -> bool:
@@ -359,7 +358,7 @@ class PartitionState:
                 self._expire(result)
             if isinstance(decoded, Invalid):
                 self._dead_letter(result, rank, record, decoded.reason)
-            elif rank == FEATURES:
+            elif isinstance(decoded, Feature):  # the features topic's records decode to Features
                 self._on_feature(result, run, record, decoded)
             else:
                 self._on_label(result, run, record, decoded)
@@ -383,16 +382,14 @@ class PartitionState:
         elif feat.id in self.join.features:
             self._dead_letter(result, FEATURES, record, "duplicate_id")
             return
-        elif feat.id in self.join.labels and not run.admits(self.join.labels[feat.id].y):
-            label = self.join.labels.pop(feat.id)
-            self._dead_letter(
-                result, LABELS, Record(label.offset, label.ts, label.key, label.raw), "too_many_classes"
-            )
-            row = run.add(x, None)
-        elif feat.id in self.join.labels:
-            label = self.join.pop_label(feat.id)
-            row = run.add(x, label.y)
-            run.scores.append((label.y, row))
+        elif (label := self.join.pop_label(feat.id)) is not None:  # its label was waiting
+            if run.admits(label.y):
+                row = run.add(x, label.y)
+                run.scores.append((label.y, row))
+            else:
+                source = Record(label.offset, label.ts, label.key, label.raw)
+                self._dead_letter(result, LABELS, source, "too_many_classes")
+                row = run.add(x, None)
         else:
             row = run.add(x, None)
             entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row, size=len(record.value or b""))
@@ -459,6 +456,7 @@ class PartitionState:
         # model_version of row r: records learned before this call plus rows before r that carried a label
         learned_before = list(accumulate((y is not None for y in run.y), initial=self.trained))
         for entry in run.waiting:
+            assert entry.row is not None  # a waiting entry's row is in this run
             entry.prediction, entry.proba = out.labels[entry.row], out.pairs(entry.row)
             entry.row = None
         self._score(run, out)

@@ -23,7 +23,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, final
 
 #: A feature value after decoding: integers are floats, strings are nominal values, None is missing.
 Value = float | str | None
@@ -66,6 +66,7 @@ class LabelRecord:
     ts: float
 
 
+@final  # so that the checker knows `type(d) is Invalid` is false for every other type
 @dataclass(frozen=True, slots=True)
 class Invalid:
     """A record that cannot be used, with the dead-letter reason.
