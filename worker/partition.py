@@ -241,7 +241,7 @@ class PartitionRuntime:
         The batch is grouped by partition and topic first (a consumer's batch holds long runs of one
         partition), so that each group is converted and decoded in one pass.
         """
-        groups: dict[tuple[int, str], list[Message]] = {}
+        groups: dict[tuple[int | None, str | None], list[Message]] = {}
         for msg in messages:
             error = msg.error()
             if error is not None:
@@ -253,8 +253,8 @@ class PartitionRuntime:
                 group = groups[key] = []
             group.append(msg)
         for (p, topic), group in groups.items():
-            owned = self.owned.get(p)
-            if owned is None:
+            owned = None if p is None else self.owned.get(p)
+            if owned is None or topic is None:  # (a message without an error has both)
                 continue
             rank = FEATURES if topic == self.settings.features_topic else LABELS
             records = unseen(records_of(group), owned.fetched[rank])
@@ -292,14 +292,18 @@ class PartitionRuntime:
             return
         if owned.poison:
             entries = [defuse(entry, owned.poison) for entry in entries]
-        if owned.careful_until is None:
+        careful_until = owned.careful_until
+        if careful_until is None:
             self._run(partition, owned, entries)
             return
-        for entry in entries:  # after a model failure: one record per call, to find the one that fails
+        for i, entry in enumerate(entries):  # after a model failure: one record per call, to find the one
             if not self._run(partition, owned, [entry]):
                 return
-            if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
-                owned.careful_until = None
+            if all(n >= end for n, end in zip(owned.state.next_offsets, careful_until, strict=True)):
+                owned.careful_until = None  # past the failed run: the rest of the batch goes in one call
+                if i + 1 < len(entries):
+                    self._run(partition, owned, entries[i + 1 :])
+                return
 
     def _run(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> bool:
         """Process entries and publish the results; on a model failure recover and return False."""
@@ -429,10 +433,11 @@ class PartitionRuntime:
         if high < 0 or owned.fetched[rank] <= high or owned.merger.pending(rank):
             owned.ahead_since[rank] = None
             return
-        if owned.ahead_since[rank] is None:
+        since = owned.ahead_since[rank]
+        if since is None:
             owned.ahead_since[rank] = now
             return
-        if now - owned.ahead_since[rank] < AHEAD_GRACE_S:  # type: ignore[operator]
+        if now - since < AHEAD_GRACE_S:
             return
         topic = self.topics[rank]
         self.metrics.offset_resets.labels(topic=topic, reason="past_end").inc()
