@@ -140,7 +140,9 @@ def decode_feature(
         doc = None
     if type(doc) is not dict:
         # the rare case: find out why (parses again; bad records may cost more than good ones)
-        return Invalid(_parse_object(raw, max_bytes) if raw is not None else "invalid_json")  # type: ignore[arg-type]
+        reason = _parse_object(raw, max_bytes) if raw is not None else "invalid_json"
+        assert isinstance(reason, str)  # what did not decode to an object does not parse to one either
+        return Invalid(reason)
     x = doc.get("x", _ABSENT)
     if type(x) is dict:
         values: Any = x.values()
@@ -168,7 +170,7 @@ def decode_feature(
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
     # tuple.__new__ builds the same Feature as Feature(...) without the NamedTuple's Python-level __new__
-    return tuple.__new__(Feature, (rid, x, y, ts))  # type: ignore[return-value]
+    return tuple.__new__(Feature, (rid, x, y, ts))
 
 
 def decode_label(
@@ -182,7 +184,7 @@ def decode_label(
     rid = _parse_id(doc)
     if rid is None:
         return Invalid("missing_id")
-    if rid is False:
+    if not isinstance(rid, str):  # False: present but neither a string nor an integer
         return Invalid("bad_id")
     if doc.get("y") is None:
         return Invalid("missing_y")
@@ -191,4 +193,4 @@ def decode_label(
         return Invalid("bad_label_type")
     if type(y) is str and label_too_long(y, max_label_bytes):
         return Invalid("label_too_long")
-    return LabelRecord(rid, y, ts)  # type: ignore[arg-type]
+    return LabelRecord(rid, y, ts)
