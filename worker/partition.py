@@ -31,7 +31,6 @@ processed runs:
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -455,23 +454,21 @@ class PartitionRuntime:
 
 def records_of(messages: list[Message]) -> list[Record]:
     """The messages as the core's records, with the timestamp in seconds (0.0 when there is none)."""
-    new = tuple.__new__  # Record(...) without the NamedTuple's Python-level __new__ (once per record)
-    return [
-        new(Record, (m.offset(), millis / 1000.0 if kind else 0.0, m.key(), m.value()))
-        for m in messages
-        for kind, millis in (m.timestamp(),)  # binds the pair; compiled as a plain assignment
-    ]
+    records = []
+    for m in messages:
+        kind, millis = m.timestamp()
+        offset = m.offset()
+        assert offset is not None  # a fetched message (not an error) has one
+        records.append(Record(offset, millis / 1000.0 if kind else 0.0, m.key(), m.value()))
+    return records
 
 
 def unseen(records: list[Record], fetched: int) -> list[Record]:
     """The records of one topic partition at or after offset ``fetched``, each offset once.
 
     A fetch from before a seek may still deliver older records; they are dropped here, as is anything
-    out of order. The usual batch, increasing from ``fetched`` on, is checked in one C-speed pass.
+    out of order.
     """
-    offsets = [r.offset for r in records]
-    if offsets and offsets[0] >= fetched and all(map(operator.lt, offsets, offsets[1:])):
-        return records
     kept = []
     for record in records:
         if record.offset >= fetched:

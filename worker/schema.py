@@ -14,8 +14,7 @@ replay takes the same decisions.
 
 from __future__ import annotations
 
-from itertools import chain
-from typing import Any, TypeGuard, cast
+from typing import Any
 
 from worker.values import Value
 
@@ -69,19 +68,6 @@ class FeatureSchema:
         if isinstance(x, list) and self.array_length is None:
             self.array_length = len(x)
         return row
-
-    def accepts_as_is(self, xs: list[dict[str, Value] | list[Value]]) -> TypeGuard[list[dict[str, Value]]]:
-        """Whether :meth:`conform` would return every ``x`` unchanged and learn nothing from them.
-
-        True when all are dicts of known numeric names holding numbers or nulls: the common case,
-        checked for a whole run at C speed.
-        """
-        if set(map(type, xs)) != {dict}:
-            return False
-        rows = cast(list[dict[str, Value]], xs)
-        return set().union(*rows) <= self._numeric and str not in set(
-            map(type, chain.from_iterable(map(dict.values, rows)))
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
