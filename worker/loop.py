@@ -271,13 +271,14 @@ class Worker:
             owned.in_flight.append(delivered)
             owned.produced_runs += 1
         if result.dead_letters:
-            ts = [out.ts for out, _, _ in result.dead_letters]
+            ts = [letter.output.ts for letter in result.dead_letters]
             dead = RunDelivery(ts, None, self.log, owned.latch, "dead letter")
-            for out, source_topic, reason in result.dead_letters:
+            for letter in result.dead_letters:
+                out = letter.output
                 produce_retrying(
                     producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, dead
                 )
-                self.metrics.invalid.labels(topic=source_topic, reason=reason).inc()
+                self.metrics.invalid.labels(topic=letter.source_topic, reason=letter.reason).inc()
             owned.in_flight.append(dead)
             owned.produced_runs += 1
         p = str(partition)
