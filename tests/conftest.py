@@ -46,7 +46,7 @@ def _docker_kafka(stack: contextlib.ExitStack) -> str | None:
 
 
 def _tansu(stack: contextlib.ExitStack, log_path: os.PathLike[str]) -> str:
-    from worker.embedded_broker import start_tansu
+    from worker.devtools.embedded_broker import start_tansu
 
     return stack.enter_context(start_tansu(log_path=log_path)).bootstrap_servers
 
@@ -71,7 +71,7 @@ def topic_factory(kafka_bootstrap: str) -> Callable[..., dict[str, str]]:
     >>> topics["features"]                                # doctest: +SKIP
     'features-3f9c0a1b2c'
     """
-    from worker.embedded_broker import create_topics
+    from worker.devtools.embedded_broker import create_topics
 
     def make(partitions: int, *kinds: str) -> dict[str, str]:
         suffix = uuid.uuid4().hex[:10]

@@ -37,7 +37,7 @@ _RUN_EPILOG = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from worker import demo, produce
+    from worker.devtools import demo, produce
 
     parser = argparse.ArgumentParser(
         prog="sgt-worker", description="A Kafka worker that learns with Stochastic Gradient Trees."
@@ -70,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return run_command(args)
     if args.command == "demo":
-        from worker import demo
+        from worker.devtools import demo
 
         return demo.run(args)
     if args.command == "produce":
-        from worker import produce
+        from worker.devtools import produce
 
         return produce.run(args)
     return inspect_command(args)

@@ -33,10 +33,10 @@ import time
 import uuid
 
 from worker.config import load_settings
-from worker.embedded_broker import start_tansu
+from worker.devtools.embedded_broker import start_tansu
+from worker.devtools.streams import RotatingHyperplane
 from worker.model import new_model
 from worker.state import PartitionState, StateConfig
-from worker.streams import RotatingHyperplane
 
 CONFIG = StateConfig("classification", None)
 LEARN_BATCH = 10_000

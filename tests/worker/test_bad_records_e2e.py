@@ -31,7 +31,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     worker_args,
 )
 
-from worker.embedded_broker import create_topics, free_port
+from worker.devtools.embedded_broker import create_topics, free_port
 
 PARTITIONS = 2
 GOOD_PER_PARTITION = 300

@@ -35,7 +35,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
 
 from sgt import SGTClassifier
 from worker.checkpoint import Owner, checkpoint_path, read_owned
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 from worker.state import split_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "legacy-v1" / "partition-0000.ckpt"

@@ -34,7 +34,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
 )
 
 from worker.checkpoint import checkpoint_path, previous_path, read_file
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 
 PARTITIONS = 4
 N = 4000
@@ -250,7 +250,7 @@ def test_a_corrupt_newest_checkpoint_is_detected_and_the_previous_one_used(
 
 
 def _free_port() -> int:
-    from worker.embedded_broker import free_port
+    from worker.devtools.embedded_broker import free_port
 
     return free_port()
 

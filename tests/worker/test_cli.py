@@ -15,7 +15,7 @@ import pytest
 
 from sgt import SGTClassifier
 from worker.checkpoint import Owner, checkpoint_path, previous_path, write_checkpoint
-from worker.embedded_broker import free_port
+from worker.devtools.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]

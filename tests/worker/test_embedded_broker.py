@@ -15,7 +15,13 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka_util import CONSUMER_SETTINGS, end_offsets, produce_records, read_all
 
-from worker.embedded_broker import BrokerStartError, TansuBroker, create_topics, free_port, start_tansu
+from worker.devtools.embedded_broker import (
+    BrokerStartError,
+    TansuBroker,
+    create_topics,
+    free_port,
+    start_tansu,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -209,7 +215,7 @@ def test_fixture_falls_back_to_tansu_and_stops_it_at_session_end(tmp_path: Path)
 def test_broker_dies_with_a_killed_parent(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
-        "from worker.embedded_broker import start_tansu\n"
+        "from worker.devtools.embedded_broker import start_tansu\n"
         "broker = start_tansu()\n"
         "print(broker.port, broker.process.pid, flush=True)\n"
         "time.sleep(120)\n"

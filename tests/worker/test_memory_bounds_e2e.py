@@ -29,7 +29,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
 )
 
 from worker.checkpoint import checkpoint_path
-from worker.embedded_broker import create_topics, free_port
+from worker.devtools.embedded_broker import create_topics, free_port
 
 LABELS = 40
 LABEL_BYTES = 200_000

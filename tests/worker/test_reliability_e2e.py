@@ -24,7 +24,7 @@ from worker_util import WorkerProcess, samples, start_worker_fixture, value, wai
 
 from worker import checkpoint
 from worker.config import WorkerSettings, load_settings
-from worker.embedded_broker import broker_binary, create_topics, free_port, start_tansu
+from worker.devtools.embedded_broker import broker_binary, create_topics, free_port, start_tansu
 from worker.loop import Worker
 from worker.partition import load_state
 

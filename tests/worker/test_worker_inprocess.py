@@ -18,7 +18,7 @@ from worker_util import samples, value, wait_for
 
 from worker.clients import consumer_config
 from worker.config import WorkerSettings, load_settings
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 from worker.loop import Worker
 
 

@@ -29,7 +29,7 @@ _TOPICS = ("features", "labels", "predictions", "dead-letters")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker.streams import DEMO_STREAM, STREAMS
+    from worker.devtools.streams import DEMO_STREAM, STREAMS
 
     parser.add_argument(
         "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)."
@@ -88,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
-    from worker.embedded_broker import create_topics, start_tansu
-    from worker.produce import produce_stream
-    from worker.streams import make_stream
+    from worker.devtools.embedded_broker import create_topics, start_tansu
+    from worker.devtools.produce import produce_stream
+    from worker.devtools.streams import make_stream
 
     with start_tansu() as broker:
         bs = broker.bootstrap_servers
