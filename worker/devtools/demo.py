@@ -1,4 +1,4 @@
-"""`sgt-worker demo`: everything in one process, nothing to install but the package.
+"""`sgt-worker demo`: everything in one process, nothing to install but the package and its demo extra.
 
 Starts the embedded Tansu broker on a free loopback port, creates the topics, produces a synthetic
 stream with concept drift (so the model visibly adapts) with inline labels or, with ``--label-delay``,
@@ -74,7 +74,14 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.devtools.embedded_broker import BrokerNotInstalled, broker_binary
+
     problem = argument_problem(args)
+    if problem is None:
+        try:
+            broker_binary()
+        except BrokerNotInstalled as exc:
+            problem = str(exc)
     if problem is not None:
         print(f"sgt-worker demo: {problem}", file=sys.stderr)
         return 2
