@@ -11,7 +11,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     COMPOSE,
     DASHBOARD,
     GRAFANA_DATASOURCES,
@@ -26,8 +27,7 @@ from deploy_files import (
     load_yaml,
     sgt_variables,
 )
-from dockerfile_model import parse_dockerfile
-
+from tests.deploy.dockerfile_model import parse_dockerfile
 from worker.cli import parse_args
 
 TOPIC_KINDS = ("features", "labels", "predictions", "dead-letters")

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 import setuptools
-from build_context import IgnoreRules
-from deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
-from dockerfile_model import Stage, parse_dockerfile
 
+from tests.deploy.build_context import IgnoreRules
+from tests.deploy.deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
+from tests.deploy.dockerfile_model import Stage, parse_dockerfile
 from worker.cli import build_parser
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from worker_util import samples, value
 
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
 from sgt.registry import MODEL_TYPES
+from tests.worker.worker_util import samples, value
 from worker.config import ConfigError, load_settings
 from worker.metrics import WorkerMetrics
 from worker.model import new_model

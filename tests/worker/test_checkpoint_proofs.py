@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from kafka_util import produce_records, read_all
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     offline_classification,
@@ -32,7 +33,6 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     wait_for,
     worker_args,
 )
-
 from worker.checkpoint import checkpoint_path, previous_path, read_file
 from worker.devtools.embedded_broker import create_topics
 

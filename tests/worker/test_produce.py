@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka_util import read_all
 
 import worker.devtools.produce as produce_module
+from tests.kafka_util import read_all
 from worker.devtools.produce import (
     InputFileError,
     TokenBucket,
