@@ -94,3 +94,8 @@ def test_the_import_graph_has_no_cycle(package: str) -> None:
 def test_a_cycle_is_found() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_format_module_knows_no_model() -> None:
+    modules = _modules("sgt")
+    assert _imports("sgt.serialization", modules["sgt.serialization"], modules) == set()

@@ -505,3 +505,19 @@ def test_a_round_trip_at_any_point_continues_identically(
         ours, theirs = (m.predict_learn_many(records[cut:], targets[cut:]) for m in (model, restored))
         assert np.array_equal(ours, theirs, equal_nan=True)
     assert restored.to_bytes() == model.to_bytes()
+
+
+def test_the_registry_names_every_model_class_and_from_bytes_takes_a_subclass() -> None:
+    """One registry of model classes (the worker restores through it); a class reads its subclasses."""
+    assert dict(sgt.MODEL_TYPES) == {
+        cls.__name__: cls
+        for cls in (SGTClassifier, SGTRegressor, MILClassifier, sgt.BoostedClassifier, sgt.BoostedRegressor)
+    }
+    boosted = sgt.BoostedClassifier(n_members=2, grace_period=20, warm_up=20)
+    X, y = threshold_stream(200, seed=3)
+    boosted.learn_many(as_dicts(X), y.astype(int).tolist())
+    blob = boosted.to_bytes()
+    restored = SGTClassifier.from_bytes(blob)  # a BoostedClassifier is an SGTClassifier
+    assert type(restored) is sgt.BoostedClassifier and restored.to_bytes() == blob
+    with pytest.raises(SerializationError, match="the data holds a BoostedClassifier, not a SGTRegressor"):
+        SGTRegressor.from_bytes(blob)
