@@ -1,31 +1,20 @@
-"""The worker's models: which sgt class serves a task, built from the settings, restored by name.
+"""The worker's models: which sgt class serves a task, built from the settings.
 
-Only the classes listed in :func:`model_types` can be restored from a checkpoint: the checkpoint
-names the class and the worker looks it up here, never importing or evaluating anything it read.
+A checkpoint names its model's class and the worker restores it through sgt's registry
+(``sgt.registry.MODEL_TYPES``), never importing or evaluating anything it read.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
+from sgt.registry import MODEL_TYPES
 from worker.config import WorkerSettings
 from worker.model_protocol import StreamModel
-
-if TYPE_CHECKING:  # sgt is imported on first use
-    from sgt import SGTClassifier, SGTRegressor
-
-
-def model_types() -> dict[str, type[SGTClassifier | SGTRegressor]]:
-    """Class name -> class, for the models a checkpoint may hold."""
-    from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
-
-    classes = (SGTClassifier, SGTRegressor, BoostedClassifier, BoostedRegressor)
-    return {cls.__name__: cls for cls in classes}
 
 
 def new_model(settings: WorkerSettings) -> StreamModel:
     """A fresh model for the configured task and hyperparameters."""
-    types = model_types()
     kind = "Classifier" if settings.task == "classification" else "Regressor"
     ensemble: dict[str, Any] = {}
     if settings.model == "boosted":
@@ -36,23 +25,28 @@ def new_model(settings: WorkerSettings) -> StreamModel:
         }
         if settings.n_members is not None:
             ensemble["n_members"] = settings.n_members
-    cls = types[("Boosted" if settings.model == "boosted" else "SGT") + kind]
+    cls = MODEL_TYPES[("Boosted" if settings.model == "boosted" else "SGT") + kind]
     leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
     if settings.model == "sgt" and settings.task == "classification":
         leaves["proba"] = settings.proba
-    return cls(
-        **ensemble,
-        **leaves,
-        grace_start=settings.grace_start,
-        linear_lambda=settings.linear_lambda,
-        delta=settings.delta,
-        grace_period=settings.grace_period,
-        lambda_=settings.lambda_,
-        gamma=settings.gamma,
-        bins=settings.bins,
-        warm_up=settings.warm_up,
-        max_depth=settings.max_depth,
-        max_categories=settings.max_categories,
+    # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
+    # picked here)
+    return cast(
+        StreamModel,
+        cls(
+            **ensemble,
+            **leaves,
+            grace_start=settings.grace_start,
+            linear_lambda=settings.linear_lambda,
+            delta=settings.delta,
+            grace_period=settings.grace_period,
+            lambda_=settings.lambda_,
+            gamma=settings.gamma,
+            bins=settings.bins,
+            warm_up=settings.warm_up,
+            max_depth=settings.max_depth,
+            max_categories=settings.max_categories,
+        ),
     )
 
 
