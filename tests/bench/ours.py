@@ -61,6 +61,7 @@ def boosted(**params: Any) -> Callable[[StreamSpec], Any]:
 # the boosted ensemble: its defaults, then one change each
 VARIANTS += (
     Variant("ours-boosted", boosted()),
+    Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-20", boosted(n_members=20)),
