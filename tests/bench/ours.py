@@ -69,6 +69,8 @@ VARIANTS += (
     Variant("ours-boosted-lr1", boosted(learning_rate=1.0)),
     Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
     Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
+    Variant("ours-boosted-drift25", boosted(drift_threshold=25.0)),
+    Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
 )
 
 
