@@ -24,12 +24,12 @@ import time
 import orjson
 
 from worker.config import WorkerSettings, load_settings
+from worker.devtools.produce import feature_record
+from worker.devtools.streams import RotatingHyperplane
 from worker.loop import _tune_gc
 from worker.merge import FEATURES
 from worker.model import new_model, preload
-from worker.produce import feature_record
 from worker.state import PartitionState, Record, StateConfig
-from worker.streams import RotatingHyperplane
 
 PARTITIONS = 4
 
