@@ -86,6 +86,8 @@ class Layout:
         self.numeric_columns = (self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)).astype(
             np.intp
         )
+        # a linear leaf's input of each numeric code 0..bins (leaf_inputs by table lookup)
+        self.inputs = leaf_inputs(np.arange(self.bins + 1), self.bins)
 
 
 class Tree:
@@ -280,10 +282,10 @@ class Tree:
         out = self.value[nodes]
         if not self.linear:
             return out
-        bins = self.layout.bins
+        inputs = self.layout.inputs
         for j in self.layout.numeric.tolist():
             if j < codes.shape[1]:
-                out = out + self.weights[nodes, j] * leaf_inputs(codes[:, j], bins)
+                out = out + self.weights[nodes, j] * inputs[codes[:, j]]
         return out
 
     def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:
@@ -466,7 +468,7 @@ class Tree:
         numeric = self.layout.numeric
         if not numeric.size:
             return
-        z = leaf_inputs(self.pending_codes[slot, :size][:, numeric], self.layout.bins)
+        z = self.layout.inputs[self.pending_codes[slot, :size][:, numeric]]
         g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
         # sums in instance order (cumsum), never BLAS: a BLAS kernel's rounding may depend on memory
         # alignment and threads, and the same block must give the same bits in every process
@@ -585,16 +587,21 @@ def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Elementwise numpy steps and sums in a fixed order only (no LAPACK), so the bits never depend on
     the process, the memory alignment or the number of threads.
     """
-    a, b = a.copy(), b.copy()
-    n = b.size
+    # Python floats: at this size (one row per numeric feature) numpy's per-call overhead dominates;
+    # each operation is rounded once, as numpy's elementwise steps were, so the bits are the same
+    rows, rhs = a.tolist(), b.tolist()
+    n = len(rhs)
     for k in range(n):
-        factor = a[k + 1 :, k] / a[k, k]
-        a[k + 1 :, k:] -= factor[:, None] * a[k, k:]
-        b[k + 1 :] -= factor * b[k]
+        pivot, top = rows[k], rhs[k]
+        for i in range(k + 1, n):
+            row = rows[i]
+            factor = row[k] / pivot[k]
+            for j in range(k, n):
+                row[j] -= factor * pivot[j]
+            rhs[i] -= factor * top
     x = [0.0] * n
-    rows = a.tolist()
     for k in range(n - 1, -1, -1):
-        total = float(b[k])
+        total = rhs[k]
         for j in range(k + 1, n):
             total -= rows[k][j] * x[j]
         x[k] = total / rows[k][k]
