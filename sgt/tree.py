@@ -86,8 +86,11 @@ class Layout:
         self.numeric_columns = (self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)).astype(
             np.intp
         )
-        # a linear leaf's input of each numeric code 0..bins (leaf_inputs by table lookup)
+        # a linear leaf's input of each numeric code 0..bins (leaf_inputs by table lookup), also as
+        # Python floats for the one-record path
         self.inputs = leaf_inputs(np.arange(self.bins + 1), self.bins)
+        self.input_list: list[float] = self.inputs.tolist()
+        self.numeric_list: list[int] = self.numeric.tolist()
 
 
 class Tree:
@@ -293,12 +296,10 @@ class Tree:
         out = float(self.value[node])
         if not self.linear:
             return out
-        bins, weights = self.layout.bins, self.weights[node].tolist()
-        for j in self.layout.numeric.tolist():
-            if j < len(codes) and codes[j]:
-                out = out + weights[j] * _input(int(codes[j]), bins)
-            elif j < len(codes):
-                out = out + weights[j] * 0.0
+        inputs, weights, n = self.layout.input_list, self.weights[node].tolist(), len(codes)
+        for j in self.layout.numeric_list:
+            if j < n:
+                out = out + weights[j] * inputs[int(codes[j])]
         return out
 
     # -- routing -------------------------------------------------------------------------------
