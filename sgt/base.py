@@ -41,7 +41,7 @@ PAPER_DEFAULTS = {
 
 #: Our defaults. delta, grace_period and gamma differ from the paper's: measured on five benchmark
 #: streams they gain on every one (+1.5 to +11 accuracy points, -11% MAE) without false splits on
-#: pure-noise classification streams. See BENCHMARKS.md, "experiments". grace_start = 10 (a root's
+#: pure-noise classification streams. See BENCHMARKS.md, section 3. grace_start = 10 (a root's
 #: first attempt after 10 records, a new leaf's after 10 * 2^depth) lifts short streams most (a
 #: 1,250-record binary data set: 49.7% -> 88.2%) and every long one by 0.3-2.5 points; the paper's
 #: warm-up, which blocked numeric splits for 1,000 values, is gone (grids grow with the data).

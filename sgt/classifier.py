@@ -71,10 +71,10 @@ class SGTClassifier(BaseSGT):
         ancestors' (Hierarchical Gradient Smoothing, one weight per node fitted online on the log
         loss), and blended with the trees' softmax, whose weight (also fitted) counts most while a
         leaf has seen few records. ``"hgs"``: the smoothed counts alone. The trees learn the same
-        in every mode. With linear leaves the softmax alone is the most accurate on every one of 11
-        classification streams measured and has the lower log loss on 7 of them; "blend" is lower
-        on 3 (multiclass and two-dimensional nonlinear sets) and costs twice the time
-        (BENCHMARKS.md). A model saved before this parameter existed restores as ``"tree"``.
+        in every mode. With linear leaves the softmax alone is the more accurate on every one of 11
+        classification streams measured and has the lower log loss on 10 of them ("blend" by 0.003
+        on one); "blend" costs about twice the time (BENCHMARKS.md). A model saved before this
+        parameter existed restores as ``"tree"``.
 
     Examples
     --------
