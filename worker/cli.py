@@ -123,6 +123,10 @@ def run_command(args: argparse.Namespace) -> int:
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
         return 2
+    except ConfigError as exc:  # found only once the broker answers (the state topic's settings)
+        log.error("setting refused", extra=fields(error=str(exc)))
+        print(f"sgt-worker run: {exc}", file=sys.stderr)
+        return 2
     except Exception:
         log.exception("worker failed")
         return 1
