@@ -170,7 +170,7 @@ class Worker:
         new client takes about half a second, which would otherwise delay the first restore). False
         when the worker was stopped while waiting for the features topic to exist; ConfigError (naming
         the setting) when the state topic cannot be used."""
-        mirror = StateMirror.of(self.settings, self.metrics, self.log)
+        mirror = StateMirror.of(self.settings, self.metrics, self.log, self._with_callbacks({}))
         if mirror is None:
             return True
         self.mirror = self.runtime.mirror = self.checkpointer.mirror = mirror

@@ -32,7 +32,7 @@ from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
 from worker.state import PartitionState, state_header
-from worker.state_topic import PendingWrite, StateTopic, StateTopicConfig, StateTopicError, ensure_topic
+from worker.state_topic import PendingWrite, StateTopic, StateTopicConfig, ensure_topic
 
 Source = Literal["file", "topic"]
 
@@ -102,9 +102,17 @@ class StateMirror:
         self.topic = StateTopic(self.config)
 
     @classmethod
-    def of(cls, settings: WorkerSettings, metrics: WorkerMetrics, log: logging.Logger) -> StateMirror | None:
+    def of(
+        cls,
+        settings: WorkerSettings,
+        metrics: WorkerMetrics,
+        log: logging.Logger,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> StateMirror | None:
         """The mirror of the settings' state topic, or None when the state topic is off."""
-        return None if settings.state_topic_name is None else cls(settings, metrics, log)
+        if settings.state_topic_name is None:
+            return None
+        return cls(settings, metrics, log, client_options)
 
     def prepare(self, features_partitions: int) -> None:
         """Create the state topic when missing (or refuse one that does not fit), connect the clients."""
@@ -196,24 +204,23 @@ class StateMirror:
 def features_partitions(
     consumer: Consumer, topic: str, stopped: Callable[[], bool], log: logging.Logger
 ) -> int | None:
-    """The features topic's partition count (the state topic needs as many); waits until the topic
-    exists, logging while it does not. None when ``stopped()`` became true first."""
+    """The features topic's partition count (the state topic needs as many); waits until the broker
+    answers and the topic exists, logging while it does not. None when ``stopped()`` became true first."""
     logged = -_TOPIC_WAIT_LOG_S
     while not stopped():
+        why = "the features topic does not exist yet"
         try:
-            metadata = consumer.list_topics(topic, timeout=10.0).topics.get(topic)
-        except KafkaException as exc:
-            raise StateTopicError(
-                f"cannot read the metadata of topic {topic!r}: {exc.args[0].str()}"
-            ) from None
+            metadata = consumer.list_topics(topic, timeout=1.0).topics.get(topic)
+        except KafkaException as exc:  # the broker is not reachable (yet): the clients keep trying
+            metadata, why = None, exc.args[0].str()
         if metadata is not None and metadata.error is None and metadata.partitions:
             return len(metadata.partitions)
         now = time.monotonic()
         if now - logged >= _TOPIC_WAIT_LOG_S:
             logged = now
             log.warning(
-                "waiting for the features topic to exist (the state topic gets its partition count)",
-                extra=fields(topic=topic),
+                "waiting for the features topic's partition count (the state topic gets as many)",
+                extra=fields(topic=topic, reason=why),
             )
-        time.sleep(1.0)
+        time.sleep(0.5)
     return None
