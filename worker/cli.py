@@ -59,8 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
         "produce", help="Rate-limited load generator (synthetic streams or a file)."
     )
     produce.add_arguments(produce_parser)
-    inspect = sub.add_parser("inspect", help="JSON summary of a checkpoint file or directory.")
-    inspect.add_argument("path", help="A checkpoint file, or the checkpoint directory.")
+    inspect = sub.add_parser(
+        "inspect", help="JSON summary of a checkpoint file or directory, or of a state topic."
+    )
+    inspect.add_argument("path", nargs="?", help="A checkpoint file, or the checkpoint directory.")
+    inspect.add_argument(
+        "--state-topic", metavar="TOPIC", help="Summarise the newest state of every partition of TOPIC."
+    )
+    inspect.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="The broker holding --state-topic.")
     inspect.add_argument("--tree", action="store_true", help="Also print the tree(s) of the model.")
     return parser
 
@@ -81,8 +87,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    from worker.inspect import command
+    from worker.inspect import command, topic_command
 
+    if (args.path is None) == (args.state_topic is None) or (args.state_topic and not args.bootstrap_servers):
+        print(
+            "sgt-worker inspect: give a checkpoint PATH, or --state-topic TOPIC with --bootstrap-servers",
+            file=sys.stderr,
+        )
+        return 2
+    if args.state_topic is not None:
+        return topic_command(args.bootstrap_servers, args.state_topic, args.tree)
     return command(args.path, args.tree)
 
 

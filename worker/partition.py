@@ -227,7 +227,7 @@ class PartitionRuntime:
         started = time.monotonic()
         local = self._load(partition)
         if self.mirror is None:
-            return self._restored(partition, local, "file", started)
+            return self._count(self._restored(partition, local, "file", started), "file")
         try:
             restored = self.mirror.restore(
                 partition, local, state_parser(self.settings, partition, self._model_registry)
@@ -247,7 +247,7 @@ class PartitionRuntime:
                     "cannot cache the state topic's state in the checkpoint directory",
                     extra=fields(partition=partition, error=str(exc)),
                 )
-        return self._restored(
+        owned = self._restored(
             partition,
             restored.state,
             restored.source,
@@ -255,6 +255,12 @@ class PartitionRuntime:
             state_topic_seconds=round(restored.topic_seconds, 4),
             state_topic_records_seen=restored.topic_seen,
         )
+        return self._count(owned, restored.source)
+
+    def _count(self, owned: Owned, source: str) -> Owned:
+        fresh = owned.state.consumed == [0, 0]
+        self.metrics.restores.labels(source="fresh" if fresh else source).inc()
+        return owned
 
     def restore(self, partition: int) -> Owned:
         """The partition as its newest valid checkpoint file left it (or fresh); counted and logged.

@@ -564,6 +564,21 @@ class StateTopic:
 
     # -- reading without owning ---------------------------------------------------------------------
 
+    def partitions(self) -> list[int]:
+        """The state topic's partitions; StateTopicError when it cannot be reached or does not exist."""
+        try:
+            metadata = self._reader().list_topics(self.config.topic, timeout=self.config.timeout_s)
+        except KafkaException as exc:
+            raise StateTopicError(
+                f"cannot reach {self.config.bootstrap_servers}: {exc.args[0].str()}"
+            ) from None
+        found = metadata.topics.get(self.config.topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise StateTopicError(
+                f"state topic {self.config.topic!r} does not exist at {self.config.bootstrap_servers}"
+            )
+        return sorted(found.partitions)
+
     def read(self, partition: int) -> Selection:
         """The newest valid state of ``partition`` and what was skipped, without claiming it."""
         return state_log.select(partition, self._read(partition, 0, -1))

@@ -243,6 +243,7 @@ def test_a_failed_state_topic_write_commits_nothing_and_is_retried(tmp_path: Pat
     assert consumer.commits[-1] == [("f", 0, 10)]  # ...but its offsets wait for the state topic's copy
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="state_topic") == 1
+    assert value(parsed, "sgt_restores_total", source="fresh") == 1
     mirror.error = None
     _turn(worker)  # no new record: the partition is due again all the same
     assert consumer.commits[-1] == [("f", 0, 20)]

@@ -14,6 +14,8 @@ state-topic checkpoint, not the whole topic.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import itertools
 import random
 import signal
@@ -48,6 +50,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     worker_args,
 )
 
+from worker.inspect import topic_command
 from worker.state_topic import StateTopic, StateTopicConfig
 
 
@@ -107,6 +110,10 @@ def test_sigkills_with_an_empty_checkpoint_directory_at_every_restart(
     states = topic_states(kafka_bootstrap, f"{group}-state")
     assert_states_match_offline(states, offline, ends)
     assert_matches_offline(tmp_path / f"ckpt{len(targets)}", offline, ends)
+    out, err = io.StringIO(), io.StringIO()
+    assert topic_command(kafka_bootstrap, f"{group}-state", False, out, err) == 0, err.getvalue()
+    shown = {s["partition"]: s["model_sha256"] for s in orjson.loads(out.getvalue())}
+    assert shown == {p: hashlib.sha256(offline[p][0]).hexdigest() for p in range(PARTITIONS)}
     assert _committed(kafka_bootstrap, group, topics) == {k: ends[k] for k in ("features", "labels")}
 
     # Where each run started every partition: from the state topic, since its directory was empty.
