@@ -86,7 +86,8 @@ class Rebalancer:
             self.checkpointer.checkpoint_now(self.runtime.owned, revoked, force=False)
         finally:
             self.runtime.drop(revoked)
-            self.checkpointer.fenced.clear()
+            for p in revoked:  # given up already
+                self.checkpointer.fenced.pop(p, None)
             if self.runtime.mirror is not None:
                 self.runtime.mirror.release(revoked)
             self.log.info("partitions revoked", extra=fields(partitions=revoked))

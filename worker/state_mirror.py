@@ -32,7 +32,14 @@ from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
 from worker.state import PartitionState, state_header
-from worker.state_topic import PendingWrite, StateTopic, StateTopicConfig, ensure_topic
+from worker.state_topic import (
+    PendingWrite,
+    StateTopic,
+    StateTopicConfig,
+    StateTopicError,
+    StateTopicFenced,
+    ensure_topic,
+)
 
 Source = Literal["file", "topic"]
 
@@ -161,9 +168,22 @@ class StateMirror:
             )
             topic_seen = None
         if file_seen > (topic_seen if topic_seen is not None else 0):
-            # the topic is behind the file: bring it up to date before the partition moves on
-            self.write(partition, local.to_bytes())
+            self._catch_up(partition, local)
         return Restored(local, "file", restored.seconds, topic_seen)
+
+    def _catch_up(self, partition: int, local: PartitionState) -> None:
+        """The topic is behind the file: write the file's state, so that the next owner does not start
+        further back. Not written (StateWriteError...): the next checkpoint will be; fenced: raised."""
+        try:
+            self.write(partition, local.to_bytes())
+        except StateTopicFenced:
+            raise
+        except StateTopicError as exc:
+            self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
+            self.log.error(
+                "the checkpoint file is newer than the state topic and could not be written there",
+                extra=fields(partition=partition, error=str(exc)),
+            )
 
     # -- writing ----------------------------------------------------------------------------------------
 
