@@ -57,6 +57,8 @@ from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
 from worker.partition import Owned
+from worker.state_mirror import Mirroring
+from worker.state_topic import StateTopicError, StateTopicFenced
 
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)
@@ -116,9 +118,12 @@ class TransactionalCheckpointer(Checkpointer):
             self._abort("an output was not delivered")
         self._just_aborted = False
 
-    def _abort(self, why: str) -> None:
+    def _abort(self, why: str, staged: dict[int, Mirroring] | None = None) -> None:
         producer = self.clients.producer
         assert producer is not None
+        for mirroring in (staged or {}).values():
+            assert self.mirror is not None
+            self.mirror.discard(mirroring)
         self.metrics.checkpoint_failures.labels(reason="transaction_aborted").inc()
         self.log.error(
             "transaction aborted; every partition rewinds to its last commit",
@@ -184,6 +189,10 @@ class TransactionalCheckpointer(Checkpointer):
         offsets = [tp for p, s in snapshots.items() for tp in self._offsets(p, s.next_offsets)]
         producer, consumer = self.clients.producer, self.clients.consumer
         assert producer is not None and consumer is not None
+        staged = self._stage(snapshots, producer)  # step 1b
+        if any(p in self.fenced for p in snapshots):  # another worker's now: its outputs must not commit
+            self._abort("a partition was claimed by another worker in the state topic", staged)
+            return False
         try:
             self._call(  # step 2
                 producer.send_offsets_to_transaction,
@@ -193,14 +202,58 @@ class TransactionalCheckpointer(Checkpointer):
             )
             self._call(producer.commit_transaction, _CALL_TIMEOUT_S)  # step 3
         except _Abortable as exc:
-            self._abort(str(exc))
+            self._abort(str(exc), staged)
             return False
         self._just_aborted = False
         self._call(producer.begin_transaction)
-        producer.poll(0)  # the delivery reports of the committed outputs
+        producer.poll(0)  # the delivery reports of the committed outputs and states
+        self._confirm(staged)
         for p, snapshot in snapshots.items():  # step 4
             self._submit(p, owned[p], snapshot)
         return True
+
+    def _stage(self, snapshots: dict[int, Snapshot], producer: Producer) -> dict[int, Mirroring]:
+        """Step 1b, with a state topic: each snapshot's state records into the open transaction. A
+        partition whose state cannot be staged commits without it (the topic's copy stays older: a
+        restore from it processes the records since without producing their outputs again); one that
+        another worker claimed is marked in :attr:`fenced`."""
+        staged: dict[int, Mirroring] = {}
+        if self.mirror is None:
+            return staged
+        for p, snapshot in snapshots.items():
+            try:
+                staged[p] = mirroring = self.mirror.stage(p, snapshot.blob, producer)
+            except StateTopicFenced as exc:
+                self.metrics.checkpoint_failures.labels(reason="fenced").inc()
+                self.fenced[p] = str(exc)
+                continue
+            except StateTopicError as exc:
+                self._state_not_written(p, str(exc))
+                continue
+            if mirroring.pending.delivery.errors:  # a record was refused: the state is incomplete
+                self.mirror.discard(staged.pop(p))
+                self._state_not_written(p, mirroring.pending.delivery.errors[0])
+        return staged
+
+    def _confirm(self, staged: dict[int, Mirroring]) -> None:
+        """After the commit: each staged state's ownership check and cleanup (a newer owner's claim
+        before it makes the partition another worker's: :attr:`fenced`)."""
+        assert self.mirror is not None or not staged
+        for p, mirroring in staged.items():
+            try:
+                self.mirror.confirm(mirroring)  # type: ignore[union-attr]
+            except StateTopicFenced as exc:
+                self.metrics.checkpoint_failures.labels(reason="fenced").inc()
+                self.fenced[p] = str(exc)
+            except StateTopicError as exc:
+                self._state_not_written(p, str(exc))
+
+    def _state_not_written(self, partition: int, error: str) -> None:
+        self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
+        self.log.error(
+            "checkpoint not written to the state topic (the topic's copy stays older)",
+            extra=fields(partition=partition, error=error),
+        )
 
     def _submit(self, partition: int, owned: Owned, snapshot: Snapshot) -> None:
         """Hand a committed snapshot to the background writer, after the partition's previous write."""
@@ -227,7 +280,7 @@ class TransactionalCheckpointer(Checkpointer):
         offsets = [max(tp.offset, 0) for tp in found] + [0] * (2 - len(found))
         return offsets if any(offsets) else None
 
-    def fenced(self, exc: BaseException) -> TransactionFenced | None:
+    def as_fenced(self, exc: BaseException) -> TransactionFenced | None:
         """The error as :class:`TransactionFenced` (logged) when it is a fatal one of the transactional
         producer: fenced by a newer instance or by the broker. It may come from any producer call
         (``produce``, ``poll``), not only from the transactional API."""
@@ -255,7 +308,7 @@ class TransactionalCheckpointer(Checkpointer):
                 return
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
-                fenced = self.fenced(exc)
+                fenced = self.as_fenced(exc)
                 if fenced is not None:
                     raise fenced from None
                 if error.txn_requires_abort():

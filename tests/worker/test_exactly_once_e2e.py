@@ -27,15 +27,15 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka_util import end_offsets, produce_records, read_all
-from test_checkpoint_proofs import (
+from proof_util import (
     PARTITIONS,
     SLOW,
     N,
-    _assert_matches_offline,
-    _dataset,
-    _offline,
-    _progress,
-    _topics,
+    assert_matches_offline,
+    dataset,
+    offline_reference,
+    progress,
+    proof_topics,
 )
 from worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
@@ -97,8 +97,8 @@ def _assert_run_starts_at(predicted: dict[tuple[int, int], list[dict]], start: d
 def test_exactly_once_predicts_what_at_least_once_predicts(
     kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
-    topics, _ = _topics(kafka_bootstrap, separate_labels=True, seed=11)
-    offline, ends = _offline(kafka_bootstrap, topics)
+    topics, _ = proof_topics(kafka_bootstrap, separate_labels=True, seed=11)
+    offline, ends = offline_reference(kafka_bootstrap, topics)
     tag = uuid.uuid4().hex[:8]
     alos_topics = _with_outputs(kafka_bootstrap, topics, "alos")
     eos_topics = _with_outputs(kafka_bootstrap, topics, "eos")
@@ -112,7 +112,7 @@ def test_exactly_once_predicts_what_at_least_once_predicts(
     )
     wait_for(lambda: caught_up(eos_ckpt, ends) and caught_up(alos_ckpt, ends), 120, "both to reach the ends")
     assert eos.stop(signal.SIGTERM) == 0 and alos.stop(signal.SIGTERM) == 0
-    _assert_matches_offline(eos_ckpt, offline, ends)
+    assert_matches_offline(eos_ckpt, offline, ends)
     eos_predicted = _predictions(kafka_bootstrap, eos_topics["predictions"])
     assert eos_predicted == _predictions(kafka_bootstrap, alos_topics["predictions"])
     assert len(eos_predicted) == N
@@ -125,8 +125,8 @@ def test_exactly_once_predicts_what_at_least_once_predicts(
 def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
     kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
 ) -> None:
-    topics, _ = _topics(kafka_bootstrap, separate_labels=True, seed=12)
-    offline, ends = _offline(kafka_bootstrap, topics)
+    topics, _ = proof_topics(kafka_bootstrap, separate_labels=True, seed=12)
+    offline, ends = offline_reference(kafka_bootstrap, topics)
     ckpt, group = tmp_path / "ckpt", f"eos-kill-{uuid.uuid4().hex[:8]}"
     reference_topics = _with_outputs(kafka_bootstrap, topics, "reference")
     reference = start_worker(
@@ -149,12 +149,12 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
             wait_for(lambda: caught_up(ckpt, ends), 120, "the last worker to reach the ends")
             assert worker.stop(signal.SIGTERM) == 0
             break
-        wait_for(lambda t=target: _progress(ckpt) >= t, 60, f"progress {target:.0f}", interval=0.005)
+        wait_for(lambda t=target: progress(ckpt) >= t, 60, f"progress {target:.0f}", interval=0.005)
         time.sleep(rng.uniform(0.0, 0.05))
         assert worker.stop(signal.SIGKILL) == -signal.SIGKILL
     wait_for(lambda: caught_up(tmp_path / "ref", ends), 60, "the uninterrupted worker to reach the ends")
     assert reference.stop(signal.SIGTERM) == 0
-    _assert_matches_offline(ckpt, offline, ends)
+    assert_matches_offline(ckpt, offline, ends)
     assert any(0 < sum(start.values()) < N for start, _ in runs), "no kill landed mid-stream"
     uninterrupted = _predictions(kafka_bootstrap, reference_topics["predictions"])
     committed_view: dict[tuple[int, int], list[dict]] = {}
@@ -168,36 +168,43 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
     assert committed_view == uninterrupted  # each record once, as the uninterrupted run predicted it
 
 
+@pytest.mark.parametrize("state_topic", ["none", "auto"])
 def test_a_checkpoint_behind_the_committed_offsets_replays_without_producing(
-    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable, state_topic: str
 ) -> None:
     """The process died after a commit, before its checkpoint file was durable (made here by putting
-    the previous file back): the records between are learned again, and not predicted again."""
-    topics, _ = _topics(kafka_bootstrap, separate_labels=False, seed=13)
-    offline, ends = _offline(kafka_bootstrap, topics)
+    the previous file back). Without a state topic the records between are learned again, and not
+    predicted again; with one, its copy (committed with the outputs) is restored instead."""
+    topics, _ = proof_topics(kafka_bootstrap, separate_labels=False, seed=13)
+    offline, ends = offline_reference(kafka_bootstrap, topics)
     ckpt, group = tmp_path / "ckpt", f"eos-behind-{uuid.uuid4().hex[:8]}"
     first_topics = _with_outputs(kafka_bootstrap, topics, "first")
+    args = [*SLOW, "--state-topic", state_topic]
     first = start_worker(
-        _eos_args(kafka_bootstrap, group, first_topics, ckpt, group, *SLOW), tmp_path / "w1.log"
+        _eos_args(kafka_bootstrap, group, first_topics, ckpt, group, *args), tmp_path / "w1.log"
     )
-    wait_for(lambda: _progress(ckpt) > N // 3, 60, "a third of the stream", interval=0.005)
+    wait_for(lambda: progress(ckpt) > N // 3, 60, "a third of the stream", interval=0.005)
     assert first.stop(signal.SIGTERM) == 0
     committed = _committed(kafka_bootstrap, group, topics["features"])
     assert 0 < sum(committed.values()) < N, "the first run should stop mid-stream"
     behind = [p for p in range(PARTITIONS) if previous_path(ckpt, p).exists()]
     for p in behind:
         shutil.copyfile(previous_path(ckpt, p), checkpoint_path(ckpt, p))
-    assert behind and _progress(ckpt) < sum(committed.values())
+    assert behind and progress(ckpt) < sum(committed.values())
     second_topics = _with_outputs(kafka_bootstrap, topics, "second")
     second = start_worker(
-        _eos_args(kafka_bootstrap, group, second_topics, ckpt, group, *SLOW), tmp_path / "w2.log"
+        _eos_args(kafka_bootstrap, group, second_topics, ckpt, group, *args), tmp_path / "w2.log"
     )
     wait_for(lambda: caught_up(ckpt, ends), 120, "the restarted worker to reach the ends")
     assert second.stop(signal.SIGTERM) == 0
-    _assert_matches_offline(ckpt, offline, ends)
+    assert_matches_offline(ckpt, offline, ends)
     _assert_run_starts_at(_predictions(kafka_bootstrap, second_topics["predictions"]), committed)
-    restored = second.log_events("partition restored")
-    assert sorted(e["partition"] for e in restored if e["committed_outputs_until"]) == behind
+    restored = {e["partition"]: e for e in second.log_events("partition restored")}
+    replayed = sorted(p for p, e in restored.items() if e["committed_outputs_until"])
+    if state_topic == "none":
+        assert replayed == behind
+    else:
+        assert not replayed and {restored[p]["source"] for p in behind} == {"topic"}
 
 
 def test_a_second_worker_with_the_same_transactional_id_fences_the_first(
@@ -211,7 +218,7 @@ def test_a_second_worker_with_the_same_transactional_id_fences_the_first(
     tag = uuid.uuid4().hex[:8]
     topics = {k: f"fence-{k}-{tag}" for k in ("features", "predictions", "dead")}
     create_topics(kafka_bootstrap, list(topics.values()), PARTITIONS)
-    features, _ = _dataset(False, seed=14)
+    features, _ = dataset(False, seed=14)
     produce_records(kafka_bootstrap, topics["features"], features[: N // 2])
     half = end_offsets(kafka_bootstrap, topics["features"], PARTITIONS)
     txid, first_ckpt, second_ckpt = f"eos-fence-{tag}", tmp_path / "first", tmp_path / "second"
@@ -232,11 +239,11 @@ def test_a_second_worker_with_the_same_transactional_id_fences_the_first(
     assert {
         p: h["next_offsets"][0] for p, (h, _) in checkpoint_headers(first_ckpt, PARTITIONS).items()
     } == half
-    offline, ends = _offline(kafka_bootstrap, topics)
+    offline, ends = offline_reference(kafka_bootstrap, topics)
     assert ends["features"] != half
     wait_for(lambda: caught_up(second_ckpt, ends), 120, "the second worker to reach the ends")
     assert second.stop(signal.SIGTERM) == 0
-    _assert_matches_offline(second_ckpt, offline, ends)
+    assert_matches_offline(second_ckpt, offline, ends)
     _assert_run_starts_at(
         _predictions(kafka_bootstrap, second_topics["predictions"]), dict.fromkeys(range(PARTITIONS), 0)
     )
