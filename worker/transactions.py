@@ -70,7 +70,12 @@ def is_fenced(error: KafkaError) -> bool:
     return error.code() in _FENCED or error.fatal()
 
 
-class TransactionFenced(RuntimeError):
+class TransactionError(RuntimeError):
+    """A call of the transactional API failed for good (neither retriable within its time nor
+    abortable): the worker stops, as on any other failure of its loop (exit code 1)."""
+
+
+class TransactionFenced(TransactionError):
     """The output producer can no longer commit: another worker took its ``transactional.id`` over,
     or the broker fenced it. Nothing this worker produced since its last commit is committed."""
 
@@ -300,7 +305,8 @@ class TransactionalCheckpointer(Checkpointer):
 
     def _call(self, method: Callable[..., object], *args: object) -> None:
         """Call a method of the transactional API: retry what may be retried; an abortable error raises
-        :class:`_Abortable`, anything else :class:`TransactionFenced`."""
+        :class:`_Abortable`, a fatal one :class:`TransactionFenced`, anything else (not retriable,
+        or still failing after ``_RETRY_S``) :class:`TransactionError`."""
         deadline = time.monotonic() + _RETRY_S
         while True:
             try:
@@ -314,7 +320,7 @@ class TransactionalCheckpointer(Checkpointer):
                 if error.txn_requires_abort():
                     raise _Abortable(error.str()) from None
                 if not error.retriable() or time.monotonic() > deadline:
-                    raise TransactionFenced(f"a transaction call failed for good: {error.str()}") from None
+                    raise TransactionError(f"a transaction call failed for good: {error.str()}") from None
                 self.log.warning("transaction call failed; retrying", extra=fields(error=error.str()))
 
 
