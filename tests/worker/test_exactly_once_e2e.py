@@ -122,12 +122,15 @@ def test_exactly_once_predicts_what_at_least_once_predicts(
     assert "transaction aborted" not in (tmp_path / "eos.log").read_text()
 
 
+@pytest.mark.parametrize("empty_directories", [False, True])
 def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
-    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable, empty_directories: bool
 ) -> None:
+    """With ``empty_directories`` every run starts with an empty checkpoint directory: the states come
+    from the state topic, where they were committed with the outputs."""
     topics, _ = proof_topics(kafka_bootstrap, separate_labels=True, seed=12)
     offline, ends = offline_reference(kafka_bootstrap, topics)
-    ckpt, group = tmp_path / "ckpt", f"eos-kill-{uuid.uuid4().hex[:8]}"
+    group = f"eos-kill-{uuid.uuid4().hex[:8]}"
     reference_topics = _with_outputs(kafka_bootstrap, topics, "reference")
     reference = start_worker(
         worker_args(
@@ -135,10 +138,18 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
         ),
         tmp_path / "ref.log",
     )
+
+    def committed() -> int:
+        return sum(_committed(kafka_bootstrap, group, topics["features"]).values())
+
+    def done() -> bool:
+        return all(_committed(kafka_bootstrap, group, topics[k]) == ends[k] for k in ("features", "labels"))
+
     rng = random.Random(17)
     targets = sorted(rng.uniform(0.1, 0.9) * N for _ in range(3))
     runs: list[tuple[dict[int, int], str]] = []  # (committed offsets at the start, predictions topic)
     for attempt, target in enumerate([*targets, None]):
+        ckpt = tmp_path / (f"ckpt{attempt}" if empty_directories else "ckpt")
         run_topics = _with_outputs(kafka_bootstrap, topics, f"run{attempt}")
         runs.append((_committed(kafka_bootstrap, group, topics["features"]), run_topics["predictions"]))
         worker = start_worker(
@@ -146,16 +157,19 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
         )
         wait_for(lambda w=worker: w.log_count("partitions assigned") > 0, 60, "an assignment")
         if target is None:
-            wait_for(lambda: caught_up(ckpt, ends), 120, "the last worker to reach the ends")
+            wait_for(done, 120, "the last worker to commit the ends")
             assert worker.stop(signal.SIGTERM) == 0
             break
-        wait_for(lambda t=target: progress(ckpt) >= t, 60, f"progress {target:.0f}", interval=0.005)
+        wait_for(lambda t=target: committed() >= t, 60, f"progress {target:.0f}", interval=0.02)
         time.sleep(rng.uniform(0.0, 0.05))
         assert worker.stop(signal.SIGKILL) == -signal.SIGKILL
     wait_for(lambda: caught_up(tmp_path / "ref", ends), 60, "the uninterrupted worker to reach the ends")
     assert reference.stop(signal.SIGTERM) == 0
     assert_matches_offline(ckpt, offline, ends)
     assert any(0 < sum(start.values()) < N for start, _ in runs), "no kill landed mid-stream"
+    if empty_directories:
+        sources = {e["source"] for e in worker.log_events("partition restored")}
+        assert "topic" in sources, sources
     uninterrupted = _predictions(kafka_bootstrap, reference_topics["predictions"])
     committed_view: dict[tuple[int, int], list[dict]] = {}
     ends_of_runs = [start for start, _ in runs[1:]] + [ends["features"]]
