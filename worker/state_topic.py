@@ -261,6 +261,9 @@ class _Owned:
     fenced: str | None = None  # why this process lost the partition
     unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
     pending: PendingWrite | None = None  # started, not finished
+    # after a state staged in a caller's transaction: the offset right after its records, where the
+    # transaction's commit marker lies unless another record came first (see StateTopic.confirm)
+    marker: int | None = None
 
 
 class _Delivery:
@@ -494,7 +497,10 @@ class StateTopic:
                 f"state topic {self.config.topic!r} partition {pending.partition}: confirm() before every "
                 "record's delivery report was served"
             )
-        return self.finish(pending)
+        written = self.finish(pending)
+        owned = self._owned[pending.partition]
+        owned.marker = owned.verified_end
+        return written
 
     def discard(self, pending: PendingWrite) -> None:
         """The caller's transaction with the state of :meth:`stage` aborted: the state was not written.
@@ -584,6 +590,7 @@ class StateTopic:
     def _resync(self, partition: int, owned: _Owned) -> None:
         """After a write whose outcome is unknown, read what landed since the last verified offset."""
         plan, owned.unsure = owned.unsure, None
+        owned.marker = None
         assert plan is not None
         records = list(self._read(partition, owned.verified_end, -1))
         newer = state_log.settle(owned.ownership, plan, records)
@@ -605,7 +612,10 @@ class StateTopic:
         """Raise StateTopicFenced if a newer claim lies between the last verified offset and ``upto``."""
         start = owned.verified_end
         foreign = [o for o in range(start, upto + 1) if o not in owned.own_offsets]
-        if foreign:
+        # A single unknown offset right after a staged state is that transaction's commit marker: the
+        # next transaction of the same producer cannot add the partition before the marker is written.
+        # With anything else in between, the marker's offset is read too (a claim may sit there).
+        if foreign and foreign != [owned.marker]:
             read = self._read(partition, foreign[0], upto)
             others = [r for r in read if r.offset not in owned.own_offsets]
             newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
@@ -614,6 +624,7 @@ class StateTopic:
                 self._check_fence(partition, owned)
         owned.verified_end = upto + 1
         owned.own_offsets = {o for o in owned.own_offsets if o > upto}
+        owned.marker = None
 
     # -- reading without owning ---------------------------------------------------------------------
 

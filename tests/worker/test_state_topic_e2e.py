@@ -301,7 +301,7 @@ def _transactional_producer(config: StateTopicConfig) -> Producer:
 
 
 def test_a_state_staged_in_the_callers_transaction_is_written_when_it_commits(
-    make_config, open_states
+    make_config, open_states, monkeypatch
 ) -> None:
     config = make_config()
     states = open_states(config)
@@ -328,6 +328,25 @@ def test_a_state_staged_in_the_callers_transaction_is_written_when_it_commits(
     producer.poll(0)
     assert states.confirm(pending).seq == 3
     assert open_states(config).read(0).newest.payload == payload(7_000, 5)
+    # a state staged right after a confirmed one: the only other offset between them is the commit
+    # marker, so the ownership check reads nothing
+    reads: list[int] = []
+    read = states._read
+    monkeypatch.setattr(states, "_read", lambda p, start, upto: reads.append(start) or read(p, start, upto))
+    producer.begin_transaction()
+    pending = states.stage(0, payload(7_000, 6), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    assert states.confirm(pending).seq == 4 and reads == []
+    newer = open_states(config)
+    newer.acquire(0)  # a claim between two staged states: read, and fenced
+    producer.begin_transaction()
+    pending = states.stage(0, payload(7_000, 7), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    with pytest.raises(StateTopicFenced):
+        states.confirm(pending)
+    assert len(reads) == 1
 
 
 def test_a_staged_state_after_a_newer_claim_is_refused_at_confirm(make_config, open_states) -> None:
