@@ -6,12 +6,14 @@ transaction open. Every prediction and dead letter goes into it. When a partitio
 due (``checkpoint_records`` / ``checkpoint_seconds``, as with at_least_once), every partition that
 processed records since the last commit is checkpointed at once, between two runs:
 
-1. **Snapshot** of each such partition (its state as bytes and the next offsets it reflects).
+1. **Snapshot** of each such partition (its state as bytes and the next offsets it reflects); with a
+   state topic (:mod:`worker.state_mirror`) each snapshot's state records are staged in the same
+   transaction (:meth:`worker.state_topic.StateTopic.stage`).
 2. **Offsets into the transaction**: ``send_offsets_to_transaction`` with those next offsets and the
    consumer's group metadata (the broker refuses them from a member of an older group generation: a
    zombie cannot commit).
 3. **Commit** (``commit_transaction``, which first waits for every output to be acknowledged), then the
-   next transaction begins.
+   next transaction begins; staged states are confirmed (ownership check and cleanup).
 4. **Files**: the snapshots are written to the checkpoint files by the background writer (after the
    commit, so a file is never ahead of the committed offsets).
 
@@ -37,9 +39,9 @@ False
 
 Example (needs a broker and a consumer in the group; see tests/worker/test_exactly_once_e2e.py)::
 
-    >>> settings = load_settings({"processing_guarantee": "exactly_once"})              # doctest: +SKIP
-    >>> checkpointer = TransactionalCheckpointer(settings, clients, store, metrics, log)  # doctest: +SKIP
-    >>> clients.producer = checkpointer.started(Producer(producer_config(settings)))    # doctest: +SKIP
+    >>> settings = load_settings({"processing_guarantee": "exactly_once"})            # doctest: +SKIP
+    >>> cp = TransactionalCheckpointer(settings, clients, store, metrics, log, owned)  # doctest: +SKIP
+    >>> clients.producer = cp.started(Producer(producer_config(settings)))            # doctest: +SKIP
 """
 
 from __future__ import annotations
