@@ -203,11 +203,11 @@ class Worker:
         self.health.beat()
         if messages:
             self.runtime.ingest(messages)
+        if self.checkpointer.fenced:  # found by the previous turn's checkpoints or a rewind's
+            self._give_up_fenced()
         self.runtime.process_all()
         producer.poll(0)
         self.checkpointer.maybe_checkpoint(self.owned)
-        if self.checkpointer.fenced:
-            self._give_up_fenced()
         now = time.monotonic()
         if self._rewind_at is not None or self.runtime.latched():
             self.recover_deliveries(now)

@@ -3,7 +3,7 @@
 * **Assign**: restore each features partition from its checkpoint (with a state topic: the newer of
   the file and the topic's copy, after claiming the partition there; one another worker claimed
   meanwhile is left out) and start both topics at the offsets in it (the checkpoint is the truth; the
-  group's committed offsets are informational). The
+  group's committed offsets are informational, and are brought up to the restored offsets here). The
   eager ``range`` assignor co-assigns equal partition numbers of the two topics when their partition
   counts are equal; anything else is logged as an error. The worker is ready from here on, even with
   no partitions: an idle member (more members than partitions) is in the group and takes partitions
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from worker.checkpointing import Checkpointer
 from worker.config import WorkerSettings
@@ -71,9 +71,23 @@ class Rebalancer:
                     TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
                 )
         consumer.assign(assignment)
+        self._commit_restored(consumer, [tp for tp in assignment if tp.offset > 0])
         self.metrics.assigned.set(len(owned_now))
         self.health.set_ready(True)
         self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
+
+    def _commit_restored(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
+        """Commit the restored checkpoints' offsets: a worker that died between a durable checkpoint
+        and its commit left the group's offsets behind, and one restored at a topic's end commits
+        nothing more until new records come (monitoring reads the group's offsets)."""
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            self.log.warning(
+                "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
+            )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(event="revoke").inc()

@@ -266,6 +266,15 @@ def test_a_fenced_state_topic_write_gives_the_partition_up(tmp_path: Path) -> No
     assert value(parsed, "sgt_checkpoint_failures_total", reason="fenced") == 1
 
 
+def test_the_restored_offsets_are_committed_on_assignment(tmp_path: Path) -> None:
+    """A worker that died between a durable checkpoint and its commit left the group's offsets
+    behind; its successor, restored at the end with nothing new to process, would never commit."""
+    first, consumer, _ = _worker(tmp_path)
+    _feed(first, consumer, range(0, 10))
+    _, successor, _ = _worker(tmp_path)
+    assert successor.commits == [[("f", 0, 10)]]
+
+
 def state_header_of(blob: bytes) -> bytes:
     return blob[4 : 4 + int.from_bytes(blob[:4], "big")]
 

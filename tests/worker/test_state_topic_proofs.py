@@ -19,6 +19,8 @@ import io
 import itertools
 import random
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -46,10 +48,12 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     WorkerProcess,
     caught_up,
     start_worker_fixture,  # noqa: F401
+    topic_args,
     wait_for,
     worker_args,
 )
 
+from worker.embedded_broker import create_topics
 from worker.inspect import topic_command
 from worker.state_topic import StateTopic, StateTopicConfig
 
@@ -240,6 +244,29 @@ def test_a_zombie_whose_partition_was_claimed_gives_it_up_and_its_state_never_wi
     wait_for(lambda: caught_up(tmp_path / "heir", ends), 120, "the next owner to reach the ends")
     assert heir.stop(signal.SIGTERM) == 0
     assert_states_match_offline(topic_states(kafka_bootstrap, state_topic), offline, ends)
+
+
+def test_a_state_topic_that_does_not_fit_stops_the_worker_with_every_problem_named(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    topics = {k: f"refuse-{k}-{tag}" for k in ("features", "predictions", "dead")}
+    create_topics(kafka_bootstrap, list(topics.values()), 2)
+    wrong = f"refuse-state-{tag}"
+    create_topics(kafka_bootstrap, [wrong], 3)  # cleanup.policy delete: the broker's default
+    args = topic_args(kafka_bootstrap, f"refuse-{tag}", topics, tmp_path / "ckpt")
+    out = subprocess.run(
+        [sys.executable, "-m", "worker", "run", *args, "--metrics-port", "0", "--state-topic", wrong],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert (
+        f"sgt-worker run: setting state_topic (--state-topic / SGT_STATE_TOPIC): state topic {wrong!r} "
+        "cannot be used: it has 3 partitions, the features topic has 2"
+    ) in out.stderr
+    assert "cleanup.policy is 'delete', it must be 'compact'" in out.stderr
 
 
 pytestmark = pytest.mark.timeout(300)
