@@ -378,6 +378,12 @@ class Checkpointer:
         )
         owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
 
+    def commit_restored(self, offsets: list[TopicPartition]) -> None:
+        """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable
+        checkpoint and its commit left the group's offsets behind, and one restored at a topic's end
+        commits nothing more until new records come (monitoring reads the group's offsets)."""
+        self._commit(offsets, wait=False)
+
     def _offsets(self, partition: int, next_offsets: tuple[int, int]) -> list[TopicPartition]:
         offsets = [TopicPartition(self.settings.features_topic, partition, next_offsets[FEATURES])]
         if self.settings.labels_topic:

@@ -277,6 +277,11 @@ class TransactionalCheckpointer(Checkpointer):
                 write.future.exception()  # waits
                 self._written(p, write)
 
+    def commit_restored(self, offsets: list[TopicPartition]) -> None:
+        """Nothing: the offsets are committed in transactions only. A restored checkpoint is at or
+        behind the committed offsets (the file is written after the commit), so committing its offsets
+        would move the group's offsets back below outputs that are committed already."""
+
     def committed_offsets(self, partition: int) -> list[int] | None:
         """The group's committed next offsets of the partition's topics (per topic rank): the outputs of
         the records below them are committed. None when the group has committed nothing for it."""

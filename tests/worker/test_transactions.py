@@ -166,6 +166,7 @@ def test_a_restore_behind_the_committed_offsets_learns_without_producing(tmp_pat
     consumer.committed_offsets[("f", 0)] = 15  # as if a later commit's file never became durable
     worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
     assert worker.owned[0].replay_until == [15, 0]
+    assert not consumer.commits  # committing the file's offsets would move the group's back below 15
     before = len(producer.committed)
     _feed(worker, consumer, range(10, 20))
     assert sorted(orjson.loads(v)["offset"] for _, v in producer.committed[before:]) == list(range(15, 20))
