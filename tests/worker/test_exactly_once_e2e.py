@@ -26,8 +26,9 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafka_util import end_offsets, produce_records, read_all
-from proof_util import (
+
+from tests.kafka_util import end_offsets, produce_records, read_all
+from tests.worker.proof_util import (
     PARTITIONS,
     SLOW,
     N,
@@ -37,16 +38,15 @@ from proof_util import (
     progress,
     proof_topics,
 )
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     start_worker_fixture,  # noqa: F401
     wait_for,
     worker_args,
 )
-
 from worker.checkpoint import checkpoint_path, previous_path
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 
 EXACTLY_ONCE = ["--processing-guarantee", "exactly_once"]
 

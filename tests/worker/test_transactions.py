@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from stub_model import StubModel
-from test_reliability import FakeConsumer, FakeProducer, _checkpointed, _feed
-from worker_util import samples, value
 
+from tests.worker.stub_model import StubModel
+from tests.worker.test_reliability import FakeConsumer, FakeProducer, _checkpointed, _feed
+from tests.worker.worker_util import samples, value
 from worker.config import load_settings
 from worker.loop import Worker
 from worker.transactions import TransactionalCheckpointer, TransactionFenced
