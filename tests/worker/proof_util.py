@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import orjson
-from kafka_util import produce_records, read_all
-from worker_util import checkpoint_headers, offline_classification
 
-from worker.embedded_broker import create_topics
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import checkpoint_headers, offline_classification
+from worker.devtools.embedded_broker import create_topics
 from worker.state import split_state
 from worker.state_topic import StateTopic, StateTopicConfig
 

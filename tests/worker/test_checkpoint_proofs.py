@@ -21,8 +21,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from kafka_util import read_all
-from proof_util import (
+
+from tests.kafka_util import read_all
+from tests.worker.proof_util import (
     PARTITIONS,
     SLOW,
     N,
@@ -31,13 +32,12 @@ from proof_util import (
     progress,
     proof_topics,
 )
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     start_worker_fixture,  # noqa: F401
     wait_for,
     worker_args,
 )
-
 from worker.checkpoint import checkpoint_path, previous_path, read_file
 
 # the boosted ensemble, small (3 members) and with a drift threshold low enough to act on this stream
@@ -164,7 +164,7 @@ def test_a_corrupt_newest_checkpoint_is_detected_and_the_previous_one_used(
 
 
 def _free_port() -> int:
-    from worker.embedded_broker import free_port
+    from worker.devtools.embedded_broker import free_port
 
     return free_port()
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stub_model import StubModel
 
+from tests.worker.stub_model import StubModel
 from worker.merge import FEATURES, LABELS, Merger
 from worker.state import PartitionState, Record, StateConfig, state_header
 from worker.state_mirror import newer, records_seen

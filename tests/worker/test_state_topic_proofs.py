@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafka_util import produce_records, read_all
-from proof_util import (
+
+from tests.kafka_util import produce_records, read_all
+from tests.worker.proof_util import (
     PARTITIONS,
     SLOW,
     N,
@@ -44,7 +45,7 @@ from proof_util import (
     proof_topics,
     topic_states,
 )
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     WorkerProcess,
     caught_up,
     start_worker_fixture,  # noqa: F401
@@ -52,8 +53,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     wait_for,
     worker_args,
 )
-
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 from worker.inspect import topic_command
 from worker.state_topic import StateTopic, StateTopicConfig
 
