@@ -411,12 +411,13 @@ SETTINGS: tuple[Setting, ...] = (
         "constant; none = the model's default (constant for boosted regression, else linear).",
         _optional_choice("linear", "constant"),
     ),
-    Setting("linear_lambda", 0.03, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
+    Setting("linear_lambda", 0.01, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
     Setting(
         "proba",
-        "blend",
-        "SGT classification (model sgt): how probabilities are made: blend (the trees' softmax and the "
-        "hierarchically smoothed class counts of the record's path), hgs (the counts alone) or tree.",
+        "tree",
+        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), blend "
+        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "counts alone).",
         _choice("blend", "hgs", "tree"),
     ),
     Setting(
