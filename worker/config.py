@@ -430,15 +430,16 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (linear for sgt, constant for boosted).",
+        "constant; none = the model's default (constant for boosted regression, else linear).",
         _optional_choice("linear", "constant"),
     ),
-    Setting("linear_lambda", 0.03, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
+    Setting("linear_lambda", 0.01, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
     Setting(
         "proba",
-        "blend",
-        "SGT classification (model sgt): how probabilities are made: blend (the trees' softmax and the "
-        "hierarchically smoothed class counts of the record's path), hgs (the counts alone) or tree.",
+        "tree",
+        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), blend "
+        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "counts alone).",
         _choice("blend", "hgs", "tree"),
     ),
     Setting(

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
+from sgt import PAPER_DEFAULTS, BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -47,9 +47,50 @@ class Variant:
     make: Callable[[StreamSpec], Any]
 
 
+def single(spec: StreamSpec, proba: str | None = None, **params: Any) -> Any:
+    """A single tree with ``params``; ``proba`` (classifiers only) when given."""
+    if spec.is_regression:
+        return SGTRegressor(**params)
+    return SGTClassifier(**params) if proba is None else SGTClassifier(proba=proba, **params)
+
+
+# release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
+# numeric splits only after the warm-up (its first attempt came after grace_period records)
+RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
-    Variant("ours-paper", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **PAPER_DEFAULTS)),
+    # single trees: the paper's model and the previous release's, then one change to the defaults each
+    Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
+    Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
+    Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
+    Variant("ours-blend", lambda spec: single(spec, proba="blend")),
+    Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
+    Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),
+    Variant("ours-lambda-0.03", lambda spec: single(spec, linear_lambda=0.03)),
+    Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
+    Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
+)
+
+
+def boosted(**params: Any) -> Callable[[StreamSpec], Any]:
+    """A factory of the boosted ensemble (classifier or regressor by the stream's task) with ``params``."""
+    return lambda spec: by_task(spec, BoostedClassifier, BoostedRegressor, **params)
+
+
+# the boosted ensemble: its defaults, then one change each
+VARIANTS += (
+    Variant("ours-boosted", boosted()),
+    Variant("ours-boosted-constant", boosted(leaf_model="constant")),
+    Variant("ours-boosted-linear", boosted(leaf_model="linear")),
+    Variant("ours-boosted-5", boosted(n_members=5)),
+    Variant("ours-boosted-20", boosted(n_members=20)),
+    Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),
+    Variant("ours-boosted-lr1", boosted(learning_rate=1.0)),
+    Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
+    Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
+    Variant("ours-boosted-drift25", boosted(drift_threshold=25.0)),
+    Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
 )
 
 
