@@ -8,7 +8,9 @@ Exit codes of ``run``: 0 stopped cleanly, every owned partition checkpointed; 1 
 (the loop raised; nothing written after the last checkpoint); 2 a bad setting or an unusable
 checkpoint directory; 3 the graceful shutdown overran ``shutdown_timeout_seconds``; 4 stopped, but
 the final checkpoint of some partition was not written (an output not delivered, a failed write):
-its records since the last checkpoint are processed again by the next owner.
+its records since the last checkpoint are processed again by the next owner; 5 (exactly_once) the
+output producer was fenced: another worker took its transactional id over, or the broker ended its
+transactional session; nothing produced since the last commit is committed.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from worker.config import SETTINGS, ConfigError, add_arguments, describe, redact
 from worker.logs import configure_logging, fields
 from worker.loop import FinalCheckpointError, Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
+from worker.transactions import TransactionFenced
 
 EXIT_NO_FINAL_CHECKPOINT = 4
+EXIT_FENCED = 5
 
 _RUN_EPILOG = (
     "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
@@ -66,8 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(run)
     for name, summary in DEV_COMMANDS.items():
         sub.add_parser(name, help=summary, add_help=False)  # `--help` goes to the tool's own parser
-    inspect = sub.add_parser("inspect", help="JSON summary of a checkpoint file or directory.")
-    inspect.add_argument("path", help="A checkpoint file, or the checkpoint directory.")
+    inspect = sub.add_parser(
+        "inspect", help="JSON summary of a checkpoint file or directory, or of a state topic."
+    )
+    inspect.add_argument("path", nargs="?", help="A checkpoint file, or the checkpoint directory.")
+    inspect.add_argument(
+        "--state-topic", metavar="TOPIC", help="Summarise the newest state of every partition of TOPIC."
+    )
+    inspect.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="The broker holding --state-topic.")
     inspect.add_argument("--tree", action="store_true", help="Also print the tree(s) of the model.")
     return parser
 
@@ -118,8 +128,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    from worker.inspect import command
+    from worker.inspect import command, topic_command
 
+    if (args.path is None) == (args.state_topic is None) or (args.state_topic and not args.bootstrap_servers):
+        print(
+            "sgt-worker inspect: give a checkpoint PATH, or --state-topic TOPIC with --bootstrap-servers",
+            file=sys.stderr,
+        )
+        return 2
+    if args.state_topic is not None:
+        return topic_command(args.bootstrap_servers, args.state_topic, args.tree)
     return command(args.path, args.tree)
 
 
@@ -157,8 +175,15 @@ def run_command(args: argparse.Namespace) -> int:
     except FinalCheckpointError as exc:
         log.error("worker stopped without its final checkpoint", extra=fields(error=str(exc)))
         return EXIT_NO_FINAL_CHECKPOINT
+    except TransactionFenced as exc:
+        log.error("worker stopped: its output producer was fenced", extra=fields(error=str(exc)))
+        return EXIT_FENCED
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
+        return 2
+    except ConfigError as exc:  # found only once the broker answers (the state topic's settings)
+        log.error("setting refused", extra=fields(error=str(exc)))
+        print(f"sgt-worker run: {exc}", file=sys.stderr)
         return 2
     except Exception:
         log.exception("worker failed")

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,12 @@ from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
 from worker.outputs import prediction_bound
 from worker.schema import MAX_FEATURES
+
+GUARANTEES = ("at_least_once", "exactly_once")
+"""The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""
+
+MAX_TRANSACTION_SECONDS = 300.0
+"""Longest ``checkpoint_seconds`` with exactly_once: the transaction timeout is three times it."""
 
 
 class ConfigError(ValueError):
@@ -124,6 +131,35 @@ def _optional_int(low: int) -> Callable[[Any], int | None]:
     return parse
 
 
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's rule for topic names
+STATE_TOPIC_AUTO = "auto"
+
+
+def _state_topic(value: Any) -> str | None:
+    """``auto`` (the group's own ``<group_id>-state``), ``none`` (off) or a topic name."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    text = _text(value)
+    if text.lower() == STATE_TOPIC_AUTO:
+        return STATE_TOPIC_AUTO
+    if not _TOPIC_NAME.match(text) or text in (".", ".."):
+        raise ValueError(
+            "auto, none, or a Kafka topic name (1 to 249 characters among letters, digits, '.', '_', '-')"
+        )
+    return text
+
+
+def _replication_factor(value: Any) -> int:
+    whole = _int(-1)
+    try:
+        number = whole(value)
+    except ValueError:
+        number = 0
+    if number == 0:
+        raise ValueError("-1 (the broker's default.replication.factor) or an integer >= 1")
+    return number
+
+
 FEATURE_TYPES = ("numeric", "nominal")
 
 
@@ -161,7 +197,8 @@ PROTECTED_CLIENT_KEYS = frozenset(
         "isolation.level",
         "enable.idempotence",
         "acks",
-        "transactional.id",
+        "transactional.id",  # the transactional_id setting (exactly_once)
+        "transaction.timeout.ms",  # three times checkpoint_seconds (exactly_once)
         "message.max.bytes",  # the max_message_bytes setting, which every output is built to fit
     }
 )
@@ -245,6 +282,25 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("checkpoint_dir", "./checkpoints", "Directory of the per-partition checkpoint files.", _text),
     Setting(
+        "state_topic",
+        STATE_TOPIC_AUTO,
+        "Compacted topic every checkpoint is also written to, so a worker with an empty checkpoint_dir "
+        "continues any partition: auto = <group_id>-state, none = off (the directory alone).",
+        _state_topic,
+    ),
+    Setting(
+        "state_topic_replication_factor",
+        -1,
+        "Replication factor of the state topic when the worker creates it (-1 = the broker's default).",
+        _replication_factor,
+    ),
+    Setting(
+        "state_topic_min_insync_replicas",
+        None,
+        "min.insync.replicas of the state topic when the worker creates it (none = the broker's default).",
+        _optional_int(1),
+    ),
+    Setting(
         "metrics_port",
         8000,
         "Port of the HTTP server for /metrics, /healthz and /readyz (0 = none).",
@@ -259,6 +315,21 @@ SETTINGS: tuple[Setting, ...] = (
         30.0,
         "Checkpoint a changed partition at least this often (seconds).",
         _float(0.0, open_low=True),
+    ),
+    Setting(
+        "processing_guarantee",
+        "at_least_once",
+        "at_least_once: outputs may repeat after a crash (those of the records since the last checkpoint); "
+        "exactly_once: outputs, input offsets and checkpoints commit in Kafka transactions, so a "
+        "read_committed consumer sees each output once.",
+        _choice(*GUARANTEES),
+    ),
+    Setting(
+        "transactional_id",
+        None,
+        "exactly_once: the output producer's transactional.id, unique per worker process and stable across "
+        "its restarts; none = {group_id}-{host name}.",
+        _optional_text,
     ),
     Setting(
         "join_max_pending", 100000, "Most entries waiting on each side of a partition's join buffer.", _int(1)
@@ -426,10 +497,15 @@ class WorkerSettings:
     dead_letter_topic: str
     task: str
     checkpoint_dir: str
+    state_topic: str | None
+    state_topic_replication_factor: int
+    state_topic_min_insync_replicas: int | None
     metrics_port: int
     metrics_host: str
     checkpoint_records: int
     checkpoint_seconds: float
+    processing_guarantee: str
+    transactional_id: str | None
     join_max_pending: int
     join_max_bytes: int
     merge_max_bytes: int
@@ -472,6 +548,14 @@ class WorkerSettings:
     def __post_init__(self) -> None:
         _check_topics(self)
         _check_prediction_bound(self)
+        _check_guarantee(self)
+
+    @property
+    def state_topic_name(self) -> str | None:
+        """The state topic in use (``auto`` resolved to ``<group_id>-state``), or None when off."""
+        if self.state_topic == STATE_TOPIC_AUTO:
+            return f"{self.group_id}-state"
+        return self.state_topic
 
     def replace(self, **changes: Any) -> WorkerSettings:
         """A copy with some settings changed (values are validated like any other source)."""
@@ -497,6 +581,17 @@ def _check_topics(settings: WorkerSettings) -> None:
                 "predictions and dead-letter topics must be different topics"
             )
         seen[topic] = name
+    state = settings.state_topic_name
+    if state is not None and not _TOPIC_NAME.match(state):
+        raise ConfigError(
+            f"{describe('state_topic')}: auto names it {state!r} after group_id, which is not a valid "
+            "topic name; give the state topic a name (letters, digits, '.', '_', '-') or none"
+        )
+    if state in seen:
+        raise ConfigError(
+            f"{describe('state_topic')}: {state!r} is also the {seen[state]}; the state topic must be a "
+            "topic of its own"
+        )
 
 
 def _check_prediction_bound(settings: WorkerSettings) -> None:
@@ -508,6 +603,20 @@ def _check_prediction_bound(settings: WorkerSettings) -> None:
             f"{describe('proba_top_k')} and {describe('max_label_bytes')}: a prediction could take "
             f"{bound} bytes; allowed are values whose worst case is at most half of max_message_bytes "
             f"({settings.max_message_bytes // 2})"
+        )
+
+
+def _check_guarantee(settings: WorkerSettings) -> None:
+    """exactly_once keeps a transaction open for up to ``checkpoint_seconds``; its timeout (three times
+    that, at least 60 s) must stay within what Kafka brokers allow by default (15 minutes)."""
+    if (
+        settings.processing_guarantee == "exactly_once"
+        and settings.checkpoint_seconds > MAX_TRANSACTION_SECONDS
+    ):
+        raise ConfigError(
+            f"{describe('checkpoint_seconds')}: {settings.checkpoint_seconds:g} with processing_guarantee "
+            f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
+            "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
         )
 
 

@@ -18,6 +18,10 @@ processed runs:
   cover the lost output (see :mod:`worker.checkpointing`), so the records after it are processed and
   their outputs produced again. The producer keeps each new output until the broker takes it or
   ``message.timeout.ms`` passes; in the second case the partition rewinds again.
+* **Committed outputs.** With exactly_once the group's committed offsets may be ahead of the
+  checkpoint file (the transaction committed, then the process died before the file was durable):
+  the records between are processed again, learning as before, without producing their outputs,
+  which are committed already (:attr:`Owned.replay_until`, from :attr:`PartitionRuntime.committed_offsets`).
 * **Offsets past the end.** Restored offsets beyond the end of a topic (the topic was deleted and
   re-created) are detected from the fetch responses' high watermarks: once a topic partition has
   stayed ahead of its end for ``AHEAD_GRACE_S``, it is logged, counted
@@ -30,6 +34,7 @@ processed runs:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -50,10 +55,12 @@ from worker.metrics import WorkerMetrics
 from worker.model import new_model
 from worker.model_protocol import ModelClass, StreamModel
 from worker.state import PartitionState, ProcessResult, StateConfig, split_state
+from worker.state_topic import StateTopicFenced
 from worker.values import Invalid, MergeEntry, Record
 
 if TYPE_CHECKING:  # the checkpoint protocol imports this module
     from worker.checkpointing import Snapshot
+    from worker.state_mirror import StateMirror
 
 MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before it counts as past it
@@ -72,6 +79,7 @@ class Owned:
     paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
     poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
     careful_until: list[int] | None = None  # next offsets up to which records go one per model call
+    replay_until: list[int] | None = None  # next offsets below which the outputs are committed already
     labels_assigned: bool = False  # this member consumes the labels topic's partition too
     in_flight: deque[RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
     produced_runs: int = 0  # runs of outputs handed to the producer
@@ -107,6 +115,22 @@ def state_config(settings: WorkerSettings) -> StateConfig:
     )
 
 
+def state_parser(
+    settings: WorkerSettings, partition: int, registry: Mapping[str, ModelClass] | None = None
+) -> Callable[[bytes], PartitionState]:
+    """Parses a checkpoint payload of ``partition``; ValueError when it does not fit the settings."""
+    config = state_config(settings)
+    types: Mapping[str, ModelClass] = registry if registry is not None else MODEL_TYPES
+
+    def parse(payload: bytes) -> PartitionState:
+        state = PartitionState.from_bytes(payload, config, types)
+        if state.partition != partition:
+            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
+        return state
+
+    return parse
+
+
 def load_state(
     settings: WorkerSettings,
     partition: int,
@@ -122,13 +146,7 @@ def load_state(
     :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
-    types: Mapping[str, ModelClass] = registry if registry is not None else MODEL_TYPES
-
-    def parse(payload: bytes) -> PartitionState:
-        state = PartitionState.from_bytes(payload, config, types)
-        if state.partition != partition:
-            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
-        return state
+    parse = state_parser(settings, partition, registry)
 
     def legacy_owner(payload: bytes) -> Owner:
         """A checkpoint of the release before owners names its topics and task, not its group."""
@@ -178,7 +196,9 @@ class PartitionRuntime:
 
     ``emit(partition, owned, result)`` publishes a processed run (the shell's producer side);
     ``before_restore(partition)`` runs before a partition is restored from its checkpoint file (the
-    checkpoint protocol waits there for that partition's write in flight).
+    checkpoint protocol waits there for that partition's write in flight); ``committed_offsets(partition)``
+    gives the next offsets (per topic rank) whose records' outputs are committed already, or None when
+    that is not known (at_least_once: outputs are published again on replay).
     """
 
     def __init__(
@@ -196,6 +216,8 @@ class PartitionRuntime:
         self.store = store
         self.emit = emit
         self.before_restore: Callable[[int], None] = lambda _p: None
+        self.committed_offsets: Callable[[int], list[int] | None] = lambda _p: None
+        self.mirror: StateMirror | None = None  # the state topic, when one is configured
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
         self.owned: dict[int, Owned] = {}
         self._model_factory, self._model_registry = model_factory, model_registry
@@ -203,29 +225,127 @@ class PartitionRuntime:
 
     # -- owning -----------------------------------------------------------------------------------------
 
-    def restore(self, partition: int) -> Owned:
-        """The partition as its newest valid checkpoint left it (or fresh); counted and logged."""
+    def assign(self, partition: int) -> Owned | None:
+        """The partition as its newest checkpoint left it, on assignment; None when it is not ours.
+
+        Without a state topic that is the checkpoint file (or a fresh state). With one, the partition
+        is claimed in the topic and the newer of the file's and the topic's state is restored (see
+        :mod:`worker.state_mirror`); a state taken from the topic is written to the file too, so that
+        rewinds (which read the file) find it. None when another worker claimed the partition in the
+        state topic meanwhile: it is not processed here.
+        """
         started = time.monotonic()
+        local = self._load(partition)
+        if self.mirror is None:
+            return self._count(self._restored(partition, local, "file", started), "file")
+        try:
+            restored = self.mirror.restore(
+                partition, local, state_parser(self.settings, partition, self._model_registry)
+            )
+        except StateTopicFenced as exc:
+            self.metrics.checkpoint_failures.labels(reason="fenced").inc()
+            self.log.error(
+                "partition claimed by another worker in the state topic; not taking it",
+                extra=fields(partition=partition, reason=str(exc)),
+            )
+            return None
+        if restored.source == "topic" and self._beyond_commit(partition, restored.state):
+            restored = dataclasses.replace(restored, state=local, source="file", payload=None)
+        if restored.payload is not None:
+            try:
+                self.store.write(partition, restored.payload)
+            except OSError as exc:  # only a cache: rewinds would start from the older file
+                self.log.warning(
+                    "cannot cache the state topic's state in the checkpoint directory",
+                    extra=fields(partition=partition, error=str(exc)),
+                )
+        owned = self._restored(
+            partition,
+            restored.state,
+            restored.source,
+            started,
+            state_topic_seconds=round(restored.topic_seconds, 4),
+            state_topic_records_seen=restored.topic_seen,
+        )
+        return self._count(owned, restored.source)
+
+    def _beyond_commit(self, partition: int, state: PartitionState) -> bool:
+        """Whether ``state`` is past the committed offsets (exactly_once): a state staged in a
+        transaction that aborted, which a broker without read_committed (the test broker) still
+        shows. Its outputs were aborted, so it must not be continued; the file never is past them."""
+        committed = self.committed_offsets(partition)
+        if committed is None or all(n <= c for n, c in zip(state.next_offsets, committed, strict=True)):
+            return False
+        self.log.warning(
+            "the state topic's newest state is past the committed offsets (its transaction aborted); "
+            "restoring the checkpoint file",
+            extra=fields(partition=partition, next_offsets=state.next_offsets, committed=committed),
+        )
+        return True
+
+    def _count(self, owned: Owned, source: str) -> Owned:
+        fresh = owned.state.consumed == [0, 0]
+        self.metrics.restores.labels(source="fresh" if fresh else source).inc()
+        return owned
+
+    def restore(self, partition: int) -> Owned:
+        """The partition as its newest valid checkpoint file left it (or fresh); counted and logged.
+
+        Used by rewinds: the file is never older than the state topic's state of the current owner
+        (a checkpoint goes to the file first, and :meth:`assign` caches the topic's state there)."""
+        started = time.monotonic()
+        return self._restored(partition, self._load(partition), "file", started)
+
+    def _load(self, partition: int) -> PartitionState:
         self.before_restore(partition)
 
         def on_bad(path: Any, why: str) -> None:
             self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
             self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
 
-        state = load_state(
+        return load_state(
             self.settings, partition, on_bad, self._model_factory, self._model_registry, self.store
         )
+
+    def _restored(
+        self, partition: int, state: PartitionState, source: str, started: float, **extra: Any
+    ) -> Owned:
         owned = Owned(state, fetched=list(state.next_offsets))
+        committed = self.committed_offsets(partition)
+        if committed is not None and any(c > n for c, n in zip(committed, state.next_offsets, strict=True)):
+            owned.replay_until = committed
+        fresh = state.consumed == [0, 0]
         self.log.info(
-            "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
+            "partition starts fresh" if fresh else "partition restored",
             extra=fields(
                 partition=partition,
+                source="fresh" if fresh else source,
                 next_offsets=state.next_offsets,
+                records_seen=sum(state.consumed),
+                committed_outputs_until=owned.replay_until,
                 seconds=round(time.monotonic() - started, 4),
+                **extra,
             ),
         )
         set_partition_gauges(self.metrics, partition, owned)
         return owned
+
+    def give_up(self, partitions: list[int], why: str) -> None:
+        """Stop processing partitions another worker owns now (fenced in the state topic): their
+        topics are paused, nothing more is produced, checkpointed or committed for them."""
+        consumer = self.clients.consumer
+        for p in partitions:
+            owned = self.owned.get(p)
+            if owned is None:
+                continue
+            if consumer is not None:
+                ranks = range(2 if owned.labels_assigned else 1)
+                consumer.pause([TopicPartition(self.topics[r], p) for r in ranks])
+            self.log.error(
+                "partition taken over by another worker; dropping it without a checkpoint",
+                extra=fields(partition=p, reason=why),
+            )
+        self.drop(partitions)
 
     def drop(self, partitions: list[int]) -> None:
         for p in partitions:
@@ -292,28 +412,41 @@ class PartitionRuntime:
             return
         if owned.poison:
             entries = [defuse(entry, owned.poison) for entry in entries]
+        if owned.replay_until is not None:
+            done = committed_prefix(entries, owned.replay_until)
+            if done < len(entries):  # the merge order is the committed one: the rest are all new
+                owned.replay_until = None
+            if done and not self._run_all(partition, owned, entries[:done], publish=False):
+                return
+            entries = entries[done:]
+        if entries:
+            self._run_all(partition, owned, entries, publish=True)
+
+    def _run_all(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
+        """Process entries in one run, or one per run after a model failure; False if one failed."""
         careful_until = owned.careful_until
         if careful_until is None:
-            self._run(partition, owned, entries)
-            return
+            return self._run(partition, owned, entries, publish)
         for i, entry in enumerate(entries):  # after a model failure: one record per call, to find the one
-            if not self._run(partition, owned, [entry]):
-                return
+            if not self._run(partition, owned, [entry], publish):
+                return False
             if all(n >= end for n, end in zip(owned.state.next_offsets, careful_until, strict=True)):
                 owned.careful_until = None  # past the failed run: the rest of the batch goes in one call
-                if i + 1 < len(entries):
-                    self._run(partition, owned, entries[i + 1 :])
-                return
+                rest = entries[i + 1 :]
+                return not rest or self._run(partition, owned, rest, publish)
+        return True
 
-    def _run(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> bool:
-        """Process entries and publish the results; on a model failure recover and return False."""
+    def _run(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
+        """Process entries and publish the results unless told not to (their outputs are committed
+        already); on a model failure recover and return False."""
         try:
             result = owned.state.process(entries, time.time())
         except Exception:
             self._recover(partition, owned, entries)
             return False
         owned.since_checkpoint += len(entries)
-        self.emit(partition, owned, result)
+        if publish:
+            self.emit(partition, owned, result)
         return True
 
     def _recover(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> None:
@@ -476,6 +609,25 @@ def unseen(records: list[Record], fetched: int) -> list[Record]:
             kept.append(record)
             fetched = record.offset + 1
     return kept
+
+
+def committed_prefix(entries: list[MergeEntry], committed: list[int]) -> int:
+    """How many leading entries come from records below the ``committed`` next offsets (per rank).
+
+    Those records' outputs were committed before a crash; they are processed again only to bring the
+    model where it was. The merge order is deterministic, so those records come first.
+
+    >>> def entry(ts, rank, offset):  # an entry whose record does not matter here
+    ...     return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
+    >>> committed_prefix([entry(0.0, 0, 4), entry(0.1, 1, 2), entry(0.2, 0, 5)], [5, 3])
+    2
+    """
+    done = 0
+    for entry in entries:
+        if entry.offset >= committed[entry.rank]:
+            break
+        done += 1
+    return done
 
 
 def defuse(entry: MergeEntry, poison: set[tuple[int, int]]) -> MergeEntry:

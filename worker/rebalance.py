@@ -1,7 +1,9 @@
 """Rebalance handling: what the worker does when the group gives it partitions or takes them away.
 
-* **Assign**: restore each features partition from its checkpoint and start both topics at the
-  offsets in it (the checkpoint is the truth; the group's committed offsets are informational). The
+* **Assign**: restore each features partition from its checkpoint (with a state topic: the newer of
+  the file and the topic's copy, after claiming the partition there; one another worker claimed
+  meanwhile is left out) and start both topics at the offsets in it (the checkpoint is the truth; the
+  group's committed offsets are informational, and are brought up to the restored offsets here). The
   eager ``range`` assignor co-assigns equal partition numbers of the two topics when their partition
   counts are equal; anything else is logged as an error. The worker is ready from here on, even with
   no partitions: an idle member (more members than partitions) is in the group and takes partitions
@@ -56,7 +58,9 @@ class Rebalancer:
         assignment = []
         owned_now = self.runtime.owned
         for p in sorted(features):
-            owned = self.runtime.restore(p)
+            owned = self.runtime.assign(p)
+            if owned is None:  # another worker claimed it in the state topic: leave its topics unassigned
+                continue
             owned_now[p] = owned
             assignment.append(
                 TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
@@ -66,6 +70,7 @@ class Rebalancer:
             if labels_topic and owned.labels_assigned:
                 assignment.append(TopicPartition(labels_topic, p, owned.state.next_offsets[LABELS]))
         consumer.assign(assignment)
+        self.checkpointer.commit_restored([tp for tp in assignment if tp.offset > 0])
         self.metrics.assigned.set(len(owned_now))
         self.health.set_ready(True)
         self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
@@ -81,6 +86,10 @@ class Rebalancer:
             self.checkpointer.checkpoint_now(self.runtime.owned, revoked, force=False)
         finally:
             self.runtime.drop(revoked)
+            for p in revoked:  # given up already
+                self.checkpointer.fenced.pop(p, None)
+            if self.runtime.mirror is not None:
+                self.runtime.mirror.release(revoked)
             self.log.info("partitions revoked", extra=fields(partitions=revoked))
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -90,4 +99,6 @@ class Rebalancer:
         # a write in flight is finished first: it must not land after the next owner's own writes
         self.checkpointer.settle(lost, commit=False)
         self.runtime.drop(lost)
+        if self.runtime.mirror is not None:
+            self.runtime.mirror.release(lost)
         self.log.warning("partitions lost; nothing written", extra=fields(partitions=lost))

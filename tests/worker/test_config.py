@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,17 @@ def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
         ({"flags": {"max_label_bytes": "0"}}, "setting max_label_bytes"),
         ({"env": {"SGT_MAX_CLASSES": "1"}}, "setting max_classes (--max-classes / SGT_MAX_CLASSES)"),
         ({"flags": {"max_classes": "x"}}, "an integer >= 2"),
+        (
+            {"flags": {"processing_guarantee": "exactly-once"}},
+            "setting processing_guarantee (--processing-guarantee / SGT_PROCESSING_GUARANTEE) from flag "
+            "--processing-guarantee: got 'exactly-once', expected one of at_least_once, exactly_once",
+        ),
+        ({"env": {"SGT_PROCESSING_GUARANTEE": "none"}}, "expected one of at_least_once, exactly_once"),
+        (
+            {"flags": {"processing_guarantee": "exactly_once", "checkpoint_seconds": "301"}},
+            "setting checkpoint_seconds (--checkpoint-seconds / SGT_CHECKPOINT_SECONDS): 301 with "
+            "processing_guarantee exactly_once; allowed are values up to 300",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_and_what_is_allowed(source: dict, message: str) -> None:
@@ -113,6 +125,25 @@ def test_an_output_topic_may_not_be_an_input_or_another_output(flags: dict, mess
         load_settings(flags, env={})
     with pytest.raises(ConfigError, match="must be different topics"):
         load_settings({}, env={}).replace(**flags)
+
+
+def test_exactly_once_makes_the_producer_transactional() -> None:
+    from worker.clients import producer_config, transactional_id
+
+    at_least_once = load_settings({}, env={})
+    assert at_least_once.processing_guarantee == "at_least_once"
+    assert "transactional.id" not in producer_config(at_least_once)
+    derived = load_settings({"processing_guarantee": "exactly_once", "group_id": "g"}, env={})
+    assert transactional_id(derived) == f"g-{socket.gethostname()}"
+    s = load_settings(
+        {"checkpoint_seconds": "100"},
+        env={"SGT_PROCESSING_GUARANTEE": "exactly_once", "SGT_TRANSACTIONAL_ID": "worker-7"},
+    )
+    conf = producer_config(s)
+    assert conf["transactional.id"] == "worker-7" and conf["transaction.timeout.ms"] == 300_000
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+    with pytest.raises(ConfigError, match=r"kafka_options.*transaction\.timeout\.ms"):
+        load_settings({"kafka_options": "transaction.timeout.ms=1000"}, env={})
 
 
 def test_unknown_keys_and_bad_toml_are_rejected(tmp_path: Path) -> None:
@@ -259,3 +290,32 @@ def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> N
 def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:
     with pytest.raises(ConfigError, match=allowed):
         load_settings({name: value}, env={})
+
+
+def test_the_state_topic_is_the_groups_own_by_default_and_can_be_named_or_turned_off(tmp_path: Path) -> None:
+    assert load_settings({"group_id": "fraud"}, env={}).state_topic_name == "fraud-state"
+    assert load_settings({}, env={"SGT_STATE_TOPIC": "none"}).state_topic_name is None
+    assert load_settings({"state_topic": "states.v1"}, env={}).state_topic_name == "states.v1"
+    path = tmp_path / "c.toml"
+    path.write_text('state_topic = "from-file"\nstate_topic_replication_factor = 3\n')
+    s = settings_from_args(build_parser().parse_args(["run", "--config", str(path)]), env={})
+    assert (s.state_topic_name, s.state_topic_replication_factor) == ("from-file", 3)
+    assert s.state_topic_min_insync_replicas is None
+    assert load_settings({}, env={}).state_topic_replication_factor == -1  # the broker's default
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"state_topic": "bad name"}, "setting state_topic (--state-topic / SGT_STATE_TOPIC) from flag"),
+        ({"state_topic": "x" * 250}, "auto, none, or a Kafka topic name"),
+        ({"group_id": "team/a"}, "auto names it 'team/a-state' after group_id, which is not a valid topic"),
+        ({"state_topic": "features"}, "'features' is also the features_topic; the state topic must be"),
+        ({"group_id": "x", "predictions_topic": "x-state"}, "'x-state' is also the predictions_topic"),
+        ({"state_topic_replication_factor": "0"}, "-1 (the broker's default.replication.factor) or an"),
+        ({"state_topic_min_insync_replicas": "0"}, "setting state_topic_min_insync_replicas"),
+    ],
+)
+def test_bad_state_topic_settings_are_refused_clearly(flags: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(flags, env={})

@@ -22,6 +22,8 @@ MODULES = [
     "worker.records",
     "worker.schema",
     "worker.state",
+    "worker.state_mirror",
+    "worker.transactions",
 ]
 
 
