@@ -93,6 +93,7 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
 def test_saved_runs_merge_by_stream_with_ours_first() -> None:
     """Two runs split by model render as one: each stream holds both runs' models, ours first, and a
     model run again replaces the earlier result; runs of different lengths do not merge."""
+    pytest.importorskip("river")  # the streams and the peers come from the bench extra
     from tests.bench import comparison, saved, streams
 
     sea = streams.specs(["sea-1k"])
