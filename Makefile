@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-worker venv
+.PHONY: demo test lint typecheck bench bench-worker venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,11 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# mypy over sgt/ and worker/ (settings in pyproject.toml's [tool.mypy])
+typecheck: venv
+	$(BIN)/mypy
+
+test: lint typecheck
 	$(BIN)/python -m pytest
 
 # the library benchmark: every model on every stream side by side, then speed and memory; installs the

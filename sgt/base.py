@@ -16,6 +16,7 @@ prequential: each record is predicted by the model that has learned every record
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -391,10 +392,8 @@ class BaseSGT:
             for tree in self._trees:
                 tree.regrid(regrid)
 
-    def _new_tree(self, root_value: float = 0.0) -> Tree:
-        tree = Tree(self._params(), self._layout, root_value)
-        self._trees.append(tree)
-        return tree
+    def _new_tree(self, root_value: float = 0.0) -> None:
+        self._trees.append(Tree(self._params(), self._layout, root_value))
 
     # -- the one-record path -------------------------------------------------------------------
     def _raw_one(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray) -> list[float]:
@@ -525,9 +524,9 @@ class BaseSGT:
         target_events: np.ndarray,
     ) -> int:
         end = n
-        k = np.searchsorted(target_events, start)
-        if k < target_events.size:
-            end = int(target_events[k])
+        first_event = int(np.searchsorted(target_events, start))
+        if first_event < target_events.size:
+            end = int(target_events[first_event])
         for _, stopped in routes:
             hit = np.flatnonzero(stopped[start:end] & learn[start:end])
             if hit.size:
@@ -635,7 +634,15 @@ class BaseSGT:
                 nodes[rows], stopped[rows] = self._trees[t].route(codes[rows], start=nodes[rows])
 
 
-def _with_subclasses(cls: type) -> Iterator[type]:
+def _finite(value: numbers.Real) -> bool:
+    """Whether a real number is finite; an integer beyond the float range is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _with_subclasses(cls: type[BaseSGT]) -> Iterator[type[BaseSGT]]:
     """`cls` and every class derived from it, depth first."""
     yield cls
     for sub in cls.__subclasses__():
@@ -651,7 +658,7 @@ def _check_real(
     low_open: bool = False,
     high_open: bool = False,
 ) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and _finite(value)
     if ok:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     if not ok:

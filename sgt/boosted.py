@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -90,7 +90,13 @@ class _Member(BaseSGT):
         return g * weight, h * weight
 
 
-class _Boosting:
+if TYPE_CHECKING:  # the mixin is always combined with a BaseSGT subclass, whose members it uses
+    _Estimator = BaseSGT
+else:
+    _Estimator = object
+
+
+class _Boosting(_Estimator):
     """What the boosted classifier and regressor share (a mixin over SGTClassifier / SGTRegressor)."""
 
     _is_classifier = False
@@ -139,7 +145,7 @@ class _Boosting:
         self.drift_threshold = None if drift_threshold is None else float(drift_threshold)
         self.drift_delta = float(drift_delta)
         self.seed = int(seed)
-        self._poisson_cdf = None if poisson_rate is None else _poisson_cdf(self.poisson_rate)
+        self._poisson_cdf = None if self.poisson_rate is None else _poisson_cdf(self.poisson_rate)
         self._n_drifts = 0
         self._retired_version = 0  # changes made by members since replaced, so `version` never decreases
         self._members = self._new_members()
@@ -150,7 +156,7 @@ class _Boosting:
 
     # -- hooks the concrete classes give ---------------------------------------------------------
     def _tree_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = BaseSGT.get_params(self)  # type: ignore[arg-type]
+        params: dict[str, Any] = BaseSGT.get_params(self)
         return params
 
     def _n_trees_per_member(self) -> int:
@@ -214,7 +220,7 @@ class _Boosting:
             for t, tree in enumerate(member._trees):
                 versus = f" (class {classes[t + 1]!r} against {classes[0]!r})" if classes else ""
                 lines.append(f"member {m} tree {t}{versus}")
-                _text(_node(self, tree, 0), 1, lines)  # type: ignore[arg-type]
+                _text(_node(self, tree, 0), 1, lines)
         return "\n".join(lines)
 
     def _new_tree(self, root_value: float = 0.0) -> None:
@@ -234,7 +240,7 @@ class _Boosting:
         self._trees = [tree for member in self._all_members() for tree in member._trees]
 
     def _sync_layout(self) -> None:
-        BaseSGT._sync_layout(self)  # type: ignore[arg-type]
+        BaseSGT._sync_layout(self)
         for member in self._all_members():
             member._layout, member._layout_revision = self._layout, self._layout_revision
 
@@ -282,21 +288,23 @@ class _Boosting:
     def _learn_one(self, x: Any, y: Any) -> None:
         """One record: encoded as the single trees' learn_one does (same codes as a batch's)."""
         learn = np.ones(1, dtype=bool)
-        targets, events = self._prepare_targets([y], learn)  # type: ignore[attr-defined]
+        targets, events = self._prepare_targets([y], learn)
         codes = np.array([self._space.encode_one(x, learn=True)], dtype=CODE_DTYPE)
         self._run_encoded(codes, targets, learn, events, {0: self._space.take_regrids()})
 
-    def _run(self, X: Any, y: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, X: Any, y: Sequence[Any] | None, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Predict then learn each row in order: the ensemble's raw scores [rows, outputs], and the
-        outputs (classes) known when each row was predicted."""
+        outputs (classes) known when each row was predicted. (``out``, the smoothed probabilities of a
+        single committee, is never given: the ensemble's ``proba`` is always "tree".)"""
+        assert out is None
         n = len(X)
         if y is not None and len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)} targets")
         learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
-        targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)  # type: ignore[attr-defined]
+        targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
         snapshot = self._space.snapshot()
         try:
-            codes = self._encode_batch(X, learn)  # type: ignore[attr-defined]
+            codes = self._encode_batch(X, learn)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
@@ -395,7 +403,7 @@ class _Boosting:
 
     def _outputs_at(self, n: int, events: np.ndarray) -> np.ndarray:
         """Outputs (classes) known when each row is predicted: an event counts from the row after it."""
-        return self._n_outputs() + np.searchsorted(events, np.arange(n), side="left")  # type: ignore[attr-defined]
+        return self._n_outputs() + np.searchsorted(events, np.arange(n), side="left")
 
     def _weights(self, learn: np.ndarray) -> np.ndarray:
         """Bagging weight of every row for every member ([members, rows]; 0 for rows not learned)."""

@@ -215,7 +215,7 @@ class SGTClassifier(BaseSGT):
             return codes[inverse.reshape(-1)], np.array(events, dtype=np.intp)
         events = []
         incoming_keys: dict[Any, int] = {}
-        for i in rows:
+        for i in rows.tolist():
             label = _check_label(y[i])
             key = label
             k = self._class_index.get(key)

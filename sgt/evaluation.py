@@ -104,6 +104,7 @@ class Prequential:
         if not len(ys) == len(preds) == len(probs) == len(squares):
             lengths = f"{len(ys)}, {len(preds)}, {len(probs)}, {len(squares)}"
             raise ValueError(f"y_true, y_pred, p_true and p_sq must have the same length, got {lengths}")
+        errors: list[float]  # 0 or 1 per record (classification), absolute errors (regression)
         if self._task == "classification":
             errors = [0 if yp == y else 1 for y, yp in zip(ys, preds, strict=True)]
             losses = [None if p is None else _log_loss(p) for p in probs]
@@ -117,7 +118,7 @@ class Prequential:
                 self._sum_sq += err * err
             _push(self._recent, errors, self._window)
             return
-        self._n_wrong += sum(errors)
+        self._n_wrong += int(sum(errors))
         losses_given = [loss for loss in losses if loss is not None]
         briers_given = [b for b in briers if b is not None]
         for loss in losses_given:

@@ -30,7 +30,7 @@ def to_dict(model: BaseSGT) -> dict[str, Any]:
         {
             "name": name,
             "kind": "nominal" if space.is_nominal(j) else "numeric",
-            "range": list(space.range_of(j)) if space.range_of(j) else None,
+            "range": list(grid) if (grid := space.range_of(j)) else None,
             "categories": space.categories(j),
         }
         for j, name in enumerate(space.names)
@@ -41,9 +41,15 @@ def to_dict(model: BaseSGT) -> dict[str, Any]:
         "features": features,
         "trees": [_node(model, tree, 0) for tree in model._trees],
     }
-    if hasattr(model, "_classes"):
-        out["classes"] = model.classes_
+    classes = _committee_classes(model)
+    if classes is not None:
+        out["classes"] = classes
     return out
+
+
+def _committee_classes(model: BaseSGT) -> list[Any] | None:
+    """The classes of a committee classifier (its trees are classes 1.. against class 0), else None."""
+    return getattr(model, "classes_", None) if hasattr(model, "_classes") else None
 
 
 def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
@@ -79,12 +85,10 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
 def to_text(model: BaseSGT) -> str:
     """Indented text, one line per branch condition and leaf."""
     lines: list[str] = []
-    names = model.classes_[1:] if hasattr(model, "_classes") else None
+    classes = _committee_classes(model)
     for t, root in enumerate(to_dict(model)["trees"]):
-        title = (
-            f"tree {t}" if names is None else f"tree {t} (class {names[t]!r} against {model.classes_[0]!r})"
-        )
-        lines.append(title)
+        versus = "" if classes is None else f" (class {classes[t + 1]!r} against {classes[0]!r})"
+        lines.append(f"tree {t}{versus}")
         _text(root, 1, lines)
     return "\n".join(lines)
 

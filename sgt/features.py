@@ -270,6 +270,7 @@ class FeatureSpace:
             if number != number:  # NaN: missing
                 continue
             state = numeric[j]
+            assert state is not None  # a feature without a vocabulary is numeric
             if learn and state.seen < warm_up and -math.inf < number < math.inf:
                 number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: grids never hold -0.0
                 if state.seen == 0:

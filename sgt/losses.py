@@ -28,7 +28,7 @@ True
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import ClassVar, SupportsFloat
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Loss(ABC):
         """The raw score the tree starts from, given the first target (0 unless overridden)."""
         return 0.0
 
-    def check_target(self, y: float) -> float:
+    def check_target(self, y: SupportsFloat) -> float:
         """Validate one target and return it as a float; raise ValueError for impossible values."""
         value = float(y)
         if not np.isfinite(value):
@@ -102,7 +102,7 @@ class LogLoss(Loss):
     def link(self, raw: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-raw))
 
-    def check_target(self, y: float) -> float:
+    def check_target(self, y: SupportsFloat) -> float:
         value = super().check_target(y)
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"log-loss targets must lie in [0, 1], got {y!r}")
@@ -124,7 +124,7 @@ class Poisson(Loss):
     def link(self, raw: np.ndarray) -> np.ndarray:
         return np.exp(raw)
 
-    def check_target(self, y: float) -> float:
+    def check_target(self, y: SupportsFloat) -> float:
         value = super().check_target(y)
         if value < 0.0:
             raise ValueError(f"Poisson targets must be >= 0, got {y!r}")

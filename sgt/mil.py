@@ -76,7 +76,7 @@ class MILClassifier(BaseSGT):
     def classes_(self) -> list[int]:
         return [0, 1]
 
-    def _bag_codes(self, bag: Any, learn: bool) -> list[np.ndarray]:
+    def _bag_codes(self, bag: Any, learn: bool) -> list[list[int]]:
         if isinstance(bag, np.ndarray) and bag.ndim == 2:
             bag = list(bag)
         if (

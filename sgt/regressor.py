@@ -123,7 +123,7 @@ class SGTRegressor(BaseSGT):
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         targets = np.zeros(len(learn))
         rows = np.flatnonzero(learn)
-        for i in rows:
+        for i in rows.tolist():
             value = y[i]
             if isinstance(value, (str, bytes, bool)) or not isinstance(value, (int, float, np.number)):
                 raise ValueError(f"a regression target must be a number, got {value!r}")

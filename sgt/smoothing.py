@@ -267,8 +267,8 @@ def _learn_one(state: TreeCounts, estimate: _Estimate, target: int) -> None:
     ty = estimate.theta[target]
     qy = estimate.numerator[target]
     if state.lists is None:  # the ancestors are distinct: one addition each, as in the loop below
-        index = [i for i, _, _ in estimate.active]
-        state.grad[index] += [w * (ty - mle[target]) / qy for _, w, mle in estimate.active]
+        nodes = [i for i, _, _ in estimate.active]
+        state.grad[nodes] += [w * (ty - mle[target]) / qy for _, w, mle in estimate.active]
         state.counts[estimate.path[1:], target] += 1
         return
     counts, _, grad = state.lists

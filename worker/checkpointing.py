@@ -395,7 +395,11 @@ class Checkpointer:
         if not offsets or consumer is None:
             return
         try:
-            results = consumer.commit(offsets=offsets, asynchronous=not wait)
+            results: list[TopicPartition] | None
+            if wait:
+                results = consumer.commit(offsets=offsets, asynchronous=False)
+            else:
+                results = consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             self.log.warning(
                 "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))

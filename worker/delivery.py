@@ -88,9 +88,11 @@ def produce_retrying(
     callback: Callable[[KafkaError | None, Message], None],
 ) -> None:
     """``producer.produce``, waiting out a full local queue (serving deliveries meanwhile)."""
+    # the type confluent-kafka's produce declares (a list of (str, bytes) is one, but lists are invariant)
+    kafka_headers: list[tuple[str, str | bytes | None]] | None = None if headers is None else list(headers)
     while True:
         try:
-            producer.produce(topic, value=value, key=key, headers=headers, on_delivery=callback)
+            producer.produce(topic, value=value, key=key, headers=kafka_headers, on_delivery=callback)
             return
         except BufferError:
             producer.poll(0.05)

@@ -8,11 +8,12 @@ exactly the same entries. Age expiry walks from the oldest entry and stops at th
 an out-of-order young entry can shield older ones behind it until it leaves.
 
 An entry's bytes approximate the memory it holds: a label keeps its record and key byte for byte (for
-the dead-letter topic), plus :data:`ENTRY_OVERHEAD`; a feature entry keeps what was decoded from its
-record, counted as the record's bytes, :data:`ENTRY_OVERHEAD` and :data:`VALUE_OVERHEAD` per value.
-They are a function of the input too, and saved with the buffer, so that a restored buffer drops the
-same entries as one that never stopped.
+the dead-letter topic), plus :data:`~worker.values.ENTRY_OVERHEAD`; a feature entry keeps what was
+decoded from its record, counted as the record's bytes, ``ENTRY_OVERHEAD`` and
+:data:`~worker.values.VALUE_OVERHEAD` per value. They are a function of the input too, and saved with
+the buffer, so that a restored buffer drops the same entries as one that never stopped.
 
+>>> from worker.values import ENTRY_OVERHEAD
 >>> buf = JoinBuffer(max_pending=2, max_age=10.0, max_bytes=ENTRY_OVERHEAD + 10)
 >>> buf.add_label(PendingLabel("a", 1, 0.0, b"{}", None, 5))
 []
@@ -27,56 +28,14 @@ True
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from worker.records import Label, Value
+from worker.values import PendingFeature, PendingLabel
 
 #: Default of ``max_bytes``, per side of one partition's buffer (the ``join_max_bytes`` setting).
 JOIN_MAX_BYTES = 64 << 20
-#: Bytes charged to every entry besides its record's: the entry, its id, the dict slot holding it.
-ENTRY_OVERHEAD = 256
-#: Bytes charged to a feature entry per decoded value, beyond the value's JSON text: its dict slot and
-#: number object. (Measured with tracemalloc: an entry of 3, 20 and 200 numeric values held 480,
-#: 1,360 and 15,550 bytes for records of 98, 464 and 4,498 bytes: ENTRY_OVERHEAD + record + 42 to 54
-#: per value.)
-VALUE_OVERHEAD = 56
-
-
-@dataclass(slots=True)
-class PendingFeature:
-    """A predicted feature record waiting for its label; ``prediction``/``proba`` are what was published."""
-
-    id: str
-    x: dict[str, Value]
-    ts: float
-    offset: int
-    prediction: Any = None
-    proba: list[tuple[Label, float]] | None = None
-    row: int | None = None  # row of the current predict_learn_many call until its prediction is known
-    size: int = 0  # bytes of the record it came from
-
-    @property
-    def nbytes(self) -> int:
-        return self.size + ENTRY_OVERHEAD + VALUE_OVERHEAD * len(self.x)
-
-
-@dataclass(slots=True)
-class PendingLabel:
-    """A label that arrived before its features; kept byte for byte for the dead-letter topic."""
-
-    id: str
-    y: Label
-    ts: float
-    raw: bytes
-    key: bytes | None
-    offset: int
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.raw) + len(self.key or b"") + ENTRY_OVERHEAD
 
 
 class JoinBuffer:

@@ -44,6 +44,7 @@ from worker.delivery import RunDelivery, produce_retrying
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
 from worker.model import preload
+from worker.model_protocol import ModelClass, StreamModel
 from worker.partition import Owned, PartitionRuntime, set_partition_gauges
 from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
@@ -71,8 +72,8 @@ class Worker:
         health: Health | None = None,
         client_overrides: Mapping[str, Any] | None = None,
         log: logging.Logger | None = None,
-        model_factory: Callable[[], Any] | None = None,
-        model_registry: Mapping[str, Any] | None = None,
+        model_factory: Callable[[], StreamModel] | None = None,
+        model_registry: Mapping[str, ModelClass] | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
@@ -323,13 +324,14 @@ class Worker:
             owned.in_flight.append(delivered)
             owned.produced_runs += 1
         if result.dead_letters:
-            ts = [out.ts for out, _, _ in result.dead_letters]
+            ts = [letter.output.ts for letter in result.dead_letters]
             dead = RunDelivery(ts, None, self.log, owned.latch, "dead letter")
-            for out, source_topic, reason in result.dead_letters:
+            for letter in result.dead_letters:
+                out = letter.output
                 produce_retrying(
                     producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, dead
                 )
-                self.metrics.invalid.labels(topic=source_topic, reason=reason).inc()
+                self.metrics.invalid.labels(topic=letter.source_topic, reason=letter.reason).inc()
             owned.in_flight.append(dead)
             owned.produced_runs += 1
         p = str(partition)

@@ -12,13 +12,16 @@ written, as in a replay, it only happens at the true end.)
 Each queue knows the bytes its records hold (given with them), so that the caller can stop fetching a
 topic whose records pile up in bytes as well as in number.
 
+>>> from worker.values import Invalid, MergeEntry, Record
+>>> def entry(ts, rank, offset):  # an entry whose record does not matter here
+...     return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
 >>> m = Merger()
->>> m.push(FEATURES, [(1.0, FEATURES, 0, "f0"), (3.0, FEATURES, 1, "f1")], sizes=[100, 300])
+>>> m.push(FEATURES, [entry(1.0, FEATURES, 0), entry(3.0, FEATURES, 1)], sizes=[100, 300])
 >>> m.pop_ready(labels_done=False, features_done=False)
 []
->>> m.push(LABELS, [(2.0, LABELS, 0, "l0")], sizes=[20])
->>> [e[3] for e in m.pop_ready(labels_done=False, features_done=False)]
-['f0', 'l0']
+>>> m.push(LABELS, [entry(2.0, LABELS, 0)], sizes=[20])
+>>> [(e.rank, e.offset) for e in m.pop_ready(labels_done=False, features_done=False)]
+[(0, 0), (1, 0)]
 >>> m.pending(FEATURES), m.queued_bytes(FEATURES), m.queued_bytes(LABELS)
 (1, 300, 0)
 """
@@ -27,7 +30,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+
+from worker.values import MergeEntry
 
 FEATURES = 0
 LABELS = 1
@@ -35,19 +39,16 @@ LABELS = 1
 #: Default bound of the bytes queued per topic partition (the ``merge_max_bytes`` setting).
 MERGE_MAX_BYTES = 64 << 20
 
-#: (event time, topic rank, offset, payload)
-Entry = tuple[float, int, int, Any]
-
 
 class Merger:
     """Queues of fetched but not yet processed records of one partition, one per topic."""
 
     def __init__(self) -> None:
-        self.queues: tuple[deque[Entry], deque[Entry]] = (deque(), deque())
+        self.queues: tuple[deque[MergeEntry], deque[MergeEntry]] = (deque(), deque())
         self._sizes: tuple[deque[int], deque[int]] = (deque(), deque())  # bytes of each queued record
         self._bytes = [0, 0]
 
-    def push(self, rank: int, entries: Sequence[Entry], sizes: Sequence[int] | None = None) -> None:
+    def push(self, rank: int, entries: Sequence[MergeEntry], sizes: Sequence[int] | None = None) -> None:
         """Queue entries of the topic of that rank, in offset order.
 
         ``sizes``: the bytes each entry holds (None: not counted, as 0 each).
@@ -73,7 +74,7 @@ class Merger:
             sizes.clear()
         self._bytes = [0, 0]
 
-    def pop_ready(self, labels_done: bool, features_done: bool) -> list[Entry]:
+    def pop_ready(self, labels_done: bool, features_done: bool) -> list[MergeEntry]:
         """Remove and return, in merge order, every record whose turn is certain.
 
         ``labels_done`` / ``features_done``: that topic has no more records to come for now (read to
@@ -81,8 +82,8 @@ class Merger:
         """
         feats, labels = self.queues
         before = len(feats), len(labels)
-        out: list[Entry] = []
-        while feats and labels:
+        out: list[MergeEntry] = []
+        while feats and labels:  # entries compare as (ts, rank, offset): the ranks differ, so never further
             out.append(feats.popleft() if feats[0] <= labels[0] else labels.popleft())
         if feats and labels_done:
             out.extend(feats)

@@ -6,13 +6,14 @@ A checkpoint names its model's class and the worker restores it through sgt's re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sgt.registry import MODEL_TYPES
 from worker.config import WorkerSettings
+from worker.model_protocol import StreamModel
 
 
-def new_model(settings: WorkerSettings) -> Any:
+def new_model(settings: WorkerSettings) -> StreamModel:
     """A fresh model for the configured task and hyperparameters."""
     kind = "Classifier" if settings.task == "classification" else "Regressor"
     ensemble: dict[str, Any] = {}
@@ -28,19 +29,24 @@ def new_model(settings: WorkerSettings) -> Any:
     leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
     if settings.model == "sgt" and settings.task == "classification":
         leaves["proba"] = settings.proba
-    return cls(
-        **ensemble,
-        **leaves,
-        grace_start=settings.grace_start,
-        linear_lambda=settings.linear_lambda,
-        delta=settings.delta,
-        grace_period=settings.grace_period,
-        lambda_=settings.lambda_,
-        gamma=settings.gamma,
-        bins=settings.bins,
-        warm_up=settings.warm_up,
-        max_depth=settings.max_depth,
-        max_categories=settings.max_categories,
+    # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
+    # picked here)
+    return cast(
+        StreamModel,
+        cls(
+            **ensemble,
+            **leaves,
+            grace_start=settings.grace_start,
+            linear_lambda=settings.linear_lambda,
+            delta=settings.delta,
+            grace_period=settings.grace_period,
+            lambda_=settings.lambda_,
+            gamma=settings.gamma,
+            bins=settings.bins,
+            warm_up=settings.warm_up,
+            max_depth=settings.max_depth,
+            max_categories=settings.max_categories,
+        ),
     )
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import operator
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -51,12 +50,13 @@ from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.delivery import DeliveryLatch, RunDelivery
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS, Entry, Merger
+from worker.merge import FEATURES, LABELS, Merger
 from worker.metrics import WorkerMetrics
 from worker.model import new_model
-from worker.records import Invalid
-from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
+from worker.model_protocol import ModelClass, StreamModel
+from worker.state import PartitionState, ProcessResult, StateConfig, split_state
 from worker.state_topic import StateTopicFenced
+from worker.values import Invalid, MergeEntry, Record
 
 if TYPE_CHECKING:  # the checkpoint protocol imports this module
     from worker.checkpointing import Snapshot
@@ -116,11 +116,11 @@ def state_config(settings: WorkerSettings) -> StateConfig:
 
 
 def state_parser(
-    settings: WorkerSettings, partition: int, registry: Mapping[str, Any] | None = None
+    settings: WorkerSettings, partition: int, registry: Mapping[str, ModelClass] | None = None
 ) -> Callable[[bytes], PartitionState]:
     """Parses a checkpoint payload of ``partition``; ValueError when it does not fit the settings."""
     config = state_config(settings)
-    types = registry if registry is not None else MODEL_TYPES
+    types: Mapping[str, ModelClass] = registry if registry is not None else MODEL_TYPES
 
     def parse(payload: bytes) -> PartitionState:
         state = PartitionState.from_bytes(payload, config, types)
@@ -135,8 +135,8 @@ def load_state(
     settings: WorkerSettings,
     partition: int,
     on_bad: Callable[[Any, str], None] | None = None,
-    model_factory: Callable[[], Any] | None = None,
-    registry: Mapping[str, Any] | None = None,
+    model_factory: Callable[[], StreamModel] | None = None,
+    registry: Mapping[str, ModelClass] | None = None,
     store: CheckpointStore | None = None,
 ) -> PartitionState:
     """The partition's state from its newest valid checkpoint, or a fresh one.
@@ -209,8 +209,8 @@ class PartitionRuntime:
         log: logging.Logger,
         emit: Emit,
         store: CheckpointStore,
-        model_factory: Callable[[], Any] | None = None,
-        model_registry: Mapping[str, Any] | None = None,
+        model_factory: Callable[[], StreamModel] | None = None,
+        model_registry: Mapping[str, ModelClass] | None = None,
     ) -> None:
         self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
         self.store = store
@@ -361,7 +361,7 @@ class PartitionRuntime:
         The batch is grouped by partition and topic first (a consumer's batch holds long runs of one
         partition), so that each group is converted and decoded in one pass.
         """
-        groups: dict[tuple[int, str], list[Message]] = {}
+        groups: dict[tuple[int | None, str | None], list[Message]] = {}
         for msg in messages:
             error = msg.error()
             if error is not None:
@@ -373,8 +373,8 @@ class PartitionRuntime:
                 group = groups[key] = []
             group.append(msg)
         for (p, topic), group in groups.items():
-            owned = self.owned.get(p)
-            if owned is None:
+            owned = None if p is None else self.owned.get(p)
+            if owned is None or topic is None:  # (a message without an error has both)
                 continue
             rank = FEATURES if topic == self.settings.features_topic else LABELS
             records = unseen(records_of(group), owned.fetched[rank])
@@ -422,18 +422,21 @@ class PartitionRuntime:
         if entries:
             self._run_all(partition, owned, entries, publish=True)
 
-    def _run_all(self, partition: int, owned: Owned, entries: list[Entry], publish: bool) -> bool:
+    def _run_all(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
         """Process entries in one run, or one per run after a model failure; False if one failed."""
-        if owned.careful_until is None:
+        careful_until = owned.careful_until
+        if careful_until is None:
             return self._run(partition, owned, entries, publish)
-        for entry in entries:  # after a model failure: one record per call, to find the one that fails
+        for i, entry in enumerate(entries):  # after a model failure: one record per call, to find the one
             if not self._run(partition, owned, [entry], publish):
                 return False
-            if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
-                owned.careful_until = None
+            if all(n >= end for n, end in zip(owned.state.next_offsets, careful_until, strict=True)):
+                owned.careful_until = None  # past the failed run: the rest of the batch goes in one call
+                rest = entries[i + 1 :]
+                return not rest or self._run(partition, owned, rest, publish)
         return True
 
-    def _run(self, partition: int, owned: Owned, entries: list[Entry], publish: bool) -> bool:
+    def _run(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
         """Process entries and publish the results unless told not to (their outputs are committed
         already); on a model failure recover and return False."""
         try:
@@ -446,14 +449,14 @@ class PartitionRuntime:
             self.emit(partition, owned, result)
         return True
 
-    def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
+    def _recover(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> None:
         """The model raised: its state may be half-updated, so restore the last checkpoint and replay.
 
         The replay goes one record at a time up to the end of the failed run; the record whose call
         fails alone is dead-lettered (``model_error``) from then on. Input is never the reason the
         worker stops, and the result is the same as if that record had been invalid from the start.
         """
-        _, rank, offset, _ = entries[0]
+        rank, offset = entries[0].rank, entries[0].offset
         if len(entries) == 1:
             owned.poison.add((rank, offset))
         self.log.exception(
@@ -563,10 +566,11 @@ class PartitionRuntime:
         if high < 0 or owned.fetched[rank] <= high or owned.merger.pending(rank):
             owned.ahead_since[rank] = None
             return
-        if owned.ahead_since[rank] is None:
+        since = owned.ahead_since[rank]
+        if since is None:
             owned.ahead_since[rank] = now
             return
-        if now - owned.ahead_since[rank] < AHEAD_GRACE_S:  # type: ignore[operator]
+        if now - since < AHEAD_GRACE_S:
             return
         topic = self.topics[rank]
         self.metrics.offset_resets.labels(topic=topic, reason="past_end").inc()
@@ -584,23 +588,21 @@ class PartitionRuntime:
 
 def records_of(messages: list[Message]) -> list[Record]:
     """The messages as the core's records, with the timestamp in seconds (0.0 when there is none)."""
-    new = tuple.__new__  # Record(...) without the NamedTuple's Python-level __new__ (once per record)
-    return [
-        new(Record, (m.offset(), millis / 1000.0 if kind else 0.0, m.key(), m.value()))
-        for m in messages
-        for kind, millis in (m.timestamp(),)  # binds the pair; compiled as a plain assignment
-    ]
+    records = []
+    for m in messages:
+        kind, millis = m.timestamp()
+        offset = m.offset()
+        assert offset is not None  # a fetched message (not an error) has one
+        records.append(Record(offset, millis / 1000.0 if kind else 0.0, m.key(), m.value()))
+    return records
 
 
 def unseen(records: list[Record], fetched: int) -> list[Record]:
     """The records of one topic partition at or after offset ``fetched``, each offset once.
 
     A fetch from before a seek may still deliver older records; they are dropped here, as is anything
-    out of order. The usual batch, increasing from ``fetched`` on, is checked in one C-speed pass.
+    out of order.
     """
-    offsets = [r.offset for r in records]
-    if offsets and offsets[0] >= fetched and all(map(operator.lt, offsets, offsets[1:])):
-        return records
     kept = []
     for record in records:
         if record.offset >= fetched:
@@ -609,26 +611,27 @@ def unseen(records: list[Record], fetched: int) -> list[Record]:
     return kept
 
 
-def committed_prefix(entries: list[Entry], committed: list[int]) -> int:
+def committed_prefix(entries: list[MergeEntry], committed: list[int]) -> int:
     """How many leading entries come from records below the ``committed`` next offsets (per rank).
 
     Those records' outputs were committed before a crash; they are processed again only to bring the
     model where it was. The merge order is deterministic, so those records come first.
 
-    >>> committed_prefix([(0.0, 0, 4, None), (0.1, 1, 2, None), (0.2, 0, 5, None)], [5, 3])
+    >>> def entry(ts, rank, offset):  # an entry whose record does not matter here
+    ...     return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
+    >>> committed_prefix([entry(0.0, 0, 4), entry(0.1, 1, 2), entry(0.2, 0, 5)], [5, 3])
     2
     """
     done = 0
-    for _, rank, offset, _ in entries:
-        if offset >= committed[rank]:
+    for entry in entries:
+        if entry.offset >= committed[entry.rank]:
             break
         done += 1
     return done
 
 
-def defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:
+def defuse(entry: MergeEntry, poison: set[tuple[int, int]]) -> MergeEntry:
     """The entry, or the same record marked invalid (``model_error``) if the model failed on it."""
-    ts, rank, offset, (record, _) = entry
-    if (rank, offset) in poison:
-        return ts, rank, offset, (record, Invalid("model_error"))
+    if (entry.rank, entry.offset) in poison:
+        return entry._replace(decoded=Invalid("model_error"))
     return entry

@@ -65,11 +65,10 @@ class Rebalancer:
             assignment.append(
                 TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
             )
-            owned.labels_assigned = bool(self.settings.labels_topic) and p in labels
-            if owned.labels_assigned:
-                assignment.append(
-                    TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
-                )
+            labels_topic = self.settings.labels_topic
+            owned.labels_assigned = bool(labels_topic) and p in labels
+            if labels_topic and owned.labels_assigned:
+                assignment.append(TopicPartition(labels_topic, p, owned.state.next_offsets[LABELS]))
         consumer.assign(assignment)
         self.checkpointer.commit_restored([tp for tp in assignment if tp.offset > 0])
         self.metrics.assigned.set(len(owned_now))

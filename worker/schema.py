@@ -14,10 +14,9 @@ replay takes the same decisions.
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any
 
-from worker.records import Value
+from worker.values import Value
 
 _TYPE_OF = {float: "numeric", str: "nominal"}
 #: the default bound of an inferred schema (setting max_features)
@@ -69,18 +68,6 @@ class FeatureSchema:
         if isinstance(x, list) and self.array_length is None:
             self.array_length = len(x)
         return row
-
-    def accepts_as_is(self, xs: list[dict[str, Value] | list[Value]]) -> bool:
-        """Whether :meth:`conform` would return every ``x`` unchanged and learn nothing from them.
-
-        True when all are dicts of known numeric names holding numbers or nulls: the common case,
-        checked for a whole run at C speed.
-        """
-        return (
-            set(map(type, xs)) == {dict}
-            and set().union(*xs) <= self._numeric
-            and str not in set(map(type, chain.from_iterable(map(dict.values, xs))))  # type: ignore[arg-type]
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -38,37 +38,31 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, NamedTuple
+from typing import Any, cast
 
 import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
-from worker.join import JOIN_MAX_BYTES, JoinBuffer, PendingFeature, PendingLabel
-from worker.merge import FEATURES, LABELS, Entry
+from worker.join import JOIN_MAX_BYTES, JoinBuffer
+from worker.merge import FEATURES, LABELS
+from worker.model_protocol import ModelClass, StreamModel, classes_of
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, Feature, Invalid, LabelRecord, decode_feature, decode_label
+from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
+from worker.values import (
+    DeadLetter,
+    Feature,
+    Invalid,
+    LabelRecord,
+    MergeEntry,
+    Output,
+    PendingFeature,
+    PendingLabel,
+    Record,
+)
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
-
-
-class Record(NamedTuple):
-    """A consumed Kafka message, reduced to what the core needs (``ts`` in seconds)."""
-
-    offset: int
-    ts: float
-    key: bytes | None
-    value: bytes | None
-
-
-class Output(NamedTuple):
-    """An encoded record for the prediction or dead-letter topic."""
-
-    key: bytes | None
-    value: bytes
-    ts: float  # event time of the source record (latency metric)
-    headers: list[tuple[str, bytes]] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +90,7 @@ class ProcessResult:
     """What one :meth:`PartitionState.process` call produced."""
 
     predictions: list[Output] = field(default_factory=list)
-    dead_letters: list[tuple[Output, str, str]] = field(default_factory=list)  # (record, topic, reason)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
     expired: dict[tuple[str, str], int] = field(default_factory=dict)  # (side, reason) -> count
     consumed: list[int] = field(default_factory=lambda: [0, 0])  # per topic rank
     trained: int = 0
@@ -144,22 +138,23 @@ class _Predictions:
     must not be named there), or None when every row knew them all.
     """
 
-    def __init__(self, scores: Any, model: Any, task: str, known: list[int] | None = None) -> None:
+    def __init__(self, scores: np.ndarray, classes: list[Any] | None, known: list[int] | None = None) -> None:
+        """``classes``: the model's classes after the call (classification), None for regression."""
         self.known = known
-        self.classification = task == "classification"
-        if not self.classification:
+        self.classification = classes is not None
+        if classes is None:
             self.labels: list[Any] = np.asarray(scores, dtype=float).tolist()
             return
-        self.classes = list(model.classes_)
+        self.classes = list(classes)
         self.names = [str(c) for c in self.classes]
         self.index = {c: i for i, c in enumerate(self.classes)}
         matrix = np.asarray(scores, dtype=float).reshape(len(scores), len(self.classes))
         self.rows: list[list[float]] = matrix.tolist()
         if self.classes:
             best = matrix.argmax(axis=1)
-            known = matrix[np.arange(len(matrix)), best] > 0
+            any_class = matrix[np.arange(len(matrix)), best] > 0
             self.labels = [
-                self.classes[b] if k else None for b, k in zip(best.tolist(), known.tolist(), strict=True)
+                self.classes[b] if k else None for b, k in zip(best.tolist(), any_class.tolist(), strict=True)
             ]
         else:
             self.labels = [None] * len(self.rows)
@@ -173,16 +168,8 @@ class _Predictions:
 
     def proba_dicts(self, published: list[tuple[int, Feature, Record]], top_k: int) -> list[dict[str, float]]:
         """The ``proba`` object of each published row: class name to probability, in class order, for
-        the ``top_k`` most probable classes known at that row (the first in class order on a tie).
-
-        Two classes (the common case) get a dict literal: a third of the time of ``dict(zip(...))``.
-        """
+        the ``top_k`` most probable classes known at that row (the first in class order on a tie)."""
         names, rows, known = self.names, self.rows, self.known
-        if known is None and len(names) <= top_k:
-            if len(names) == 2:
-                first, second = names
-                return [{first: p, second: q} for p, q in (rows[row] for row, _, _ in published)]
-            return [dict(zip(names, rows[row], strict=True)) for row, _, _ in published]
         out = []
         for row, _, _ in published:
             n = len(names) if known is None else known[row]
@@ -248,7 +235,7 @@ def _documents(
 class PartitionState:
     """Model, join buffer, prequential metrics, schema and next offsets of one input partition."""
 
-    def __init__(self, partition: int, model: Any, config: StateConfig) -> None:
+    def __init__(self, partition: int, model: StreamModel, config: StateConfig) -> None:
         self.partition = partition
         self.model = model
         self.config = config
@@ -264,24 +251,24 @@ class PartitionState:
 
     # -- decoding -----------------------------------------------------------------------------------
 
-    def decode(self, rank: int, records: list[Record]) -> list[Entry]:
+    def decode(self, rank: int, records: list[Record]) -> list[MergeEntry]:
         """Decode records of one topic (stateless checks only) into merge entries for :meth:`process`.
 
-        An entry is ``(event time, rank, offset, (record, decoded))``. A record that cannot be used
-        decodes to an :class:`~worker.records.Invalid`, whose event time is minus infinity.
+        A record that cannot be used decodes to an :class:`~worker.values.Invalid`, whose event time is
+        minus infinity.
         """
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
         task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
         decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
-        return [(d.ts, rank, r.offset, (r, d)) for r, d in zip(records, decoded, strict=True)]
+        return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
 
-    def process(self, entries: list[Entry], now: float) -> ProcessResult:
-        """Process merged entries ``(ts, rank, offset, (record, decoded))``; ``now`` stamps predictions."""
+    def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
+        """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
         result = ProcessResult()
-        run = _Run(set(self.model.classes_), self.config.max_classes) if self.classification else _Run()
+        run = _Run(set(classes_of(self.model)), self.config.max_classes) if self.classification else _Run()
         if self.config.labels_topic is None:  # then every entry is a feature record
             self._ingest_inline(entries, result, run)
         else:
@@ -291,7 +278,7 @@ class PartitionState:
             self.consumed[rank] += result.consumed[rank]
         return result
 
-    def _ingest_inline(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+    def _ingest_inline(self, entries: list[MergeEntry], result: ProcessResult, run: _Run) -> None:
         """Feature records with their labels inline (no labels topic): one model row per usable record.
 
         The same decisions as :meth:`_ingest_joined` takes for these records, without the join: with no
@@ -299,69 +286,41 @@ class PartitionState:
         """
         if not entries:
             return
-        self.next_offsets[FEATURES] = entries[-1][2] + 1
+        self.next_offsets[FEATURES] = entries[-1].offset + 1
         result.consumed[FEATURES] = len(entries)
-        records, decoded = zip(*(payload for _, _, _, payload in entries), strict=True)
-        if (
-            Invalid not in set(map(type, decoded))
-            and self.schema.accepts_as_is([d.x for d in decoded])
-            and self._classes_admit([d.y for d in decoded], run)
-        ):
-            # the usual run: every record usable and conforming as it is, so whole columns at once
-            self.event_time = max(self.event_time, *(d.ts for d in decoded))
-            run.x[:] = [d.x for d in decoded]
-            run.y[:] = [d.y for d in decoded]
-            run.scores[:] = [(d.y, row) for row, d in enumerate(decoded) if d.y is not None]
-            run.published[:] = list(zip(range(len(decoded)), decoded, records, strict=True))
-            return
-        conform = self.schema.conform
-        event_time = self.event_time
-        xs, ys, published, scores = run.x, run.y, run.published, run.scores
-        for ts, _, _, (record, decoded) in entries:
-            if type(decoded) is Invalid:
-                self._dead_letter(result, FEATURES, record, decoded.reason)
+        # with no labels topic every entry is a feature record, decoded by decode_feature
+        decoded = cast(list[Feature | Invalid], [e.decoded for e in entries])
+        for entry, feat in zip(entries, decoded, strict=True):
+            record = entry.record
+            if isinstance(feat, Invalid):
+                self._dead_letter(result, FEATURES, record, feat.reason)
                 continue
-            if ts > event_time:
-                event_time = ts
-            x = conform(decoded.x)
-            if type(x) is str:
+            self.event_time = max(self.event_time, feat.ts)
+            x = self.schema.conform(feat.x)
+            if isinstance(x, str):
                 self._dead_letter(result, FEATURES, record, x)
                 continue
-            if decoded.y is not None and not run.admits(decoded.y):
+            if feat.y is not None and not run.admits(feat.y):
                 self._dead_letter(result, FEATURES, record, "too_many_classes")
                 continue
-            row = len(ys)
-            xs.append(x)
-            ys.append(decoded.y)
-            if decoded.y is not None:
-                scores.append((decoded.y, row))
-            published.append((row, decoded, record))
-        self.event_time = event_time
+            row = run.add(x, feat.y)
+            if feat.y is not None:
+                run.scores.append((feat.y, row))
+            run.published.append((row, feat, record))
 
-    def _classes_admit(self, ys: list[Any], run: _Run) -> bool:
-        """Whether every label of the run may be learned; if so their new classes are reserved."""
-        classes = run.classes
-        if classes is None:
-            return True
-        new = set(ys) - classes
-        new.discard(None)
-        if len(classes) + len(new) > run.max_classes:
-            return False
-        classes |= new
-        return True
-
-    def _ingest_joined(self, entries: list[Entry], result: ProcessResult, run: _Run) -> None:
+    def _ingest_joined(self, entries: list[MergeEntry], result: ProcessResult, run: _Run) -> None:
         """Records of both topics in merge order, joining labels to features by id."""
-        for ts, rank, offset, (record, decoded) in entries:
-            self.next_offsets[rank] = offset + 1
+        for entry in entries:
+            rank, record, decoded = entry.rank, entry.record, entry.decoded
+            self.next_offsets[rank] = entry.offset + 1
             result.consumed[rank] += 1
-            if ts > self.event_time and not isinstance(decoded, Invalid):
+            if entry.ts > self.event_time and not isinstance(decoded, Invalid):
                 # only usable records move the event clock: a bad record's time may be on another clock
-                self.event_time = ts
+                self.event_time = entry.ts
                 self._expire(result)
             if isinstance(decoded, Invalid):
                 self._dead_letter(result, rank, record, decoded.reason)
-            elif rank == FEATURES:
+            elif isinstance(decoded, Feature):  # the features topic's records decode to Features
                 self._on_feature(result, run, record, decoded)
             else:
                 self._on_label(result, run, record, decoded)
@@ -385,16 +344,14 @@ class PartitionState:
         elif feat.id in self.join.features:
             self._dead_letter(result, FEATURES, record, "duplicate_id")
             return
-        elif feat.id in self.join.labels and not run.admits(self.join.labels[feat.id].y):
-            label = self.join.labels.pop(feat.id)
-            self._dead_letter(
-                result, LABELS, Record(label.offset, label.ts, label.key, label.raw), "too_many_classes"
-            )
-            row = run.add(x, None)
-        elif feat.id in self.join.labels:
-            label = self.join.pop_label(feat.id)
-            row = run.add(x, label.y)
-            run.scores.append((label.y, row))
+        elif (label := self.join.pop_label(feat.id)) is not None:  # its label was waiting
+            if run.admits(label.y):
+                row = run.add(x, label.y)
+                run.scores.append((label.y, row))
+            else:
+                source = Record(label.offset, label.ts, label.key, label.raw)
+                self._dead_letter(result, LABELS, source, "too_many_classes")
+                row = run.add(x, None)
         else:
             row = run.add(x, None)
             entry = PendingFeature(feat.id, x, feat.ts, record.offset, row=row, size=len(record.value or b""))
@@ -444,36 +401,38 @@ class PartitionState:
         key, value, headers = fit_dead_letter(
             record.key, record.value or b"", headers, self.config.max_message_bytes
         )
-        result.dead_letters.append((Output(key, value, record.ts, headers), topic, reason))
+        result.dead_letters.append(DeadLetter(Output(key, value, record.ts, headers), topic, reason))
 
     # -- the model call -------------------------------------------------------------------------------
 
     def _execute(self, run: _Run, result: ProcessResult, now: float) -> None:
         if not run.y:
             return
-        classes_before = list(self.model.classes_) if self.classification else []
+        classes_before = list(classes_of(self.model)) if self.classification else []
         scores = self.model.predict_learn_many(run.x, run.y)
+        classes = classes_of(self.model) if self.classification else None
         known = None
-        if self.classification and len(self.model.classes_) > len(classes_before):
+        if classes is not None and len(classes) > len(classes_before):
             known = _known_classes(classes_before, run.y)
-        out = _Predictions(scores, self.model, self.config.task, known)
+        out = _Predictions(scores, classes, known)
         # model_version of row r: records learned before this call plus rows before r that carried a label
         learned_before = list(accumulate((y is not None for y in run.y), initial=self.trained))
         for entry in run.waiting:
+            assert entry.row is not None  # a waiting entry's row is in this run
             entry.prediction, entry.proba = out.labels[entry.row], out.pairs(entry.row)
             entry.row = None
         self._score(run, out)
         labels, published = out.labels, run.published
         probas = out.proba_dicts(published, self.config.proba_top_k) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
-        dumps = orjson.dumps
-        # b"%b" % copies each document into an object of its own size: a bytes object that orjson
-        # returns is allocated with room to spare, and keeping thousands of them alive until they are
-        # produced cost about 2.5 us each, against 0.2 us for the copy (measured, 2,000 per run)
-        values = [b"%b" % dumps(doc) for doc in docs]
-        new = tuple.__new__  # builds Output(...) without the NamedTuple's Python-level __new__
+        # b"%b" % copies each document into a bytes object of its own size. It buys memory, not time: a
+        # bytes object orjson returns keeps a 4 KiB buffer (tracemalloc: 4,097 bytes per 121-byte
+        # prediction, 162 with the copy), and a run, which may be as long as the merge queues (up to
+        # 100,000 records, 400 MB), keeps all of its predictions until they are produced. (The copy
+        # costs no time: 0.31 against 0.38 us per record, the core benchmark's predictions.)
+        values = [b"%b" % orjson.dumps(doc) for doc in docs]
         result.predictions = [
-            new(Output, (record.key, value, feat.ts, None))
+            Output(record.key, value, feat.ts)
             for (_, feat, record), value in zip(published, values, strict=True)
         ]
         room = self.config.max_message_bytes - FRAMING_BYTES
@@ -555,7 +514,9 @@ class PartitionState:
         return struct.pack(">I", len(head)) + head + zlib.compress(self.model.to_bytes(), 1)
 
     @classmethod
-    def from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
+    def from_bytes(
+        cls, blob: bytes, config: StateConfig, model_types: Mapping[str, ModelClass]
+    ) -> PartitionState:
         """Restore a state; raises ValueError when the blob does not fit ``config`` or is malformed."""
         try:
             return cls._from_bytes(blob, config, model_types)
@@ -563,7 +524,9 @@ class PartitionState:
             raise ValueError(f"malformed state: {type(exc).__name__}: {exc}") from None
 
     @classmethod
-    def _from_bytes(cls, blob: bytes, config: StateConfig, model_types: Mapping[str, Any]) -> PartitionState:
+    def _from_bytes(
+        cls, blob: bytes, config: StateConfig, model_types: Mapping[str, ModelClass]
+    ) -> PartitionState:
         header, model_blob = split_state(blob)
         if header.get("format") != STATE_FORMAT:
             raise ValueError(f"unsupported state format {header.get('format')!r}")

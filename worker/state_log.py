@@ -109,8 +109,8 @@ class Chunk(NamedTuple):
     epoch: int
     seq: int
     slot: int
-    index: int
-    count: int
+    part: int  # this chunk's number, from 0 (not `index`/`count`: a named tuple has methods of those names)
+    parts: int  # chunks of the state
     data: bytes
 
 
@@ -147,7 +147,7 @@ def encode_manifest(m: Manifest) -> bytes:
 
 def encode_chunk(c: Chunk) -> bytes:
     head = _HEAD.pack(MAGIC, FORMAT_VERSION, KIND_CHUNK, c.partition)
-    return head + _CHUNK.pack(c.epoch, c.seq, c.slot, c.index, c.count) + c.data
+    return head + _CHUNK.pack(c.epoch, c.seq, c.slot, c.part, c.parts) + c.data
 
 
 def decode(value: bytes) -> Claim | Manifest | Chunk:
@@ -175,7 +175,8 @@ def decode(value: bytes) -> Claim | Manifest | Chunk:
     if kind == KIND_CHUNK:
         if len(rest) < _CHUNK.size:
             raise StateLogError("chunk too short")
-        return Chunk(partition, *_CHUNK.unpack_from(rest), data=bytes(rest[_CHUNK.size :]))
+        epoch, seq, slot, part, parts = _CHUNK.unpack_from(rest)
+        return Chunk(partition, epoch, seq, slot, part, parts, bytes(rest[_CHUNK.size :]))
     raise StateLogError(f"unknown state record kind {kind}")
 
 
@@ -194,7 +195,7 @@ def _expected_key(record: Claim | Manifest | Chunk) -> bytes:
         return claim_key(record.partition, record.owner)
     if isinstance(record, Manifest):
         return manifest_key(record.partition, record.epoch, record.slot)
-    return chunk_key(record.partition, record.epoch, record.slot, record.index)
+    return chunk_key(record.partition, record.epoch, record.slot, record.part)
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -380,8 +381,8 @@ def select(partition: int, records: Iterable[LogRecord]) -> Selection:
             best, problem = _assemble(manifest, offset, chunks)
         if best is not None:
             break
-        key = manifest_key(partition, manifest.epoch, manifest.slot).decode()
-        skipped.append(Skipped(offset, key, problem or "unusable"))
+        name = manifest_key(partition, manifest.epoch, manifest.slot).decode()
+        skipped.append(Skipped(offset, name, problem or "unusable"))
     return Selection(partition, best, newest_epoch, claims, skipped, list(latest))
 
 
@@ -422,7 +423,7 @@ def _assemble(
         if found is None:
             return None, f"incomplete: chunk {i} of {manifest.chunks} missing"
         chunk_offset, chunk = found
-        if (chunk.seq, chunk.count) != (manifest.seq, manifest.chunks) or chunk_offset > offset:
+        if (chunk.seq, chunk.parts) != (manifest.seq, manifest.chunks) or chunk_offset > offset:
             return None, f"incomplete: chunk {i} of {manifest.chunks} belongs to another write"
         pieces.append(chunk.data)
     payload = b"".join(pieces)

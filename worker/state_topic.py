@@ -757,13 +757,13 @@ class StateTopic:
                 for message in batch:
                     if message.topic() != self.config.topic or message.partition() != partition:
                         continue
-                    error = message.error()
+                    error, offset = message.error(), message.offset()
                     if error is None:
-                        if message.offset() >= start:
-                            last = message.offset()
+                        if offset is not None and offset >= start:
+                            last = offset
                             yield LogRecord(last, message.key(), message.value())
                     elif error.code() == KafkaError._PARTITION_EOF:
-                        if message.offset() > at_least:
+                        if offset is not None and offset > at_least:
                             return
                     elif error.fatal() or not error.retriable():
                         raise StateTopicError(

@@ -245,10 +245,12 @@ class TransactionalCheckpointer(Checkpointer):
     def _confirm(self, staged: dict[int, Mirroring]) -> None:
         """After the commit: each staged state's ownership check and cleanup (a newer owner's claim
         before it makes the partition another worker's: :attr:`fenced`)."""
-        assert self.mirror is not None or not staged
+        mirror = self.mirror
+        assert mirror is not None or not staged
         for p, mirroring in staged.items():
+            assert mirror is not None  # (states are staged only with a mirror: checked above)
             try:
-                self.mirror.confirm(mirroring)  # type: ignore[union-attr]
+                mirror.confirm(mirroring)
             except StateTopicFenced as exc:
                 self.metrics.checkpoint_failures.labels(reason="fenced").inc()
                 self.fenced[p] = str(exc)

@@ -29,7 +29,8 @@ from worker.devtools.streams import RotatingHyperplane
 from worker.loop import _tune_gc
 from worker.merge import FEATURES
 from worker.model import new_model, preload
-from worker.state import PartitionState, Record, StateConfig
+from worker.state import PartitionState, StateConfig
+from worker.values import Record
 
 PARTITIONS = 4
 
@@ -74,10 +75,7 @@ def core(values: list[bytes], size: int, settings: WorkerSettings) -> float:
     offsets = [0] * PARTITIONS
     started = time.perf_counter()
     for p, indices in runs(len(values), size):
-        # built as the worker's loop builds them (tuple.__new__, see worker.partition.records_of)
-        records = [
-            tuple.__new__(Record, (offsets[p] + k, 1.7e9, b"k", values[i])) for k, i in enumerate(indices)
-        ]
+        records = [Record(offsets[p] + k, 1.7e9, b"k", values[i]) for k, i in enumerate(indices)]
         offsets[p] += len(records)
         states[p].process(states[p].decode(FEATURES, records), time.time())
     return time.perf_counter() - started

@@ -389,6 +389,9 @@ BAD_PARAMS = [
     ("lambda_", float("nan")),
     ("gamma", -1.0),
     ("gamma", float("nan")),
+    # an integer beyond the float range: numpy's isfinite raised a TypeError naming nothing
+    ("lambda_", 10**400),
+    ("gamma", 10**400),
     ("bins", 1),
     ("bins", 4097),
     ("warm_up", 0),
@@ -431,7 +434,7 @@ ESTIMATORS = [SGTClassifier, SGTRegressor, MILClassifier, BoostedClassifier, Boo
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: e.__name__)
-@pytest.mark.parametrize(("name", "value"), BAD_PARAMS, ids=[f"{n}={v}" for n, v in BAD_PARAMS])
+@pytest.mark.parametrize(("name", "value"), BAD_PARAMS, ids=[f"{n}={v!r:.12}" for n, v in BAD_PARAMS])
 def test_bad_hyperparameter_is_a_value_error_naming_it(estimator: type, name: str, value: Any) -> None:
     with pytest.raises(ValueError, match=name) as info:
         estimator(**{name: value})

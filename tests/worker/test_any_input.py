@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from sgt import SGTClassifier, SGTRegressor
 from sgt.registry import MODEL_TYPES
 from worker.merge import FEATURES, LABELS, Merger
-from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
-from worker.state import PartitionState, Record, StateConfig
+from worker.records import decode_feature, decode_label
+from worker.state import PartitionState, StateConfig
+from worker.values import Feature, Invalid, LabelRecord, Record
 
 MAX_BYTES = 400
 # every reason the core gives (model_error comes from the loop, after a model failure)

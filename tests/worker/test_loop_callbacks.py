@@ -15,7 +15,8 @@ from worker.config import load_settings
 from worker.delivery import DeliveryLatch, RunDelivery
 from worker.loop import Worker
 from worker.partition import Owned, set_partition_gauges, state_config, unseen
-from worker.state import PartitionState, Record
+from worker.state import PartitionState
+from worker.values import Record
 
 
 def _worker(ckpt: Path) -> Worker:
@@ -198,21 +199,26 @@ def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_a
 ) -> None:
     """Before, only the number of queued records (100,000) paused a topic, whatever their size."""
     from worker.merge import FEATURES, LABELS
+    from worker.values import Invalid, MergeEntry
 
     worker = _worker(tmp_path)
     worker.runtime.settings = worker.runtime.settings.replace(merge_max_bytes=1000)
     recorder = _PauseRecorder()
     worker.clients.consumer = recorder  # type: ignore[assignment]
     owned = worker.owned[0]
-    entries = [(float(i), FEATURES, i, None) for i in range(4)]
+
+    def entry(ts: float, rank: int, offset: int) -> MergeEntry:
+        return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
+
+    entries = [entry(float(i), FEATURES, i) for i in range(4)]
     owned.merger.push(FEATURES, entries[:2], [500, 500])
     worker.runtime.backpressure(0, owned)
     assert recorder.calls == [] and owned.merger.queued_bytes(FEATURES) == 1000
     owned.merger.push(FEATURES, entries[2:], [300, 300])
     worker.runtime.backpressure(0, owned)
     assert recorder.calls == [("pause", [("f", 0)])] and owned.paused == {FEATURES}
-    owned.merger.push(LABELS, [(1.5, LABELS, 0, None)], [10])  # the merge takes the records before it
-    assert [e[2] for e in owned.merger.pop_ready(labels_done=False, features_done=False)] == [0, 1, 0]
+    owned.merger.push(LABELS, [entry(1.5, LABELS, 0)], [10])  # the merge takes the records before it
+    assert [e.offset for e in owned.merger.pop_ready(labels_done=False, features_done=False)] == [0, 1, 0]
     assert owned.merger.queued_bytes(FEATURES) == 600
     worker.runtime.backpressure(0, owned)
     assert owned.paused == {FEATURES}  # above half of the bound still

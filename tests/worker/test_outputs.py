@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.outputs import FRAMING_BYTES, fit_dead_letter, prediction_bound
-from worker.state import PartitionState, Record, StateConfig
+from worker.state import PartitionState, StateConfig
+from worker.values import Record
 
 HEADERS = [
     ("reason", b"oversized"),

@@ -20,8 +20,8 @@ from worker.config import load_settings
 from worker.loop import Worker
 from worker.merge import FEATURES
 from worker.partition import AHEAD_GRACE_S
-from worker.state import Record
 from worker.state_topic import StateTopicFenced, StateWriteError
+from worker.values import Record
 
 
 class FakeMessage:
@@ -340,3 +340,37 @@ def test_nothing_the_worker_produces_is_refused_for_its_size(tmp_path: Path) -> 
     parsed = samples(worker.metrics.render().decode())
     reasons = ("oversized", "label_too_long", "prediction_too_large")
     assert [value(parsed, "sgt_invalid_records_total", topic="f", reason=r) for r in reasons] == [1, 1, 1]
+
+
+class _FailsOnThree(StubModel):
+    """Fails on the row with x0 == 3."""
+
+    def predict_learn_many(self, X: list[dict[str, Any]], y: list[Any]) -> Any:
+        if any(x.get("x0") == 3.0 for x in X):
+            raise ValueError("cannot learn this row")
+        return super().predict_learn_many(X, y)
+
+
+def test_records_past_the_replayed_range_in_the_same_batch_are_processed_after_a_model_failure(
+    tmp_path: Path,
+) -> None:
+    """After a model failure the partition replays one record per call up to where the failed run
+    ended (offset 3 is then dead-lettered as model_error). Before, when the batch being replayed
+    went on past that point, the next record raised TypeError (the bound, just cleared, was read
+    again) and the loop stopped."""
+    settings = load_settings({"checkpoint_dir": str(tmp_path), "features_topic": "f"}, env={})
+    worker = Worker(settings, model_factory=_FailsOnThree, model_registry={"_FailsOnThree": _FailsOnThree})
+    consumer, producer = FakeConsumer({"f": 0}), FakeProducer()
+    worker.clients.consumer, worker.clients.producer = consumer, producer  # type: ignore[assignment]
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    _feed(worker, consumer, range(0, 6))  # fails at offset 3: rewound, replayed one by one up to 6
+    assert worker.owned[0].careful_until == [6, 0] and consumer.seeks[-1] == ("f", 0, 0)
+    _feed(worker, consumer, range(0, 6))  # the replay: offset 3 fails alone, is marked, rewound again
+    assert worker.owned[0].poison == {(FEATURES, 3)} and worker.owned[0].careful_until == [6, 0]
+    _feed(worker, consumer, range(0, 10))  # the replay, with 4 new records in the same batch
+    owned = worker.owned[0]
+    assert owned.state.next_offsets == [10, 0] and owned.careful_until is None
+    predicted = [
+        orjson.loads(v)["offset"] for topic, v in producer.delivered if topic == settings.predictions_topic
+    ]
+    assert predicted[-9:] == [0, 1, 2, 4, 5, 6, 7, 8, 9]  # (0 to 2 went out before offset 3 failed, too)

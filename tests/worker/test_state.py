@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from tests.worker.stub_model import StubModel
 from worker.merge import FEATURES, LABELS, Merger
-from worker.state import STATE_FORMAT, PartitionState, Record, StateConfig
+from worker.state import STATE_FORMAT, PartitionState, StateConfig
+from worker.values import Record
 
 REGISTRY = {"StubModel": StubModel}
 
@@ -355,6 +356,17 @@ def test_a_joined_label_past_max_classes_is_dead_lettered_and_its_features_still
         ("labels", "too_many_classes")
     ] * 2
     assert len(result.predictions) == 4 and state.model.classes_ == ["x", "y"]
+
+
+def test_a_waiting_label_dead_lettered_past_max_classes_leaves_the_join_buffer_s_bytes() -> None:
+    """Before, the label left the buffer but its bytes stayed counted: the buffer's byte bound then
+    evicted labels early, and a restored buffer (which counts its entries again) disagreed."""
+    state = PartitionState(0, StubModel(), config(max_classes=1))
+    feats = [feature(0, "a", 0.0), feature(1, "b", 2.0)]
+    labels = [label(0, "a", 0.5, "x"), label(1, "b", 1.0, "y")]  # b's label waits for its features
+    result = run_all(state, feats, labels)
+    assert [reason for _, _, reason in result.dead_letters] == ["too_many_classes"]
+    assert not state.join.labels and state.join.label_bytes == 0
 
 
 def test_a_label_past_max_label_bytes_is_dead_lettered_as_label_too_long() -> None:

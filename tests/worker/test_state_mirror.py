@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from tests.worker.stub_model import StubModel
 from worker.merge import FEATURES, LABELS, Merger
-from worker.state import PartitionState, Record, StateConfig, state_header
+from worker.state import PartitionState, StateConfig, state_header
 from worker.state_mirror import newer, records_seen
+from worker.values import Record
 
 REGISTRY = {"StubModel": StubModel}
 CONFIG = StateConfig("classification", "labels", features_topic="features")

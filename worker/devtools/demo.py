@@ -174,7 +174,9 @@ def progress_line(worker: Worker, final: bool = False) -> str:
         error = state.prequential.recent_error
         shown = "  -  " if math.isnan(error) else f"{error:.3f}"
         model = state.model
-        ensemble = f" trees {model.n_trees} drifts {model.n_drifts}" if hasattr(model, "n_drifts") else ""
+        # an ensemble's trees and drifts (members the worker's model protocol does not require)
+        trees, drifts = getattr(model, "n_trees", None), getattr(model, "n_drifts", None)
+        ensemble = f" trees {trees} drifts {drifts}" if drifts is not None else ""
         parts.append(f"p{p}: {state.consumed[0]:>7} rec err {shown} nodes {model.n_nodes:>3}{ensemble}")
     head = "final " if final else time.strftime("%H:%M:%S ")
     return head + (" | ".join(parts) if parts else "waiting for partitions...")
