@@ -362,7 +362,12 @@ SETTINGS: tuple[Setting, ...] = (
         "constant; none = the model's default (linear for sgt, constant for boosted).",
         _optional_choice("linear", "constant"),
     ),
-    Setting("linear_lambda", 0.03, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
+    Setting(
+        "linear_lambda",
+        0.03,
+        "SGT: L2 regularisation of the linear leaves' weights (> 0, as the library requires).",
+        _float(0.0, open_low=True),
+    ),
     Setting(
         "proba",
         "blend",

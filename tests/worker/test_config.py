@@ -176,6 +176,8 @@ def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -
         {"delta": "0.999", "bins": "4096", "max_depth": "0", "task": "regression"},
         {"max_categories": "1"},
         {"max_categories": "65533", "task": "regression"},
+        {"linear_lambda": "1e-300", "leaf_model": "linear"},
+        {"linear_lambda": "1e-300", "leaf_model": "linear", "task": "regression"},
     ],
 )
 def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
@@ -185,6 +187,13 @@ def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
     model = new_model(settings)
     model.learn_one({"a": 1.0, "c": "x"}, 1)
     assert model.max_categories == settings.max_categories
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_a_linear_lambda_the_library_refuses_is_refused_by_name(task: str) -> None:
+    """linear_lambda = 0 passed the settings and then failed in the library, at the first assignment."""
+    with pytest.raises(ConfigError, match=r"setting linear_lambda .*expected a number > 0"):
+        load_settings({"linear_lambda": "0", "task": task}, env={})
 
 
 def test_models_bound_their_categories_by_default() -> None:
