@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,6 +195,19 @@ def test_a_linear_lambda_the_library_refuses_is_refused_by_name(task: str) -> No
     """linear_lambda = 0 passed the settings and then failed in the library, at the first assignment."""
     with pytest.raises(ConfigError, match=r"setting linear_lambda .*expected a number > 0"):
         load_settings({"linear_lambda": "0", "task": task}, env={})
+
+
+def test_n_members_the_library_refuses_is_refused_by_name() -> None:
+    """n_members = 100000 passed the settings and then failed in the library, at the first assignment."""
+    assert new_model_of({"model": "boosted", "n_members": "1000"}).n_members == 1000
+    with pytest.raises(ConfigError, match=r"setting n_members .*none or an integer >= 1 and <= 1000"):
+        load_settings({"model": "boosted", "n_members": "1001"}, env={})
+
+
+def new_model_of(flags: dict) -> Any:
+    from worker.model import new_model
+
+    return new_model(load_settings(flags, env={}))
 
 
 def test_models_bound_their_categories_by_default() -> None:
