@@ -23,7 +23,7 @@ from deploy_files import (
     metric_names,
 )
 
-# metrics with a partition label (docs/architecture.md): every query of them must honour $partition
+# metrics with a partition label (docs/operations.md): every query of them must honour $partition
 PARTITIONED = {
     "sgt_prequential_error",
     "sgt_prequential_log_loss",
