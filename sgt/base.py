@@ -16,12 +16,13 @@ strictly prequential: each record is predicted by the model that has learned eve
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
+from sgt.serialization import Saved, SerializationError, decode, encode, reading
 from sgt.tree import Layout, Params, Tree
 
 __all__ = ["DEFAULTS", "PAPER_DEFAULTS", "BaseSGT"]
@@ -265,23 +266,67 @@ class BaseSGT:
 
     # -- serialisation and export ------------------------------------------------------------
     def to_bytes(self) -> bytes:
-        """The model in sgt's safe binary format (versioned, checksummed, no pickle)."""
-        from sgt.serialization import dumps
+        """The model in sgt's safe binary format (versioned, checksummed, no pickle; sgt.serialization).
 
-        return dumps(self)
+        Header: the class name, `_saved_params`, records learned, the feature space, each tree's
+        counters and `_state_extra`; arrays: the space's ranges, each tree's (``t<k>.``), then
+        `_state_arrays` (``extra.``).
+        """
+        space, ranges = self._space.saved()
+        header: dict[str, Any] = {
+            "model": type(self).__name__,
+            "params": self._saved_params(),
+            "n_seen": self._n_seen,
+            "space": space,
+            "trees": [],
+            "extra": self._state_extra(),
+        }
+        arrays = [ranges]
+        for t, tree in enumerate(self._trees):
+            counters, tree_arrays = tree.saved(f"t{t}")
+            header["trees"].append(counters)
+            arrays += tree_arrays
+        arrays += [(f"extra.{name}", a) for name, a in self._state_arrays()]
+        return encode(header, arrays)
 
     @classmethod
     def from_bytes(cls, blob: bytes, loss: Any = None) -> Any:
         """Restore a model written by `to_bytes`; it behaves identically from then on.
 
-        Raises sgt.SerializationError for foreign, truncated or corrupted data, or another model type.
+        The data may hold this class or a subclass of it (`sgt.load` takes any model type). `loss`
+        supplies a custom (non built-in) loss. Raises sgt.SerializationError for foreign, truncated
+        or corrupted data, or another model type.
         """
-        from sgt.serialization import SerializationError, loads
+        saved = decode(blob)
+        kind = saved.header.get("model")
+        target = next((c for c in _with_subclasses(cls) if c.__name__ == kind), None)
+        if target is None:
+            raise SerializationError(f"the data holds a {kind}, not a {cls.__name__}")
+        return target.from_saved(saved, loss)
 
-        model = loads(blob, loss=loss)
-        if not isinstance(model, cls):
-            raise SerializationError(f"the data holds a {type(model).__name__}, not a {cls.__name__}")
-        return model
+    @classmethod
+    def from_saved(cls, saved: Saved, loss: Any = None) -> Any:
+        """The model of a decoded blob written by this class's `to_bytes` (see `from_bytes`)."""
+        with reading():
+            header, arrays = saved.header, saved.arrays
+            model = cls(**cls._params_from_saved(dict(header["params"]), loss))
+            model._space.load_saved(header["space"], arrays["space.ranges"], saved.version)
+            model._layout = Layout(model._space)
+            model._layout_revision = model._space.revision
+            model._trees = [
+                Tree.from_saved(model._params(), model._layout, f"t{t}", counters, arrays)
+                for t, counters in enumerate(header["trees"])
+            ]
+            model._n_seen = int(header["n_seen"])
+            model._restore_extra(header["extra"])
+            extra = {name[len("extra.") :]: a for name, a in arrays.items() if name.startswith("extra.")}
+            model._restore_arrays(header["extra"], extra)
+            return model
+
+    @classmethod
+    def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
+        """Constructor arguments from the saved parameters (the regressors resolve their loss)."""
+        return params
 
     def _state_extra(self) -> dict[str, Any]:
         """Estimator-specific state for serialisation (JSON-safe)."""
@@ -587,6 +632,13 @@ class BaseSGT:
             rows = first + np.flatnonzero(nodes[first:] == node)
             if rows.size:
                 nodes[rows], stopped[rows] = self._trees[t].route(codes[rows], start=nodes[rows])
+
+
+def _with_subclasses(cls: type) -> Iterator[type]:
+    """`cls` and every class derived from it, depth first."""
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _with_subclasses(sub)
 
 
 def _check_real(

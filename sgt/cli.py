@@ -2,8 +2,9 @@
 
 Every record is first predicted by the model as it stands and then learned, one pass over the file, and
 the cumulative and recent-window metrics of :class:`sgt.evaluation.Prequential` are reported as one JSON
-object on stdout. A progress bar goes to stderr when stderr is a terminal (or with ``--progress``), and
-``--plot FILE`` draws the learning curve (needs matplotlib, the ``plot`` extra).
+object on stdout. A progress bar (tqdm's, the ``progress`` extra) goes to stderr when stderr is a
+terminal (or with ``--progress``), and ``--plot FILE`` draws the learning curve (needs matplotlib, the
+``plot`` extra).
 
 Input formats (chosen by the file extension, or ``--format``):
 
@@ -302,33 +303,40 @@ def evaluate(
 
 @dataclass
 class _ProgressBar:
-    """A one-line progress bar on a text stream, redrawn at most every ``interval`` seconds."""
+    """The run's progress on a text stream, drawn by tqdm: share of the file read, time left, records,
+    their rate and the recent error."""
 
-    stream: IO[str]
-    total_bytes: int
+    bar: Any  # a tqdm instance over the bytes of the file
     counter: _ByteCounter
     started: float
-    interval: float = 0.1
-    width: int = 30
-    _last: float = 0.0
 
-    def update(self, metric: Prequential, read: int, force: bool = False) -> None:
-        now = time.perf_counter()
-        if not force and now - self._last < self.interval:
-            return
-        self._last = now
-        frac = min(1.0, self.counter.consumed / self.total_bytes) if self.total_bytes else 1.0
-        filled = round(frac * self.width)
-        rate = read / max(now - self.started, 1e-9)
+    @classmethod
+    def open(
+        cls, tqdm_class: type, stream: IO[str], total_bytes: int, counter: _ByteCounter, started: float
+    ) -> _ProgressBar:
+        bar = tqdm_class(
+            total=total_bytes, file=stream, unit="B", unit_scale=True, unit_divisor=1024, mininterval=0.1
+        )
+        return cls(bar, counter, started)
+
+    def update(self, metric: Prequential, read: int) -> None:
+        rate = read / max(time.perf_counter() - self.started, 1e-9)
         err = "-" if math.isnan(metric.recent_error) else f"{metric.recent_error:.4g}"
-        bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {frac:4.0%} {read:,} records {rate:,.0f}/s recent error {err}  ")
-        self.stream.flush()
+        self.bar.set_postfix_str(f"{read:,} records {rate:,.0f}/s recent error {err}", refresh=False)
+        self.bar.update(self.counter.consumed - self.bar.n)  # redraws at most every mininterval
 
     def close(self, metric: Prequential, read: int) -> None:
-        self.update(metric, read, force=True)
-        self.stream.write("\n")
-        self.stream.flush()
+        self.update(metric, read)
+        self.bar.close()  # the final state, then a newline
+
+
+def _load_tqdm() -> type | None:
+    """tqdm's progress bar class, or None when tqdm (the progress extra) is not installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
 
 
 def _load_figure_class() -> type | None:
@@ -432,10 +440,18 @@ def summarise(args: argparse.Namespace, model: Any, metric: Prequential, read: i
     return {k: _json_number(v) for k, v in out.items()}
 
 
-def run(args: argparse.Namespace, model: Any, stderr: IO[str], figure_class: type | None = None) -> dict:
+def run(
+    args: argparse.Namespace,
+    model: Any,
+    stderr: IO[str],
+    figure_class: type | None = None,
+    progress_class: type | None = None,
+) -> dict:
     """Evaluate ``model`` as the parsed arguments say; return the summary (InputError on bad records).
 
-    The learning curve is drawn with ``figure_class`` (matplotlib's Figure) when ``args.plot`` is set.
+    The learning curve is drawn with ``figure_class`` (matplotlib's Figure) when ``args.plot`` is set,
+    the progress with ``progress_class`` (tqdm's) when given and ``args.progress`` is set or ``stderr``
+    is a terminal.
     """
     metric = Prequential(args.task, args.window)
     reader = read_jsonl if _input_format(args) == "jsonl" else read_csv
@@ -444,8 +460,8 @@ def run(args: argparse.Namespace, model: Any, stderr: IO[str], figure_class: typ
         counter = _ByteCounter(args.file, f)
         started = time.perf_counter()
         bar = None
-        if args.progress or stderr.isatty():
-            bar = _ProgressBar(stderr, os.fstat(f.fileno()).st_size, counter, started)
+        if progress_class is not None and (args.progress or stderr.isatty()):
+            bar = _ProgressBar.open(progress_class, stderr, os.fstat(f.fileno()).st_size, counter, started)
         rows = reader(args.file, args.target, args.task, nominal, counter)
         curve, read = evaluate(args.file, rows, model, metric, args.batch_size, bar.update if bar else None)
         seconds = time.perf_counter() - started
@@ -471,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     figure_class = _load_figure_class() if args.plot else None
     if args.plot and figure_class is None:
         parser.error("--plot needs matplotlib; install the plot extra: pip install 'sgt-stream[plot]'")
+    progress_class = _load_tqdm()  # without it, no bar on a terminal; --progress asks for it
+    if args.progress and progress_class is None:
+        parser.error("--progress needs tqdm; install the progress extra: pip install 'sgt-stream[progress]'")
     if args.plot and not args.plot.parent.is_dir():  # found now, not after the whole run
         parser.error(f"--plot: no such directory: {args.plot.parent}")
     try:
@@ -478,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # bad hyperparameters: the library names the argument and the range
         parser.error(str(e))
     try:
-        summary = run(args, model, sys.stderr, figure_class)
+        summary = run(args, model, sys.stderr, figure_class, progress_class)
     except InputError as e:
         print(f"sgt-evaluate: error: {e}", file=sys.stderr)
         return 1

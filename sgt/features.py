@@ -46,6 +46,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgt.serialization import NamedArray, SerializationError
+
 __all__ = ["MISSING", "UNKNOWN", "FeatureSpace", "Regrid"]
 
 MISSING = 0
@@ -194,6 +196,40 @@ class FeatureSpace:
     def restore(self, snapshot: tuple[Any, ...]) -> None:
         self.revision, self.names, self.index, self.numeric, self.vocab = snapshot
         self._regrids = []
+
+    # -- saving --------------------------------------------------------------------------------
+    def saved(self) -> tuple[dict[str, Any], NamedArray]:
+        """The space's state for sgt's format: names, values seen and vocabularies, and the ranges.
+
+        The ranges are one [features, 2] array of (lo, hi), NaN for a nominal feature.
+        """
+        ranges = [[s.lo, s.hi] if s is not None else [np.nan, np.nan] for s in self.numeric]
+        state = {
+            "names": self.names,
+            "seen": [s.seen if s is not None else None for s in self.numeric],
+            "vocab": [list(v) if v is not None else None for v in self.vocab],
+        }
+        return state, ("space.ranges", np.array(ranges).reshape(-1, 2))
+
+    def load_saved(self, state: dict[str, Any], ranges: np.ndarray, version: int) -> None:
+        """Take in what `saved` wrote (into a space that knows no feature yet).
+
+        Formats before 3 froze each range after its warm-up instead of growing a grid.
+        """
+        names, seen, vocab = state["names"], state["seen"], state["vocab"]
+        if not (len(names) == len(seen) == len(vocab) == ranges.shape[0]):
+            raise SerializationError("feature space arrays disagree in length")
+        for j, name in enumerate(names):
+            self.index[name] = j
+            self.names.append(name)
+            if vocab[j] is None:
+                self.numeric.append(_Numeric(float(ranges[j, 0]), float(ranges[j, 1]), int(seen[j])))
+                self.vocab.append(None)
+            else:
+                self.numeric.append(None)
+                self.vocab.append({value: code for code, value in enumerate(vocab[j], start=1)})
+        if version < 3:
+            self.adopt_legacy_ranges()
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_one(self, x: Mapping[str, Any] | Sequence[Any] | np.ndarray, learn: bool) -> list[int]:

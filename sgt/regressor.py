@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT, _check_real
-from sgt.losses import Loss, SquaredError
+from sgt.losses import Loss, SquaredError, get_loss
+from sgt.serialization import SerializationError
 
 __all__ = ["SGTRegressor"]
 
@@ -95,6 +96,21 @@ class SGTRegressor(BaseSGT):
         params = super().get_params()
         params.update(loss=self.loss.name, base_score=self.base_score)
         return params
+
+    @classmethod
+    def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
+        """The saved loss name becomes the built-in loss of that name, or `loss` if it has that name."""
+        name = params.pop("loss")
+        if loss is not None:
+            if loss.name != name:
+                raise SerializationError(f"the model was trained with loss {name!r}, not {loss.name!r}")
+            return {**params, "loss": loss}
+        try:
+            return {**params, "loss": get_loss(name)}
+        except ValueError:
+            raise SerializationError(
+                f"the model uses the custom loss {name!r}: pass it as load(..., loss=...)"
+            ) from None
 
     def _state_extra(self) -> dict[str, Any]:
         return {"base": self._base_value}

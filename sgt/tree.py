@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
+from sgt.serialization import NamedArray, SerializationError, expect_shape
 from sgt.split import Candidate, best_nominal, best_numeric, f_test, null_candidate
 from sgt.stats import WIDTH, N, block_stats, merge
 
@@ -577,6 +578,179 @@ class Tree:
             + 20
         )
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+
+    # -- saving --------------------------------------------------------------------------------
+    # Only the live part of each array is written (no spare capacity, no stale pending rows). A
+    # leaf's split statistics are mostly empty bins, so they are stored sparsely from format 2 on:
+    # the flat indices of the (slot, column) rows that hold any non-zero bit and those rows; every
+    # other row is +0.0, which restores the same bits (1.9 MB instead of 17.8 MB for a 1,089-node
+    # model). Format 1 stored them densely; formats 1 and 2 had no per-slot block sizes (every
+    # block was a grace period).
+    def saved(self, prefix: str) -> tuple[dict[str, Any], list[NamedArray]]:
+        """The tree's counters and its arrays (named ``<prefix>.<array>``) for sgt's format."""
+        n, s = self.n_nodes, self.n_slots
+        counters = {
+            "n_nodes": n,
+            "n_slots": s,
+            "n_splits": self.n_splits,
+            "n_updates": self.n_updates,
+            "n_tables": len(self.tables),
+        }
+        pending = self.pending_n[:s]
+
+        def live(rows: np.ndarray) -> np.ndarray:  # each slot's pending rows, back to back
+            return np.concatenate([rows[k, : pending[k]] for k in range(s)])
+
+        out = [(f"{prefix}.{name}", getattr(self, name)[:n]) for name in NODE_ARRAYS]
+        out += [
+            (f"{prefix}.slot_node", self.slot_node[:s]),
+            *_sparse_stats(prefix, self.stats[:s]),
+            (f"{prefix}.total", self.total[:s]),
+            (f"{prefix}.pending_n", pending),
+            (f"{prefix}.block", self.block[:s]),
+            (
+                f"{prefix}.pending_codes",
+                np.concatenate([self.pending_codes[k, : pending[k]] for k in range(s)]),
+            ),
+            (f"{prefix}.pending_g", np.concatenate([self.pending_g[k, : pending[k]] for k in range(s)])),
+            (f"{prefix}.pending_h", np.concatenate([self.pending_h[k, : pending[k]] for k in range(s)])),
+        ]
+        out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(self.tables)]
+        if self.linear:
+            out.append((f"{prefix}.weights", self.weights[:n]))
+        return counters, out
+
+    @classmethod
+    def from_saved(
+        cls,
+        params: Params,
+        layout: Layout,
+        prefix: str,
+        counters: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+    ) -> Tree:
+        """The tree `saved` wrote, checked so that routing can walk it (SerializationError if not)."""
+        tree = cls(params, layout)
+        n, s = int(counters["n_nodes"]), int(counters["n_slots"])
+        for name in NODE_ARRAYS:
+            values = expect_shape(f"{prefix}.{name}", arrays[f"{prefix}.{name}"], (n,))
+            setattr(tree, name, values.astype(getattr(tree, name).dtype))
+        tree.n_nodes, tree.n_slots = n, s
+        tree.n_splits, tree.n_updates = int(counters["n_splits"]), int(counters["n_updates"])
+        tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
+        tree.stats = _dense_stats(prefix, arrays, s, layout.n_columns)
+        tree.total = arrays[f"{prefix}.total"].reshape(s, WIDTH)
+        tree._load_pending(prefix, arrays)
+        tree.tables = [
+            arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(counters["n_tables"]))
+        ]
+        if tree.linear:
+            tree.weights = np.zeros((n, layout.n_features))
+            if f"{prefix}.weights" in arrays:  # (absent: written with constant leaves)
+                weights = arrays[f"{prefix}.weights"]
+                if weights.shape != (n, layout.n_features):
+                    raise SerializationError(
+                        f"{prefix}: weights of shape {weights.shape}, not ({n}, {layout.n_features})"
+                    )
+                tree.weights = weights.astype(np.float64)
+        tree._mirror = None
+        _check_structure(prefix, tree)
+        return tree
+
+    def _load_pending(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
+        """The slots' block sizes and pending blocks, from `saved`'s arrays (after the slot count)."""
+        s, grace, n_features = self.n_slots, self.params.grace_period, self.layout.n_features
+        self.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
+        if f"{prefix}.block" in arrays:
+            self.block = arrays[f"{prefix}.block"].astype(np.int64).reshape(s)
+        else:  # formats 1 and 2: every block was a grace period
+            self.block = np.full(s, grace, dtype=np.int64)
+        if (self.block < 1).any() or (self.block > grace).any():
+            raise SerializationError(f"{prefix}: block sizes out of range")
+        if (self.pending_n < 0).any() or (self.pending_n >= self.block).any():
+            raise SerializationError(f"{prefix}: pending block sizes out of range")
+        # [pending instances, features], as written; checked as such rather than reshaped, because a
+        # tree that knows no features yet has zero columns, whose row count a reshape cannot infer
+        codes = arrays[f"{prefix}.pending_codes"]
+        g, h = arrays[f"{prefix}.pending_g"], arrays[f"{prefix}.pending_h"]
+        if codes.ndim != 2 or codes.shape[1] != n_features:
+            raise SerializationError(
+                f"{prefix}: pending codes have shape {codes.shape}, not [n, {n_features}]"
+            )
+        if not (codes.shape[0] == g.size == h.size == int(self.pending_n.sum())):
+            raise SerializationError(f"{prefix}: pending blocks disagree in size")
+        rows = min(grace, max(INITIAL_PENDING_ROWS, int(self.pending_n.max(initial=0))))
+        self.pending_codes = np.zeros((s, rows, n_features), dtype=codes.dtype)
+        self.pending_g = np.zeros((s, rows))
+        self.pending_h = np.zeros((s, rows))
+        ends = np.cumsum(self.pending_n)
+        for k in range(s):
+            size = int(self.pending_n[k])
+            block = slice(int(ends[k]) - size, int(ends[k]))
+            self.pending_codes[k, :size] = codes[block]
+            self.pending_g[k, :size] = g[block]
+            self.pending_h[k, :size] = h[block]
+
+
+def _sparse_stats(prefix: str, stats: np.ndarray) -> list[NamedArray]:
+    """The rows of `stats` (viewed as [rows, 6]) that hold any non-zero bit, and their flat indices.
+
+    Bitwise, so a -0.0 is kept and everything left out is exactly +0.0.
+    """
+    rows = np.ascontiguousarray(stats, dtype=np.float64).reshape(-1, WIDTH)
+    width = np.int32 if rows.shape[0] < 2**31 else np.int64  # 4 bytes an index whenever they fit
+    index = np.flatnonzero(rows.view(np.uint64).any(axis=1)).astype(width)
+    return [(f"{prefix}.stats_index", index), (f"{prefix}.stats_rows", rows[index])]
+
+
+def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], slots: int, columns: int) -> np.ndarray:
+    """The [slots, columns, 6] statistics of a tree from either format, checked against its layout."""
+    if f"{prefix}.stats" in arrays:  # format 1
+        return arrays[f"{prefix}.stats"].reshape(slots, columns, WIDTH)
+    index = arrays[f"{prefix}.stats_index"]
+    values = arrays[f"{prefix}.stats_rows"]
+    total = slots * columns
+    if index.ndim != 1 or values.shape != (index.size, WIDTH):
+        raise SerializationError(f"{prefix}: sparse statistics disagree in size")
+    if index.size and (index[0] < 0 or index[-1] >= total or (np.diff(index) <= 0).any()):
+        raise SerializationError(f"{prefix}: sparse statistics index out of order or range")
+    dense = np.zeros((total, WIDTH))
+    dense[index] = values
+    return dense.reshape(slots, columns, WIDTH)
+
+
+def _check_structure(prefix: str, tree: Tree) -> None:
+    """Reject structures that routing could not walk safely (corruption behind a valid checksum).
+
+    Children are always created after their parent, so every child id must exceed its parent's
+    and name it as parent: that rules out cycles. Missing values must go to one of the children.
+    """
+    n = tree.n_nodes
+    if n < 1 or tree.n_slots < 1:
+        raise SerializationError(f"{prefix}: empty tree")
+    for node in range(n):
+        feature = int(tree.feature[node])
+        if feature < 0:
+            slot = int(tree.slot[node])
+            if not 0 <= slot < tree.n_slots or int(tree.slot_node[slot]) != node:
+                raise SerializationError(f"{prefix}: leaf {node} has an invalid slot")
+            continue
+        if feature >= tree.layout.n_features:
+            raise SerializationError(f"{prefix}: node {node} splits on an unknown feature")
+        table = int(tree.table[node])
+        if table >= len(tree.tables):
+            raise SerializationError(f"{prefix}: node {node} names a missing category table")
+        if table >= 0:
+            children = [int(c) for c in tree.tables[table] if c >= 0]
+        else:
+            children = [int(tree.left[node]), int(tree.right[node])]
+        for child in children:
+            if not node < child < n or int(tree.parent[child]) != node:
+                raise SerializationError(f"{prefix}: node {node} has an invalid child {child}")
+        if int(tree.missing[node]) not in children:
+            raise SerializationError(
+                f"{prefix}: node {node} sends missing values to a node that is not its child"
+            )
 
 
 def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from kafka_util import FAST_CLIENT_SETTINGS
+
+from tests.kafka_util import FAST_CLIENT_SETTINGS
 
 __all__ = ["FAST_CLIENT_SETTINGS"]
-
-# pytest puts tests/ on sys.path for this file, and there tests/worker and tests/sgt (no __init__.py)
-# look like namespace packages `worker` and `sgt`. The editable install resolves packages only after
-# sys.path has been searched, so without the repository root on sys.path those empty namespaces would
-# shadow the real packages. A regular package anywhere on sys.path wins over namespace portions.
-_ROOT = str(Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)
 
 DOCKER_PING_TIMEOUT_S = 2
 
@@ -46,7 +37,7 @@ def _docker_kafka(stack: contextlib.ExitStack) -> str | None:
 
 
 def _tansu(stack: contextlib.ExitStack, log_path: os.PathLike[str]) -> str:
-    from worker.embedded_broker import start_tansu
+    from worker.devtools.embedded_broker import start_tansu
 
     return stack.enter_context(start_tansu(log_path=log_path)).bootstrap_servers
 
@@ -71,7 +62,7 @@ def topic_factory(kafka_bootstrap: str) -> Callable[..., dict[str, str]]:
     >>> topics["features"]                                # doctest: +SKIP
     'features-3f9c0a1b2c'
     """
-    from worker.embedded_broker import create_topics
+    from worker.devtools.embedded_broker import create_topics
 
     def make(partitions: int, *kinds: str) -> dict[str, str]:
         suffix = uuid.uuid4().hex[:10]

@@ -2,7 +2,7 @@
 
 Client settings tuned for tests (fast group joins, low latency, Java-compatible keyed partitioning),
 and three helpers that need no consumer group: `produce_records`, `read_all` and `end_offsets`.
-Tests import them as ``from kafka_util import ...`` (pytest puts ``tests/`` on ``sys.path``).
+Tests import them as ``from tests.kafka_util import ...``.
 """
 
 from __future__ import annotations

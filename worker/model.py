@@ -1,27 +1,19 @@
-"""The worker's models: which sgt class serves a task, built from the settings, restored by name.
+"""The worker's models: which sgt class serves a task, built from the settings.
 
-Only the classes listed in :func:`model_types` can be restored from a checkpoint: the checkpoint
-names the class and the worker looks it up here, never importing or evaluating anything it read.
+A checkpoint names its model's class and the worker restores it through sgt's registry
+(``sgt.registry.MODEL_TYPES``), never importing or evaluating anything it read.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from sgt.registry import MODEL_TYPES
 from worker.config import WorkerSettings
-
-
-def model_types() -> dict[str, Any]:
-    """Class name -> class, for the models a checkpoint may hold."""
-    from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
-
-    classes = (SGTClassifier, SGTRegressor, BoostedClassifier, BoostedRegressor)
-    return {cls.__name__: cls for cls in classes}
 
 
 def new_model(settings: WorkerSettings) -> Any:
     """A fresh model for the configured task and hyperparameters."""
-    types = model_types()
     kind = "Classifier" if settings.task == "classification" else "Regressor"
     ensemble: dict[str, Any] = {}
     if settings.model == "boosted":
@@ -32,7 +24,7 @@ def new_model(settings: WorkerSettings) -> Any:
         }
         if settings.n_members is not None:
             ensemble["n_members"] = settings.n_members
-    cls = types[("Boosted" if settings.model == "boosted" else "SGT") + kind]
+    cls = MODEL_TYPES[("Boosted" if settings.model == "boosted" else "SGT") + kind]
     leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
     if settings.model == "sgt" and settings.task == "classification":
         leaves["proba"] = settings.proba

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
+from sgt.registry import MODEL_TYPES
 from worker.checkpoint import CheckpointStore, Owner
 from worker.clients import Clients
 from worker.config import WorkerSettings
@@ -47,7 +48,7 @@ from worker.delivery import DeliveryLatch, RunDelivery
 from worker.logs import fields
 from worker.merge import FEATURES, LABELS, Entry, Merger
 from worker.metrics import WorkerMetrics
-from worker.model import model_types, new_model
+from worker.model import new_model
 from worker.records import Invalid
 from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
 
@@ -121,7 +122,7 @@ def load_state(
     :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
-    types = registry if registry is not None else model_types()
+    types = registry if registry is not None else MODEL_TYPES
 
     def parse(payload: bytes) -> PartitionState:
         state = PartitionState.from_bytes(payload, config, types)

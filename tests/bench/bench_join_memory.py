@@ -36,7 +36,7 @@ from confluent_kafka import Producer
 
 from tests.worker.worker_util import samples, value
 from worker.checkpoint import checkpoint_path, read_newest
-from worker.embedded_broker import create_topics, free_port, start_tansu
+from worker.devtools.embedded_broker import create_topics, free_port, start_tansu
 from worker.state import split_state
 
 REPO = Path(__file__).resolve().parents[2]

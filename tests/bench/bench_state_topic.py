@@ -33,10 +33,10 @@ import time
 import uuid
 
 from worker.config import load_settings
-from worker.embedded_broker import start_tansu
+from worker.devtools.embedded_broker import start_tansu
+from worker.devtools.streams import RotatingHyperplane
 from worker.model import new_model
 from worker.state import PartitionState, StateConfig
-from worker.streams import RotatingHyperplane
 
 CONFIG = StateConfig("classification", None)
 LEARN_BATCH = 10_000
@@ -57,16 +57,16 @@ def checkpoint_payload(records: int) -> bytes:
 def measure(
     bootstrap: str, records: int, writes: int, max_message_bytes: int, transactional: bool
 ) -> dict[str, float]:
-    from worker.model import model_types
+    from sgt.registry import MODEL_TYPES
     from worker.state_topic import StateTopic, StateTopicConfig, ensure_topic
 
     blob = checkpoint_payload(records)
-    state = PartitionState.from_bytes(blob, CONFIG, model_types())
+    state = PartitionState.from_bytes(blob, CONFIG, MODEL_TYPES)
     started = time.perf_counter()
     blob = state.to_bytes()
     to_bytes_s = time.perf_counter() - started
     started = time.perf_counter()
-    PartitionState.from_bytes(blob, CONFIG, model_types())
+    PartitionState.from_bytes(blob, CONFIG, MODEL_TYPES)
     from_bytes_s = time.perf_counter() - started
 
     def fresh_topic() -> StateTopicConfig:

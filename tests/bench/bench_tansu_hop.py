@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from worker.embedded_broker import create_topics, start_tansu
+from worker.devtools.embedded_broker import create_topics, start_tansu
 
 TOPIC = "hop"
 WINDOW_S = 5.0

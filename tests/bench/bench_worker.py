@@ -64,8 +64,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.bench.bench_worker_core import measure, stream
 from tests.worker.worker_util import topic_args
-from worker.embedded_broker import TansuBroker, create_topics, free_port, start_tansu
-from worker.produce import produce_stream
+from worker.devtools.embedded_broker import TansuBroker, create_topics, free_port, start_tansu
+from worker.devtools.produce import produce_stream
 
 SESSION_TIMEOUT_MS = 6000  # the tests' fast group settings; a join on Tansu takes about half of it
 HEARTBEAT_MS = 1000

@@ -23,12 +23,12 @@ import time
 import orjson
 
 from worker.config import load_settings
+from worker.devtools.produce import feature_record
+from worker.devtools.streams import RotatingHyperplane
 from worker.loop import _tune_gc
 from worker.merge import FEATURES
 from worker.model import new_model, preload
-from worker.produce import feature_record
 from worker.state import PartitionState, Record, StateConfig
-from worker.streams import RotatingHyperplane
 
 PARTITIONS = 4
 # the settings a worker runs with by default (the model's hyperparameters among them)

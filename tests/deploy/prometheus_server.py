@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from deploy_files import PROMETHEUS_CONFIG, WORKER_JOB
+
+from tests.deploy.deploy_files import PROMETHEUS_CONFIG, WORKER_JOB
 
 
 def free_port() -> int:

@@ -11,7 +11,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     COMPOSE,
     DASHBOARD,
     GRAFANA_DATASOURCES,
@@ -26,8 +27,8 @@ from deploy_files import (
     load_yaml,
     sgt_variables,
 )
-
-from worker.cli import build_parser
+from tests.deploy.dockerfile_model import parse_dockerfile
+from worker.cli import parse_args
 
 TOPIC_KINDS = ("features", "labels", "predictions", "dead-letters")
 TOPIC_SETTINGS = {
@@ -89,7 +90,7 @@ def test_every_long_running_service_has_a_healthcheck(services: dict[str, Any]) 
     for name in ("kafka", "prometheus", "grafana"):
         assert services[name]["healthcheck"]["test"], name
     # the worker inherits the image's HEALTHCHECK on /healthz (test_dockerfile.py runs it); the
-    # producer shares the image but serves no /healthz, so it must switch it off
+    # the producer serves no /healthz: it says so rather than inherit a check
     assert "healthcheck" not in services["worker"]
     assert services["producer"]["healthcheck"] == {"disable": True}
 
@@ -157,18 +158,20 @@ def test_stop_grace_period_covers_the_final_checkpoint(
 
 
 def test_images_are_built_from_the_repository_dockerfile(services: dict[str, Any]) -> None:
-    for name in ("worker", "producer"):
-        service = services[name]
-        assert service["build"] == {"context": ".", "dockerfile": "deploy/Dockerfile"}, name
-        assert service["image"] == services["worker"]["image"]
-    assert (REPO / "deploy" / "Dockerfile").is_file()
+    """The workers run the production image (the default target); the producer the dev tools image."""
+    source = {"context": ".", "dockerfile": "deploy/Dockerfile"}
+    assert services["worker"]["build"] == source
+    assert services["producer"]["build"] == {**source, "target": "tools"}
+    assert services["producer"]["image"] != services["worker"]["image"]
+    stages = [stage.name for stage in parse_dockerfile((REPO / "deploy" / "Dockerfile").read_text())]
+    assert "tools" in stages and stages[-1] != "tools"
 
 
 def test_producer_command_is_a_valid_produce_invocation_matching_the_topics(
     services: dict[str, Any], worker_env: dict[str, str]
 ) -> None:
     producer = services["producer"]
-    args = build_parser().parse_args([str(a) for a in producer["command"]])
+    args = parse_args([str(a) for a in producer["command"]])
     assert args.command == "produce"
     assert args.bootstrap_servers == worker_env["SGT_BOOTSTRAP_SERVERS"]
     assert args.features_topic == worker_env["SGT_FEATURES_TOPIC"]

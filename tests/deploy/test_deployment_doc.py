@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import re
 
-from deploy_files import COMPOSE, DEPLOY, DEPLOYMENT_DOC, REPO, compose_file, sgt_variables, threshold_rules
+from tests.deploy.deploy_files import (
+    COMPOSE,
+    DEPLOY,
+    DEPLOYMENT_DOC,
+    REPO,
+    compose_file,
+    sgt_variables,
+    threshold_rules,
+)
 
 
 def _doc() -> str:

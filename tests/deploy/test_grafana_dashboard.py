@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     DASHBOARD,
     GRAFANA_DATASOURCES,
     GRAFANA_PROVIDERS,

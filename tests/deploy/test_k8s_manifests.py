@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     DOCKERFILE,
     HEALTH_PATH,
     K8S_DIR,
@@ -22,8 +23,7 @@ from deploy_files import (
     load_yaml,
     sgt_variables,
 )
-from dockerfile_model import parse_dockerfile
-
+from tests.deploy.dockerfile_model import parse_dockerfile
 from worker.cli import build_parser
 
 

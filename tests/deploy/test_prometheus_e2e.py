@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     DASHBOARD,
     GRAFANA_INTERVALS,
     HEALTH_PATH,
@@ -36,8 +37,8 @@ from deploy_files import (
     metric_names,
     threshold_rules,
 )
-from kafka_util import produce_records
-from prometheus_server import PrometheusError, PrometheusServer, free_port
+from tests.deploy.prometheus_server import PrometheusError, PrometheusServer, free_port
+from tests.kafka_util import produce_records
 
 PARTITIONS = 2
 DATA_TIMEOUT_S = 120.0

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_files import (
+
+from tests.deploy.deploy_files import (
     DEPLOYMENT_DOC,
     PROMETHEUS_CONFIG,
     PROMETHEUS_K8S_CONFIG,

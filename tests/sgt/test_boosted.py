@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
 
 import sgt
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
 from sgt.boosted import DRIFT_PERIOD
+from tests.sgt.sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift)

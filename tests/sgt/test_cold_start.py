@@ -15,10 +15,10 @@ import itertools
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import threshold_stream
 
 from sgt import SGTClassifier, SGTRegressor, load
 from sgt.features import FeatureSpace
+from tests.sgt.sgt_testkit import threshold_stream
 
 PROPERTY = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

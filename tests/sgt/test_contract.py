@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sgt_testkit import as_dicts, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
 
 import sgt
 from sgt import (
@@ -29,6 +28,13 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
     losses,
+)
+from tests.sgt.sgt_testkit import (
+    as_dicts,
+    mixed_records,
+    multiclass_stream,
+    step_regression_stream,
+    threshold_stream,
 )
 
 # grace_start = grace_period: constant blocks, so that the update path is exercised (with young

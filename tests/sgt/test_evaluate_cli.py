@@ -179,6 +179,19 @@ def test_progress_bar_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 
+def test_progress_without_tqdm_names_the_extra_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # as if not installed
+    path = write_csv(tmp_path / "data.csv", classification_rows(300))
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path), "--target", "label", "--progress"])
+    assert exit_info.value.code == 2
+    assert "--progress needs tqdm; install the progress extra: pip install 'sgt-stream[progress]'" in (
+        capsys.readouterr().err
+    )
+
+
 def test_no_progress_bar_without_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     evaluate(capsys, write_csv(tmp_path / "data.csv", classification_rows(300)), "--target", "label")
     assert capsys.readouterr().err == ""

@@ -11,9 +11,15 @@ import re
 
 import numpy as np
 import pytest
-from sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
 
 from sgt import MILClassifier, SGTClassifier, SGTRegressor
+from tests.sgt.sgt_testkit import (
+    iter_nodes,
+    mixed_records,
+    multiclass_stream,
+    step_regression_stream,
+    threshold_stream,
+)
 
 # grace_start = grace_period: the memory tests measure a single leaf, whose first attempt is then at 100
 SMALL = {"grace_period": 100, "grace_start": 100, "warm_up": 100}

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sgt_testkit import iter_nodes, route, threshold_stream
 
 from sgt import SGTClassifier, SGTRegressor
 from sgt.base import ROW_BY_ROW_MAX
 from sgt.features import UNKNOWN
+from tests.sgt.sgt_testkit import iter_nodes, route, threshold_stream
 
 
 def _split_classifier(n: int = 3000, seed: int = 30, left_share: float = 0.5) -> SGTClassifier:

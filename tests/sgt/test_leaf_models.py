@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import mixed_records
 
 from sgt import SGTClassifier, SGTRegressor
+from tests.sgt.sgt_testkit import mixed_records
 
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N = 1500

@@ -17,9 +17,9 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import mixed_records, step_regression_stream, structure, threshold_stream
 
 from sgt import SGTClassifier, SGTRegressor
+from tests.sgt.sgt_testkit import mixed_records, step_regression_stream, structure, threshold_stream
 
 SMALL = {"grace_period": 40, "warm_up": 80}
 N = 1200

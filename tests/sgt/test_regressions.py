@@ -31,9 +31,16 @@ import math
 
 import numpy as np
 import pytest
-from sgt_testkit import accuracy, as_dicts, iter_nodes, iter_paths, proba_to_labels, threshold_stream
 
 from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
+from tests.sgt.sgt_testkit import (
+    accuracy,
+    as_dicts,
+    iter_nodes,
+    iter_paths,
+    proba_to_labels,
+    threshold_stream,
+)
 
 # The worked split vector: gradients per bin of one feature with 4 bins (h = 1 throughout).
 VECTOR_BINS = [[-1.2, -0.8], [-1.1, -0.9, -1.0], [0.9, 1.1], [1.3, 0.7, 1.0]]

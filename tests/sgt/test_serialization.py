@@ -24,10 +24,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import as_dicts, mixed_records, multiclass_stream, step_regression_stream, threshold_stream
 
 import sgt
 from sgt import MILClassifier, SerializationError, SGTClassifier, SGTRegressor, losses
+from tests.sgt.sgt_testkit import (
+    as_dicts,
+    mixed_records,
+    multiclass_stream,
+    step_regression_stream,
+    threshold_stream,
+)
 
 SMALL = {"grace_period": 50, "warm_up": 100}
 
@@ -363,9 +369,8 @@ def test_a_forged_header_is_refused(edit: Any) -> None:
 
 
 _TRAIN_AND_HASH = """
-import hashlib, sys
-sys.path.insert(0, sys.argv[1])
-from sgt_testkit import mixed_records
+import hashlib
+from tests.sgt.sgt_testkit import mixed_records
 from sgt import SGTClassifier
 records, labels = mixed_records(1500, seed=66)
 model = SGTClassifier(grace_period=50, warm_up=100)
@@ -376,13 +381,14 @@ print(hashlib.sha256(model.to_bytes()).hexdigest(), model.n_splits)
 
 def test_the_bytes_do_not_depend_on_the_process_hash_seed() -> None:
     """Checkpoints must be byte-identical across processes: no set or str-hash order may leak in."""
-    here = str(Path(__file__).parent)
+    root = Path(__file__).resolve().parents[2]  # `python -c` imports from its working directory
     digests = set()
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run(
-            [sys.executable, "-c", _TRAIN_AND_HASH, here],
+            [sys.executable, "-c", _TRAIN_AND_HASH],
             env=env,
+            cwd=root,
             capture_output=True,
             text=True,
             timeout=120,
@@ -499,3 +505,19 @@ def test_a_round_trip_at_any_point_continues_identically(
         ours, theirs = (m.predict_learn_many(records[cut:], targets[cut:]) for m in (model, restored))
         assert np.array_equal(ours, theirs, equal_nan=True)
     assert restored.to_bytes() == model.to_bytes()
+
+
+def test_the_registry_names_every_model_class_and_from_bytes_takes_a_subclass() -> None:
+    """One registry of model classes (the worker restores through it); a class reads its subclasses."""
+    assert dict(sgt.MODEL_TYPES) == {
+        cls.__name__: cls
+        for cls in (SGTClassifier, SGTRegressor, MILClassifier, sgt.BoostedClassifier, sgt.BoostedRegressor)
+    }
+    boosted = sgt.BoostedClassifier(n_members=2, grace_period=20, warm_up=20)
+    X, y = threshold_stream(200, seed=3)
+    boosted.learn_many(as_dicts(X), y.astype(int).tolist())
+    blob = boosted.to_bytes()
+    restored = SGTClassifier.from_bytes(blob)  # a BoostedClassifier is an SGTClassifier
+    assert type(restored) is sgt.BoostedClassifier and restored.to_bytes() == blob
+    with pytest.raises(SerializationError, match="the data holds a BoostedClassifier, not a SGTRegressor"):
+        SGTRegressor.from_bytes(blob)

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sgt_testkit import as_dicts, multiclass_stream, threshold_stream
 
 import sgt
 from sgt import SerializationError, SGTClassifier
 from sgt.smoothing import ALPHA_INIT, STEP
+from tests.sgt.sgt_testkit import as_dicts, multiclass_stream, threshold_stream
 
 DATA = Path(__file__).parent / "data"
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -295,7 +295,7 @@ def test_a_model_saved_before_smoothing_loads_and_goes_on_with_the_trees_probabi
 
 def _without_smoothing(blob: bytes) -> bytes:
     """The blob as the release before smoothing wrote it: no proba parameter, no smoothing state."""
-    from test_serialization import _pack, _unpack
+    from tests.sgt.test_serialization import _pack, _unpack
 
     version, header, payloads = _unpack(blob)
     header["params"].pop("proba", None)
@@ -321,7 +321,7 @@ def test_a_blob_without_smoothing_state_restores_as_the_trees_alone() -> None:
 
 
 def test_forged_smoothing_arrays_are_refused() -> None:
-    from test_serialization import _forge
+    from tests.sgt.test_serialization import _forge
 
     model = _one_split("blend")
     blob = model.to_bytes()

@@ -9,7 +9,9 @@ import math
 
 import numpy as np
 import pytest
-from sgt_testkit import (
+
+from sgt import MILClassifier, SGTClassifier, SGTRegressor, losses
+from tests.sgt.sgt_testkit import (
     accuracy,
     as_dicts,
     multiclass_stream,
@@ -18,8 +20,6 @@ from sgt_testkit import (
     structure,
     threshold_stream,
 )
-
-from sgt import MILClassifier, SGTClassifier, SGTRegressor, losses
 
 # constant leaves: these tests pin the paper's trees (with linear leaves the step function below takes
 # 31 splits instead of 3 to 8, as the linear terms absorb part of each step)

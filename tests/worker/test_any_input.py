@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgt import SGTClassifier, SGTRegressor
+from sgt.registry import MODEL_TYPES
 from worker.merge import FEATURES, LABELS, Merger
-from worker.model import model_types
 from worker.records import Feature, Invalid, LabelRecord, decode_feature, decode_label
 from worker.state import PartitionState, Record, StateConfig
 
@@ -151,4 +151,4 @@ def test_any_records_are_each_predicted_or_dead_lettered_as_they_came(
     dead_labels = sum(topic == "labels" for _, topic, _ in dead)
     assert dead_labels + (state.trained - inline) + len(state.join.labels) == len(streams[LABELS])
     blob = state.to_bytes()
-    assert PartitionState.from_bytes(blob, config, model_types()).to_bytes() == blob
+    assert PartitionState.from_bytes(blob, config, MODEL_TYPES).to_bytes() == blob

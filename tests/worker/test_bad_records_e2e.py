@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from kafka_util import produce_records, read_all
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     samples,
@@ -30,8 +31,7 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     wait_for,
     worker_args,
 )
-
-from worker.embedded_broker import create_topics, free_port
+from worker.devtools.embedded_broker import create_topics, free_port
 
 PARTITIONS = 2
 GOOD_PER_PARTITION = 300

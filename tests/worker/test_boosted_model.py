@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from worker_util import samples, value
 
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
+from sgt.registry import MODEL_TYPES
+from tests.worker.worker_util import samples, value
 from worker.config import ConfigError, load_settings
 from worker.metrics import WorkerMetrics
-from worker.model import model_types, new_model
+from worker.model import new_model
 from worker.partition import state_config
 from worker.state import PartitionState
 
@@ -55,7 +56,7 @@ def test_a_partition_state_with_the_ensemble_restores_exactly() -> None:
     model.learn_many(X, (X[:, 0] > 0.5).astype(int))
     state = PartitionState(0, model, state_config(settings))
     blob = state.to_bytes()
-    restored = PartitionState.from_bytes(blob, state_config(settings), model_types())
+    restored = PartitionState.from_bytes(blob, state_config(settings), MODEL_TYPES)
     assert type(restored.model) is BoostedClassifier
     assert restored.to_bytes() == blob
 

@@ -24,18 +24,18 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from kafka_util import produce_records, read_all
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+
+from sgt import SGTClassifier
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     start_worker_fixture,  # noqa: F401
     wait_for,
     worker_args,
 )
-
-from sgt import SGTClassifier
 from worker.checkpoint import Owner, checkpoint_path, read_owned
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 from worker.state import split_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "legacy-v1" / "partition-0000.ckpt"

@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from kafka_util import produce_records, read_all
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     offline_classification,
@@ -32,9 +33,8 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     wait_for,
     worker_args,
 )
-
 from worker.checkpoint import checkpoint_path, previous_path, read_file
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 
 PARTITIONS = 4
 N = 4000
@@ -250,7 +250,7 @@ def test_a_corrupt_newest_checkpoint_is_detected_and_the_previous_one_used(
 
 
 def _free_port() -> int:
-    from worker.embedded_broker import free_port
+    from worker.devtools.embedded_broker import free_port
 
     return free_port()
 

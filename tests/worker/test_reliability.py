@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
-from stub_model import StubModel
-from worker_util import samples, value
 
+from tests.worker.stub_model import StubModel
+from tests.worker.worker_util import samples, value
 from worker import checkpoint
 from worker.config import load_settings
 from worker.loop import Worker

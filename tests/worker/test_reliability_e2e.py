@@ -18,13 +18,20 @@ from pathlib import Path
 import orjson
 import pytest
 from confluent_kafka import Producer
-from fault_proxy import FaultProxy
-from kafka_util import produce_records, read_all
-from worker_util import WorkerProcess, samples, start_worker_fixture, value, wait_for, worker_args
 
+from tests.kafka_util import produce_records, read_all
+from tests.worker.fault_proxy import FaultProxy
+from tests.worker.worker_util import (
+    WorkerProcess,
+    samples,
+    start_worker_fixture,
+    value,
+    wait_for,
+    worker_args,
+)
 from worker import checkpoint
 from worker.config import WorkerSettings, load_settings
-from worker.embedded_broker import broker_binary, create_topics, free_port, start_tansu
+from worker.devtools.embedded_broker import broker_binary, create_topics, free_port, start_tansu
 from worker.loop import Worker
 from worker.partition import load_state
 

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stub_model import StubModel
 
+from tests.worker.stub_model import StubModel
 from worker.merge import FEATURES, LABELS, Merger
 from worker.state import STATE_FORMAT, PartitionState, Record, StateConfig
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_util import produce_records, read_all
 
+from tests.kafka_util import produce_records, read_all
 from worker import state_log
 from worker.state_topic import (
     HEADROOM_BYTES,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import worker.streams as streams_module
-from worker.streams import (
+import worker.devtools.streams as streams_module
+from worker.devtools.streams import (
     DEMO_STREAM,
     SEA,
     STREAMS,

@@ -12,13 +12,13 @@ from pathlib import Path
 import orjson
 import pytest
 from confluent_kafka import Consumer
-from kafka_util import produce_records, read_all
-from stub_model import StubModel
-from worker_util import samples, value, wait_for
 
+from tests.kafka_util import produce_records, read_all
+from tests.worker.stub_model import StubModel
+from tests.worker.worker_util import samples, value, wait_for
 from worker.clients import consumer_config
 from worker.config import WorkerSettings, load_settings
-from worker.embedded_broker import create_topics
+from worker.devtools.embedded_broker import create_topics
 from worker.loop import Worker
 
 

