@@ -461,6 +461,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         Tolerated rise of the error rate before it counts towards the alarm. Default 0.02.
     seed
         Seed of the bagging weights.
+    leaf_model
+        As for SGTClassifier, default "linear". Measured against constant leaves (20,000 records;
+        RBF-5 10,000): rotating hyperplane 88.7% against 84.3%, Agrawal 96.2% against 96.2%, SEA
+        86.7% against 87.1%, RBF-5 71.1% against 72.1%; about 1.5 times the time per record.
 
     The other parameters are SGTClassifier's and apply to every tree.
 
@@ -501,7 +505,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         nominal: Sequence[str] = (),
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "constant",
+        leaf_model: str = "linear",
         linear_lambda: float = 0.03,
     ) -> None:
         SGTClassifier.__init__(

@@ -364,7 +364,7 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (linear for sgt, constant for boosted).",
+        "constant; none = the model's default (constant for boosted regression, else linear).",
         _optional_choice("linear", "constant"),
     ),
     Setting(

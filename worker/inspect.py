@@ -22,7 +22,6 @@ from typing import Any, TextIO
 import orjson
 
 from sgt.evaluation import Prequential
-from sgt.export import to_text
 from sgt.registry import MODEL_TYPES
 from worker import checkpoint
 from worker.state import split_state
@@ -79,7 +78,7 @@ def summarize(
         },
     }
     if tree:
-        summary["tree_text"] = to_text(model)
+        summary["tree_text"] = model.to_text()  # an ensemble's own: its settings, then each member's trees
     return summary
 
 

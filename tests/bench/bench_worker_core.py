@@ -11,7 +11,8 @@ without the broker's share of this 2-CPU machine, so an A/B of a change belongs 
 
 Run from the repository root::
 
-    .venv/bin/python -m tests.bench.bench_worker_core            # 200,000 records, 3 rounds
+    .venv/bin/python -m tests.bench.bench_worker_core                    # 200,000 records, 3 rounds
+    .venv/bin/python -m tests.bench.bench_worker_core --model boosted    # the boosted ensemble
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 
 import orjson
 
-from worker.config import load_settings
+from worker.config import WorkerSettings, load_settings
 from worker.devtools.produce import feature_record
 from worker.devtools.streams import RotatingHyperplane
 from worker.loop import _tune_gc
@@ -31,18 +32,23 @@ from worker.model import new_model, preload
 from worker.state import PartitionState, Record, StateConfig
 
 PARTITIONS = 4
-# the settings a worker runs with by default (the model's hyperparameters among them)
-SETTINGS = load_settings(
-    {
-        "bootstrap_servers": "127.0.0.1:9",
-        "group_id": "bench",
-        "features_topic": "features",
-        "predictions_topic": "predictions",
-        "dead_letter_topic": "dead",
-        "checkpoint_dir": "/nonexistent",
-    },
-    env={},
-)
+
+
+def settings(model: str | None = None) -> WorkerSettings:
+    """The settings a worker runs with by default (the model's hyperparameters among them), or with
+    ``model`` (``sgt`` or ``boosted``) in place of the default model."""
+    return load_settings(
+        {
+            "bootstrap_servers": "127.0.0.1:9",
+            "group_id": "bench",
+            "features_topic": "features",
+            "predictions_topic": "predictions",
+            "dead_letter_topic": "dead",
+            "checkpoint_dir": "/nonexistent",
+            **({} if model is None else {"model": model}),
+        },
+        env={},
+    )
 
 
 def stream() -> RotatingHyperplane:
@@ -61,10 +67,10 @@ def runs(n: int, size: int) -> list[tuple[int, range]]:
     return [((start // size) % PARTITIONS, range(start, min(start + size, n))) for start in range(0, n, size)]
 
 
-def core(values: list[bytes], size: int) -> float:
+def core(values: list[bytes], size: int, settings: WorkerSettings) -> float:
     """Seconds to decode and process every record through fresh partition states."""
     config = StateConfig("classification", None, features_topic="features")
-    states = [PartitionState(p, new_model(SETTINGS), config) for p in range(PARTITIONS)]
+    states = [PartitionState(p, new_model(settings), config) for p in range(PARTITIONS)]
     offsets = [0] * PARTITIONS
     started = time.perf_counter()
     for p, indices in runs(len(values), size):
@@ -77,26 +83,30 @@ def core(values: list[bytes], size: int) -> float:
     return time.perf_counter() - started
 
 
-def model_alone(values: list[bytes], size: int) -> float:
+def model_alone(values: list[bytes], size: int, settings: WorkerSettings) -> float:
     """Seconds for the same models to predict and learn the same rows (already decoded) alone."""
     docs = [orjson.loads(v) for v in values]
     xs, ys = [d["x"] for d in docs], [d["y"] for d in docs]
-    models = [new_model(SETTINGS) for _ in range(PARTITIONS)]
+    models = [new_model(settings) for _ in range(PARTITIONS)]
     started = time.perf_counter()
     for p, indices in runs(len(values), size):
         models[p].predict_learn_many(xs[indices.start : indices.stop], ys[indices.start : indices.stop])
     return time.perf_counter() - started
 
 
-def measure(records: int, run: int, rounds: int) -> dict[str, list[float]]:
-    """Seconds of each round for ``core`` and ``model``, alternating, after the worker's own set-up."""
+def measure(
+    records: int, run: int, rounds: int, chosen: WorkerSettings | None = None
+) -> dict[str, list[float]]:
+    """Seconds of each round for ``core`` and ``model``, alternating, after the worker's own set-up,
+    with the ``chosen`` settings (default: the worker's)."""
+    chosen = chosen or settings()
     values = encoded_records(records)
     _tune_gc()  # as the worker does before its loop
     preload()
     seconds: dict[str, list[float]] = {"core": [], "model": []}
     for _ in range(rounds):  # alternate, so that the machine's drift hits both alike
-        seconds["core"].append(core(values, run))
-        seconds["model"].append(model_alone(values, run))
+        seconds["core"].append(core(values, run, chosen))
+        seconds["model"].append(model_alone(values, run, chosen))
     return seconds
 
 
@@ -107,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--run", type=int, default=2000, help="records per process() call (default 2,000)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--model", choices=("sgt", "boosted"), help="the model (default: the worker's)")
     args = parser.parse_args(argv)
-    seconds = measure(args.records, args.run, args.rounds)
+    chosen = settings(args.model)
+    seconds = measure(args.records, args.run, args.rounds, chosen)
     rates: dict[str, float] = {}
-    print(f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds")
+    print(
+        f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, "
+        f"model {chosen.model}"
+    )
     for name, label in (
         ("model", "sgt predict_learn_many alone"),
         ("core", "worker core (decode + process)"),

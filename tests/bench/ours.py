@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt import PAPER_DEFAULTS, SGTClassifier, SGTRegressor
+from sgt import PAPER_DEFAULTS, BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -50,6 +50,27 @@ class Variant:
 VARIANTS: tuple[Variant, ...] = (
     Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
     Variant("ours-paper", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **PAPER_DEFAULTS)),
+)
+
+
+def boosted(**params: Any) -> Callable[[StreamSpec], Any]:
+    """A factory of the boosted ensemble (classifier or regressor by the stream's task) with ``params``."""
+    return lambda spec: by_task(spec, BoostedClassifier, BoostedRegressor, **params)
+
+
+# the boosted ensemble: its defaults, then one change each
+VARIANTS += (
+    Variant("ours-boosted", boosted()),
+    Variant("ours-boosted-constant", boosted(leaf_model="constant")),
+    Variant("ours-boosted-linear", boosted(leaf_model="linear")),
+    Variant("ours-boosted-5", boosted(n_members=5)),
+    Variant("ours-boosted-20", boosted(n_members=20)),
+    Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),
+    Variant("ours-boosted-lr1", boosted(learning_rate=1.0)),
+    Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
+    Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
+    Variant("ours-boosted-drift25", boosted(drift_threshold=25.0)),
+    Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
 )
 
 

@@ -40,6 +40,8 @@ PARTITIONED = {
     "sgt_join_pending",
     "sgt_model_bytes",
     "sgt_model_version",
+    "sgt_drifts_total",
+    "sgt_model_trees",
 }
 
 # what the dashboard must show: a metric, and a fragment the query must contain
@@ -58,6 +60,8 @@ REQUIRED = {
     "checkpoint duration": ("sgt_checkpoint_seconds", "histogram_quantile("),
     "dead-letter rate by reason": ("sgt_invalid_records_total", "reason"),
     "prediction latency": ("sgt_prediction_latency_seconds", "histogram_quantile("),
+    "drifts answered per second": ("sgt_drifts_total", "rate("),
+    "ensemble size": ("sgt_model_trees", ""),
 }
 
 

@@ -147,6 +147,56 @@ def test_a_round_trip_at_any_point_continues_byte_for_byte(at: int, kind: str) -
     assert restored.to_bytes() == expected
 
 
+LINEAR = {**SMALL, "leaf_model": "linear"}
+
+
+@functools.cache
+def _linear_loops() -> dict[str, tuple[bytes, list]]:
+    """One record at a time with linear-leaf members: the classifier's and the regressor's."""
+    classifier, regressor = BoostedClassifier(**LINEAR), BoostedRegressor(**LINEAR)
+    proba, predictions = [], []
+    for x, y in zip(_RECORDS, _LABELS, strict=True):
+        proba.append(classifier.predict_proba_one(x))
+        classifier.learn_one(x, y)
+    for x, y in zip(_XR, _YR, strict=True):
+        predictions.append(regressor.predict_one(x))
+        regressor.learn_one(x, y)
+    return {"classifier": (classifier.to_bytes(), proba), "regressor": (regressor.to_bytes(), predictions)}
+
+
+def test_linear_leaf_members_learn_and_drift() -> None:
+    classifier, regressor = (sgt.load(_linear_loops()[kind][0]) for kind in ("classifier", "regressor"))
+    for model in (classifier, regressor):
+        assert model.leaf_model == "linear" and model.n_splits > 0
+    assert regressor.n_drifts > 0  # (the classifier's linear leaves absorb its flip without a drift)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_linear_leaf_members_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    classifier, regressor = BoostedClassifier(**LINEAR), BoostedRegressor(**LINEAR)
+    rows, values = [], []
+    for part in batches(N, cuts):
+        P = classifier.predict_learn_many(_RECORDS[part], _LABELS[part])
+        rows.extend((P[i], list(classifier.classes_)) for i in range(P.shape[0]))
+        values.extend(regressor.predict_learn_many(_XR[part], _YR[part]).tolist())
+    expected_classifier, loop_proba = _linear_loops()["classifier"]
+    expected_regressor, loop_values = _linear_loops()["regressor"]
+    assert classifier.to_bytes() == expected_classifier and regressor.to_bytes() == expected_regressor
+    assert values == loop_values
+    for (row, classes), expected in zip(rows, loop_proba, strict=True):
+        assert {c: row[j] for j, c in enumerate(classes) if c in expected or row[j] != 0.0} == expected
+    for make, X, y, expected in (
+        (BoostedClassifier, _RECORDS, _LABELS, expected_classifier),
+        (BoostedRegressor, _XR, _YR, expected_regressor),
+    ):
+        model = make(**LINEAR)
+        model.learn_many(X[:at], y[:at])
+        restored = make.from_bytes(model.to_bytes())
+        restored.learn_many(X[at:], y[at:])
+        assert restored.to_bytes() == expected
+
+
 def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
     model = BoostedRegressor(**SMALL)
     model.learn_many(_XR, _YR)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sgt import SGTClassifier
+from sgt import BoostedClassifier, SGTClassifier
 from worker.checkpoint import Owner, checkpoint_path, previous_path, write_checkpoint
 from worker.devtools.embedded_broker import free_port
 from worker.state import PartitionState, StateConfig
@@ -57,6 +57,29 @@ def test_inspect_directory_file_and_tree(tmp_path: Path) -> None:
     )
     assert json.loads(single.stdout)["partition"] == 0
     assert "# partition 0" in single.stderr and re.search(r"[<>=]", single.stderr)
+
+
+def test_inspect_summarizes_a_boosted_checkpoint_with_every_members_trees(tmp_path: Path) -> None:
+    state = PartitionState(
+        0, BoostedClassifier(grace_period=20, warm_up=50), StateConfig("classification", None)
+    )
+    for i in range(300):
+        state.model.learn_one({"a": float(i % 13), "b": float(i % 7)}, int(i % 13 > 6))
+    write_checkpoint(tmp_path, 0, state.to_bytes(), OWNER)
+    out = subprocess.run(
+        [*CMD, "inspect", str(checkpoint_path(tmp_path, 0)), "--tree"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["model_type"] == "BoostedClassifier"
+    assert summary["model_sha256"] == hashlib.sha256(state.model.to_bytes()).hexdigest()
+    assert summary["tree"]["nodes"] == state.model.n_nodes > state.model.n_trees == 10
+    assert summary["tree"]["n_seen"] == 300
+    assert "BoostedClassifier: 10 members" in out.stderr
+    assert all(f"member {m} tree 0" in out.stderr for m in range(10))
 
 
 def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
@@ -164,6 +187,7 @@ def test_run_refuses_a_checkpoint_dir_it_cannot_write_before_connecting(
         ("--metrics-port", "70000", "--metrics-port must be in 0..65535"),
         ("--label-delay", "-2", "--label-delay must be >= 0 seconds"),
         ("--checkpoint-dir", "/dev/null/ck", "cannot write checkpoints to /dev/null/ck: Not a directory"),
+        ("--model", "forest", "error: argument --model: invalid choice: 'forest'"),
     ],
 )
 def test_demo_refuses_bad_options_before_starting_anything(option: str, value: str, message: str) -> None:
@@ -174,7 +198,8 @@ def test_demo_refuses_bad_options_before_starting_anything(option: str, value: s
 
 @pytest.mark.kafka  # starts its own embedded broker
 @pytest.mark.timeout(120)
-def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", [None, "boosted"])
+def test_demo_runs_and_stops_after_its_duration(tmp_path: Path, model: str | None) -> None:
     out = subprocess.run(
         [
             *CMD,
@@ -187,6 +212,7 @@ def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
             "500",
             "--checkpoint-dir",
             str(tmp_path),
+            *(["--model", model] if model else []),
         ],
         capture_output=True,
         text=True,
@@ -197,6 +223,13 @@ def test_demo_runs_and_stops_after_its_duration(tmp_path: Path) -> None:
     assert final and all(f"p{p}:" in final[0] for p in range(4)), out.stdout[-1000:]
     assert re.search(r"p0: +[1-9]\d* rec err", final[0])
     assert len(list(tmp_path.glob("partition-*.ckpt"))) == 4
+    if model == "boosted":
+        assert re.search(r"p0: .* trees 10 drifts \d+", final[0]), final[0]
+        inspected = subprocess.run(
+            [*CMD, "inspect", str(tmp_path)], capture_output=True, text=True, timeout=60
+        )
+        assert inspected.returncode == 0, inspected.stderr
+        assert {s["model_type"] for s in json.loads(inspected.stdout)} == {"BoostedClassifier"}
 
 
 # ---------------------------------------------------------------------- without the optional parts

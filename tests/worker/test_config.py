@@ -260,8 +260,9 @@ def test_model_defaults_are_the_librarys() -> None:
             {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
             {"leaf_model": "constant", "proba": "hgs", "grace_start": 50},
         ),
-        ({"model": "boosted"}, {"leaf_model": "constant", "grace_start": 10}),
-        ({"model": "boosted", "leaf_model": "linear"}, {"leaf_model": "linear"}),
+        ({"model": "boosted"}, {"leaf_model": "linear", "grace_start": 10}),
+        ({"model": "boosted", "task": "regression"}, {"leaf_model": "constant"}),
+        ({"model": "boosted", "leaf_model": "constant"}, {"leaf_model": "constant"}),
     ],
 )
 def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> None:

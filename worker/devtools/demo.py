@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--stream", choices=sorted(STREAMS), default=DEMO_STREAM, help="Synthetic stream.")
     parser.add_argument(
+        "--model",
+        choices=("sgt", "boosted"),
+        default=None,
+        help="Model of each partition (default: the worker's, see the 'model' setting).",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, default=8000, help="Metrics port (default 8000; 0 = any free)."
     )
     parser.add_argument(
@@ -113,6 +119,7 @@ def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
                 "heartbeat_interval_ms": 1000,
                 "checkpoint_seconds": 5.0,
                 "labels_topic": "labels" if args.label_delay > 0 else None,
+                **({} if args.model is None else {"model": args.model}),
             },
             env={},
         )
@@ -159,13 +166,16 @@ def _metrics_server(metrics: WorkerMetrics, health: Health, port: int) -> Metric
 
 
 def progress_line(worker: Worker, final: bool = False) -> str:
-    """One line: per partition, records consumed, recent error and tree nodes."""
+    """One line: per partition, records consumed, recent error and tree nodes (an ensemble's: its
+    trees' nodes, its trees and the drifts it answered)."""
     parts = []
     for p, owned in sorted(dict(worker.owned).items()):
         state = owned.state
         error = state.prequential.recent_error
         shown = "  -  " if math.isnan(error) else f"{error:.3f}"
-        parts.append(f"p{p}: {state.consumed[0]:>7} rec err {shown} nodes {state.model.n_nodes:>3}")
+        model = state.model
+        ensemble = f" trees {model.n_trees} drifts {model.n_drifts}" if hasattr(model, "n_drifts") else ""
+        parts.append(f"p{p}: {state.consumed[0]:>7} rec err {shown} nodes {model.n_nodes:>3}{ensemble}")
     head = "final " if final else time.strftime("%H:%M:%S ")
     return head + (" | ".join(parts) if parts else "waiting for partitions...")
 
