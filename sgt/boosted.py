@@ -506,7 +506,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         max_categories: int | None = None,
         grace_start: int = 10,
         leaf_model: str = "linear",
-        linear_lambda: float = 0.03,
+        linear_lambda: float = 0.01,
     ) -> None:
         SGTClassifier.__init__(
             self,
@@ -632,7 +632,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         max_categories: int | None = None,
         grace_start: int = 10,
         leaf_model: str = "constant",
-        linear_lambda: float = 0.03,
+        linear_lambda: float = 0.01,
     ) -> None:
         SGTRegressor.__init__(
             self,

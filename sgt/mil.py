@@ -53,7 +53,7 @@ class MILClassifier(BaseSGT):
         max_categories: int | None = None,
         grace_start: int = 10,
         leaf_model: str = "linear",
-        linear_lambda: float = 0.03,
+        linear_lambda: float = 0.01,
     ) -> None:
         super().__init__(
             delta,

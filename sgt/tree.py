@@ -70,7 +70,7 @@ class Params:
     max_depth: int | None
     grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
     leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
-    linear_lambda: float = 0.03  # L2 regularisation of the linear term's Newton steps
+    linear_lambda: float = 0.01  # L2 regularisation of the linear term's Newton steps
 
 
 class Layout:
@@ -87,6 +87,11 @@ class Layout:
         self.numeric_columns = (self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)).astype(
             np.intp
         )
+        # a linear leaf's input of each numeric code 0..bins (leaf_inputs by table lookup), also as
+        # Python floats for the one-record path
+        self.inputs = leaf_inputs(np.arange(self.bins + 1), self.bins)
+        self.input_list: list[float] = self.inputs.tolist()
+        self.numeric_list: list[int] = self.numeric.tolist()
 
 
 class Tree:
@@ -281,10 +286,10 @@ class Tree:
         out = self.value[nodes]
         if not self.linear:
             return out
-        bins = self.layout.bins
+        inputs = self.layout.inputs
         for j in self.layout.numeric.tolist():
             if j < codes.shape[1]:
-                out = out + self.weights[nodes, j] * leaf_inputs(codes[:, j], bins)
+                out = out + self.weights[nodes, j] * inputs[codes[:, j]]
         return out
 
     def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:
@@ -292,12 +297,10 @@ class Tree:
         out = float(self.value[node])
         if not self.linear:
             return out
-        bins, weights = self.layout.bins, self.weights[node].tolist()
-        for j in self.layout.numeric.tolist():
-            if j < len(codes) and codes[j]:
-                out = out + weights[j] * _input(int(codes[j]), bins)
-            elif j < len(codes):
-                out = out + weights[j] * 0.0
+        inputs, weights, n = self.layout.input_list, self.weights[node].tolist(), len(codes)
+        for j in self.layout.numeric_list:
+            if j < n:
+                out = out + weights[j] * inputs[int(codes[j])]
         return out
 
     # -- routing -------------------------------------------------------------------------------
@@ -453,11 +456,17 @@ class Tree:
         return True
 
     def _newton_linear(self, node: int, slot: int) -> None:
-        """One Newton step of the leaf's linear term on its block: w -= (mean h z z' + l I)^-1 mean g z.
+        """One Newton step of the leaf's linear term on its block, on inputs centred on the block.
 
-        l is linear_lambda, not the value's lambda_: measured, a third of it fits the rotating
-        hyperplane 4 points better and no stream worse (the inputs span [-1/2, 1/2], whereas a
-        value's step is not scaled by inputs).
+        With z the block's inputs and c their h-weighted mean, w -= s and value += s . c, where
+        s = (mean h (z-c)(z-c)' + l I)^-1 mean g (z-c): the step moves the prediction by -s . (z - c),
+        nothing at the block's centre. Uncentred, a feature whose inputs barely vary in the leaf (a
+        timestamp at the end of its grid) made the linear step a second intercept step beside the
+        value's own, which overshot (measured: TrumpApproval's MAE 7.8 uncentred, 2.0 centred).
+
+        l is linear_lambda, not the value's lambda_ (the inputs span [-1/2, 1/2], whereas a value's
+        step is not scaled by inputs). Of 0.003, 0.01, 0.03 and 0.1 (BENCHMARKS.md), 0.01 is the
+        default: 0.003 gains up to 5 points on some streams but doubles TrumpApproval's MAE.
 
         The block's g and h were computed at the model's predictions, linear term included, so this
         is a step on the leaf's loss as a function of w (the value has its own step, the null
@@ -467,16 +476,22 @@ class Tree:
         numeric = self.layout.numeric
         if not numeric.size:
             return
-        z = leaf_inputs(self.pending_codes[slot, :size][:, numeric], self.layout.bins)
+        z = self.layout.inputs[self.pending_codes[slot, :size][:, numeric]]
         g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
         # sums in instance order (cumsum), never BLAS: a BLAS kernel's rounding may depend on memory
         # alignment and threads, and the same block must give the same bits in every process
+        h_sum = float(np.cumsum(h)[-1])
+        if not h_sum > 0.0:
+            return
+        centre = np.cumsum(z * h[:, None], axis=0)[-1] / h_sum
+        z = z - centre
         gradient = np.cumsum(z * g[:, None], axis=0)[-1] / size
         outer = z[:, :, None] * z[:, None, :] * h[:, None, None]
         hessian = np.cumsum(outer, axis=0)[-1] / size + self.params.linear_lambda * np.eye(numeric.size)
         step = _solve_positive_definite(hessian, gradient)
         if np.all(np.isfinite(step)):
             self.weights[node, numeric] -= step
+            self.value[node] += float(np.cumsum(step * centre)[-1])
 
     def _merge_pending(self, slot: int) -> None:
         size = int(self.pending_n[slot])
@@ -759,16 +774,21 @@ def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Elementwise numpy steps and sums in a fixed order only (no LAPACK), so the bits never depend on
     the process, the memory alignment or the number of threads.
     """
-    a, b = a.copy(), b.copy()
-    n = b.size
+    # Python floats: at this size (one row per numeric feature) numpy's per-call overhead dominates;
+    # each operation is rounded once, as numpy's elementwise steps were, so the bits are the same
+    rows, rhs = a.tolist(), b.tolist()
+    n = len(rhs)
     for k in range(n):
-        factor = a[k + 1 :, k] / a[k, k]
-        a[k + 1 :, k:] -= factor[:, None] * a[k, k:]
-        b[k + 1 :] -= factor * b[k]
+        pivot, top = rows[k], rhs[k]
+        for i in range(k + 1, n):
+            row = rows[i]
+            factor = row[k] / pivot[k]
+            for j in range(k, n):
+                row[j] -= factor * pivot[j]
+            rhs[i] -= factor * top
     x = [0.0] * n
-    rows = a.tolist()
     for k in range(n - 1, -1, -1):
-        total = float(b[k])
+        total = rhs[k]
         for j in range(k + 1, n):
             total -= rows[k][j] * x[j]
         x[k] = total / rows[k][k]

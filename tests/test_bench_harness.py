@@ -7,6 +7,7 @@ run takes a few seconds on tiny streams and is skipped when River (the ``bench``
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,18 +58,24 @@ def test_recovery_of_a_gradual_drift_and_of_a_regression() -> None:
     assert rec.before == 2.0 and rec.records == 150 - 105
 
 
-def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
-    """Every question's table on tiny streams (one of each kind), and ours batched ≡ ours in a loop."""
+def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Every question's table on tiny streams (one of each kind), and ours batched ≡ ours in a loop;
+    the saved results render as the same comparison."""
     pytest.importorskip("river")
     from tests.bench.__main__ import main as bench_main
 
+    saved = tmp_path / "results.json"
     argv = [
         "--quick", "--records", "1200", "--window", "100",
         "--streams", "sea,phishing,trump-approval,sea-abrupt",
-        "--models", "ours*,river-sgt,river-ht,river-htr,majority,mean", "--skip-models", "ours-boosted*",
+        "--models", "ours,ours-paper,river-sgt,river-ht,river-htr,majority,mean", "--save", str(saved),
     ]  # fmt: skip
     assert bench_main(argv) == 0
     out = capsys.readouterr().out
+    assert bench_main(["--merge", str(saved)]) == 0
+    merged = capsys.readouterr().out
+    comparison = out[out.index("## Side by side") : out.index("## Speed")].strip()
+    assert merged[merged.index("## Side by side") :].startswith(comparison)
     for title in ("Floor:", "Target:", "Probabilities:", "Short streams:", "Ensembles:", "Drift:"):
         assert f"### {title}" in out
     assert "| sea | 1,200 | ours | **" in out and "| trump-approval (MAE) | 1,001 | ours | **" in out
@@ -81,3 +88,23 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(details) == 8 and all("| yes |" in line for line in details)  # loop ≡ batch on every stream
     assert "| ours, batches of 1,000, whole stream | 1,200 |" in out and "| River SGT | 480 |" in out
     assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out
+
+
+def test_saved_runs_merge_by_stream_with_ours_first() -> None:
+    """Two runs split by model render as one: each stream holds both runs' models, ours first, and a
+    model run again replaces the earlier result; runs of different lengths do not merge."""
+    from tests.bench import comparison, saved, streams
+
+    sea = streams.specs(["sea-1k"])
+
+    def run(models: list[str], records: int = 300) -> saved.Run:
+        results = comparison.compare(sea, comparison.select(models), records, lambda message: None)
+        return saved.loads(saved.dumps(saved.Run(100, results)))
+
+    peers_run, ours_run, again = run(["majority"]), run(["ours"]), run(["majority"])
+    (merged,) = saved.merge([peers_run, ours_run, again]).results
+    assert [m.name for m in merged.models] == ["ours", "majority"]
+    assert merged.models[0] is ours_run.results[0].models[0]
+    assert merged.models[1] is again.results[0].models[0]
+    with pytest.raises(ValueError, match="sea-1k: 300 records in one run, 400 in another"):
+        saved.merge([peers_run, run(["ours"], 400)])

@@ -38,15 +38,13 @@ SKIPPED_DIRS = {
     "build",
     "dist",
 }
-# BENCHMARKS.md is being rewritten on its own branch; remove it from here once that rewrite is merged.
-SKIPPED_FILES = {"BENCHMARKS.md"}
 
 
 def _text_files() -> list[Path]:
     files = []
     for path in sorted(REPO.rglob("*")):
         relative = path.relative_to(REPO)
-        if not path.is_file() or relative.as_posix() in SKIPPED_FILES:
+        if not path.is_file():
             continue
         if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative.parts):
             continue

@@ -369,15 +369,16 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "linear_lambda",
-        0.03,
+        0.01,
         "SGT: L2 regularisation of the linear leaves' weights (> 0, as the library requires).",
         _float(0.0, open_low=True),
     ),
     Setting(
         "proba",
-        "blend",
-        "SGT classification (model sgt): how probabilities are made: blend (the trees' softmax and the "
-        "hierarchically smoothed class counts of the record's path), hgs (the counts alone) or tree.",
+        "tree",
+        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), blend "
+        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "counts alone).",
         _choice("blend", "hgs", "tree"),
     ),
     Setting(

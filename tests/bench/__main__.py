@@ -5,6 +5,8 @@
     python -m tests.bench --streams short,sea --models 'ours*,river-*,majority'
     python -m tests.bench --streams drift --skip-models 'moa-*' --sections comparison --output drift.md
     python -m tests.bench --list                   # the streams and models there are
+    python -m tests.bench --models 'ours*' --save ours.json          # results also as JSON, to merge:
+    python -m tests.bench --merge peers.json,ours.json --output report.md
 
 ``make bench`` installs the ``bench`` extra (River, CapyMOA) and runs the full benchmark. MOA's models
 run through CapyMOA, which needs a Java runtime (17 or later): ``JAVA_HOME`` if set, else ``java`` on the
@@ -22,7 +24,7 @@ import time
 from datetime import UTC, datetime
 from importlib import metadata
 
-from tests.bench import bench_sgt, comparison, report, streams
+from tests.bench import bench_sgt, comparison, report, saved, streams
 from tests.bench.metrics import WINDOW
 
 SECTIONS = ("comparison", "speed", "memory")
@@ -54,6 +56,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--window", type=int, help=f"recent window of the drift recovery (default {WINDOW})")
     p.add_argument("--output", help="also write the Markdown report to this file")
     p.add_argument("--list", action="store_true", help="list the streams and models, and exit")
+    p.add_argument("--save", help="also write the comparison's results as JSON to this file (for --merge)")
+    p.add_argument(
+        "--merge",
+        help="comma-separated JSON files of earlier runs (--save): render them as one; run nothing",
+    )
     args = p.parse_args(argv)
     args.sections = _names(args.sections) or []
     unknown = set(args.sections) - set(SECTIONS)
@@ -117,21 +124,29 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     parts = [_header(args)]
 
-    def section(results: list[comparison.StreamResult]) -> str:
-        window = f"; drift recovery window {args.window:,} records" if any(r.drifts for r in results) else ""
+    def section(results: list[comparison.StreamResult], window_records: int = args.window) -> str:
+        drifts = any(r.drifts for r in results)
+        window = f"; drift recovery window {window_records:,} records" if drifts else ""
         title = f"## Side by side (prequential, one pass, same records for every model{window})"
         return f"{title}\n\n{report.render(results)}"
 
     def save_so_far(results: list[comparison.StreamResult]) -> None:  # a long run killed midway keeps these
         _write(args.output, "\n\n".join([*parts, section(results), "(unfinished run)"]) + "\n")
+        _write(args.save, saved.dumps(saved.Run(args.window, results)))
 
-    if "comparison" in args.sections:
-        parts.append(
-            section(
-                comparison.compare(args.specs, args.selection, args.records, _log, args.window, save_so_far)
-            )
-        )
-    if "speed" in args.sections or "memory" in args.sections:
+    if args.merge:
+        runs = []
+        for path in _names(args.merge) or []:
+            with open(path, encoding="utf-8") as f:
+                runs.append(saved.loads(f.read()))
+        parts = [f"# sgt benchmark: the comparison of {', '.join(_names(args.merge) or [])}"]
+        merged = saved.merge(runs)
+        parts.append(section(merged.results, merged.window))
+    elif "comparison" in args.sections:
+        results = comparison.compare(args.specs, args.selection, args.records, _log, args.window, save_so_far)
+        _write(args.save, saved.dumps(saved.Run(args.window, results)))
+        parts.append(section(results))
+    if not args.merge and ("speed" in args.sections or "memory" in args.sections):
         speed = bench_sgt.speed(args.records, _log)
         if "speed" in args.sections:
             parts.append("## Speed (prequential learn + predict)\n\n" + bench_sgt.speed_table(speed))

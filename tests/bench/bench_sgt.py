@@ -35,10 +35,27 @@ class Outcome:
     seconds: float
     n: int
     model: Any = None
+    cpu_seconds: float = math.nan  # this process's CPU time over the run (time.process_time)
 
     @property
     def rate(self) -> float:
         return self.n / self.seconds if self.seconds > 0 else math.nan
+
+    @property
+    def cpu_rate(self) -> float:
+        """Records per CPU-second: on a machine shared with other jobs, unlike the wall-clock rate,
+        it does not depend on how much of a core the process got while it ran."""
+        return self.n / self.cpu_seconds if self.cpu_seconds > 0 else math.nan
+
+
+class _Timer:
+    """Wall-clock and CPU time since it was made."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def outcome(self, value: float, n: int, model: Any) -> Outcome:
+        return Outcome(value, time.perf_counter() - self.wall, n, model, time.process_time() - self.cpu)
 
 
 # -- running models -------------------------------------------------------------------------------
@@ -57,7 +74,7 @@ def run_ours(stream: Stream, n: int | None = None, batch: int = BATCH, **params:
     n = len(stream.y) if n is None else n
     model = our_model(stream.spec, **params)
     metric = Prequential("regression" if stream.spec.is_regression else "classification")
-    start = time.perf_counter()
+    timer = _Timer()
     for lo in range(0, n, batch):
         X, y = stream.X[lo : min(n, lo + batch)], stream.y[lo : min(n, lo + batch)]
         out = model.predict_learn_many(X, y)
@@ -65,7 +82,7 @@ def run_ours(stream: Stream, n: int | None = None, batch: int = BATCH, **params:
             metric.update_many(y, out.tolist())
         else:
             metric.update_proba_many(y, out, model.classes_)
-    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+    return timer.outcome(_figure(metric), n, model)
 
 
 def run_ours_one_by_one(stream: Stream, n: int) -> Outcome:
@@ -73,7 +90,7 @@ def run_ours_one_by_one(stream: Stream, n: int) -> Outcome:
     model = our_model(stream.spec)
     metric = Prequential("regression" if stream.spec.is_regression else "classification")
     rows = stream.X[:n]
-    start = time.perf_counter()
+    timer = _Timer()
     for x, y in zip(rows, stream.y[:n], strict=True):
         if stream.spec.is_regression:
             metric.update(y, model.predict_one(x))
@@ -81,19 +98,19 @@ def run_ours_one_by_one(stream: Stream, n: int) -> Outcome:
             proba = model.predict_proba_one(x)
             metric.update_proba_many([y], [[proba.get(c, 0.0) for c in model.classes_]], model.classes_)
         model.learn_one(x, y)
-    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+    return timer.outcome(_figure(metric), n, model)
 
 
 def run_river(model: Any, stream: Stream, n: int | None = None) -> Outcome:
     """A River model, one record at a time: ``predict_one`` then ``learn_one``, on the same records."""
     n = len(stream.y) if n is None else n
     metric = Prequential("regression" if stream.spec.is_regression else "classification")
-    start = time.perf_counter()
+    timer = _Timer()
     for x, y in zip(stream.dicts[:n], stream.y[:n], strict=True):
         pred = model.predict_one(x)
         metric.update(y, 0.0 if pred is None and stream.spec.is_regression else pred)
         model.learn_one(x, y)
-    return Outcome(_figure(metric), time.perf_counter() - start, n, model)
+    return timer.outcome(_figure(metric), n, model)
 
 
 # -- speed and memory ------------------------------------------------------------------------------
@@ -136,15 +153,15 @@ def median_run(run: Callable[[], Outcome], repeats: int = SPEED_REPEATS) -> Outc
 
 @dataclass(frozen=True)
 class MemoryResult:
-    ours_per_feature: float  # nbytes a numeric feature adds to a leaf (statistics and pending codes)
+    ours_per_feature: float  # nbytes a numeric feature adds to a leaf (statistics, pending codes, weight)
     ours_stats_per_feature: float  # of which split statistics (from the tree's statistics array)
     river_per_feature: float  # calculate_object_size of a River leaf's quantizer, mean over leaves/features
     river_leaves: int
 
 
 def _single_leaf_model(X: np.ndarray) -> SGTClassifier:
-    # no block ever fills: one leaf, no split
-    model = SGTClassifier(grace_period=len(X) + 1, grace_start=len(X) + 1, bins=64)
+    # max_depth 0: one leaf, never split, with the default grace period's pending block
+    model = SGTClassifier(max_depth=0, bins=64)
     model.learn_many(X, (X[:, 0] > 0.5).astype(int).tolist())
     assert model.n_leaves == 1
     return model
@@ -185,26 +202,40 @@ def memory(river_model: Any, log: Callable[[str], None]) -> MemoryResult:
 
 
 def speed_table(s: SpeedResult) -> str:
-    def ratio(o: Outcome) -> str:
-        return f"{o.rate / s.river.rate:,.1f}"
+    """Records/s by the wall clock and per CPU-second; the targets are judged on both."""
 
-    fast = s.batched_prefix.rate >= 50 * s.river.rate and s.batched.rate >= 100_000
+    def ratio(o: Outcome, rate: Callable[[Outcome], float]) -> float:
+        return rate(o) / rate(s.river)
+
+    def wall(o: Outcome) -> float:
+        return o.rate
+
+    def cpu(o: Outcome) -> float:
+        return o.cpu_rate
+
+    def verdict(o: Outcome, rate: Callable[[Outcome], float], times: float | None, floor: float) -> str:
+        ok = ratio(o, rate) >= times if times is not None else rate(o) >= floor
+        return "PASS" if ok else "FAIL"
+
     rows = [
-        ("River SGT", s.river, "1.0", ""),
-        ("ours, one record at a time", s.one_by_one, ratio(s.one_by_one), "≥ 10×: "),
-        (f"ours, batches of {BATCH:,}", s.batched_prefix, ratio(s.batched_prefix), "≥ 50×: "),
-        (f"ours, batches of {BATCH:,}, whole stream", s.batched, "", "≥ 100,000/s: "),
+        ("River SGT", s.river, None, 0.0, ""),
+        ("ours, one record at a time", s.one_by_one, 10.0, 0.0, "≥ 10×"),
+        (f"ours, batches of {BATCH:,}", s.batched_prefix, 50.0, 0.0, "≥ 50×"),
+        (f"ours, batches of {BATCH:,}, whole stream", s.batched, None, 100_000.0, "≥ 100,000/s"),
     ]
-    verdicts = [
-        "",
-        "PASS" if s.one_by_one.rate >= 10 * s.river.rate else "FAIL",
-        "PASS" if s.batched_prefix.rate >= 50 * s.river.rate else "FAIL",
-        "PASS" if s.batched.rate >= 100_000 else "FAIL",
+    lines = [
+        "| hyperplane-10 | records | records/s | × River SGT | records per CPU-second | × River SGT (CPU) "
+        "| target | wall clock | CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines = ["| hyperplane-10 | records | records/s | × River SGT | target |", "|---|---|---|---|---|"]
-    for (label, o, r, target), verdict in zip(rows, verdicts, strict=True):
-        lines.append(f"| {label} | {o.n:,} | {o.rate:,.0f} | {r} | {target}{verdict} |")
-    lines.append(f"\nAll speed targets met: {'yes' if fast and verdicts[1] == 'PASS' else 'no'}.")
+    for label, o, times, floor, target in rows:
+        relative = o is not s.river and times is not None
+        cells = [
+            label, f"{o.n:,}", f"{o.rate:,.0f}", f"{ratio(o, wall):,.1f}" if relative else "",
+            f"{o.cpu_rate:,.0f}", f"{ratio(o, cpu):,.1f}" if relative else "", target,
+            verdict(o, wall, times, floor) if target else "", verdict(o, cpu, times, floor) if target else "",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -225,7 +256,8 @@ def memory_table(m: MemoryResult) -> str:
                 True,
             ),
             row(
-                "ours: all a feature adds to a leaf's `nbytes` (statistics + pending codes)",
+                "ours: all a feature adds to a one-leaf model's `nbytes` (statistics, the pending block's "
+                "codes at the default grace period, the linear leaf's weight)",
                 m.ours_per_feature,
                 True,
             ),

@@ -72,7 +72,7 @@ HEARTBEAT_MS = 1000
 # Every producer's linger.ms (bench input, worker, pass-through). Tansu's fetches slow down as a
 # partition accumulates record batches; at 1,000 records/s over 4 partitions linger.ms=5 makes a
 # batch of one or two records every 5 ms and one hop's p99 climbs from 15 to 73 ms within 40 s, while
-# linger.ms=10 halves the batch count and holds it at 18 to 33 ms (BENCHMARKS.md section 6.2).
+# linger.ms=10 halves the batch count and holds it at 18 to 33 ms (BENCHMARKS.md section 6).
 LINGER_MS = 10
 BATCH_SIZE = 2000  # the worker's default consume batch
 POLL_TIMEOUT_S = 0.01  # the worker's default poll timeout
@@ -95,7 +95,7 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     # Not a worker setting. When a partition's prefetch queue is over librdkafka's thresholds, its next
     # fetch waits this long (default 1,000 ms). The pass-through drains its queue in a fraction of that
     # and then sat idle: ~0.9 s stalls in 5 of 6 runs with the default, none in 6 with 10 ms. The
-    # worker drains its queue more slowly and measured the same either way (BENCHMARKS.md 6.1).
+    # worker drains its queue more slowly and measured the same either way (BENCHMARKS.md section 6).
     "fetch.queue.backoff.ms": 10,
 }
 PRODUCER_SETTINGS: dict[str, Any] = {
@@ -514,7 +514,7 @@ class Bench:
         Nothing reads the output topic while the measured records flow. Every fetch costs Tansu CPU in
         proportion to the record batches its partitions hold, and on this 2-CPU machine a reader
         fetching every 10 ms raised the worker's own p99 to delivery from about 60 to about 100 ms
-        (BENCHMARKS.md section 6.2). The outputs are read back once the process has delivered them all.
+        (BENCHMARKS.md section 6). The outputs are read back once the process has delivered them all.
         """
         topics = self.topics(4, "features", "predictions", "dead")
         bootstrap = self.broker.bootstrap_servers

@@ -47,9 +47,29 @@ class Variant:
     make: Callable[[StreamSpec], Any]
 
 
+def single(spec: StreamSpec, proba: str | None = None, **params: Any) -> Any:
+    """A single tree with ``params``; ``proba`` (classifiers only) when given."""
+    if spec.is_regression:
+        return SGTRegressor(**params)
+    return SGTClassifier(**params) if proba is None else SGTClassifier(proba=proba, **params)
+
+
+# release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
+# numeric splits only after the warm-up (its first attempt came after grace_period records)
+RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
+
 VARIANTS: tuple[Variant, ...] = (
     Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
-    Variant("ours-paper", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **PAPER_DEFAULTS)),
+    # single trees: the paper's model and the previous release's, then one change to the defaults each
+    Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
+    Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
+    Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
+    Variant("ours-blend", lambda spec: single(spec, proba="blend")),
+    Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
+    Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),
+    Variant("ours-lambda-0.03", lambda spec: single(spec, linear_lambda=0.03)),
+    Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
+    Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
 )
 
 

@@ -469,7 +469,7 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
         "warm_up": 1000,
         "grace_start": 10,
         "leaf_model": "linear",
-        "linear_lambda": 0.03,
+        "linear_lambda": 0.01,
     }
     paper = SGTClassifier(**PAPER_DEFAULTS).to_dict()["params"]
     expected = {

@@ -35,7 +35,7 @@ PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 def test_proba_must_be_one_of_the_modes() -> None:
     with pytest.raises(ValueError, match="proba must be one of 'blend', 'hgs', 'tree', got 'smooth'"):
         SGTClassifier(proba="smooth")
-    assert SGTClassifier().get_params()["proba"] == "blend"
+    assert SGTClassifier().get_params()["proba"] == "tree"
 
 
 # -- the formula ----------------------------------------------------------------------------------
