@@ -14,8 +14,16 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    directory fsync: :meth:`worker.checkpoint.CheckpointStore.write`), so a slow disk does not stall the
    loop, the health beat or the metrics. One write at a time; a partition with a write in flight takes
    no new snapshot, and revoke, shutdown and rewinds wait for its write first.
-4. **Offsets committed** to Kafka, only once the file is durable (informational: restore trusts the
-   file, but monitoring reads the group's offsets).
+3b. **State topic** (when one is configured, :mod:`worker.state_mirror`): once the file is durable,
+   the same bytes are handed to the state topic on the loop's thread; the loop goes on processing
+   while they travel and checks each turn whether every record was acknowledged, then confirms the
+   write (no newer owner claimed the partition). A write that fails (:class:`StateWriteError` and the
+   like) commits nothing and makes the partition due again, as a failed file write does; a write
+   fenced by a newer owner (:class:`StateTopicFenced`) puts the partition in :attr:`Checkpointer.fenced`
+   for the shell to give it up.
+4. **Offsets committed** to Kafka, only once the file is durable (and the state topic's copy, when
+   there is one) (informational: restore trusts the checkpoint, but monitoring reads the group's
+   offsets).
 
 Example (a partition with nothing new is not written again):
 
@@ -37,6 +45,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -47,6 +56,10 @@ from worker.logs import fields
 from worker.merge import FEATURES, LABELS
 from worker.metrics import WorkerMetrics
 from worker.partition import Owned
+from worker.state_topic import StateTopicError, StateTopicFenced
+
+if TYPE_CHECKING:
+    from worker.state_mirror import Mirroring, StateMirror
 
 FLUSH_TIMEOUT_S = 10.0
 
@@ -71,6 +84,15 @@ class _Write:
     future: Future[float]  # the seconds the write took
 
 
+@dataclass(frozen=True)
+class _Mirror:
+    """A durable snapshot travelling to the state topic (step 3b)."""
+
+    owned: Owned
+    snapshot: Snapshot
+    mirroring: Mirroring
+
+
 class Checkpointer:
     """Runs the checkpoint protocol for the partitions of one worker."""
 
@@ -81,6 +103,7 @@ class Checkpointer:
         store: CheckpointStore,
         metrics: WorkerMetrics,
         log: logging.Logger,
+        mirror: StateMirror | None = None,
     ) -> None:
         self.settings, self.clients, self.store, self.metrics, self.log = (
             settings,
@@ -89,8 +112,11 @@ class Checkpointer:
             metrics,
             log,
         )
+        self.mirror = mirror
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, _Write] = {}
+        self._mirroring: dict[int, _Mirror] = {}
+        self.fenced: dict[int, str] = {}  # partitions a newer owner claimed in the state topic: why
 
     def close(self) -> None:
         """Wait for the write in flight, if any (its offsets are not committed any more)."""
@@ -100,13 +126,15 @@ class Checkpointer:
 
     def maybe_checkpoint(self, owned: dict[int, Owned]) -> None:
         """Advance every partition's checkpoint by the steps that are ready, without waiting."""
-        offsets = self._finished_writes()  # step 3 done: step 4 for those partitions
+        offsets = self._finished_writes()  # step 3 done: step 3b, or 4, for those partitions
+        offsets += self._finished_mirrors()  # step 3b done: step 4
         now = time.monotonic()
         due = [
             p
             for p, o in owned.items()
             if o.snapshot is None
             and p not in self._writing
+            and p not in self._mirroring
             and o.latch.failed is None
             and (
                 o.since_checkpoint >= self.settings.checkpoint_records
@@ -119,7 +147,7 @@ class Checkpointer:
         for p, o in owned.items():
             acked = o.advance_acks()  # every turn: acknowledged runs must not pile up in memory
             snapshot = o.snapshot
-            if snapshot is None or acked < snapshot.runs or p in self._writing:
+            if snapshot is None or acked < snapshot.runs or p in self._writing or p in self._mirroring:
                 continue
             o.snapshot = None
             if o.latch.failed is not None:  # step 2 failed: never written; the partition rewinds
@@ -134,7 +162,20 @@ class Checkpointer:
             if write.future.done():
                 del self._writing[p]
                 if self._written(p, write):
-                    offsets += self._offsets(p, write.snapshot.next_offsets)
+                    offsets += self._after_file(p, write.owned, write.snapshot, wait=False)
+        return offsets
+
+    def _finished_mirrors(self) -> list[TopicPartition]:
+        """Step 3b: confirm the state-topic writes whose records are all acknowledged."""
+        if not self._mirroring:
+            return []
+        assert self.mirror is not None
+        self.mirror.poll()
+        offsets: list[TopicPartition] = []
+        for p, m in list(self._mirroring.items()):
+            if m.mirroring.pending.acknowledged:
+                del self._mirroring[p]
+                offsets += self._finish_mirror(p, m)
         return offsets
 
     def settle(self, partitions: list[int], commit: bool = True) -> None:
@@ -151,7 +192,10 @@ class Checkpointer:
             if write is not None:
                 write.future.exception()  # waits
                 if self._written(p, write):
-                    offsets += self._offsets(p, write.snapshot.next_offsets)
+                    offsets += self._after_file(p, write.owned, write.snapshot, wait=True)
+            mirror = self._mirroring.pop(p, None)
+            if mirror is not None:
+                offsets += self._finish_mirror(p, mirror)
         return offsets
 
     # -- revoke and shutdown: the steps at once ---------------------------------------------------------
@@ -201,8 +245,10 @@ class Checkpointer:
             snapshot = self.take_snapshot(o)  # step 1
             if pending is not None:  # its records are in this one too; a failed write retries them all
                 snapshot = dataclasses.replace(snapshot, records=snapshot.records + pending.records)
-            if self.write(p, o, snapshot):  # step 3
-                offsets += self._offsets(p, snapshot.next_offsets)
+            written = self.write(p, o, snapshot)  # step 3
+            done = self._after_file(p, o, snapshot, wait=True) if written else []  # step 3b
+            if done:
+                offsets += done
             else:
                 complete = False
         self._commit(offsets, wait=True)  # step 4
@@ -256,6 +302,49 @@ class Checkpointer:
             extra=fields(partition=partition, next_offsets=list(write.snapshot.next_offsets)),
         )
         return True
+
+    def _after_file(
+        self, partition: int, owned: Owned, snapshot: Snapshot, wait: bool
+    ) -> list[TopicPartition]:
+        """Step 3b after a durable file: the offsets to commit now (none while the state topic's copy
+        travels, or when it failed)."""
+        if self.mirror is None:
+            return self._offsets(partition, snapshot.next_offsets)
+        try:
+            mirror = _Mirror(owned, snapshot, self.mirror.start(partition, snapshot.blob))
+        except StateTopicError as exc:
+            self._mirror_failed(partition, owned, snapshot, exc)
+            return []
+        if wait:
+            return self._finish_mirror(partition, mirror)
+        self._mirroring[partition] = mirror
+        return []
+
+    def _finish_mirror(self, partition: int, mirror: _Mirror) -> list[TopicPartition]:
+        assert self.mirror is not None
+        try:
+            self.mirror.finish(mirror.mirroring)
+        except StateTopicError as exc:
+            self._mirror_failed(partition, mirror.owned, mirror.snapshot, exc)
+            return []
+        return self._offsets(partition, mirror.snapshot.next_offsets)
+
+    def _mirror_failed(
+        self, partition: int, owned: Owned, snapshot: Snapshot, error: StateTopicError
+    ) -> None:
+        """A state-topic write failed: nothing is committed. Fenced: the partition is another worker's
+        now. Otherwise it is due again, like a failed file write (its outputs are all delivered and
+        its file is durable, so there is nothing to rewind: the next attempt writes a newer state)."""
+        if isinstance(error, StateTopicFenced):
+            self.metrics.checkpoint_failures.labels(reason="fenced").inc()
+            self.fenced[partition] = str(error)
+            return
+        self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
+        self.log.error(
+            "checkpoint not written to the state topic; offsets not committed",
+            extra=fields(partition=partition, error=str(error)),
+        )
+        owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
 
     def _offsets(self, partition: int, next_offsets: tuple[int, int]) -> list[TopicPartition]:
         offsets = [TopicPartition(self.settings.features_topic, partition, next_offsets[FEATURES])]

@@ -66,8 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(run)
     for name, summary in DEV_COMMANDS.items():
         sub.add_parser(name, help=summary, add_help=False)  # `--help` goes to the tool's own parser
-    inspect = sub.add_parser("inspect", help="JSON summary of a checkpoint file or directory.")
-    inspect.add_argument("path", help="A checkpoint file, or the checkpoint directory.")
+    inspect = sub.add_parser(
+        "inspect", help="JSON summary of a checkpoint file or directory, or of a state topic."
+    )
+    inspect.add_argument("path", nargs="?", help="A checkpoint file, or the checkpoint directory.")
+    inspect.add_argument(
+        "--state-topic", metavar="TOPIC", help="Summarise the newest state of every partition of TOPIC."
+    )
+    inspect.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="The broker holding --state-topic.")
     inspect.add_argument("--tree", action="store_true", help="Also print the tree(s) of the model.")
     return parser
 
@@ -118,8 +124,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    from worker.inspect import command
+    from worker.inspect import command, topic_command
 
+    if (args.path is None) == (args.state_topic is None) or (args.state_topic and not args.bootstrap_servers):
+        print(
+            "sgt-worker inspect: give a checkpoint PATH, or --state-topic TOPIC with --bootstrap-servers",
+            file=sys.stderr,
+        )
+        return 2
+    if args.state_topic is not None:
+        return topic_command(args.bootstrap_servers, args.state_topic, args.tree)
     return command(args.path, args.tree)
 
 
@@ -159,6 +173,10 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_NO_FINAL_CHECKPOINT
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
+        return 2
+    except ConfigError as exc:  # found only once the broker answers (the state topic's settings)
+        log.error("setting refused", extra=fields(error=str(exc)))
+        print(f"sgt-worker run: {exc}", file=sys.stderr)
         return 2
     except Exception:
         log.exception("worker failed")

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -127,6 +128,35 @@ def _optional_int(low: int, high: int | None = None) -> Callable[[Any], int | No
             raise ValueError(f"none or {_integer_range(low, high)}") from None
 
     return parse
+
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's rule for topic names
+STATE_TOPIC_AUTO = "auto"
+
+
+def _state_topic(value: Any) -> str | None:
+    """``auto`` (the group's own ``<group_id>-state``), ``none`` (off) or a topic name."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    text = _text(value)
+    if text.lower() == STATE_TOPIC_AUTO:
+        return STATE_TOPIC_AUTO
+    if not _TOPIC_NAME.match(text) or text in (".", ".."):
+        raise ValueError(
+            "auto, none, or a Kafka topic name (1 to 249 characters among letters, digits, '.', '_', '-')"
+        )
+    return text
+
+
+def _replication_factor(value: Any) -> int:
+    whole = _int(-1)
+    try:
+        number = whole(value)
+    except ValueError:
+        number = 0
+    if number == 0:
+        raise ValueError("-1 (the broker's default.replication.factor) or an integer >= 1")
+    return number
 
 
 FEATURE_TYPES = ("numeric", "nominal")
@@ -249,6 +279,25 @@ SETTINGS: tuple[Setting, ...] = (
         _choice("classification", "regression"),
     ),
     Setting("checkpoint_dir", "./checkpoints", "Directory of the per-partition checkpoint files.", _text),
+    Setting(
+        "state_topic",
+        STATE_TOPIC_AUTO,
+        "Compacted topic every checkpoint is also written to, so a worker with an empty checkpoint_dir "
+        "continues any partition: auto = <group_id>-state, none = off (the directory alone).",
+        _state_topic,
+    ),
+    Setting(
+        "state_topic_replication_factor",
+        -1,
+        "Replication factor of the state topic when the worker creates it (-1 = the broker's default).",
+        _replication_factor,
+    ),
+    Setting(
+        "state_topic_min_insync_replicas",
+        None,
+        "min.insync.replicas of the state topic when the worker creates it (none = the broker's default).",
+        _optional_int(1),
+    ),
     Setting(
         "metrics_port",
         8000,
@@ -436,6 +485,9 @@ class WorkerSettings:
     dead_letter_topic: str
     task: str
     checkpoint_dir: str
+    state_topic: str | None
+    state_topic_replication_factor: int
+    state_topic_min_insync_replicas: int | None
     metrics_port: int
     metrics_host: str
     checkpoint_records: int
@@ -483,6 +535,13 @@ class WorkerSettings:
         _check_topics(self)
         _check_prediction_bound(self)
 
+    @property
+    def state_topic_name(self) -> str | None:
+        """The state topic in use (``auto`` resolved to ``<group_id>-state``), or None when off."""
+        if self.state_topic == STATE_TOPIC_AUTO:
+            return f"{self.group_id}-state"
+        return self.state_topic
+
     def replace(self, **changes: Any) -> WorkerSettings:
         """A copy with some settings changed (values are validated like any other source)."""
         return dataclasses.replace(
@@ -507,6 +566,17 @@ def _check_topics(settings: WorkerSettings) -> None:
                 "predictions and dead-letter topics must be different topics"
             )
         seen[topic] = name
+    state = settings.state_topic_name
+    if state is not None and not _TOPIC_NAME.match(state):
+        raise ConfigError(
+            f"{describe('state_topic')}: auto names it {state!r} after group_id, which is not a valid "
+            "topic name; give the state topic a name (letters, digits, '.', '_', '-') or none"
+        )
+    if state in seen:
+        raise ConfigError(
+            f"{describe('state_topic')}: {state!r} is also the {seen[state]}; the state topic must be a "
+            "topic of its own"
+        )
 
 
 def _check_prediction_bound(settings: WorkerSettings) -> None:

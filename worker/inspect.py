@@ -8,6 +8,11 @@ checkpoints hold the same model exactly when it matches; ``owner`` names the dep
 The exit status says whether the checkpoints can be restored: 1 when a file does not verify, when a
 directory holds no checkpoint, or when one of its partitions has no valid checkpoint (its worker would
 start it afresh). Every file skipped is named on stderr, with the reason.
+
+With ``--state-topic TOPIC --bootstrap-servers HOST:PORT`` instead of a path, the newest valid state
+of every partition of the state topic is summarised, as a worker would restore it (read without
+claiming anything), with ``state_topic`` telling where it lies: partition, the writer's epoch, the
+state's seq and its manifest's offset. States skipped (incomplete, corrupt, void) are named on stderr.
 """
 
 from __future__ import annotations
@@ -112,6 +117,57 @@ def inspect_directory(directory: str | Path, tree: bool = False) -> DirectoryIns
     return found
 
 
+def inspect_topic(bootstrap_servers: str, topic: str, tree: bool = False) -> DirectoryInspection:
+    """The newest valid state of every partition of a state topic (``skipped`` names partitions)."""
+    from worker.state_topic import StateTopic, StateTopicConfig
+
+    found = DirectoryInspection()
+    with StateTopic(StateTopicConfig(bootstrap_servers, topic, timeout_s=20.0)) as states:
+        for partition in states.partitions():
+            selection = states.read(partition)
+            where = Path(f"{topic}[{partition}]")
+            for skipped in selection.skipped:
+                found.skipped.append((where, str(skipped)))
+            newest = selection.newest
+            if newest is None:
+                found.without_checkpoint.append(partition)
+                continue
+            try:
+                summary = summarize(newest.payload, where, tree)
+            except _UNUSABLE as exc:
+                found.skipped.append((where, str(exc)))
+                found.without_checkpoint.append(partition)
+                continue
+            summary["state_topic"] = {
+                "topic": topic,
+                "partition": partition,
+                "epoch": newest.epoch,
+                "seq": newest.seq,
+                "manifest_offset": newest.offset,
+                "bytes": len(newest.payload),
+            }
+            found.summaries.append(summary)
+    return found
+
+
+def topic_command(
+    bootstrap_servers: str, topic: str, tree: bool, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """``sgt-worker inspect --state-topic TOPIC --bootstrap-servers HOST:PORT [--tree]``."""
+    from worker.state_topic import StateTopicError
+
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        found = inspect_topic(bootstrap_servers, topic, tree)
+    except StateTopicError as exc:
+        print(f"sgt-worker inspect: {exc}", file=err)
+        return 1
+    for skipped, why in found.skipped:
+        print(f"sgt-worker inspect: skipped a state in {skipped}: {why}", file=err)
+    problems = [f"partition {p} has no valid state" for p in found.without_checkpoint]
+    return _show(found.summaries, True, tree, problems, topic, out, err)
+
+
 def command(path: str, tree: bool, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``sgt-worker inspect PATH [--tree]``: the summaries on ``out``, problems on ``err``; exit status."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -135,11 +191,23 @@ def command(path: str, tree: bool, out: TextIO | None = None, err: TextIO | None
             print(f"sgt-worker inspect: {path}: {exc}", file=err)
             return 1
         problems = []
+    return _show(summaries, where.is_dir(), tree, problems, path, out, err)
+
+
+def _show(
+    summaries: list[dict[str, Any]],
+    as_list: bool,
+    tree: bool,
+    problems: list[str],
+    where: str,
+    out: TextIO,
+    err: TextIO,
+) -> int:
     tree_texts = [(item["partition"], item.pop("tree_text")) for item in summaries] if tree else []
-    shown: Any = summaries if where.is_dir() else summaries[0]
+    shown: Any = summaries if as_list else summaries[0]
     out.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode() + "\n")
     for partition, text in tree_texts:
         err.write(f"# partition {partition}\n{text}\n")
     for problem in problems:
-        print(f"sgt-worker inspect: {path}: {problem}", file=err)
+        print(f"sgt-worker inspect: {where}: {problem}", file=err)
     return 1 if problems else 0

@@ -7,7 +7,8 @@ the modules that do the work:
   the offsets in them), revoked (checkpointed first) and lost (dropped, nothing written);
 * :mod:`worker.partition`: fetched records merged per partition in a deterministic order and
   processed in runs, with pausing, recovery from model failures and from outputs lost for good;
-* :mod:`worker.checkpointing`: snapshot, outputs acknowledged, file durable, offsets committed;
+* :mod:`worker.checkpointing`: snapshot, outputs acknowledged, file durable, state topic (when one is
+  configured: :mod:`worker.state_mirror`), offsets committed;
 * :mod:`worker.delivery`: per-run acknowledgement counting and the per-partition latch of failures.
 
 This module owns the clients' lifetimes, the loop's turns, the produce calls and the gauges. The
@@ -37,7 +38,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from worker.checkpoint import CheckpointStore, Owner
 from worker.checkpointing import FLUSH_TIMEOUT_S, Checkpointer
 from worker.clients import Clients, consumer_config, producer_config
-from worker.config import WorkerSettings
+from worker.config import ConfigError, WorkerSettings, describe
 from worker.delivery import RunDelivery, produce_retrying
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
@@ -45,6 +46,8 @@ from worker.model import preload
 from worker.partition import Owned, PartitionRuntime, set_partition_gauges
 from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
+from worker.state_mirror import StateMirror, features_partitions
+from worker.state_topic import StateTopicError
 
 _GAUGE_INTERVAL_S = 1.0
 _CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
@@ -91,6 +94,7 @@ class Worker:
             model_factory,
             model_registry,
         )
+        self.mirror: StateMirror | None = None  # created by run(): its clients connect at once
         self.checkpointer = Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
         self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
         self.rebalancer = Rebalancer(
@@ -133,6 +137,14 @@ class Worker:
         consumer = self.clients.consumer = Consumer(
             self._with_callbacks(consumer_config(self.settings, self._overrides))
         )
+        try:
+            opened = self._open_state_topic(consumer)
+        except BaseException:
+            self._shutdown()
+            raise
+        if not opened:
+            self._shutdown()
+            return
         consumer.subscribe(
             self.topics,
             on_assign=self.rebalancer.on_assign,
@@ -153,6 +165,24 @@ class Worker:
         if not self._shutdown():
             raise FinalCheckpointError("the final checkpoint of some partition was not written")
 
+    def _open_state_topic(self, consumer: Consumer) -> bool:
+        """With a state topic: create or check it and connect its clients, before the group join (a
+        new client takes about half a second, which would otherwise delay the first restore). False
+        when the worker was stopped while waiting for the features topic to exist; ConfigError (naming
+        the setting) when the state topic cannot be used."""
+        mirror = StateMirror.of(self.settings, self.metrics, self.log, self._with_callbacks({}))
+        if mirror is None:
+            return True
+        self.mirror = self.runtime.mirror = self.checkpointer.mirror = mirror
+        partitions = features_partitions(consumer, self.settings.features_topic, self._stop.is_set, self.log)
+        if partitions is None:
+            return False
+        try:
+            mirror.prepare(partitions)
+        except StateTopicError as exc:
+            raise ConfigError(f"{describe('state_topic')}: {exc}") from None
+        return True
+
     def step(self) -> None:
         """One turn of the loop: consume a batch, process what is ready, produce, maybe checkpoint."""
         producer = self.clients.producer
@@ -161,6 +191,8 @@ class Worker:
         self.health.beat()
         if messages:
             self.runtime.ingest(messages)
+        if self.checkpointer.fenced:  # found by the previous turn's checkpoints or a rewind's
+            self._give_up_fenced()
         self.runtime.process_all()
         producer.poll(0)
         self.checkpointer.maybe_checkpoint(self.owned)
@@ -174,6 +206,14 @@ class Worker:
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
             self._update_gauges(now)
+
+    def _give_up_fenced(self) -> None:
+        """Drop the partitions a newer owner claimed in the state topic (no outputs or commits)."""
+        fenced, self.checkpointer.fenced = self.checkpointer.fenced, {}
+        for partition, why in fenced.items():
+            self.runtime.give_up([partition], why)
+        if self.mirror is not None:
+            self.mirror.release(sorted(fenced))
 
     def _fetch(self) -> list[Message]:
         """Wait up to the poll timeout for one record, then take what else is already fetched.
@@ -205,6 +245,8 @@ class Worker:
                 if left:
                     self.log.error("records left undelivered at shutdown", extra=fields(undelivered=left))
             self.checkpointer.close()
+            if self.mirror is not None:
+                self.mirror.close()
             self.store.release()
             self.clients.consumer = self.clients.producer = None
             if complete:

@@ -89,6 +89,29 @@ class WorkerMetrics:
         self.checkpoint_seconds = Histogram(
             "sgt_checkpoint_seconds", "Time to write a checkpoint.", buckets=_CHECKPOINT_BUCKETS, registry=r
         )
+        self.state_write_seconds = Histogram(
+            "sgt_state_topic_write_seconds",
+            "Time from handing a checkpoint to the state topic to its confirmation (the loop goes on).",
+            buckets=_CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.state_write_bytes = Counter(
+            "sgt_state_topic_written_bytes",
+            "Checkpoint payload bytes written to the state topic.",
+            registry=r,
+        )
+        self.state_restore_seconds = Histogram(
+            "sgt_state_topic_restore_seconds",
+            "Time to claim a partition in the state topic and read its newest state.",
+            buckets=_CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.restores = Counter(
+            "sgt_restores",
+            "Partitions restored on assignment, by where their state came from (file, topic, fresh).",
+            ["source"],
+            registry=r,
+        )
         self.last_checkpoint = Gauge(
             "sgt_last_checkpoint_timestamp_seconds",
             "Unix time of the last durable checkpoint.",

@@ -51,9 +51,11 @@ from worker.metrics import WorkerMetrics
 from worker.model import new_model
 from worker.records import Invalid
 from worker.state import PartitionState, ProcessResult, Record, StateConfig, split_state
+from worker.state_topic import StateTopicFenced
 
 if TYPE_CHECKING:  # the checkpoint protocol imports this module
     from worker.checkpointing import Snapshot
+    from worker.state_mirror import StateMirror
 
 MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before it counts as past it
@@ -107,6 +109,22 @@ def state_config(settings: WorkerSettings) -> StateConfig:
     )
 
 
+def state_parser(
+    settings: WorkerSettings, partition: int, registry: Mapping[str, Any] | None = None
+) -> Callable[[bytes], PartitionState]:
+    """Parses a checkpoint payload of ``partition``; ValueError when it does not fit the settings."""
+    config = state_config(settings)
+    types = registry if registry is not None else MODEL_TYPES
+
+    def parse(payload: bytes) -> PartitionState:
+        state = PartitionState.from_bytes(payload, config, types)
+        if state.partition != partition:
+            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
+        return state
+
+    return parse
+
+
 def load_state(
     settings: WorkerSettings,
     partition: int,
@@ -122,13 +140,7 @@ def load_state(
     :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
-    types = registry if registry is not None else MODEL_TYPES
-
-    def parse(payload: bytes) -> PartitionState:
-        state = PartitionState.from_bytes(payload, config, types)
-        if state.partition != partition:
-            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
-        return state
+    parse = state_parser(settings, partition, registry)
 
     def legacy_owner(payload: bytes) -> Owner:
         """A checkpoint of the release before owners names its topics and task, not its group."""
@@ -196,6 +208,7 @@ class PartitionRuntime:
         self.store = store
         self.emit = emit
         self.before_restore: Callable[[int], None] = lambda _p: None
+        self.mirror: StateMirror | None = None  # the state topic, when one is configured
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
         self.owned: dict[int, Owned] = {}
         self._model_factory, self._model_registry = model_factory, model_registry
@@ -203,29 +216,107 @@ class PartitionRuntime:
 
     # -- owning -----------------------------------------------------------------------------------------
 
-    def restore(self, partition: int) -> Owned:
-        """The partition as its newest valid checkpoint left it (or fresh); counted and logged."""
+    def assign(self, partition: int) -> Owned | None:
+        """The partition as its newest checkpoint left it, on assignment; None when it is not ours.
+
+        Without a state topic that is the checkpoint file (or a fresh state). With one, the partition
+        is claimed in the topic and the newer of the file's and the topic's state is restored (see
+        :mod:`worker.state_mirror`); a state taken from the topic is written to the file too, so that
+        rewinds (which read the file) find it. None when another worker claimed the partition in the
+        state topic meanwhile: it is not processed here.
+        """
         started = time.monotonic()
+        local = self._load(partition)
+        if self.mirror is None:
+            return self._count(self._restored(partition, local, "file", started), "file")
+        try:
+            restored = self.mirror.restore(
+                partition, local, state_parser(self.settings, partition, self._model_registry)
+            )
+        except StateTopicFenced as exc:
+            self.metrics.checkpoint_failures.labels(reason="fenced").inc()
+            self.log.error(
+                "partition claimed by another worker in the state topic; not taking it",
+                extra=fields(partition=partition, reason=str(exc)),
+            )
+            return None
+        if restored.payload is not None:
+            try:
+                self.store.write(partition, restored.payload)
+            except OSError as exc:  # only a cache: rewinds would start from the older file
+                self.log.warning(
+                    "cannot cache the state topic's state in the checkpoint directory",
+                    extra=fields(partition=partition, error=str(exc)),
+                )
+        owned = self._restored(
+            partition,
+            restored.state,
+            restored.source,
+            started,
+            state_topic_seconds=round(restored.topic_seconds, 4),
+            state_topic_records_seen=restored.topic_seen,
+        )
+        return self._count(owned, restored.source)
+
+    def _count(self, owned: Owned, source: str) -> Owned:
+        fresh = owned.state.consumed == [0, 0]
+        self.metrics.restores.labels(source="fresh" if fresh else source).inc()
+        return owned
+
+    def restore(self, partition: int) -> Owned:
+        """The partition as its newest valid checkpoint file left it (or fresh); counted and logged.
+
+        Used by rewinds: the file is never older than the state topic's state of the current owner
+        (a checkpoint goes to the file first, and :meth:`assign` caches the topic's state there)."""
+        started = time.monotonic()
+        return self._restored(partition, self._load(partition), "file", started)
+
+    def _load(self, partition: int) -> PartitionState:
         self.before_restore(partition)
 
         def on_bad(path: Any, why: str) -> None:
             self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
             self.log.error("skipping unusable checkpoint", extra=fields(path=str(path), reason=why))
 
-        state = load_state(
+        return load_state(
             self.settings, partition, on_bad, self._model_factory, self._model_registry, self.store
         )
+
+    def _restored(
+        self, partition: int, state: PartitionState, source: str, started: float, **extra: Any
+    ) -> Owned:
         owned = Owned(state, fetched=list(state.next_offsets))
+        fresh = state.consumed == [0, 0]
         self.log.info(
-            "partition restored" if state.consumed != [0, 0] else "partition starts fresh",
+            "partition starts fresh" if fresh else "partition restored",
             extra=fields(
                 partition=partition,
+                source="fresh" if fresh else source,
                 next_offsets=state.next_offsets,
+                records_seen=sum(state.consumed),
                 seconds=round(time.monotonic() - started, 4),
+                **extra,
             ),
         )
         set_partition_gauges(self.metrics, partition, owned)
         return owned
+
+    def give_up(self, partitions: list[int], why: str) -> None:
+        """Stop processing partitions another worker owns now (fenced in the state topic): their
+        topics are paused, nothing more is produced, checkpointed or committed for them."""
+        consumer = self.clients.consumer
+        for p in partitions:
+            owned = self.owned.get(p)
+            if owned is None:
+                continue
+            if consumer is not None:
+                ranks = range(2 if owned.labels_assigned else 1)
+                consumer.pause([TopicPartition(self.topics[r], p) for r in ranks])
+            self.log.error(
+                "partition taken over by another worker; dropping it without a checkpoint",
+                extra=fields(partition=p, reason=why),
+            )
+        self.drop(partitions)
 
     def drop(self, partitions: list[int]) -> None:
         for p in partitions:

@@ -1,7 +1,9 @@
 """Rebalance handling: what the worker does when the group gives it partitions or takes them away.
 
-* **Assign**: restore each features partition from its checkpoint and start both topics at the
-  offsets in it (the checkpoint is the truth; the group's committed offsets are informational). The
+* **Assign**: restore each features partition from its checkpoint (with a state topic: the newer of
+  the file and the topic's copy, after claiming the partition there; one another worker claimed
+  meanwhile is left out) and start both topics at the offsets in it (the checkpoint is the truth; the
+  group's committed offsets are informational, and are brought up to the restored offsets here). The
   eager ``range`` assignor co-assigns equal partition numbers of the two topics when their partition
   counts are equal; anything else is logged as an error. The worker is ready from here on, even with
   no partitions: an idle member (more members than partitions) is in the group and takes partitions
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from worker.checkpointing import Checkpointer
 from worker.config import WorkerSettings
@@ -56,7 +58,9 @@ class Rebalancer:
         assignment = []
         owned_now = self.runtime.owned
         for p in sorted(features):
-            owned = self.runtime.restore(p)
+            owned = self.runtime.assign(p)
+            if owned is None:  # another worker claimed it in the state topic: leave its topics unassigned
+                continue
             owned_now[p] = owned
             assignment.append(
                 TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
@@ -67,9 +71,23 @@ class Rebalancer:
                     TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
                 )
         consumer.assign(assignment)
+        self._commit_restored(consumer, [tp for tp in assignment if tp.offset > 0])
         self.metrics.assigned.set(len(owned_now))
         self.health.set_ready(True)
         self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
+
+    def _commit_restored(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
+        """Commit the restored checkpoints' offsets: a worker that died between a durable checkpoint
+        and its commit left the group's offsets behind, and one restored at a topic's end commits
+        nothing more until new records come (monitoring reads the group's offsets)."""
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            self.log.warning(
+                "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
+            )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(event="revoke").inc()
@@ -82,6 +100,10 @@ class Rebalancer:
             self.checkpointer.checkpoint_now(self.runtime.owned, revoked, force=False)
         finally:
             self.runtime.drop(revoked)
+            for p in revoked:  # given up already
+                self.checkpointer.fenced.pop(p, None)
+            if self.runtime.mirror is not None:
+                self.runtime.mirror.release(revoked)
             self.log.info("partitions revoked", extra=fields(partitions=revoked))
 
     def on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -91,4 +113,6 @@ class Rebalancer:
         # a write in flight is finished first: it must not land after the next owner's own writes
         self.checkpointer.settle(lost, commit=False)
         self.runtime.drop(lost)
+        if self.runtime.mirror is not None:
+            self.runtime.mirror.release(lost)
         self.log.warning("partitions lost; nothing written", extra=fields(partitions=lost))

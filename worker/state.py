@@ -591,8 +591,12 @@ class PartitionState:
         return state
 
 
-def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
-    """The JSON header and the (decompressed) model bytes of a state blob."""
+def state_header(blob: bytes) -> dict[str, Any]:
+    """The JSON header of a state blob (offsets, records seen, ...), without decompressing the model."""
+    return _split_header(blob)[0]
+
+
+def _split_header(blob: bytes) -> tuple[dict[str, Any], int]:
     if len(blob) < 4:
         raise ValueError("state blob too short")
     (size,) = struct.unpack(">I", blob[:4])
@@ -601,6 +605,12 @@ def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
     header = orjson.loads(blob[4 : 4 + size])
     if not isinstance(header, dict):
         raise ValueError("state header is not an object")
+    return header, size
+
+
+def split_state(blob: bytes) -> tuple[dict[str, Any], bytes]:
+    """The JSON header and the (decompressed) model bytes of a state blob."""
+    header, size = _split_header(blob)
     try:
         return header, zlib.decompress(blob[4 + size :])
     except zlib.error as exc:

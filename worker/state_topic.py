@@ -104,7 +104,8 @@ class StateTopicConfig:
     bootstrap_servers: str
     topic: str
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    replication_factor: int = 1
+    replication_factor: int = 1  # -1: the broker's default.replication.factor
+    min_insync_replicas: int | None = None  # None: the broker's default
     timeout_s: float = 30.0
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_ms: int = DEFAULT_SEGMENT_MS
@@ -116,8 +117,10 @@ class StateTopicConfig:
             raise ValueError(
                 f"max_message_bytes must be >= {2 * HEADROOM_BYTES}, got {self.max_message_bytes}"
             )
-        if self.replication_factor < 1:
-            raise ValueError(f"replication_factor must be >= 1, got {self.replication_factor}")
+        if self.replication_factor < 1 and self.replication_factor != -1:
+            raise ValueError(f"replication_factor must be -1 or >= 1, got {self.replication_factor}")
+        if self.min_insync_replicas is not None and self.min_insync_replicas < 1:
+            raise ValueError(f"min_insync_replicas must be None or >= 1, got {self.min_insync_replicas}")
 
     @property
     def chunk_bytes(self) -> int:
@@ -126,12 +129,15 @@ class StateTopicConfig:
 
     def topic_settings(self) -> dict[str, str]:
         """The topic configuration :func:`ensure_topic` creates the topic with."""
-        return {
+        settings = {
             "cleanup.policy": "compact",
             "max.message.bytes": str(self.max_message_bytes),
             "segment.bytes": str(self.segment_bytes),
             "segment.ms": str(self.segment_ms),
         }
+        if self.min_insync_replicas is not None:
+            settings["min.insync.replicas"] = str(self.min_insync_replicas)
+        return settings
 
 
 class Restored(NamedTuple):
@@ -336,6 +342,14 @@ class StateTopic:
         if self._shared is not None:
             return self._shared
         return self._transactional[partition]
+
+    def connect(self) -> None:
+        """Connect the clients now rather than at the first :meth:`acquire` (about half a second).
+
+        Call it at start-up, while the consumer group join runs."""
+        self._reader().list_topics(self.config.topic, timeout=self.config.timeout_s)
+        if self._shared is not None:
+            self._shared.list_topics(self.config.topic, timeout=self.config.timeout_s)
 
     # -- ownership ----------------------------------------------------------------------------------
 
@@ -549,6 +563,21 @@ class StateTopic:
         owned.own_offsets = {o for o in owned.own_offsets if o > upto}
 
     # -- reading without owning ---------------------------------------------------------------------
+
+    def partitions(self) -> list[int]:
+        """The state topic's partitions; StateTopicError when it cannot be reached or does not exist."""
+        try:
+            metadata = self._reader().list_topics(self.config.topic, timeout=self.config.timeout_s)
+        except KafkaException as exc:
+            raise StateTopicError(
+                f"cannot reach {self.config.bootstrap_servers}: {exc.args[0].str()}"
+            ) from None
+        found = metadata.topics.get(self.config.topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise StateTopicError(
+                f"state topic {self.config.topic!r} does not exist at {self.config.bootstrap_servers}"
+            )
+        return sorted(found.partitions)
 
     def read(self, partition: int) -> Selection:
         """The newest valid state of ``partition`` and what was skipped, without claiming it."""

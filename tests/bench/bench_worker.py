@@ -16,6 +16,10 @@ Run from the repository root::
     join on Tansu costs about half the session timeout. With ``--null-model`` each round also runs
     the worker with a model that does no work (``tests/bench/null_model_worker.py``): the ceiling
     of any model in this worker, which separates the model's cost from the rest of the worker's.
+    The worker writes every checkpoint to its state topic too (the default); with
+    ``--state-topic-comparison`` each round also runs it with ``--state-topic none``, right after
+    the worker with it, and reports the ratio per round (``--checkpoint-seconds`` makes checkpoints,
+    and so state-topic writes, frequent enough to weigh during a short run).
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The measure that matters to a consumer, record timestamp
@@ -27,9 +31,10 @@ Run from the repository root::
 (c) restore: a 1-partition worker learns 100,000 records and stops (final checkpoint); a new worker
     process restores that checkpoint; measured from the start of the assignment callback (the
     worker's "partition restored" log line minus its restore time) to the first prediction read
-    for a record produced while no worker ran. The checkpoint write time comes from the worker's
-    ``sgt_checkpoint_seconds`` histogram and from timing ``worker.checkpoint.write_checkpoint`` on the
-    restored state directly.
+    for a record produced while no worker ran. Then a third worker with an EMPTY checkpoint
+    directory restores the partition from the state topic, measured the same way. The checkpoint
+    write time comes from the worker's ``sgt_checkpoint_seconds`` histogram and from timing
+    ``worker.checkpoint.write_checkpoint`` on the restored state directly.
 
 The hidden ``passthrough`` subcommand is the baseline process; the bench starts it itself.
 """
@@ -83,6 +88,7 @@ EXITED_GRACE_S = 15.0
 LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is measured
 LATENCY_SETTLE = 2000  # records produced, not measured, while the measuring producer starts up
 NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
+NO_STATE_TOPIC = "worker-no-state"  # the throughput kind of the worker without a state topic
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
@@ -135,7 +141,13 @@ class ClientTuning:
 
 
 def worker_args(
-    bootstrap: str, topics: dict[str, str], group: str, checkpoints: Path, port: int, timing: ClientTuning
+    bootstrap: str,
+    topics: dict[str, str],
+    group: str,
+    checkpoints: Path,
+    port: int,
+    timing: ClientTuning,
+    extra: tuple[str, ...] = (),
 ) -> list[str]:
     """``sgt-worker run`` with the tests' topic flags, a known metrics port and the bench's timing."""
     return [
@@ -155,6 +167,7 @@ def worker_args(
         str(timing.linger_ms),
         "--log-level",
         "info",
+        *extra,
     ]
 
 
@@ -417,6 +430,7 @@ class Bench:
     broker: TansuBroker
     workdir: Path
     timing: ClientTuning = ClientTuning()
+    worker_extra: tuple[str, ...] = ()  # more ``sgt-worker run`` flags for every worker
 
     def topics(self, partitions: int, *kinds: str) -> dict[str, str]:
         suffix = uuid.uuid4().hex[:8]
@@ -453,10 +467,19 @@ class Bench:
         name: str,
         profile: Path | None = None,
         null_model: bool = False,
+        extra: tuple[str, ...] = (),
     ) -> tuple[subprocess.Popen[bytes], int]:
         """``sgt-worker run``, or with ``null_model`` the same worker whose model does no work."""
         port = free_port()
-        args = worker_args(self.broker.bootstrap_servers, topics, group, checkpoints, port, self.timing)
+        args = worker_args(
+            self.broker.bootstrap_servers,
+            topics,
+            group,
+            checkpoints,
+            port,
+            self.timing,
+            (*self.worker_extra, *extra),
+        )
         command = worker_command() + args
         module = "tests.bench.null_model_worker" if null_model else "worker"
         if profile is not None:
@@ -506,6 +529,7 @@ class Bench:
             "seconds_to_all_trained": None if trained_at is None else trained_at - started,
             "exit_code": code,
             "checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
+            "state_topic_write_seconds": summarise(histogram(metrics, "sgt_state_topic_write_seconds")),
         }
 
     def latency(self, seconds: float, rate: float, kind: str) -> dict[str, Any]:
@@ -593,10 +617,11 @@ class Bench:
         """Start the worker or the pass-through (which stops after ``count`` records, and notes its
         deliveries in ``deliveries`` if given) on ``topics``."""
         group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        if kind in ("worker", NULL_MODEL):
+        if kind in ("worker", NULL_MODEL, NO_STATE_TOPIC):
             checkpoints = self.workdir / f"ckpt-{group}"
+            extra = ("--state-topic", "none") if kind == NO_STATE_TOPIC else ()
             return self.start_worker(
-                topics, group, checkpoints, f"{kind}-{group}", profile, null_model=kind == NULL_MODEL
+                topics, group, checkpoints, f"{kind}-{group}", profile, kind == NULL_MODEL, extra
             )
         command = [
             sys.executable,
@@ -634,12 +659,29 @@ class Bench:
             reader.close()
         restored = restore_log_line(log)
         assignment_wall = restored["ts"] - restored["seconds"]
+        # a third worker on an EMPTY directory: the state comes from the state topic
+        self.produce_up_front(topics["features"], 1, start_id=records + 1)
+        reader = Reader(self.broker.bootstrap_servers, topics["predictions"], 1, keep_values=True).start()
+        log = self.log("restore-third")
+        third, _ = self.start_worker(topics, group, self.workdir / f"empty-{group}", "restore-third")
+        try:
+            arrived_third = wait_for_source_offset(reader, records + 1, third)
+        finally:
+            stop(third)
+            reader.close()
+        from_topic = restore_log_line(log)
         direct = time_checkpoint_io(checkpoints, topics, group, write_repeats)
         return {
             "records": records,
             "first_exit_code": first_code,
             "restore_seconds_logged": restored["seconds"],
+            "restore_source": restored.get("source"),
             "assignment_to_first_prediction_s": arrived - assignment_wall,
+            "empty_dir_restore_source": from_topic.get("source"),
+            "empty_dir_restore_seconds_logged": from_topic["seconds"],
+            "empty_dir_state_topic_seconds": from_topic.get("state_topic_seconds"),
+            "empty_dir_assignment_to_first_prediction_s": arrived_third
+            - (from_topic["ts"] - from_topic["seconds"]),
             "worker_checkpoint_seconds": summarise(histogram(metrics, "sgt_checkpoint_seconds")),
             **direct,
         }
@@ -805,11 +847,13 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 
 @contextlib.contextmanager
-def bench_session(keep: bool, timing: ClientTuning | None = None) -> Iterator[Bench]:
+def bench_session(
+    keep: bool, timing: ClientTuning | None = None, worker_extra: tuple[str, ...] = ()
+) -> Iterator[Bench]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-"))
     try:
         with start_tansu(log_path=workdir / "tansu.log") as broker:
-            yield Bench(broker, workdir, timing or ClientTuning())
+            yield Bench(broker, workdir, timing or ClientTuning(), worker_extra)
     finally:
         if keep:
             print(f"logs and checkpoints kept in {workdir}", file=sys.stderr)
@@ -854,6 +898,18 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
             f"round {r['round']}: null-model worker / pass-through {r['total']:.0%} total, "
             f"{r['steady']:.0%} steady (the ceiling of any model in this worker)"
         )
+    costs = state_topic_costs(rows)
+    for r in costs:
+        print(
+            f"round {r['round']}: worker with / without the state topic {r['total']:.1%} total, "
+            f"{r['steady']:.1%} steady"
+        )
+    if costs:
+        print(
+            f"median of {len(costs)} rounds: with / without the state topic "
+            f"{statistics.median(r['total'] for r in costs):.1%} total, "
+            f"{statistics.median(r['steady'] for r in costs):.1%} steady (target >= 95%)"
+        )
     if ratios:
         share = statistics.median(r["total"] for r in ratios)
         rate = statistics.median(r["worker_rate_total"] for r in ratios)
@@ -883,6 +939,29 @@ def round_ratios(rows: list[dict[str, Any]], kind: str = "worker") -> list[dict[
                     "total": w["rate_total"] / p["rate_total"],
                     "steady": w["rate_steady"] / p["rate_steady"],
                     "worker_rate_total": w["rate_total"],
+                }
+            )
+    return out
+
+
+def state_topic_costs(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per round, the worker's rates with its state topic over its rates without one.
+
+    >>> rows = [{"round": 1, "kind": "worker", "rate_total": 19.0, "rate_steady": 38.0},
+    ...         {"round": 1, "kind": "worker-no-state", "rate_total": 20.0, "rate_steady": 40.0}]
+    >>> state_topic_costs(rows)
+    [{'round': 1, 'total': 0.95, 'steady': 0.95}]
+    """
+    out = []
+    for n in sorted({r["round"] for r in rows}):
+        by_kind = {r["kind"]: r for r in rows if r["round"] == n}
+        if {"worker", NO_STATE_TOPIC} <= set(by_kind):
+            w, b = by_kind["worker"], by_kind[NO_STATE_TOPIC]
+            out.append(
+                {
+                    "round": n,
+                    "total": w["rate_total"] / b["rate_total"],
+                    "steady": w["rate_steady"] / b["rate_steady"],
                 }
             )
     return out
@@ -945,6 +1024,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="throughput: each round also runs the worker with a model that does no work",
     )
+    parser.add_argument(
+        "--state-topic-comparison",
+        action="store_true",
+        help="throughput: each round also runs the worker without a state topic, right after it",
+    )
+    parser.add_argument(
+        "--checkpoint-seconds", type=float, help="every worker's --checkpoint-seconds (default: its own)"
+    )
     parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep logs and checkpoints")
@@ -965,8 +1052,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Every measured process gets a fresh broker: Tansu keeps everything in memory and slows down as it
     # fills (a latency run after the throughput runs measured p99 146 ms, on a fresh broker 65 ms).
+    extra = () if args.checkpoint_seconds is None else ("--checkpoint-seconds", str(args.checkpoint_seconds))
+
     def measure(part: Callable[[Bench], dict[str, Any]]) -> dict[str, Any]:
-        with bench_session(args.keep, timing) as bench:
+        with bench_session(args.keep, timing, extra) as bench:
             return part(bench)
 
     if wanted & {"throughput", "passthrough"}:
@@ -974,7 +1063,8 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ["passthrough"]
         profiles = {"worker": args.profile} if args.profile else {}  # the real worker's only
         if "throughput" in wanted:
-            kinds += ["worker", *([NULL_MODEL] if args.null_model else [])]
+            kinds += ["worker", *([NO_STATE_TOPIC] if args.state_topic_comparison else [])]
+            kinds += [NULL_MODEL] if args.null_model else []
         results["throughput"] = [
             {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, profiles.get(k)))}
             for n in range(1, args.repeat + 1)

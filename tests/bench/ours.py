@@ -83,6 +83,7 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
+    Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-20", boosted(n_members=20)),
     Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),

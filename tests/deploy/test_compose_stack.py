@@ -129,13 +129,13 @@ def test_worker_is_replicated_without_fixed_names_or_host_ports(services: dict[s
     assert worker["restart"] == "unless-stopped"
 
 
-def test_replicas_share_one_named_checkpoint_volume(
-    compose: dict[str, Any], worker_env: dict[str, str]
+def test_each_replica_has_its_own_checkpoint_volume_and_restores_from_the_state_topic(
+    compose: dict[str, Any], worker_env: dict[str, str], settings_by_env: dict[str, Any]
 ) -> None:
     worker = compose["services"]["worker"]
-    source = _mounts(worker)[worker_env["SGT_CHECKPOINT_DIR"]]
-    assert source in compose["volumes"], "a named volume, shared by every replica"
-    assert not source.startswith((".", "/"))
+    assert worker_env["SGT_CHECKPOINT_DIR"] in worker["volumes"], "an anonymous volume: one per replica"
+    assert "checkpoints" not in compose["volumes"]
+    assert settings_by_env["SGT_STATE_TOPIC"].parse(worker_env["SGT_STATE_TOPIC"]) == "sgt-worker-state"
 
 
 def test_worker_settings_are_real_and_valid(

@@ -1,8 +1,8 @@
 """deploy/k8s, checked without a cluster: wiring between objects, probes, ports, settings, volume, grace.
 
 Every manifest is listed in kustomization.yaml, selectors match the pod labels, the probes use the
-worker's real endpoints on the port the worker is configured to serve, and the pods share one
-ReadWriteMany checkpoint volume mounted where the worker writes.
+worker's real endpoints on the port the worker is configured to serve, every pod has its own
+ReadWriteOnce checkpoint volume mounted where the worker writes, and the state topic is on.
 """
 
 from __future__ import annotations
@@ -68,9 +68,7 @@ def test_kustomization_lists_every_manifest(objects: list[dict[str, Any]]) -> No
     on_disk = {p.name for p in K8S_DIR.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == on_disk
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == sorted(
-        ["Namespace", "ConfigMap", "PersistentVolumeClaim", "Service", "StatefulSet", "PodDisruptionBudget"]
-    )
+    assert kinds == sorted(["Namespace", "ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget"])
 
 
 def test_selectors_match_the_pod_labels(objects: list[dict[str, Any]], workload: dict[str, Any]) -> None:
@@ -153,7 +151,7 @@ def test_prometheus_kubernetes_config_finds_every_pod_through_the_service(
     assert discovery["type"] == "A" and discovery["port"] == container["ports"][0]["containerPort"]
 
 
-def test_every_pod_mounts_the_shared_read_write_many_checkpoint_volume(
+def test_every_pod_has_its_own_checkpoint_volume_and_restores_from_the_state_topic(
     objects: list[dict[str, Any]],
     workload: dict[str, Any],
     pod: dict[str, Any],
@@ -161,14 +159,19 @@ def test_every_pod_mounts_the_shared_read_write_many_checkpoint_volume(
     config: dict[str, str],
     settings_by_env: dict[str, Any],
 ) -> None:
-    claim = k8s_object("PersistentVolumeClaim", objects)
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
-    assert "volumeClaimTemplates" not in workload["spec"], "per-pod volumes cannot follow partitions"
-    volumes = {v["name"]: v for v in pod["volumes"]}
+    """Partitions do not follow pods: per-pod volumes are only a cache when the state topic is on."""
+    assert not [o for o in objects if o["kind"] == "PersistentVolumeClaim"], "no shared volume"
+    (template,) = workload["spec"]["volumeClaimTemplates"]
+    assert template["spec"]["accessModes"] == ["ReadWriteOnce"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     checkpoint_dir = _setting(config, settings_by_env, "SGT_CHECKPOINT_DIR")
-    volume = volumes[mounts[checkpoint_dir]]
-    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert mounts[checkpoint_dir] == template["metadata"]["name"]
+    assert template["metadata"]["name"] not in {v["name"] for v in pod["volumes"]}
+    state_topic = settings_by_env["SGT_STATE_TOPIC"].parse(config["SGT_STATE_TOPIC"])
+    assert state_topic not in (None, "auto")
+    replicas = _setting(config, settings_by_env, "SGT_STATE_TOPIC_REPLICATION_FACTOR")
+    in_sync = _setting(config, settings_by_env, "SGT_STATE_TOPIC_MIN_INSYNC_REPLICAS")
+    assert 1 <= in_sync < replicas, "a state survives a broker's loss and writes go on without it"
 
 
 def test_grace_period_covers_the_final_checkpoint(

@@ -59,6 +59,20 @@ def test_inspect_directory_file_and_tree(tmp_path: Path) -> None:
     assert "# partition 0" in single.stderr and re.search(r"[<>=]", single.stderr)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect"],
+        ["inspect", "x", "--state-topic", "t", "--bootstrap-servers", "h:1"],
+        ["inspect", "--state-topic", "t"],
+    ],
+)
+def test_inspect_wants_a_path_or_a_state_topic_with_its_broker(args: list[str]) -> None:
+    out = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "give a checkpoint PATH, or --state-topic TOPIC with --bootstrap-servers" in out.stderr
+
+
 def test_inspect_summarizes_a_boosted_checkpoint_with_every_members_trees(tmp_path: Path) -> None:
     state = PartitionState(
         0, BoostedClassifier(grace_period=20, warm_up=50), StateConfig("classification", None)

@@ -282,3 +282,32 @@ def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> N
 def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:
     with pytest.raises(ConfigError, match=allowed):
         load_settings({name: value}, env={})
+
+
+def test_the_state_topic_is_the_groups_own_by_default_and_can_be_named_or_turned_off(tmp_path: Path) -> None:
+    assert load_settings({"group_id": "fraud"}, env={}).state_topic_name == "fraud-state"
+    assert load_settings({}, env={"SGT_STATE_TOPIC": "none"}).state_topic_name is None
+    assert load_settings({"state_topic": "states.v1"}, env={}).state_topic_name == "states.v1"
+    path = tmp_path / "c.toml"
+    path.write_text('state_topic = "from-file"\nstate_topic_replication_factor = 3\n')
+    s = settings_from_args(build_parser().parse_args(["run", "--config", str(path)]), env={})
+    assert (s.state_topic_name, s.state_topic_replication_factor) == ("from-file", 3)
+    assert s.state_topic_min_insync_replicas is None
+    assert load_settings({}, env={}).state_topic_replication_factor == -1  # the broker's default
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"state_topic": "bad name"}, "setting state_topic (--state-topic / SGT_STATE_TOPIC) from flag"),
+        ({"state_topic": "x" * 250}, "auto, none, or a Kafka topic name"),
+        ({"group_id": "team/a"}, "auto names it 'team/a-state' after group_id, which is not a valid topic"),
+        ({"state_topic": "features"}, "'features' is also the features_topic; the state topic must be"),
+        ({"group_id": "x", "predictions_topic": "x-state"}, "'x-state' is also the predictions_topic"),
+        ({"state_topic_replication_factor": "0"}, "-1 (the broker's default.replication.factor) or an"),
+        ({"state_topic_min_insync_replicas": "0"}, "setting state_topic_min_insync_replicas"),
+    ],
+)
+def test_bad_state_topic_settings_are_refused_clearly(flags: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_settings(flags, env={})

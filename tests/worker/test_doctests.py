@@ -22,6 +22,7 @@ MODULES = [
     "worker.records",
     "worker.schema",
     "worker.state",
+    "worker.state_mirror",
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -20,6 +21,7 @@ from worker.loop import Worker
 from worker.merge import FEATURES
 from worker.partition import AHEAD_GRACE_S
 from worker.state import Record
+from worker.state_topic import StateTopicFenced, StateWriteError
 
 
 class FakeMessage:
@@ -198,6 +200,83 @@ def test_a_slow_checkpoint_write_does_not_stall_the_loop(
         worker.checkpointer.maybe_checkpoint(worker.owned)
         time.sleep(0.01)
     assert consumer.commits == [[("f", 0, 10)]] and _checkpointed(tmp_path) == [10, 0]
+
+
+class FakeMirror:
+    """The state topic's side of the checkpoint protocol: each write acknowledged at once, then
+    confirmed, or refused with ``error`` (a StateWriteError, a StateTopicFenced)."""
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+        self.written: list[tuple[int, bytes]] = []
+        self.released: list[int] = []
+
+    def start(self, partition: int, blob: bytes) -> Any:
+        return SimpleNamespace(pending=SimpleNamespace(acknowledged=True), partition=partition, blob=blob)
+
+    def poll(self) -> None:
+        pass
+
+    def finish(self, mirroring: Any) -> None:
+        if self.error is not None:
+            raise self.error
+        self.written.append((mirroring.partition, mirroring.blob))
+
+    def release(self, partitions: list[int]) -> None:
+        self.released += partitions
+
+
+def _mirrored(worker: Worker) -> FakeMirror:
+    mirror = FakeMirror()
+    worker.checkpointer.mirror = worker.mirror = mirror  # type: ignore[assignment]
+    return mirror
+
+
+def test_a_failed_state_topic_write_commits_nothing_and_is_retried(tmp_path: Path) -> None:
+    worker, consumer, _ = _worker(tmp_path)
+    mirror = _mirrored(worker)
+    _feed(worker, consumer, range(0, 10))
+    assert consumer.commits[-1] == [("f", 0, 10)] and len(mirror.written) == 1
+    mirror.error = StateWriteError("3 of 3 records unacknowledged")
+    _feed(worker, consumer, range(10, 20))
+    assert _checkpointed(tmp_path) == [20, 0]  # the file is durable...
+    assert consumer.commits[-1] == [("f", 0, 10)]  # ...but its offsets wait for the state topic's copy
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="state_topic") == 1
+    assert value(parsed, "sgt_restores_total", source="fresh") == 1
+    mirror.error = None
+    _turn(worker)  # no new record: the partition is due again all the same
+    assert consumer.commits[-1] == [("f", 0, 20)]
+    assert orjson.loads(state_header_of(mirror.written[-1][1]))["next_offsets"] == [20, 0]
+
+
+def test_a_fenced_state_topic_write_gives_the_partition_up(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    mirror = _mirrored(worker)
+    _feed(worker, consumer, range(0, 10))
+    mirror.error = StateTopicFenced("epoch 9 claimed it after this worker's epoch 3")
+    _feed(worker, consumer, range(10, 20))
+    assert consumer.commits[-1] == [("f", 0, 10)]
+    worker._give_up_fenced()
+    assert worker.owned == {} and mirror.released == [0]
+    delivered = len(producer.delivered)
+    _turn(worker)  # nothing more for it: no outputs, no commits
+    assert len(producer.delivered) == delivered and consumer.commits[-1] == [("f", 0, 10)]
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="fenced") == 1
+
+
+def test_the_restored_offsets_are_committed_on_assignment(tmp_path: Path) -> None:
+    """A worker that died between a durable checkpoint and its commit left the group's offsets
+    behind; its successor, restored at the end with nothing new to process, would never commit."""
+    first, consumer, _ = _worker(tmp_path)
+    _feed(first, consumer, range(0, 10))
+    _, successor, _ = _worker(tmp_path)
+    assert successor.commits == [[("f", 0, 10)]]
+
+
+def state_header_of(blob: bytes) -> bytes:
+    return blob[4 : 4 + int.from_bytes(blob[:4], "big")]
 
 
 def test_a_position_past_the_end_restarts_the_topic_from_its_start(tmp_path: Path) -> None:
