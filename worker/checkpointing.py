@@ -43,11 +43,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from worker.checkpoint import CheckpointStore, checkpoint_path
 from worker.clients import Clients
@@ -76,7 +77,7 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class _Write:
+class Write:
     """A snapshot being written by the background thread (step 3)."""
 
     owned: Owned
@@ -114,13 +115,44 @@ class Checkpointer:
         )
         self.mirror = mirror
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._writing: dict[int, _Write] = {}
+        self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
         self.fenced: dict[int, str] = {}  # partitions a newer owner claimed in the state topic: why
 
     def close(self) -> None:
         """Wait for the write in flight, if any (its offsets are not committed any more)."""
         self._writer.shutdown(wait=True)
+
+    # -- the output producer --------------------------------------------------------------------------
+
+    def started(self, producer: Producer) -> Producer:
+        """A new output producer, ready for outputs (the exactly-once protocol opens a transaction)."""
+        return producer
+
+    def renew_producer(self, make: Callable[[], Producer]) -> None:
+        """Outputs were lost for good: replace the producer before the partitions that lost one rewind.
+
+        A producer whose messages timed out may stay unable to deliver (an idempotent producer's
+        sequence state after in-flight requests timed out: some brokers then answer every request
+        with PRODUCER_FENCED), so it is replaced by a new one. Its outputs still queued or in flight
+        are purged first: their delivery reports fail, latching their partitions, which rewind too.
+        """
+        old = self.clients.producer
+        if old is not None:
+            old.purge()
+            old.flush(0)  # serves the purged outputs' delivery reports
+        self.clients.producer = make()
+
+    def as_fenced(self, exc: BaseException) -> Exception | None:
+        """The error that stopped the loop, as the protocol's own error when it means that this worker
+        was fenced (only a transactional producer can be)."""
+        return None
+
+    def committed_offsets(self, partition: int) -> list[int] | None:
+        """The next offsets below which the partition's outputs are known to be committed (per topic
+        rank), for a restore to process those records again without producing: never known here, as
+        at_least_once produces the outputs of replayed records again."""
+        return None
 
     # -- while running: the steps across turns of the loop ---------------------------------------------
 
@@ -153,7 +185,7 @@ class Checkpointer:
             if o.latch.failed is not None:  # step 2 failed: never written; the partition rewinds
                 continue
             future = self._writer.submit(self._write_file, p, snapshot.blob)  # step 3
-            self._writing[p] = _Write(o, snapshot, future)
+            self._writing[p] = Write(o, snapshot, future)
         self._commit(offsets, wait=False)  # step 4
 
     def _finished_writes(self) -> list[TopicPartition]:
@@ -278,14 +310,14 @@ class Checkpointer:
             future.set_result(self._write_file(partition, snapshot.blob))
         except OSError as exc:
             future.set_exception(exc)
-        return self._written(partition, _Write(owned, snapshot, future))
+        return self._written(partition, Write(owned, snapshot, future))
 
     def _write_file(self, partition: int, blob: bytes) -> float:
         started = time.perf_counter()
         self.store.write(partition, blob)
         return time.perf_counter() - started
 
-    def _written(self, partition: int, write: _Write) -> bool:
+    def _written(self, partition: int, write: Write) -> bool:
         """Account for a finished write: metrics and log on success; on failure, due again."""
         error = write.future.exception()
         if error is not None and not isinstance(error, OSError):
@@ -345,6 +377,12 @@ class Checkpointer:
             extra=fields(partition=partition, error=str(error)),
         )
         owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
+
+    def commit_restored(self, offsets: list[TopicPartition]) -> None:
+        """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable
+        checkpoint and its commit left the group's offsets behind, and one restored at a topic's end
+        commits nothing more until new records come (monitoring reads the group's offsets)."""
+        self._commit(offsets, wait=False)
 
     def _offsets(self, partition: int, next_offsets: tuple[int, int]) -> list[TopicPartition]:
         offsets = [TopicPartition(self.settings.features_topic, partition, next_offsets[FEATURES])]

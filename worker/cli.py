@@ -8,7 +8,9 @@ Exit codes of ``run``: 0 stopped cleanly, every owned partition checkpointed; 1 
 (the loop raised; nothing written after the last checkpoint); 2 a bad setting or an unusable
 checkpoint directory; 3 the graceful shutdown overran ``shutdown_timeout_seconds``; 4 stopped, but
 the final checkpoint of some partition was not written (an output not delivered, a failed write):
-its records since the last checkpoint are processed again by the next owner.
+its records since the last checkpoint are processed again by the next owner; 5 (exactly_once) the
+output producer was fenced: another worker took its transactional id over, or the broker ended its
+transactional session; nothing produced since the last commit is committed.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from worker.config import SETTINGS, ConfigError, add_arguments, describe, redact
 from worker.logs import configure_logging, fields
 from worker.loop import FinalCheckpointError, Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
+from worker.transactions import TransactionFenced
 
 EXIT_NO_FINAL_CHECKPOINT = 4
+EXIT_FENCED = 5
 
 _RUN_EPILOG = (
     "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
@@ -171,6 +175,9 @@ def run_command(args: argparse.Namespace) -> int:
     except FinalCheckpointError as exc:
         log.error("worker stopped without its final checkpoint", extra=fields(error=str(exc)))
         return EXIT_NO_FINAL_CHECKPOINT
+    except TransactionFenced as exc:
+        log.error("worker stopped: its output producer was fenced", extra=fields(error=str(exc)))
+        return EXIT_FENCED
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
         return 2

@@ -6,13 +6,24 @@ else (``kafka_options`` cannot override it): every output is built to fit it (se
 batch of up to 1,048,588 bytes by default (``message.max.bytes``, per topic ``max.message.bytes``);
 the default of 1,000,000 leaves room for the batch framing.
 
+With ``processing_guarantee`` exactly_once the producer is transactional: its ``transactional.id``
+is the ``transactional_id`` setting or, by default, ``{group_id}-{host name}`` (stable across restarts
+of a worker on the same host, which lets the restarted worker abort its predecessor's open transaction
+at once; see :func:`transactional_id`), and ``transaction.timeout.ms`` is three times
+``checkpoint_seconds`` (at least 60 s), as a transaction stays open for up to one checkpoint period.
+
 >>> from worker.config import load_settings
 >>> producer_config(load_settings({}, env={}))["message.max.bytes"]
 1000000
+>>> conf = producer_config(load_settings({"processing_guarantee": "exactly_once", "group_id": "g"}, env={}))
+>>> conf["transactional.id"].startswith("g-"), conf["transaction.timeout.ms"]
+(True, 90000)
 """
 
 from __future__ import annotations
 
+import math
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +37,7 @@ _CONSUMER_KEYS = frozenset(
 )
 _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
 _PRODUCER_QUEUE_KBYTES = 128 << 10  # 128 MiB
+_MIN_TRANSACTION_TIMEOUT_MS = 60_000  # librdkafka's default
 
 
 def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -63,8 +75,25 @@ def producer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
         **dict(settings.kafka_options),
         "message.max.bytes": settings.max_message_bytes,
     }
+    if settings.processing_guarantee == "exactly_once":
+        conf["transactional.id"] = transactional_id(settings)
+        conf["transaction.timeout.ms"] = max(
+            _MIN_TRANSACTION_TIMEOUT_MS, math.ceil(3000 * settings.checkpoint_seconds)
+        )
     conf.update({k: v for k, v in (overrides or {}).items() if k in _PRODUCER_KEYS})
     return conf
+
+
+def transactional_id(settings: WorkerSettings) -> str:
+    """The output producer's ``transactional.id``: the setting, or ``{group_id}-{host name}``.
+
+    It must differ between the worker processes running at the same time (two with the same id fence
+    each other: the older one stops) and should stay the same when a process restarts, so that the new
+    one's ``init_transactions`` aborts what its predecessor left open instead of read_committed
+    consumers waiting for the transaction timeout. The host name does both where each worker has a
+    host of its own (a container or pod); set ``transactional_id`` when several share one host.
+    """
+    return settings.transactional_id or f"{settings.group_id}-{socket.gethostname()}"
 
 
 @dataclass

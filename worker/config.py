@@ -30,6 +30,12 @@ from worker.merge import MERGE_MAX_BYTES
 from worker.outputs import prediction_bound
 from worker.schema import MAX_FEATURES
 
+GUARANTEES = ("at_least_once", "exactly_once")
+"""The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""
+
+MAX_TRANSACTION_SECONDS = 300.0
+"""Longest ``checkpoint_seconds`` with exactly_once: the transaction timeout is three times it."""
+
 
 class ConfigError(ValueError):
     """A setting has a value it does not accept; the message names the setting and what is allowed."""
@@ -196,7 +202,8 @@ PROTECTED_CLIENT_KEYS = frozenset(
         "isolation.level",
         "enable.idempotence",
         "acks",
-        "transactional.id",
+        "transactional.id",  # the transactional_id setting (exactly_once)
+        "transaction.timeout.ms",  # three times checkpoint_seconds (exactly_once)
         "message.max.bytes",  # the max_message_bytes setting, which every output is built to fit
     }
 )
@@ -313,6 +320,21 @@ SETTINGS: tuple[Setting, ...] = (
         30.0,
         "Checkpoint a changed partition at least this often (seconds).",
         _float(0.0, open_low=True),
+    ),
+    Setting(
+        "processing_guarantee",
+        "at_least_once",
+        "at_least_once: outputs may repeat after a crash (those of the records since the last checkpoint); "
+        "exactly_once: outputs, input offsets and checkpoints commit in Kafka transactions, so a "
+        "read_committed consumer sees each output once.",
+        _choice(*GUARANTEES),
+    ),
+    Setting(
+        "transactional_id",
+        None,
+        "exactly_once: the output producer's transactional.id, unique per worker process and stable across "
+        "its restarts; none = {group_id}-{host name}.",
+        _optional_text,
     ),
     Setting(
         "join_max_pending", 100000, "Most entries waiting on each side of a partition's join buffer.", _int(1)
@@ -492,6 +514,8 @@ class WorkerSettings:
     metrics_host: str
     checkpoint_records: int
     checkpoint_seconds: float
+    processing_guarantee: str
+    transactional_id: str | None
     join_max_pending: int
     join_max_bytes: int
     merge_max_bytes: int
@@ -534,6 +558,7 @@ class WorkerSettings:
     def __post_init__(self) -> None:
         _check_topics(self)
         _check_prediction_bound(self)
+        _check_guarantee(self)
 
     @property
     def state_topic_name(self) -> str | None:
@@ -588,6 +613,20 @@ def _check_prediction_bound(settings: WorkerSettings) -> None:
             f"{describe('proba_top_k')} and {describe('max_label_bytes')}: a prediction could take "
             f"{bound} bytes; allowed are values whose worst case is at most half of max_message_bytes "
             f"({settings.max_message_bytes // 2})"
+        )
+
+
+def _check_guarantee(settings: WorkerSettings) -> None:
+    """exactly_once keeps a transaction open for up to ``checkpoint_seconds``; its timeout (three times
+    that, at least 60 s) must stay within what Kafka brokers allow by default (15 minutes)."""
+    if (
+        settings.processing_guarantee == "exactly_once"
+        and settings.checkpoint_seconds > MAX_TRANSACTION_SECONDS
+    ):
+        raise ConfigError(
+            f"{describe('checkpoint_seconds')}: {settings.checkpoint_seconds:g} with processing_guarantee "
+            f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
+            "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
         )
 
 

@@ -1,14 +1,15 @@
 """The Kafka shell of the worker: consume, process, produce, checkpoint, in one loop.
 
-One :class:`Worker` runs one consumer (group member) and one idempotent producer, and wires together
-the modules that do the work:
+One :class:`Worker` runs one consumer (group member) and one idempotent producer (transactional with
+``processing_guarantee`` exactly_once), and wires together the modules that do the work:
 
 * :mod:`worker.rebalance`: partitions assigned (restored from their checkpoints, both topics sought to
   the offsets in them), revoked (checkpointed first) and lost (dropped, nothing written);
 * :mod:`worker.partition`: fetched records merged per partition in a deterministic order and
   processed in runs, with pausing, recovery from model failures and from outputs lost for good;
 * :mod:`worker.checkpointing`: snapshot, outputs acknowledged, file durable, state topic (when one is
-  configured: :mod:`worker.state_mirror`), offsets committed;
+  configured: :mod:`worker.state_mirror`), offsets committed; :mod:`worker.transactions` instead with
+  exactly_once: snapshot, outputs, state topic and offsets committed in one transaction, file durable;
 * :mod:`worker.delivery`: per-run acknowledgement counting and the per-partition latch of failures.
 
 This module owns the clients' lifetimes, the loop's turns, the produce calls and the gauges. The
@@ -48,6 +49,7 @@ from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
 from worker.state_mirror import StateMirror, features_partitions
 from worker.state_topic import StateTopicError
+from worker.transactions import TransactionalCheckpointer
 
 _GAUGE_INTERVAL_S = 1.0
 _CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
@@ -95,8 +97,15 @@ class Worker:
             model_registry,
         )
         self.mirror: StateMirror | None = None  # created by run(): its clients connect at once
-        self.checkpointer = Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
+        self.checkpointer = (
+            TransactionalCheckpointer(
+                settings, self.clients, self.store, self.metrics, self.log, self.runtime.owned
+            )
+            if settings.processing_guarantee == "exactly_once"
+            else Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
+        )
         self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
+        self.runtime.committed_offsets = self.checkpointer.committed_offsets
         self.rebalancer = Rebalancer(
             settings, self.runtime, self.checkpointer, self.metrics, self.health, self.log
         )
@@ -106,8 +115,8 @@ class Worker:
         self._next_gauges = 0.0
         self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
         self._rewind_at: float | None = None  # when the partitions that lost an output rewind
-        self.make_producer: Callable[[], Producer] = lambda: Producer(
-            self._with_callbacks(producer_config(self.settings, self._overrides))
+        self.make_producer: Callable[[], Producer] = lambda: self.checkpointer.started(
+            Producer(self._with_callbacks(producer_config(self.settings, self._overrides)))
         )
 
     @property
@@ -156,11 +165,14 @@ class Worker:
         try:
             while not self._stop.is_set():
                 self.step()
-        except BaseException:
+        except BaseException as exc:
             # The state may be half-updated: write nothing, the next owner replays from the last checkpoint.
             self.log.exception("worker loop failed; leaving without a final checkpoint")
             self.runtime.drop(sorted(self.owned))
-            self._shutdown()
+            fenced = self.checkpointer.as_fenced(exc)
+            self._shutdown(flush=fenced is None)  # a fenced producer's outputs can never commit
+            if fenced is not None:
+                raise fenced from exc
             raise
         if not self._shutdown():
             raise FinalCheckpointError("the final checkpoint of some partition was not written")
@@ -229,18 +241,23 @@ class Worker:
         batch = self.settings.batch_size
         return [first, *consumer.consume(batch - 1, 0)] if batch > 1 else [first]
 
-    def _shutdown(self) -> bool:
-        """Final checkpoint, close the clients; whether every owned partition got its checkpoint."""
+    def _shutdown(self, flush: bool = True) -> bool:
+        """Final checkpoint, close the clients (flushing the producer unless told not to); whether every
+        owned partition got its checkpoint."""
         self.log.info("worker stopping", extra=fields(partitions=sorted(self.owned)))
         self.health.set_ready(False)
         complete = True
         try:
             if self.owned:
                 complete = self.checkpointer.checkpoint_now(self.owned, list(self.owned), force=True)
+        except BaseException:
+            self.runtime.drop(sorted(self.owned))  # closing the consumer must not try again (on_revoke)
+            flush = False  # nor may the producer be flushed: it failed (a fenced one raises again)
+            raise
         finally:
             if self.clients.consumer is not None:
                 self.clients.consumer.close()  # runs on_revoke (nothing left to write) and leaves the group
-            if self.clients.producer is not None:
+            if self.clients.producer is not None and flush:
                 left = self.clients.producer.flush(FLUSH_TIMEOUT_S)
                 if left:
                     self.log.error("records left undelivered at shutdown", extra=fields(undelivered=left))
@@ -273,12 +290,10 @@ class Worker:
     def recover_deliveries(self, now: float) -> None:
         """Outputs were lost for good: renew the producer, then rewind every partition that lost one.
 
-        A producer whose messages timed out may stay unable to deliver (an idempotent producer's
-        sequence state after in-flight requests timed out: some brokers then answer every request
-        with PRODUCER_FENCED), so it is replaced by a new one. Its outputs still queued or in flight
-        are purged first: their delivery reports fail, latching their partitions, which rewind too.
-        The rewinds wait ``_REWIND_DELAY_S``, so that a broker refusing everything at once costs one
-        rewind a second, not one a turn.
+        The checkpoint protocol renews the producer (:meth:`Checkpointer.renew_producer`: a new one for
+        at_least_once; exactly_once aborts the transaction, which latches every partition). The rewinds
+        wait ``_REWIND_DELAY_S``, so that a broker refusing everything at once costs one rewind a
+        second, not one a turn.
         """
         if self._rewind_at is None:
             self._rewind_at = now + _REWIND_DELAY_S
@@ -286,11 +301,7 @@ class Worker:
         if now < self._rewind_at:
             return
         self._rewind_at = None
-        old = self.clients.producer
-        if old is not None:
-            old.purge()
-            old.flush(0)  # serves the purged outputs' delivery reports
-        self.clients.producer = self.make_producer()
+        self.checkpointer.renew_producer(self.make_producer)
         for partition in self.runtime.latched():
             self.runtime.rewind_lost_output(partition)
 

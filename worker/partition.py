@@ -18,6 +18,10 @@ processed runs:
   cover the lost output (see :mod:`worker.checkpointing`), so the records after it are processed and
   their outputs produced again. The producer keeps each new output until the broker takes it or
   ``message.timeout.ms`` passes; in the second case the partition rewinds again.
+* **Committed outputs.** With exactly_once the group's committed offsets may be ahead of the
+  checkpoint file (the transaction committed, then the process died before the file was durable):
+  the records between are processed again, learning as before, without producing their outputs,
+  which are committed already (:attr:`Owned.replay_until`, from :attr:`PartitionRuntime.committed_offsets`).
 * **Offsets past the end.** Restored offsets beyond the end of a topic (the topic was deleted and
   re-created) are detected from the fetch responses' high watermarks: once a topic partition has
   stayed ahead of its end for ``AHEAD_GRACE_S``, it is logged, counted
@@ -30,6 +34,7 @@ processed runs:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import time
@@ -74,6 +79,7 @@ class Owned:
     paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
     poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
     careful_until: list[int] | None = None  # next offsets up to which records go one per model call
+    replay_until: list[int] | None = None  # next offsets below which the outputs are committed already
     labels_assigned: bool = False  # this member consumes the labels topic's partition too
     in_flight: deque[RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
     produced_runs: int = 0  # runs of outputs handed to the producer
@@ -190,7 +196,9 @@ class PartitionRuntime:
 
     ``emit(partition, owned, result)`` publishes a processed run (the shell's producer side);
     ``before_restore(partition)`` runs before a partition is restored from its checkpoint file (the
-    checkpoint protocol waits there for that partition's write in flight).
+    checkpoint protocol waits there for that partition's write in flight); ``committed_offsets(partition)``
+    gives the next offsets (per topic rank) whose records' outputs are committed already, or None when
+    that is not known (at_least_once: outputs are published again on replay).
     """
 
     def __init__(
@@ -208,6 +216,7 @@ class PartitionRuntime:
         self.store = store
         self.emit = emit
         self.before_restore: Callable[[int], None] = lambda _p: None
+        self.committed_offsets: Callable[[int], list[int] | None] = lambda _p: None
         self.mirror: StateMirror | None = None  # the state topic, when one is configured
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
         self.owned: dict[int, Owned] = {}
@@ -240,6 +249,8 @@ class PartitionRuntime:
                 extra=fields(partition=partition, reason=str(exc)),
             )
             return None
+        if restored.source == "topic" and self._beyond_commit(partition, restored.state):
+            restored = dataclasses.replace(restored, state=local, source="file", payload=None)
         if restored.payload is not None:
             try:
                 self.store.write(partition, restored.payload)
@@ -257,6 +268,20 @@ class PartitionRuntime:
             state_topic_records_seen=restored.topic_seen,
         )
         return self._count(owned, restored.source)
+
+    def _beyond_commit(self, partition: int, state: PartitionState) -> bool:
+        """Whether ``state`` is past the committed offsets (exactly_once): a state staged in a
+        transaction that aborted, which a broker without read_committed (the test broker) still
+        shows. Its outputs were aborted, so it must not be continued; the file never is past them."""
+        committed = self.committed_offsets(partition)
+        if committed is None or all(n <= c for n, c in zip(state.next_offsets, committed, strict=True)):
+            return False
+        self.log.warning(
+            "the state topic's newest state is past the committed offsets (its transaction aborted); "
+            "restoring the checkpoint file",
+            extra=fields(partition=partition, next_offsets=state.next_offsets, committed=committed),
+        )
+        return True
 
     def _count(self, owned: Owned, source: str) -> Owned:
         fresh = owned.state.consumed == [0, 0]
@@ -286,6 +311,9 @@ class PartitionRuntime:
         self, partition: int, state: PartitionState, source: str, started: float, **extra: Any
     ) -> Owned:
         owned = Owned(state, fetched=list(state.next_offsets))
+        committed = self.committed_offsets(partition)
+        if committed is not None and any(c > n for c, n in zip(committed, state.next_offsets, strict=True)):
+            owned.replay_until = committed
         fresh = state.consumed == [0, 0]
         self.log.info(
             "partition starts fresh" if fresh else "partition restored",
@@ -294,6 +322,7 @@ class PartitionRuntime:
                 source="fresh" if fresh else source,
                 next_offsets=state.next_offsets,
                 records_seen=sum(state.consumed),
+                committed_outputs_until=owned.replay_until,
                 seconds=round(time.monotonic() - started, 4),
                 **extra,
             ),
@@ -383,24 +412,38 @@ class PartitionRuntime:
             return
         if owned.poison:
             entries = [defuse(entry, owned.poison) for entry in entries]
-        if owned.careful_until is None:
-            self._run(partition, owned, entries)
-            return
-        for entry in entries:  # after a model failure: one record per call, to find the one that fails
-            if not self._run(partition, owned, [entry]):
+        if owned.replay_until is not None:
+            done = committed_prefix(entries, owned.replay_until)
+            if done < len(entries):  # the merge order is the committed one: the rest are all new
+                owned.replay_until = None
+            if done and not self._run_all(partition, owned, entries[:done], publish=False):
                 return
+            entries = entries[done:]
+        if entries:
+            self._run_all(partition, owned, entries, publish=True)
+
+    def _run_all(self, partition: int, owned: Owned, entries: list[Entry], publish: bool) -> bool:
+        """Process entries in one run, or one per run after a model failure; False if one failed."""
+        if owned.careful_until is None:
+            return self._run(partition, owned, entries, publish)
+        for entry in entries:  # after a model failure: one record per call, to find the one that fails
+            if not self._run(partition, owned, [entry], publish):
+                return False
             if all(n >= end for n, end in zip(owned.state.next_offsets, owned.careful_until, strict=True)):
                 owned.careful_until = None
+        return True
 
-    def _run(self, partition: int, owned: Owned, entries: list[Entry]) -> bool:
-        """Process entries and publish the results; on a model failure recover and return False."""
+    def _run(self, partition: int, owned: Owned, entries: list[Entry], publish: bool) -> bool:
+        """Process entries and publish the results unless told not to (their outputs are committed
+        already); on a model failure recover and return False."""
         try:
             result = owned.state.process(entries, time.time())
         except Exception:
             self._recover(partition, owned, entries)
             return False
         owned.since_checkpoint += len(entries)
-        self.emit(partition, owned, result)
+        if publish:
+            self.emit(partition, owned, result)
         return True
 
     def _recover(self, partition: int, owned: Owned, entries: list[Entry]) -> None:
@@ -564,6 +607,23 @@ def unseen(records: list[Record], fetched: int) -> list[Record]:
             kept.append(record)
             fetched = record.offset + 1
     return kept
+
+
+def committed_prefix(entries: list[Entry], committed: list[int]) -> int:
+    """How many leading entries come from records below the ``committed`` next offsets (per rank).
+
+    Those records' outputs were committed before a crash; they are processed again only to bring the
+    model where it was. The merge order is deterministic, so those records come first.
+
+    >>> committed_prefix([(0.0, 0, 4, None), (0.1, 1, 2, None), (0.2, 0, 5, None)], [5, 3])
+    2
+    """
+    done = 0
+    for _, rank, offset, _ in entries:
+        if offset >= committed[rank]:
+            break
+        done += 1
+    return done
 
 
 def defuse(entry: Entry, poison: set[tuple[int, int]]) -> Entry:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from worker.checkpointing import Checkpointer
 from worker.config import WorkerSettings
@@ -71,23 +71,10 @@ class Rebalancer:
                     TopicPartition(self.settings.labels_topic, p, owned.state.next_offsets[LABELS])
                 )
         consumer.assign(assignment)
-        self._commit_restored(consumer, [tp for tp in assignment if tp.offset > 0])
+        self.checkpointer.commit_restored([tp for tp in assignment if tp.offset > 0])
         self.metrics.assigned.set(len(owned_now))
         self.health.set_ready(True)
         self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
-
-    def _commit_restored(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
-        """Commit the restored checkpoints' offsets: a worker that died between a durable checkpoint
-        and its commit left the group's offsets behind, and one restored at a topic's end commits
-        nothing more until new records come (monitoring reads the group's offsets)."""
-        if not offsets:
-            return
-        try:
-            consumer.commit(offsets=offsets, asynchronous=True)
-        except KafkaException as exc:
-            self.log.warning(
-                "offset commit failed (the checkpoint stays authoritative)", extra=fields(error=str(exc))
-            )
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.metrics.rebalances.labels(event="revoke").inc()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from worker.config import WorkerSettings
 from worker.logs import fields
@@ -38,6 +38,7 @@ from worker.state_topic import (
     StateTopicConfig,
     StateTopicError,
     StateTopicFenced,
+    Written,
     ensure_topic,
 )
 
@@ -199,7 +200,9 @@ class StateMirror:
 
         Raises :class:`~worker.state_topic.StateTopicFenced` (another worker owns the partition) or
         another :class:`~worker.state_topic.StateTopicError` (not written)."""
-        written = self.topic.finish(mirroring.pending)
+        self._written(self.topic.finish(mirroring.pending), mirroring)
+
+    def _written(self, written: Written, mirroring: Mirroring) -> None:
         self.metrics.state_write_seconds.observe(time.monotonic() - mirroring.started)
         self.metrics.state_write_bytes.inc(written.bytes)
         if written.cleanup_pending:
@@ -207,6 +210,24 @@ class StateMirror:
                 "state topic cleanup not acknowledged; retried with the next write",
                 extra=fields(partition=written.partition, keys=written.cleanup_pending),
             )
+
+    def stage(self, partition: int, blob: bytes, producer: Producer) -> Mirroring:
+        """exactly_once: the checkpoint's state records go into ``producer``'s open transaction, to
+        commit with its outputs and input offsets; :meth:`confirm` it after the commit, or
+        :meth:`discard` it after an abort."""
+        return Mirroring(self.topic.stage(partition, blob, producer), time.monotonic())
+
+    def confirm(self, mirroring: Mirroring) -> None:
+        """After the transaction of :meth:`stage` committed: the ownership check and the cleanup.
+
+        Raises :class:`~worker.state_topic.StateTopicFenced` when a newer owner claimed the partition
+        before the state (void for every reader: the next owner restores an older state or the file,
+        and processes the records since without producing their outputs again)."""
+        self._written(self.topic.confirm(mirroring.pending), mirroring)
+
+    def discard(self, mirroring: Mirroring) -> None:
+        """The transaction of :meth:`stage` aborted: the state was not written."""
+        self.topic.discard(mirroring.pending)
 
     def write(self, partition: int, blob: bytes) -> None:
         """:meth:`start` and :meth:`finish` at once."""

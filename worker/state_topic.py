@@ -261,6 +261,9 @@ class _Owned:
     fenced: str | None = None  # why this process lost the partition
     unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
     pending: PendingWrite | None = None  # started, not finished
+    # after a state staged in a caller's transaction: the offset right after its records, where the
+    # transaction's commit marker lies unless another record came first (see StateTopic.confirm)
+    marker: int | None = None
 
 
 class _Delivery:
@@ -449,14 +452,7 @@ class StateTopic:
         covers). One write per partition at a time.
         """
         started = time.perf_counter()
-        owned = self._owned.get(partition)
-        if owned is None:
-            raise StateTopicError(f"partition {partition} is not acquired; call acquire() first")
-        self._check_fence(partition, owned)
-        if owned.pending is not None:
-            raise StateTopicError(f"partition {partition} has a state write in progress; finish() it first")
-        if owned.unsure is not None:
-            self._resync(partition, owned)
+        owned = self._writable(partition)
         plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
         records = plan.records
         if self.transactional:  # one transaction: everything commits or nothing does
@@ -466,6 +462,69 @@ class StateTopic:
         pending.cost = time.perf_counter() - started
         owned.pending = pending
         return pending
+
+    def stage(self, partition: int, payload: bytes, producer: Producer) -> PendingWrite:
+        """Produce the records of ``payload``'s state on ``producer``, inside its open transaction.
+
+        For a caller whose own transactional producer commits the state together with its other
+        records (the worker's outputs and input offsets with ``processing_guarantee`` exactly_once):
+        the state is written if and only if that transaction commits. Then call :meth:`confirm` (the
+        ownership check and the cleanup); if it aborted, :meth:`discard`. The tombstones of the
+        cleanup are not staged: they wait for the ownership check, as in :meth:`finish`. Needs a
+        StateTopic without ``transactional_id_prefix``; one write per partition at a time.
+        """
+        started = time.perf_counter()
+        if self.transactional:
+            raise StateTopicError("stage() needs a StateTopic without transactional_id_prefix")
+        owned = self._writable(partition)
+        plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
+        pending = PendingWrite(
+            partition, plan, self._produce(partition, plan.records, producer), len(payload)
+        )
+        pending.cost = time.perf_counter() - started
+        owned.pending = pending
+        return pending
+
+    def confirm(self, pending: PendingWrite) -> Written:
+        """After the caller's transaction with the state of :meth:`stage` committed: check that no newer
+        owner claimed the partition before it (:class:`StateTopicFenced` otherwise: the state is void
+        for every reader), then tombstone what it makes obsolete. Call it after the caller's producer
+        served the delivery reports (``poll``), which give the offsets the check needs."""
+        if self.transactional:
+            raise StateTopicError("confirm() needs a StateTopic without transactional_id_prefix")
+        if not pending.delivery.acknowledged or pending.delivery.missing:
+            raise StateWriteError(
+                f"state topic {self.config.topic!r} partition {pending.partition}: confirm() before every "
+                "record's delivery report was served"
+            )
+        written = self.finish(pending)
+        owned = self._owned[pending.partition]
+        owned.marker = owned.verified_end
+        return written
+
+    def discard(self, pending: PendingWrite) -> None:
+        """The caller's transaction with the state of :meth:`stage` aborted: the state was not written.
+
+        A broker that shows aborted records to readers shows it anyway, so the next write first reads
+        what landed, as after a write whose outcome is unknown."""
+        owned = self._owned.get(pending.partition)
+        if owned is None or owned.pending is not pending:
+            return
+        owned.pending = None
+        state_log.attempted(owned.ownership, pending.plan)
+        owned.unsure = pending.plan
+
+    def _writable(self, partition: int) -> _Owned:
+        """The partition's ownership, ready for a new write (or StateTopicError / StateTopicFenced)."""
+        owned = self._owned.get(partition)
+        if owned is None:
+            raise StateTopicError(f"partition {partition} is not acquired; call acquire() first")
+        self._check_fence(partition, owned)
+        if owned.pending is not None:
+            raise StateTopicError(f"partition {partition} has a state write in progress; finish() it first")
+        if owned.unsure is not None:
+            self._resync(partition, owned)
+        return owned
 
     def poll(self) -> None:
         """Serve the delivery reports of writes in flight (cheap; the loop may call it every turn)."""
@@ -531,6 +590,7 @@ class StateTopic:
     def _resync(self, partition: int, owned: _Owned) -> None:
         """After a write whose outcome is unknown, read what landed since the last verified offset."""
         plan, owned.unsure = owned.unsure, None
+        owned.marker = None
         assert plan is not None
         records = list(self._read(partition, owned.verified_end, -1))
         newer = state_log.settle(owned.ownership, plan, records)
@@ -552,7 +612,10 @@ class StateTopic:
         """Raise StateTopicFenced if a newer claim lies between the last verified offset and ``upto``."""
         start = owned.verified_end
         foreign = [o for o in range(start, upto + 1) if o not in owned.own_offsets]
-        if foreign:
+        # A single unknown offset right after a staged state is that transaction's commit marker: the
+        # next transaction of the same producer cannot add the partition before the marker is written.
+        # With anything else in between, the marker's offset is read too (a claim may sit there).
+        if foreign and foreign != [owned.marker]:
             read = self._read(partition, foreign[0], upto)
             others = [r for r in read if r.offset not in owned.own_offsets]
             newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
@@ -561,6 +624,7 @@ class StateTopic:
                 self._check_fence(partition, owned)
         owned.verified_end = upto + 1
         owned.own_offsets = {o for o in owned.own_offsets if o > upto}
+        owned.marker = None
 
     # -- reading without owning ---------------------------------------------------------------------
 
@@ -644,8 +708,10 @@ class StateTopic:
             f"transaction aborted ({error.str()})"
         )
 
-    def _produce(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> _Delivery:
-        producer = self._producer(partition)
+    def _produce(
+        self, partition: int, records: list[tuple[bytes, bytes | None]], producer: Producer | None = None
+    ) -> _Delivery:
+        producer = producer or self._producer(partition)
         delivery = _Delivery(len(records))
         for index, (key, value) in enumerate(records):
             while True:

@@ -19,7 +19,10 @@ Run from the repository root::
     The worker writes every checkpoint to its state topic too (the default); with
     ``--state-topic-comparison`` each round also runs it with ``--state-topic none``, right after
     the worker with it, and reports the ratio per round (``--checkpoint-seconds`` makes checkpoints,
-    and so state-topic writes, frequent enough to weigh during a short run).
+    and so state-topic writes, frequent enough to weigh during a short run). With
+    ``--exactly-once`` each round also runs the worker with ``--processing-guarantee exactly_once``
+    right after the default one (at_least_once) and reports the ratio per round: the cost of the
+    transactions (one per checkpoint, so ``--checkpoint-seconds`` matters here too).
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The measure that matters to a consumer, record timestamp
@@ -89,6 +92,7 @@ LATENCY_WARM_UP = 500  # records whose predictions must arrive before latency is
 LATENCY_SETTLE = 2000  # records produced, not measured, while the measuring producer starts up
 NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
 NO_STATE_TOPIC = "worker-no-state"  # the throughput kind of the worker without a state topic
+EXACTLY_ONCE = "worker-eos"  # the throughput kind of the worker with processing_guarantee exactly_once
 
 # The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
@@ -617,9 +621,11 @@ class Bench:
         """Start the worker or the pass-through (which stops after ``count`` records, and notes its
         deliveries in ``deliveries`` if given) on ``topics``."""
         group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        if kind in ("worker", NULL_MODEL, NO_STATE_TOPIC):
+        if kind in ("worker", NULL_MODEL, NO_STATE_TOPIC, EXACTLY_ONCE):
             checkpoints = self.workdir / f"ckpt-{group}"
-            extra = ("--state-topic", "none") if kind == NO_STATE_TOPIC else ()
+            extra: tuple[str, ...] = ("--state-topic", "none") if kind == NO_STATE_TOPIC else ()
+            if kind == EXACTLY_ONCE:
+                extra = ("--processing-guarantee", "exactly_once", "--transactional-id", group)
             return self.start_worker(
                 topics, group, checkpoints, f"{kind}-{group}", profile, kind == NULL_MODEL, extra
             )
@@ -898,6 +904,18 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
             f"round {r['round']}: null-model worker / pass-through {r['total']:.0%} total, "
             f"{r['steady']:.0%} steady (the ceiling of any model in this worker)"
         )
+    eos = relative_rates(rows, EXACTLY_ONCE, "worker")
+    for r in eos:
+        print(
+            f"round {r['round']}: worker exactly_once / at_least_once {r['total']:.1%} total, "
+            f"{r['steady']:.1%} steady"
+        )
+    if eos:
+        print(
+            f"median of {len(eos)} rounds: exactly_once / at_least_once "
+            f"{statistics.median(r['total'] for r in eos):.1%} total, "
+            f"{statistics.median(r['steady'] for r in eos):.1%} steady"
+        )
     costs = state_topic_costs(rows)
     for r in costs:
         print(
@@ -952,11 +970,22 @@ def state_topic_costs(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
     >>> state_topic_costs(rows)
     [{'round': 1, 'total': 0.95, 'steady': 0.95}]
     """
+    return relative_rates(rows, "worker", NO_STATE_TOPIC)
+
+
+def relative_rates(rows: list[dict[str, Any]], kind: str, baseline: str) -> list[dict[str, float]]:
+    """Per round, the rates of ``kind`` over those of ``baseline`` in the same round.
+
+    >>> rows = [{"round": 2, "kind": "worker", "rate_total": 20.0, "rate_steady": 40.0},
+    ...         {"round": 2, "kind": "worker-eos", "rate_total": 18.0, "rate_steady": 30.0}]
+    >>> relative_rates(rows, "worker-eos", "worker")
+    [{'round': 2, 'total': 0.9, 'steady': 0.75}]
+    """
     out = []
     for n in sorted({r["round"] for r in rows}):
         by_kind = {r["kind"]: r for r in rows if r["round"] == n}
-        if {"worker", NO_STATE_TOPIC} <= set(by_kind):
-            w, b = by_kind["worker"], by_kind[NO_STATE_TOPIC]
+        if {kind, baseline} <= set(by_kind):
+            w, b = by_kind[kind], by_kind[baseline]
             out.append(
                 {
                     "round": n,
@@ -1030,6 +1059,11 @@ def main(argv: list[str] | None = None) -> int:
         help="throughput: each round also runs the worker without a state topic, right after it",
     )
     parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="throughput: each round also runs the worker with exactly_once, right after the default one",
+    )
+    parser.add_argument(
         "--checkpoint-seconds", type=float, help="every worker's --checkpoint-seconds (default: its own)"
     )
     parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
@@ -1064,6 +1098,7 @@ def main(argv: list[str] | None = None) -> int:
         profiles = {"worker": args.profile} if args.profile else {}  # the real worker's only
         if "throughput" in wanted:
             kinds += ["worker", *([NO_STATE_TOPIC] if args.state_topic_comparison else [])]
+            kinds += [EXACTLY_ONCE] if args.exactly_once else []
             kinds += [NULL_MODEL] if args.null_model else []
         results["throughput"] = [
             {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, profiles.get(k)))}

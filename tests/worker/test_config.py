@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,17 @@ def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
         ({"flags": {"max_label_bytes": "0"}}, "setting max_label_bytes"),
         ({"env": {"SGT_MAX_CLASSES": "1"}}, "setting max_classes (--max-classes / SGT_MAX_CLASSES)"),
         ({"flags": {"max_classes": "x"}}, "an integer >= 2"),
+        (
+            {"flags": {"processing_guarantee": "exactly-once"}},
+            "setting processing_guarantee (--processing-guarantee / SGT_PROCESSING_GUARANTEE) from flag "
+            "--processing-guarantee: got 'exactly-once', expected one of at_least_once, exactly_once",
+        ),
+        ({"env": {"SGT_PROCESSING_GUARANTEE": "none"}}, "expected one of at_least_once, exactly_once"),
+        (
+            {"flags": {"processing_guarantee": "exactly_once", "checkpoint_seconds": "301"}},
+            "setting checkpoint_seconds (--checkpoint-seconds / SGT_CHECKPOINT_SECONDS): 301 with "
+            "processing_guarantee exactly_once; allowed are values up to 300",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_and_what_is_allowed(source: dict, message: str) -> None:
@@ -114,6 +126,25 @@ def test_an_output_topic_may_not_be_an_input_or_another_output(flags: dict, mess
         load_settings(flags, env={})
     with pytest.raises(ConfigError, match="must be different topics"):
         load_settings({}, env={}).replace(**flags)
+
+
+def test_exactly_once_makes_the_producer_transactional() -> None:
+    from worker.clients import producer_config, transactional_id
+
+    at_least_once = load_settings({}, env={})
+    assert at_least_once.processing_guarantee == "at_least_once"
+    assert "transactional.id" not in producer_config(at_least_once)
+    derived = load_settings({"processing_guarantee": "exactly_once", "group_id": "g"}, env={})
+    assert transactional_id(derived) == f"g-{socket.gethostname()}"
+    s = load_settings(
+        {"checkpoint_seconds": "100"},
+        env={"SGT_PROCESSING_GUARANTEE": "exactly_once", "SGT_TRANSACTIONAL_ID": "worker-7"},
+    )
+    conf = producer_config(s)
+    assert conf["transactional.id"] == "worker-7" and conf["transaction.timeout.ms"] == 300_000
+    assert conf["enable.idempotence"] is True and conf["acks"] == "all"
+    with pytest.raises(ConfigError, match=r"kafka_options.*transaction\.timeout\.ms"):
+        load_settings({"kafka_options": "transaction.timeout.ms=1000"}, env={})
 
 
 def test_unknown_keys_and_bad_toml_are_rejected(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ MODULES = [
     "worker.schema",
     "worker.state",
     "worker.state_mirror",
+    "worker.transactions",
 ]
 
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_util import produce_records, read_all
@@ -285,3 +286,90 @@ def test_writes_can_travel_while_the_caller_works(make_config, open_states) -> N
     states.release(0)
     with pytest.raises(StateTopicError, match="partition 0 was released or re-acquired"):
         states.finish(late)
+
+
+def _transactional_producer(config: StateTopicConfig) -> Producer:
+    producer = Producer(
+        {
+            "bootstrap.servers": config.bootstrap_servers,
+            "transactional.id": f"caller-{uuid.uuid4().hex[:8]}",
+            "message.max.bytes": config.max_message_bytes,
+        }
+    )
+    producer.init_transactions(20)
+    return producer
+
+
+def test_a_state_staged_in_the_callers_transaction_is_written_when_it_commits(
+    make_config, open_states, monkeypatch
+) -> None:
+    config = make_config()
+    states = open_states(config)
+    states.acquire(0)
+    states.write(0, payload(10_000, 1))  # an older state of its own, cleaned up after the staged one
+    producer = _transactional_producer(config)
+    producer.begin_transaction()
+    pending = states.stage(0, payload(30_000, 2), producer)
+    with pytest.raises(StateTopicError, match="write in progress"):
+        states.stage(0, payload(1, 3), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    written = states.confirm(pending)
+    assert (written.seq, written.chunks, written.bytes) == (1, 4, 30_000)
+    assert open_states(config).read(0).newest.payload == payload(30_000, 2)
+    # an aborted transaction writes nothing the owner counts; its next state follows as usual
+    producer.begin_transaction()
+    aborted = states.stage(0, payload(5_000, 4), producer)
+    producer.abort_transaction(20)
+    states.discard(aborted)
+    producer.begin_transaction()
+    pending = states.stage(0, payload(7_000, 5), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    assert states.confirm(pending).seq == 3
+    assert open_states(config).read(0).newest.payload == payload(7_000, 5)
+    # a state staged right after a confirmed one: the only other offset between them is the commit
+    # marker, so the ownership check reads nothing
+    reads: list[int] = []
+    read = states._read
+    monkeypatch.setattr(states, "_read", lambda p, start, upto: reads.append(start) or read(p, start, upto))
+    producer.begin_transaction()
+    pending = states.stage(0, payload(7_000, 6), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    assert states.confirm(pending).seq == 4 and reads == []
+    newer = open_states(config)
+    newer.acquire(0)  # a claim between two staged states: read, and fenced
+    producer.begin_transaction()
+    pending = states.stage(0, payload(7_000, 7), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    with pytest.raises(StateTopicFenced):
+        states.confirm(pending)
+    assert len(reads) == 1
+
+
+def test_a_staged_state_after_a_newer_claim_is_refused_at_confirm(make_config, open_states) -> None:
+    config = make_config()
+    old = open_states(config)
+    old.acquire(2)
+    producer = _transactional_producer(config)
+    # A newer owner claims before the old one stages (not while its transaction is open: a
+    # read_committed reader's acquire would wait for that transaction to end)
+    newer = open_states(config).acquire(2)
+    producer.begin_transaction()
+    pending = old.stage(2, payload(9_000, 1), producer)
+    producer.commit_transaction(20)
+    producer.poll(0)
+    with pytest.raises(StateTopicFenced, match=rf"epoch {newer.epoch} claimed it after"):
+        old.confirm(pending)
+    with pytest.raises(StateTopicFenced):
+        old.stage(2, payload(1, 2), producer)  # sticky
+
+
+def test_stage_needs_a_state_topic_that_is_not_transactional_itself(make_config, open_states) -> None:
+    config = make_config(transactional_id_prefix=f"tx-{uuid.uuid4().hex[:8]}")
+    states = open_states(config)
+    states.acquire(0)
+    with pytest.raises(StateTopicError, match="without transactional_id_prefix"):
+        states.stage(0, b"x", _transactional_producer(config))

@@ -1,0 +1,173 @@
+"""The exactly-once checkpoint protocol with fake clients (no broker): what an abortable error, a
+fenced producer and lost partitions do to the open transaction and the partitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from tests.worker.stub_model import StubModel
+from tests.worker.test_reliability import FakeConsumer, FakeProducer, _checkpointed, _feed
+from tests.worker.worker_util import samples, value
+from worker.config import load_settings
+from worker.loop import Worker
+from worker.transactions import TransactionalCheckpointer, TransactionFenced
+
+
+class FakeTransactionalProducer(FakeProducer):
+    """Outputs are visible once their transaction commits; ``fail_commit`` makes the next commit raise."""
+
+    def __init__(self, consumer: TransactionalConsumer) -> None:
+        super().__init__()
+        self.consumer = consumer
+        self.calls: list[str] = []
+        self.fail_commit: KafkaError | None = None
+        self.open: list[tuple[str, bytes]] = []
+        self.committed: list[tuple[str, bytes]] = []
+        self.offsets: list[TopicPartition] = []
+
+    def init_transactions(self, _timeout: float) -> None:
+        self.calls.append("init")
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+        self.open, self.offsets = [], []
+
+    def poll(self, _timeout: float = 0) -> int:
+        self.open += [(topic, payload) for topic, payload, _ in self.pending]
+        return super().poll()
+
+    def send_offsets_to_transaction(
+        self, offsets: list[TopicPartition], metadata: Any, _timeout: float
+    ) -> None:
+        assert metadata == "group metadata"
+        self.offsets = offsets
+
+    def commit_transaction(self, _timeout: float) -> None:
+        self.calls.append("commit")
+        self.flush()
+        if self.fail_commit is not None:
+            error, self.fail_commit = self.fail_commit, None
+            raise KafkaException(error)
+        self.committed += self.open
+        self.consumer.committed_offsets.update({(tp.topic, tp.partition): tp.offset for tp in self.offsets})
+
+    def abort_transaction(self, _timeout: float) -> None:
+        self.calls.append("abort")
+
+
+class TransactionalConsumer(FakeConsumer):
+    def __init__(self, high: dict[str, int]) -> None:
+        super().__init__(high)
+        self.committed_offsets: dict[tuple[str, int], int] = {}
+
+    def consumer_group_metadata(self) -> str:
+        return "group metadata"
+
+    def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[TopicPartition]:
+        return [
+            TopicPartition(
+                tp.topic, tp.partition, self.committed_offsets.get((tp.topic, tp.partition), -1001)
+            )
+            for tp in tps
+        ]
+
+
+def _worker(ckpt: Path) -> tuple[Worker, TransactionalConsumer, FakeTransactionalProducer]:
+    settings = load_settings(
+        {
+            "checkpoint_dir": str(ckpt),
+            "features_topic": "f",
+            "checkpoint_records": 5,
+            "processing_guarantee": "exactly_once",
+            "transactional_id": "t",
+        },
+        env={},
+    )
+    worker = Worker(settings, model_factory=StubModel, model_registry={"StubModel": StubModel})
+    assert isinstance(worker.checkpointer, TransactionalCheckpointer)
+    consumer = TransactionalConsumer({"f": 0})
+    producer = FakeTransactionalProducer(consumer)
+    worker.clients.consumer = consumer  # type: ignore[assignment]
+    worker.clients.producer = worker.checkpointer.started(producer)  # type: ignore[arg-type]
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    return worker, consumer, producer
+
+
+def _committed_predictions(producer: FakeTransactionalProducer) -> list[int]:
+    return sorted(orjson.loads(v)["offset"] for t, v in producer.committed if t == "predictions")
+
+
+def test_outputs_offsets_and_then_the_file_commit_together(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 10))
+    assert producer.calls == ["init", "begin", "commit", "begin"]
+    assert consumer.committed_offsets == {("f", 0): 10} and _checkpointed(tmp_path) == [10, 0]
+    assert _committed_predictions(producer) == list(range(10)) and not consumer.commits
+
+
+def test_an_abortable_error_aborts_and_rewinds_to_the_last_commit(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 10))
+    producer.fail_commit = KafkaError(KafkaError._MSG_TIMED_OUT, "timed out", txn_requires_abort=True)
+    _feed(worker, consumer, range(10, 20))
+    assert producer.calls[-3:] == ["commit", "abort", "begin"]
+    assert consumer.committed_offsets == {("f", 0): 10} and _checkpointed(tmp_path) == [10, 0]
+    assert worker.owned[0].latch.failed is not None  # no more processing until the rewind
+    worker.recover_deliveries(0.0)
+    worker.recover_deliveries(10.0)  # the rewind; the transaction was aborted already: no second abort
+    assert producer.calls.count("abort") == 1
+    assert consumer.seeks[-1] == ("f", 0, 10) and worker.owned[0].state.next_offsets == [10, 0]
+    _feed(worker, consumer, range(10, 20))  # processed and produced again, and committed this time
+    assert consumer.committed_offsets == {("f", 0): 20} and _checkpointed(tmp_path) == [20, 0]
+    assert _committed_predictions(producer) == list(range(20))
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="transaction_aborted") == 1
+
+
+def test_a_lost_output_aborts_the_transaction_before_the_rewind(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 10))
+    producer.fail = True
+    _feed(worker, consumer, range(10, 13))  # not due yet; the latch keeps every commit away anyway
+    _feed(worker, consumer, range(13, 20))
+    assert "abort" not in producer.calls and consumer.committed_offsets == {("f", 0): 10}
+    worker.recover_deliveries(0.0)
+    worker.recover_deliveries(10.0)
+    assert producer.calls[-2:] == ["abort", "begin"] and worker.owned[0].state.next_offsets == [10, 0]
+    producer.fail = False
+    _feed(worker, consumer, range(10, 20))
+    assert _committed_predictions(producer) == list(range(20))
+
+
+def test_a_fenced_producer_stops_the_worker(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    producer.fail_commit = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+    with pytest.raises(TransactionFenced, match="fenced by a newer instance"):
+        _feed(worker, consumer, range(0, 10))
+    assert consumer.committed_offsets == {} and _checkpointed(tmp_path) is None
+
+
+def test_lost_partitions_abort_the_open_transaction(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 3))  # not due: still in the open transaction
+    worker.rebalancer.on_lost(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    assert producer.calls[-2:] == ["abort", "begin"] and not worker.owned
+    assert consumer.committed_offsets == {} and not producer.committed
+
+
+def test_a_restore_behind_the_committed_offsets_learns_without_producing(tmp_path: Path) -> None:
+    worker, consumer, producer = _worker(tmp_path)
+    _feed(worker, consumer, range(0, 10))
+    consumer.committed_offsets[("f", 0)] = 15  # as if a later commit's file never became durable
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    assert worker.owned[0].replay_until == [15, 0]
+    assert not consumer.commits  # committing the file's offsets would move the group's back below 15
+    before = len(producer.committed)
+    _feed(worker, consumer, range(10, 20))
+    assert sorted(orjson.loads(v)["offset"] for _, v in producer.committed[before:]) == list(range(15, 20))
+    assert worker.owned[0].replay_until is None and _checkpointed(tmp_path) == [20, 0]
