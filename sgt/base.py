@@ -5,13 +5,12 @@ tree; a regressor's first target sets the base score); route it through every tr
 leaf where a category is first learned at a nominal branch; compute g and h of the loss at the
 current prediction; add them to each tree's leaf; attempt a split where a leaf's block fills.
 
-The batch methods do exactly that, but vectorised (see DESIGN.md, "notes on making it fast"):
-between *events* the trees do not change, so a whole run of records is routed, predicted and
-appended to the leaves' pending blocks with numpy. An event is a record that fills a leaf's block
-(a split attempt follows), brings a new target (class or base score), or reaches a nominal branch
-with a category the branch has never learned. The event record goes through the one-record path;
-records after it are re-routed only where the tree changed. Predictions come out strictly
-prequential: each record is predicted by the model that has learned every record before it.
+The batch methods do exactly that, but vectorised: between *events* the trees do not change, so a whole
+run of records is routed, predicted and appended to the leaves' pending blocks with numpy. An event is a
+record that fills a leaf's block (a split attempt follows), brings a new target (class or base score),
+or reaches a nominal branch with a category the branch has never learned. The event record goes through
+the one-record path; records after it are re-routed only where the tree changed. Predictions come out
+strictly prequential: each record is predicted by the model that has learned every record before it.
 """
 
 from __future__ import annotations

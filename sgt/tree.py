@@ -18,7 +18,7 @@ of records instead of a full grace period, an old leaf attempts as the paper's d
 of them) add few attempts, which cost time. The block boundaries are therefore fixed by the algorithm, not
 by how a caller batched its records, which makes every learning path give bit-identical statistics.
 
-The attempt (paper section 3; the authors' conventions, reference notes section 1):
+The attempt (paper section 3, with the conventions of the authors' public code):
 evaluate "update the leaf value only" and the best split of every feature, take the candidate with
 the lowest penalised mean loss change (the null candidate wins ties, then the earlier feature), and
 apply it iff its F-test gives p < delta and its mean is negative. A value update moves the leaf by

@@ -1,6 +1,6 @@
 """Shared fixtures: one real Kafka-protocol broker per test session, unique topics and group ids.
 
-The broker is chosen in DESIGN.md's order: ``KAFKA_BOOTSTRAP_SERVERS`` when set; else a testcontainers
+The broker is chosen in this order: ``KAFKA_BOOTSTRAP_SERVERS`` when set; else a testcontainers
 Kafka container when a Docker engine answers; else the embedded Tansu broker on a free loopback port.
 Tests that use it are marked ``kafka`` (done automatically for any test that requests
 ``kafka_bootstrap``), so ``pytest -m "not kafka"`` runs without a broker.

@@ -77,8 +77,13 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
     return parse
 
 
+def _integer_range(low: int, high: int | None) -> str:
+    """How an integer setting's allowed values are named in error messages."""
+    return f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+
+
 def _int(low: int, high: int | None = None) -> Callable[[Any], int]:
-    what = f"an integer >= {low}" + (f" and <= {high}" if high is not None else "")
+    what = _integer_range(low, high)
 
     def parse(value: Any) -> int:
         if isinstance(value, bool):
@@ -117,8 +122,8 @@ def _float(
     return parse
 
 
-def _optional_int(low: int) -> Callable[[Any], int | None]:
-    whole = _int(low)
+def _optional_int(low: int, high: int | None = None) -> Callable[[Any], int | None]:
+    whole = _int(low, high)
 
     def parse(value: Any) -> int | None:
         if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
@@ -126,7 +131,7 @@ def _optional_int(low: int) -> Callable[[Any], int | None]:
         try:
             return whole(value)
         except ValueError:
-            raise ValueError(f"none or an integer >= {low}") from None
+            raise ValueError(f"none or {_integer_range(low, high)}") from None
 
     return parse
 
@@ -433,7 +438,12 @@ SETTINGS: tuple[Setting, ...] = (
         "constant; none = the model's default (constant for boosted regression, else linear).",
         _optional_choice("linear", "constant"),
     ),
-    Setting("linear_lambda", 0.01, "SGT: L2 regularisation of the linear leaves' weights.", _float(0.0)),
+    Setting(
+        "linear_lambda",
+        0.01,
+        "SGT: L2 regularisation of the linear leaves' weights (> 0, as the library requires).",
+        _float(0.0, open_low=True),
+    ),
     Setting(
         "proba",
         "tree",
@@ -453,7 +463,7 @@ SETTINGS: tuple[Setting, ...] = (
         "n_members",
         None,
         "Boosted: boosting stages; none = the library's default (10 classification, 5 regression).",
-        _optional_int(1),
+        _optional_int(1, 1000),  # the library's bound
     ),
     Setting("learning_rate", 0.5, "Boosted: shrinkage of each member.", _float(0.0, 1.0, open_low=True)),
     Setting("poisson_rate", 1.0, "Boosted: online bagging rate.", _float(0.0, 100.0, open_low=True)),

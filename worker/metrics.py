@@ -1,11 +1,11 @@
 """Prometheus metrics of one worker process, in their own registry, plus the HTTP server for them.
 
-The names are those of docs/architecture.md. Per-partition series are removed when the partition is
-revoked or lost, so that ``sum()`` over the workers of a group never counts a partition twice. The
-server answers ``/metrics``, ``/healthz`` (the processing loop turned recently) and ``/readyz``
-(joined the group and serving). It logs through the worker's logger (JSON lines): a failing handler
-answers 500 and logs the error, and nothing, not even a client that hangs up, prints a traceback of
-its own on stderr.
+The names, types and labels are those of docs/operations.md (a test keeps them equal). Per-partition
+series are removed when the partition is revoked or lost, so that ``sum()`` over the workers of a group
+never counts a partition twice. The server answers ``/metrics``, ``/healthz`` (the processing loop
+turned recently) and ``/readyz`` (joined the group and serving). It logs through the worker's logger
+(JSON lines): a failing handler answers 500 and logs the error, and nothing, not even a client that
+hangs up, prints a traceback of its own on stderr.
 
 >>> m = WorkerMetrics()
 >>> m.records.labels(topic="features", partition="0").inc(3)

@@ -25,9 +25,9 @@ Run from the repository root::
     transactions (one per checkpoint, so ``--checkpoint-seconds`` matters here too).
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
-    first records wait for its producer id). The issue's measure, record timestamp to the prediction
-    delivered (its producer's delivery report), comes from the worker's own histogram, read as the
-    measured records start and end; the pass-through notes its deliveries exactly. Also shown: the
+    first records wait for its producer id). The measure that matters to a consumer, record timestamp
+    to the prediction delivered (its producer's delivery report), comes from the worker's own histogram,
+    read as the measured records start and end; the pass-through notes its deliveries exactly. Also shown: the
     record's ``ts`` to the output's own timestamp (when the process handed it to its producer), p50 /
     p99 / max and the p50 of every 5 s. Nothing reads the outputs while the measured records flow
     (each fetch costs Tansu CPU, which this 2-CPU machine shares); they are read back afterwards.
@@ -1012,9 +1012,9 @@ def report_latency(rows: list[dict[str, Any]]) -> None:
             f"{r['handed_max_ms']:>7.1f}   p50 per 5 s: {r['handed_p50_ms_by_5s']}"
         )
     print(
-        "to delivery: record timestamp -> the process's delivery report (the issue's measure); the worker's "
-        "from its own histogram (p99 interpolated in its bucket), the pass-through's exact. handed to "
-        "producer: record ts -> the output's own timestamp. Target: p99 to delivery <= 100 ms."
+        "to delivery: record timestamp -> the process's delivery report (what a consumer waits); the "
+        "worker's from its own histogram (p99 interpolated in its bucket), the pass-through's exact. "
+        "handed to producer: record ts -> the output's own timestamp. Target: p99 to delivery <= 100 ms."
     )
 
 

@@ -41,7 +41,7 @@ DASHBOARD = GRAFANA_DIR / "dashboards" / "sgt-stream.json"
 GRAFANA_DATASOURCES = GRAFANA_DIR / "provisioning" / "datasources" / "prometheus.yml"
 GRAFANA_PROVIDERS = GRAFANA_DIR / "provisioning" / "dashboards" / "sgt-stream.yml"
 K8S_DIR = DEPLOY / "k8s"
-DEPLOYMENT_DOC = REPO / "README.md"  # its "Deployment and operations" part
+DEPLOYMENT_DOC = REPO / "docs" / "operations.md"
 
 WORKER_JOB = "sgt-worker"
 """Prometheus job name of the workers; the alert rules select it."""

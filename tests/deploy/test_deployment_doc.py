@@ -1,4 +1,4 @@
-"""the README stays true to the files it describes.
+"""docs/operations.md stays true to the files it describes.
 
 Its tables of services, compose knobs and alert thresholds must match docker-compose.yml and
 thresholds.yml, every ``SGT_*`` name it mentions must be a worker setting, and every repository path

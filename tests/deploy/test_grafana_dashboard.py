@@ -1,6 +1,6 @@
 """The Grafana dashboard and its provisioning, checked structurally.
 
-Stable uid, the partition variable, the panels the issue asks for, every query on the provisioned
+Stable uid, the partition variable, the panels an operator needs, every query on the provisioned
 datasource and reading only metrics the worker exports, per-partition metrics filtered by the
 variable, and a layout that fits Grafana's 24-column grid. test_prometheus_e2e.py runs the queries.
 """
@@ -24,7 +24,7 @@ from tests.deploy.deploy_files import (
     metric_names,
 )
 
-# metrics with a partition label (docs/architecture.md): every query of them must honour $partition
+# metrics with a partition label (docs/operations.md): every query of them must honour $partition
 PARTITIONED = {
     "sgt_prequential_error",
     "sgt_prequential_log_loss",
@@ -44,7 +44,7 @@ PARTITIONED = {
     "sgt_model_trees",
 }
 
-# what the issue asks the dashboard to show: a metric, and a fragment the query must contain
+# what the dashboard must show: a metric, and a fragment the query must contain
 REQUIRED = {
     "prequential error (cumulative)": ("sgt_prequential_error", 'window="cumulative"'),
     "prequential error (recent)": ("sgt_prequential_error", 'window="recent"'),

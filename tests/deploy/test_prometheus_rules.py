@@ -3,7 +3,7 @@
 promtool validates both scrape configurations and the rule files and runs the unit tests in
 deploy/prometheus/tests. The structural checks make sure every alert has a unit test in which it
 fires, every threshold is used, every metric a rule reads is one the worker exports and every alert
-has a runbook entry in the README.
+has a runbook entry in docs/operations.md.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ import numpy as np
 
 
 def threshold_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The issue's example: x0 ~ U(0, 1), x1 ~ U(0, 1000), y = [x0 > 0.5] (a bool array)."""
+    """x0 ~ U(0, 1), x1 ~ U(0, 1000), y = [x0 > 0.5] (a bool array): features of very different ranges,
+    on which a range shared by all features (defect M1) puts every x0 in one bin."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([rng.uniform(0.0, 1.0, n), rng.uniform(0.0, 1000.0, n)])
     return X, X[:, 0] > 0.5

@@ -1,7 +1,7 @@
 """Learning from the first records: numeric grids that grow with the data, and short first blocks.
 
 - A numeric split is possible at the first attempt, and a young leaf's value moves after a handful
-  of records (the issue's new-user experience: no 1,000-record range warm-up, no 100-record wait).
+  of records (a new user sees learning at once: no 1,000-record range warm-up, no 100-record wait).
 - A grid that grows carries the statistics gathered so far (every guarantee holds across it: batch
   equals loop, any batching, save/restore at any point, byte for byte).
 - Checkpoints written before grids grew (format 2) still load and learn on.

@@ -1,6 +1,6 @@
 """Feature handling seen through the public API: kinds, ranges, bins, clipping, nominal and missing values.
 
-Semantics under test (decided for issue 2): a feature's kind is fixed by its first non-missing value or
+Semantics under test: a feature's kind is fixed by its first non-missing value or
 by ``nominal=``; numeric ranges come from each feature's first ``warm_up`` finite values and are then
 frozen; values outside the range and infinities fall into the end bins; missing values (None, NaN, an
 absent key) never crash and, at a split, follow the child that had most instances when it was made.

@@ -2,8 +2,9 @@
 
 ``ReferenceSGT`` keeps every (codes, g, h) of a leaf in a Python list and evaluates each candidate
 from the per-instance loss changes L_i = g_i delta_j + h_i delta_j^2 / 2 directly: mean, and sample
-variance with ddof = 1 over all instances of the candidate (the definition the pooled formula of the
-reference notes, section 1.3, computes). It shares no code with the library. Rules transcribed:
+variance with ddof = 1 over all instances of the candidate (the definition that the library's pooled
+formula, sgt.split.pooled_variance, computes from per-child statistics). It shares no code with the
+library. Rules transcribed:
 
 - a leaf attempts when ``block`` instances reached it since its last attempt (or its creation); a new leaf's
   block is ``grace_start * 2^depth`` (at most ``grace_period``), and an attempt that leaves it a leaf

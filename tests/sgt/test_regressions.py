@@ -1,8 +1,28 @@
-"""One regression test per defect of the public SGT implementations (reference notes, section 9.2).
+"""One regression test per defect found in the public SGT implementations.
 
-Each test is named after the defect and is built so that the defective behaviour makes it fail. A1,
-A2, A3, A6 and M3 are unit-tested on the split statistics in test_split.py / test_stats.py; here A1
-is shown end to end through the public API with the section 1.6 split vector.
+Each test is named after the defect and is built so that the defective behaviour makes it fail. The
+letter names the implementation: A the authors' original Java code, M MOA's 2025 rewrite, R River's
+SGT. The defects:
+
+- A1: the pooled variance of a candidate subtracts the mean instead of its square, so the split test
+  is far too conservative (about 31x in the split vector below); A2: a nominal candidate's variance
+  uses the already-updated pooled mean; A3: a threshold's raw mean loss change is compared with the
+  stored best's penalised one; A4: a numeric range starts at 0 instead of the first value; A5: the
+  range warm-up records are never learned; A6: a child with one instance gets an infinite variance.
+- M1: one discretiser is shared by every numeric feature, so their ranges are pooled; M3: the
+  variance of one or no instance is NaN; M7: a missing or infinite first value poisons the range.
+- R1: the left side's loss statistics accumulate across thresholds, which makes chains of degenerate
+  splits; R2: after a leaf-value update the next attempt comes later each time (k grace periods);
+  R3: the last warm-up value is counted twice; R4: a feature constant during the warm-up divides by
+  zero; R5: NaN crashes and None turns a feature nominal; R6: a category first learned at a branch
+  starts from 0 instead of the branch's value; R7: a nominal feature may split only once per tree
+  instead of once per path; R8: sibling leaves share state; R9: learning mutates the ``nominal``
+  parameter.
+
+A1, A2, A3, A6 and M3 are unit-tested on the split statistics in test_split.py / test_stats.py; here A1
+is shown end to end through the public API with a worked split vector: one ordinal feature with 4 bins,
+h = 1, lambda = 0.1, gamma = 1, where the correct pooled variance 0.0275 gives p = 3.19e-4 (A1's formula
+gives 0.852 and p = 0.337).
 """
 
 from __future__ import annotations
@@ -22,13 +42,13 @@ from tests.sgt.sgt_testkit import (
     threshold_stream,
 )
 
-# Section 1.6: gradients per bin of one feature with 4 bins (h = 1 throughout).
+# The worked split vector: gradients per bin of one feature with 4 bins (h = 1 throughout).
 VECTOR_BINS = [[-1.2, -0.8], [-1.1, -0.9, -1.0], [0.9, 1.1], [1.3, 0.7, 1.0]]
 DELTA_CHILD = 0.9090909091
 
 
 def _vector_model() -> SGTRegressor:
-    """A regressor that has seen the section 1.6 vector on a freshly reset leaf with a frozen range.
+    """A regressor that has seen the worked split vector on a freshly reset leaf with a frozen range.
 
     A first block of 10 records (x alternating 0 and 4, y alternating 1.0 and 1.2) freezes the range at
     [0, 4] (warm_up = 2) and triggers a leaf-value update, which resets the leaf. The next 10 records
@@ -55,7 +75,7 @@ def _vector_model() -> SGTRegressor:
     return model
 
 
-def test_A1_pooled_variance_lets_the_section_1_6_split_pass() -> None:
+def test_A1_pooled_variance_lets_the_worked_vector_split_pass() -> None:
     model = _vector_model()
     assert model.n_splits == 1
     root = model.to_dict()["trees"][0]
@@ -110,9 +130,9 @@ SETTINGS = pytest.mark.parametrize("settings", [{}, PAPER_DEFAULTS], ids=["defau
 
 
 @SETTINGS
-def test_M1_ranges_are_per_feature_and_the_issue_example_is_learnt(settings: dict) -> None:
-    """The issue's example: each feature grows its own grid (x0's stays near [0, 1], x1's near
-    [0, 1000]), and the split on x0 comes within the first few hundred records."""
+def test_M1_ranges_are_per_feature_and_the_threshold_stream_is_learnt(settings: dict) -> None:
+    """x0 ~ U(0, 1), x1 ~ U(0, 1000), y = [x0 > 0.5]: each feature grows its own grid (x0's stays near
+    [0, 1], x1's near [0, 1000]), and the split on x0 comes within the first few hundred records."""
     X, y = threshold_stream(20_000, seed=14)
     model = SGTClassifier(**settings)
     P = model.predict_learn_many(X, y)

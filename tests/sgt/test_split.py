@@ -1,5 +1,5 @@
-"""Split candidates: the reference vectors, a brute-force check of every candidate, and the defects
-A1, A2, A3, A6, M3 and R1 of the reference notes (section 9.2) as regression tests."""
+"""Split candidates: worked vectors, a brute-force check of every candidate, and the defects A1, A2, A3,
+A6, M3 and R1 of the public SGT implementations (described in test_regressions.py) as regression tests."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sgt.stats import block_stats
 
 LAMBDA, GAMMA = 0.1, 1.0
 
-# reference notes 1.6: one ordinal feature with 4 bins, h = 1 throughout
+# a worked vector: one ordinal feature with 4 bins, h = 1 throughout (expected values by hand)
 VECTOR_G = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
 VECTOR_BINS = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])  # code 0 means missing
 

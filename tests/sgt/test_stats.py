@@ -10,7 +10,7 @@ from sgt.stats import CGH, M2G, M2H, MG, MH, N, block_stats, merge
 
 
 def welford(pairs: list[tuple[float, float]]) -> np.ndarray:
-    """Reference: the one-at-a-time update of the reference notes, section 1.2."""
+    """Reference: Welford's one-at-a-time update of means and centred (co)moments."""
     n = mg = mh = m2g = m2h = c = 0.0
     for g, h in pairs:
         n += 1
@@ -30,7 +30,7 @@ def stats_of(pairs: list[tuple[float, float]]) -> np.ndarray:
 
 
 def test_reference_vector_three_observations() -> None:
-    # reference notes 1.6: (0.5, 1), (1.0, 1), (1.5, 1) with delta = -1 give mu = -0.5, v = 0.25
+    # by hand: (0.5, 1), (1.0, 1), (1.5, 1) with delta = -1 give mu = -0.5, v = 0.25
     s = stats_of([(0.5, 1.0), (1.0, 1.0), (1.5, 1.0)])
     delta = -1.0
     mu = s[MG] * delta + 0.5 * s[MH] * delta**2

@@ -1,4 +1,4 @@
-"""The tasks of issue 2: regression, binary and multiclass classification (softmax committee of K-1
+"""The learning tasks: regression, binary and multiclass classification (softmax committee of K-1
 trees, labels of any JSON scalar type, classes first seen mid-stream), multi-instance learning
 (streaming and multi-epoch batch) and custom losses through ``sgt.losses``.
 """

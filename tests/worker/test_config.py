@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,6 +208,8 @@ def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -
         {"delta": "0.999", "bins": "4096", "max_depth": "0", "task": "regression"},
         {"max_categories": "1"},
         {"max_categories": "65533", "task": "regression"},
+        {"linear_lambda": "1e-300", "leaf_model": "linear"},
+        {"linear_lambda": "1e-300", "leaf_model": "linear", "task": "regression"},
     ],
 )
 def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
@@ -216,6 +219,26 @@ def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
     model = new_model(settings)
     model.learn_one({"a": 1.0, "c": "x"}, 1)
     assert model.max_categories == settings.max_categories
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_a_linear_lambda_the_library_refuses_is_refused_by_name(task: str) -> None:
+    """linear_lambda = 0 passed the settings and then failed in the library, at the first assignment."""
+    with pytest.raises(ConfigError, match=r"setting linear_lambda .*expected a number > 0"):
+        load_settings({"linear_lambda": "0", "task": task}, env={})
+
+
+def test_n_members_the_library_refuses_is_refused_by_name() -> None:
+    """n_members = 100000 passed the settings and then failed in the library, at the first assignment."""
+    assert new_model_of({"model": "boosted", "n_members": "1000"}).n_members == 1000
+    with pytest.raises(ConfigError, match=r"setting n_members .*none or an integer >= 1 and <= 1000"):
+        load_settings({"model": "boosted", "n_members": "1001"}, env={})
+
+
+def new_model_of(flags: dict) -> Any:
+    from worker.model import new_model
+
+    return new_model(load_settings(flags, env={}))
 
 
 def test_models_bound_their_categories_by_default() -> None:
