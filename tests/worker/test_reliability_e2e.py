@@ -23,6 +23,7 @@ from tests.kafka_util import produce_records, read_all
 from tests.worker.fault_proxy import FaultProxy
 from tests.worker.worker_util import (
     WorkerProcess,
+    inprocess_settings,
     samples,
     start_worker_fixture,
     value,
@@ -30,28 +31,12 @@ from tests.worker.worker_util import (
     worker_args,
 )
 from worker import checkpoint
-from worker.config import WorkerSettings, load_settings
+from worker.config import WorkerSettings
 from worker.devtools.embedded_broker import broker_binary, create_topics, free_port, start_tansu
 from worker.loop import Worker
 from worker.partition import load_state
 
 __all__ = ["start_worker_fixture"]
-
-
-def _settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:
-    values: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
-        "group_id": f"rel-{uuid.uuid4().hex[:8]}",
-        "features_topic": topics["features"],
-        "predictions_topic": topics["predictions"],
-        "dead_letter_topic": topics["dead"],
-        "checkpoint_dir": str(ckpt),
-        "session_timeout_ms": 6000,
-        "heartbeat_interval_ms": 1000,
-        "metrics_port": 0,
-        **extra,
-    }
-    return load_settings(values, env={})
 
 
 def _topics(bootstrap: str, partitions: int = 1) -> dict[str, str]:
@@ -114,7 +99,7 @@ def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bo
     for key, payload in records:
         big.produce(topics["features"], payload, key, partition=0)
     assert big.flush(60) == 0
-    worker = running(_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=10))
+    worker = running(inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=10))
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=40, idle_s=30)
     docs = [orjson.loads(m.value()) for m in predictions]
     assert sorted(d["offset"] for d in docs) == list(range(20)) + list(range(24, 44))
@@ -183,7 +168,7 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
 
     topics = _topics(bootstrap)
     client = f"worker-{uuid.uuid4().hex[:6]}"
-    settings = _settings(
+    settings = inprocess_settings(
         bootstrap,
         topics,
         tmp_path,
@@ -214,7 +199,7 @@ def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
     """A checkpoint that read 5,000 records of a topic that now holds 50 (deleted and re-created):
     before, the worker waited for offset 5,000 and skipped every new record, with lag 0."""
     topics = _topics(kafka_bootstrap)
-    settings = _settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
+    settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
     state = load_state(settings, 0)
     state.next_offsets = [5000, 0]
     checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes(), checkpoint.Owner.of(settings))

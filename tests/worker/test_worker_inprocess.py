@@ -15,28 +15,11 @@ from confluent_kafka import Consumer
 
 from tests.kafka_util import produce_records, read_all
 from tests.worker.stub_model import StubModel
-from tests.worker.worker_util import samples, value, wait_for
+from tests.worker.worker_util import inprocess_settings, samples, value, wait_for
 from worker.clients import consumer_config
-from worker.config import WorkerSettings, load_settings
+from worker.config import WorkerSettings
 from worker.devtools.embedded_broker import create_topics
 from worker.loop import Worker
-
-
-def _settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:
-    values: dict[str, object] = {
-        "bootstrap_servers": bootstrap,
-        "group_id": f"inproc-{uuid.uuid4().hex[:8]}",
-        "features_topic": topics["features"],
-        "labels_topic": topics.get("labels"),
-        "predictions_topic": topics["predictions"],
-        "dead_letter_topic": topics["dead"],
-        "checkpoint_dir": str(ckpt),
-        "session_timeout_ms": 6000,
-        "heartbeat_interval_ms": 1000,
-        "metrics_port": 0,
-        **extra,
-    }
-    return load_settings(values, env={})
 
 
 def _topics(bootstrap: str, partitions: int, *kinds: str) -> dict[str, str]:
@@ -67,7 +50,7 @@ def test_the_range_assignor_keeps_equal_partition_numbers_together(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     topics = _topics(kafka_bootstrap, 4, "features", "labels", "predictions", "dead")
-    settings = _settings(kafka_bootstrap, topics, tmp_path)
+    settings = inprocess_settings(kafka_bootstrap, topics, tmp_path)
     assigned: dict[int, list] = {0: [], 1: []}
     consumers = [Consumer(consumer_config(settings)) for _ in range(2)]
     for i, consumer in enumerate(consumers):
@@ -93,7 +76,7 @@ def test_features_flow_while_the_labels_topic_is_still_empty(
     kafka_bootstrap: str, tmp_path: Path, running: list
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "labels", "predictions", "dead")
-    worker = _start(running, _settings(kafka_bootstrap, topics, tmp_path))
+    worker = _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path))
     records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(200)]
     produce_records(kafka_bootstrap, topics["features"], records)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 2, expect=200, idle_s=20)
@@ -113,7 +96,7 @@ def test_regression_inline_labels_and_series_removed_at_shutdown(
     kafka_bootstrap: str, tmp_path: Path, running: list
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
-    worker = _start(running, _settings(kafka_bootstrap, topics, tmp_path, task="regression"))
+    worker = _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path, task="regression"))
     records = [
         (f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": [float(i % 10), 1.0], "y": 2.0 * (i % 10)}))
         for i in range(500)
@@ -148,7 +131,7 @@ class _BrokenGauges(StubModel):
 
 def test_a_failing_loop_leaves_without_writing_a_checkpoint(kafka_bootstrap: str, tmp_path: Path) -> None:
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
-    settings = _settings(kafka_bootstrap, topics, tmp_path, batch_size=10, checkpoint_records=10**6)
+    settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, batch_size=10, checkpoint_records=10**6)
     worker = Worker(settings, model_factory=_BrokenGauges, model_registry={"_BrokenGauges": _BrokenGauges})
     errors: list[BaseException] = []
 
@@ -185,7 +168,7 @@ def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exact
     from worker.state import split_state
 
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
-    settings = _settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=5, batch_size=30)
+    settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=5, batch_size=30)
     worker = Worker(settings, model_factory=_PoisonModel, model_registry={"_PoisonModel": _PoisonModel})
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
@@ -217,7 +200,7 @@ def test_features_flow_when_the_labels_partitions_are_missing(
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
     topics["labels"] = f"never-created-{uuid.uuid4().hex[:8]}"
-    _start(running, _settings(kafka_bootstrap, topics, tmp_path))
+    _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path))
     records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(100)]
     produce_records(kafka_bootstrap, topics["features"], records)
     assert len(read_all(kafka_bootstrap, topics["predictions"], 2, expect=100, idle_s=30)) == 100

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,30 @@ import pytest
 
 from sgt.evaluation import Prequential
 from worker.checkpoint import read_newest
-from worker.config import load_settings
+from worker.config import WorkerSettings, load_settings
 from worker.model import new_model
 from worker.state import split_state
 
 FAST = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "1000", "--fetch-wait-max-ms", "10"]
+
+
+def inprocess_settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **extra: object) -> WorkerSettings:
+    """Settings for a worker run inside the test process: a fresh group, the ``topics`` (``features``,
+    ``predictions``, ``dead``, optionally ``labels``), fast group timing, any free metrics port."""
+    values: dict[str, object] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": f"inproc-{uuid.uuid4().hex[:8]}",
+        "features_topic": topics["features"],
+        "labels_topic": topics.get("labels"),
+        "predictions_topic": topics["predictions"],
+        "dead_letter_topic": topics["dead"],
+        "checkpoint_dir": str(ckpt),
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        "metrics_port": 0,
+        **extra,
+    }
+    return load_settings(values, env={})
 
 
 def topic_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path) -> list[str]:
