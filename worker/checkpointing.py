@@ -104,7 +104,6 @@ class Checkpointer:
         store: CheckpointStore,
         metrics: WorkerMetrics,
         log: logging.Logger,
-        mirror: StateMirror | None = None,
     ) -> None:
         self.settings, self.clients, self.store, self.metrics, self.log = (
             settings,
@@ -113,7 +112,7 @@ class Checkpointer:
             metrics,
             log,
         )
-        self.mirror = mirror
+        self.mirror: StateMirror | None = None  # set once the worker has opened the state topic
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
