@@ -42,6 +42,7 @@ __all__ = [
     "Candidate",
     "best_nominal",
     "best_numeric",
+    "best_numeric_planes",
     "f_test",
     "loss_change",
     "newton_step",
@@ -155,84 +156,81 @@ def best_numeric(
     routed after the split. Thresholds that leave one side without a single known value are not
     candidates, nor are thresholds whose mean is not a number. Ties go to the earlier feature, then
     the lower threshold.
+    """
+    planes = np.ascontiguousarray(np.moveaxis(blocks, -1, 0))
+    return best_numeric_planes(planes, lambda_, gamma, n, features)
 
-    Bins are summed as power sums around the feature's mean g and h (`dev_g`, `dev_h`): sums add, so
+
+def best_numeric_planes(
+    planes: np.ndarray, lambda_: float, gamma: float, n: float, features: np.ndarray | None = None
+) -> Candidate | None:
+    """`best_numeric` of the statistics laid out [6, F, B + 1], C-contiguous (one plane per statistic).
+
+    Bins are summed as power sums around the feature's mean g and h (`dev`): sums add, so
     cumulative sums give every threshold's left side at once, and centring keeps them free of any
     common offset. Every threshold's mean loss change needs only counts and first-order sums, so
-    all F x (B - 1) thresholds are scored from those, on plain 2-d arrays (where numpy is fastest);
-    the second moments, and from them the variance, are summed for the winner only.
+    all F x (B - 1) thresholds are scored from those; the second moments, and from them the
+    variance, are summed for the winner only.
+
+    A split attempt's arrays are small (10 features x 65 bins), so numpy's per-call overhead is most
+    of the cost: the g and h halves of each step, and the left and right sides, are stacked on
+    leading axes and computed in one call each (measured: 230 us a search down to about 100 us). The
+    reductions run along the contiguous last axis, as the per-quantity arrays had them, and every
+    element sees the same operations in the same order, so the bits are the same.
     """
-    count = blocks[..., N]
+    count = planes[N]
     total = count.sum(axis=1)
     safe_total = np.maximum(total, 1.0)  # counts are whole numbers (see sgt.stats.block_stats)
-    centre_g = (count * blocks[..., MG]).sum(axis=1) / safe_total
-    centre_h = (count * blocks[..., MH]).sum(axis=1) / safe_total
-    dev_g = blocks[..., MG] - centre_g[:, None]
-    dev_h = blocks[..., MH] - centre_h[:, None]
-    first = (count, count * dev_g, count * dev_h)
-    cumulative = [np.cumsum(column[:, 1:], axis=1) for column in first]
-    left = [c[:, :-1] for c in cumulative]
-    right = [c[:, -1:] - side for c, side in zip(cumulative, left)]
-    known_left, known_right = left[0], right[0]
-    missing_left = known_left >= known_right
-    left = [side + np.where(missing_left, column[:, :1], 0.0) for side, column in zip(left, first)]
-    right = [side + np.where(missing_left, 0.0, column[:, :1]) for side, column in zip(right, first)]
-    (mu_left, delta_left), (mu_right, delta_right) = (
-        _side_loss(side, centre_g, centre_h, lambda_) for side in (left, right)
-    )
-    counts = left[0] + right[0]
-    mean = (left[0] * mu_left + right[0] * mu_right) / np.maximum(counts, 1.0)
-    usable = (known_left > 0) & (known_right > 0) & ~np.isnan(mean)
+    centre = (count * planes[MG : MH + 1]).sum(axis=2) / safe_total  # [2, F]: g, h
+    dev = planes[MG : MH + 1] - centre[..., None]
+    first = np.empty((3, *count.shape))  # count and count * dev of g and h, [3, F, B + 1]
+    first[0] = count
+    np.multiply(count, dev, out=first[1:])
+    cumulative = np.cumsum(first[:, :, 1:], axis=2)
+    known_left = cumulative[:, :, :-1]
+    known_right = cumulative[:, :, -1:] - known_left
+    missing_left = known_left[0] >= known_right[0]
+    missing = first[:, :, :1]
+    sides = np.empty((3, 2, *missing_left.shape))  # [count, sum g, sum h] x [left, right] x [F, T]
+    np.add(known_left, np.where(missing_left, missing, 0.0), out=sides[:, 0])
+    np.add(known_right, np.where(missing_left, 0.0, missing), out=sides[:, 1])
+    # each side's mean loss change per instance and Newton step: `newton_step` and `loss_change`,
+    # written as the per-feature search before them wrote them (the same rounding, bit for bit)
+    means = centre[:, None, :, None] + sides[1:] / np.maximum(sides[0], 1.0)  # [g, h] x sides x [F, T]
+    delta = newton_step(means[0], means[1], lambda_)
+    mu = means[0] * delta + 0.5 * means[1] * delta * delta
+    weighted = sides[0] * mu
+    mean = (weighted[0] + weighted[1]) / np.maximum(sides[0, 0] + sides[0, 1], 1.0)
+    # counts are never NaN: min > 0 is "both > 0"; mean == mean is "not NaN"
+    usable = (np.minimum(known_left[0], known_right[0]) > 0) & (mean == mean)
     mean = np.where(usable, mean + gamma * 2.0 / n, np.inf)
     f, t = divmod(int(np.argmin(mean)), mean.shape[1])
-    if not np.isfinite(mean[f, t]):
+    best = float(mean[f, t])
+    if not math.isfinite(best):
         return None
     # the winner's second-order power sums (g g, h h, g h), cumulated as the first-order ones were
-    row_n, row_g, row_h = count[f], dev_g[f], dev_h[f]
-    second = np.stack(
-        [
-            blocks[f, :, M2G] + row_n * row_g * row_g,
-            blocks[f, :, M2H] + row_n * row_h * row_h,
-            blocks[f, :, CGH] + row_n * row_g * row_h,
-        ],
-        axis=1,
-    )
-    second_cumulative = np.cumsum(second[1:], axis=0)
+    second = planes[M2G:, f] + first[[1, 2, 1], f] * dev[[0, 1, 1], f]
+    second_cumulative = np.cumsum(second[:, 1:], axis=1)
     to_left = bool(missing_left[f, t])
-    second_left = second_cumulative[t] + np.where(to_left, second[0], 0.0)
-    second_right = second_cumulative[-1] - second_cumulative[t] + np.where(to_left, 0.0, second[0])
+    at, last = second_cumulative[:, t].tolist(), second_cumulative[:, -1].tolist()
+    missed = second[:, 0].tolist()
+    second_left = [c + (m if to_left else 0.0) for c, m in zip(at, missed)]
+    second_right = [e - c + (0.0 if to_left else m) for c, e, m in zip(at, last, missed)]
     variance = _split_variance(
-        [float(side[f, t]) for side in left] + second_left.tolist(),
-        [float(side[f, t]) for side in right] + second_right.tolist(),
-        float(centre_g[f]),
-        float(centre_h[f]),
+        sides[:, 0, f, t].tolist() + second_left,
+        sides[:, 1, f, t].tolist() + second_right,
+        float(centre[0, f]),
+        float(centre[1, f]),
         lambda_,
     )
     return Candidate(
         feature=int(features[f]) if features is not None else f,
-        mean=float(mean[f, t]),
+        mean=best,
         variance=variance,
-        deltas=np.array([delta_left[f, t], delta_right[f, t]]),
+        deltas=delta[:, f, t].copy(),
         threshold=t,
         missing_child=0 if to_left else 1,
     )
-
-
-def _side_loss(
-    side: list[np.ndarray], centre_g: np.ndarray, centre_h: np.ndarray, lambda_: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean loss change per instance and Newton step of one side of every threshold.
-
-    `side` holds the side's count and power sums of g and h around the centres, each [F, T]. The
-    step is `newton_step`'s; the mean is `loss_change`'s, written as the per-feature search before it
-    wrote it (the same rounding, so the models stay bit for bit).
-    """
-    count, sum_g, sum_h = side
-    safe = np.maximum(count, 1.0)
-    mean_g = centre_g[:, None] + sum_g / safe
-    mean_h = centre_h[:, None] + sum_h / safe
-    delta = newton_step(mean_g, mean_h, lambda_)
-    return mean_g * delta + 0.5 * mean_h * delta * delta, delta
 
 
 def _split_variance(
