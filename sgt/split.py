@@ -123,7 +123,7 @@ def f_test(mean: float, variance: float, n: float) -> float:
     than two instances) is no evidence (p = 1). The survival function keeps precision for large F,
     unlike 1 - cdf.
     """
-    if not n > 1 or not np.isfinite(variance):
+    if not n > 1 or not math.isfinite(variance):
         return 1.0
     if variance <= 0.0:
         return 0.0 if mean != 0.0 else 1.0
@@ -139,7 +139,7 @@ def null_candidate(total: np.ndarray, lambda_: float) -> Candidate:
     Scalar arithmetic (the formulas of `pooled` for one group): numpy's per-call overhead would
     dominate on six numbers.
     """
-    n, mg, mh, m2g, m2h, cgh = (float(v) for v in total)
+    n, mg, mh, m2g, m2h, cgh = total.tolist()
     delta, mean, within = _group_loss(mg, mh, m2g, m2h, cgh, lambda_)
     variance = within / (n - 1.0) if n > 1 else math.nan
     return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([delta]))
@@ -209,7 +209,10 @@ def best_numeric_planes(
     if not math.isfinite(best):
         return None
     # the winner's second-order power sums (g g, h h, g h), cumulated as the first-order ones were
-    second = planes[M2G:, f] + first[[1, 2, 1], f] * dev[[0, 1, 1], f]
+    second = np.empty((3, count.shape[1]))
+    np.multiply(first[1:, f], dev[:, f], out=second[:2])
+    np.multiply(first[1, f], dev[1, f], out=second[2])
+    np.add(planes[M2G:, f], second, out=second)
     second_cumulative = np.cumsum(second[:, 1:], axis=1)
     to_left = bool(missing_left[f, t])
     at, last = second_cumulative[:, t].tolist(), second_cumulative[:, -1].tolist()
