@@ -178,6 +178,9 @@ def best_numeric_planes(
     reductions run along the contiguous last axis, as the per-quantity arrays had them, and every
     element sees the same operations in the same order, so the bits are the same.
     """
+    # C order: the sums over bins below must run along the fast axis in memory (numpy sums pairwise
+    # there), as they did on the per-feature arrays
+    planes = np.ascontiguousarray(planes)
     count = planes[N]
     total = count.sum(axis=1)
     safe_total = np.maximum(total, 1.0)  # counts are whole numbers (see sgt.stats.block_stats)

@@ -85,10 +85,9 @@ class Layout:
         self.bins = space.bins
         self.numeric = np.array([j for j in range(self.n_features) if not space.is_nominal(j)], dtype=np.intp)
         self.nominal = [j for j in range(self.n_features) if space.is_nominal(j)]
-        # where statistic q of numeric feature f's code b sits in a slot's flattened statistics: one
-        # take gathers the planes [6, F, B + 1] that split.best_numeric_planes scores
-        columns = self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)
-        self.numeric_planes = (columns[None] * WIDTH + np.arange(WIDTH).reshape(WIDTH, 1, 1)).astype(np.intp)
+        self.numeric_columns = (self.offsets[self.numeric][:, None] + np.arange(self.bins + 1)).astype(
+            np.intp
+        )
         # a linear leaf's input of each numeric code 0..bins (leaf_inputs by table lookup), also as
         # Python floats for the one-record path
         self.inputs = leaf_inputs(np.arange(self.bins + 1), self.bins)
@@ -548,7 +547,8 @@ class Tree:
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
         by_feature: dict[int, Candidate | None] = {}
         if layout.numeric.size:
-            planes = self.stats[slot].ravel().take(layout.numeric_planes)
+            # the planes [6, F, B + 1] that best_numeric_planes scores, in one take
+            planes = np.take(self.stats[slot].T, layout.numeric_columns, axis=1)
             numeric = best_numeric_planes(planes, params.lambda_, params.gamma, n, layout.numeric)
             if numeric is not None:
                 by_feature[numeric.feature] = numeric
