@@ -213,7 +213,7 @@ class _Boosting(_Estimator):
         """The views show the members' trees member by member (not a background ensemble's)."""
         return [TreeGroup(f"member {m}", member._trees) for m, member in enumerate(self._members)]
 
-    def _view_heading(self) -> str:
+    def _view_heading(self) -> str | None:
         params = ", ".join(f"{k}={v!r}" for k, v in self._boosting_params().items())
         return f"{type(self).__name__}: {self.n_members} members, {len(self._trees)} trees ({params})"
 

@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from sgt import PAPER_DEFAULTS, BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
+from sgt import (
+    PAPER_DEFAULTS,
+    AdaptiveSGTClassifier,
+    AdaptiveSGTRegressor,
+    BoostedClassifier,
+    BoostedRegressor,
+    SGTClassifier,
+    SGTRegressor,
+)
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -58,13 +66,6 @@ def single(spec: StreamSpec, proba: str | None = None, **params: Any) -> Any:
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
 
-# the single tree's hyperparameters where the ensemble's defaults differ
-_ONE_TREE = {"n_members": 1, "learning_rate": 1.0, "poisson_rate": None}
-_ONE_TREE_ENSEMBLE = (
-    lambda: BoostedClassifier(**_ONE_TREE),
-    lambda: BoostedRegressor(**_ONE_TREE, delta=1e-3, leaf_model="linear"),
-)
-
 VARIANTS: tuple[Variant, ...] = (
     Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
     # single trees: the paper's model and the previous release's, then one change to the defaults each
@@ -77,8 +78,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-lambda-0.03", lambda spec: single(spec, linear_lambda=0.03)),
     Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
     Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
-    # a single tree with the ensemble's drift response: one member, no shrinkage, no bagging
-    Variant("ours-drift", lambda spec: by_task(spec, *_ONE_TREE_ENSEMBLE)),
+    # the single tree with the opt-in drift response
+    Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
 )
 
 
