@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgt
+import sgt.boosted
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
-from sgt.boosted import DRIFT_PERIOD
+from sgt.boosted import BACKGROUND_LIFE, DRIFT_PERIOD
+from sgt.serialization import decode
 from tests.sgt.sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
@@ -293,6 +295,76 @@ def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_
     model.learn_many(_XR[510:760], _YR[510:760])
     assert model._members is background and model._background is None
     assert model.n_drifts == 1 and not model._detector.alarm
+
+
+def test_a_background_ensemble_no_drift_confirms_is_dropped_after_its_life() -> None:
+    X, y = step_regression_stream(DRIFT_PERIOD * 2 + BACKGROUND_LIFE + 10, seed=91)  # no drift
+    model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no warning but the one set)
+    model.learn_many(X[:300], y[:300])
+    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model.learn_many(X[300:500], y[300:500])
+    background, version = model._background, model.version
+    assert background is not None and model._background_since == 500
+    end = 500 + BACKGROUND_LIFE
+    model.learn_many(X[500 : end - 1], y[500 : end - 1])
+    assert model._background is background  # still learning one record before its life ends
+    n_trees = model.n_trees
+    model.learn_many(X[end - 1 : end + 10], y[end - 1 : end + 10])
+    assert model._background is None and model.n_drifts == 0
+    assert model.n_trees == n_trees // 2 and model.version >= version
+
+
+def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore() -> None:
+    saved = decode(_classifier_loop()[0])
+    assert saved.header["extra"]["background_since"] == 1500  # the loop's background started there
+    del saved.header["extra"]["background_since"]
+    restored = BoostedClassifier.from_saved(saved)
+    assert restored._background is not None and restored._background_since == N
+
+
+# the drift threshold at which the classifier's stream raises a warning (at record 1250) that no
+# drift confirms within a life of one DRIFT_PERIOD: the ensemble drops a background ensemble
+DROPPING = {**SMALL, "drift_threshold": 5.0}
+
+
+@functools.cache
+def _dropping_loop() -> tuple[bytes, list[dict], list[int]]:
+    """One record at a time with a short background life: the state, the predictions and the
+    records learned when a background ensemble was dropped."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        model, proba, dropped = BoostedClassifier(**DROPPING), [], []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            had, drifts = model._background is not None, model.n_drifts
+            model.learn_one(x, y)
+            if had and model._background is None and model.n_drifts == drifts:
+                dropped.append(model.n_seen)
+        return model.to_bytes(), proba, dropped
+
+
+def test_the_dropping_stream_drops_a_background_ensemble() -> None:
+    assert _dropping_loop()[2] == [1500]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, _ = _dropping_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        model, rows = BoostedClassifier(**DROPPING), []
+        for part in batches(N, cuts):
+            P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
+            rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
+        assert model.to_bytes() == expected
+        for (row, classes), want in zip(rows, loop_proba, strict=True):
+            assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
+        model = BoostedClassifier(**DROPPING)
+        model.learn_many(_RECORDS[:at], _LABELS[:at])
+        restored = BoostedClassifier.from_bytes(model.to_bytes())
+        restored.learn_many(_RECORDS[at:], _LABELS[at:])
+        assert restored.to_bytes() == expected
 
 
 def test_a_drift_without_a_warning_starts_afresh() -> None:
