@@ -86,9 +86,10 @@ def test_the_streams_make_the_detectors_fire() -> None:
     classifier = sgt.load(_classifier_loop()[0])
     regressor = sgt.load(_regressor_loop()[0])
     # the regressor's drift (without a warning) at record 750 is answered at 1000, when its fresh
-    # ensemble makes fewer errors than the main one; the classifier's, at 1000, is still pending
+    # ensemble makes fewer errors than the main one; the classifier's background ensemble, started
+    # by a warning at 750, replaces its main one at a drift at 1000, and another warning comes at 1500
     assert regressor.n_drifts == 1 and regressor._background is None
-    assert classifier.n_drifts == 0 and classifier._pending and classifier._background_since == 1000
+    assert classifier.n_drifts == 1 and not classifier._pending and classifier._background_since == 1500
     assert classifier.classes_[2] == "late"
     assert classifier.n_trees == len(classifier._all_members()) * 2
     assert classifier._background is not None  # the saved states include a background ensemble
@@ -319,7 +320,7 @@ def test_a_background_ensemble_no_drift_confirms_is_dropped_after_its_life() -> 
 
 def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore() -> None:
     saved = decode(_classifier_loop()[0])
-    assert saved.header["extra"]["background_since"] == 1000  # the loop's background started there
+    assert saved.header["extra"]["background_since"] == 1500  # the loop's background started there
     for key in ("background_since", "pending", "lead"):
         del saved.header["extra"][key]
     restored = BoostedClassifier.from_saved(saved)
@@ -327,18 +328,22 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
     assert not restored._pending and restored._lead == 0.0
 
 
-# the drift threshold at which the classifier's stream raises a drift without a warning (at record
-# 500) whose fresh ensemble does not beat the main one within a life of one DRIFT_PERIOD: dropped
+# drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
+# drops a background ensemble: 5, a drift without a warning (at record 500) whose fresh ensemble
+# does not beat the main one (dropped at 750); 10, a warning (at 1250) that no drift confirms
 DROPPING = {**SMALL, "drift_threshold": 5.0}
+DROPPED_AT = {5.0: [750], 10.0: [1500]}
 
 
 @functools.cache
-def _dropping_loop() -> tuple[bytes, list[dict], list[int]]:
+def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]]:
     """One record at a time with a short background life: the state, the predictions and the
     records learned when a background ensemble was dropped."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        model, proba, dropped = BoostedClassifier(**DROPPING), [], []
+        model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
+        proba: list[dict] = []
+        dropped: list[int] = []
         for x, y in zip(_RECORDS, _LABELS, strict=True):
             proba.append(model.predict_proba_one(x))
             had, drifts = model._background is not None, model.n_drifts
@@ -348,24 +353,28 @@ def _dropping_loop() -> tuple[bytes, list[dict], list[int]]:
         return model.to_bytes(), proba, dropped
 
 
-def test_the_dropping_stream_drops_a_background_ensemble() -> None:
-    assert _dropping_loop()[2] == [750]
+@pytest.mark.parametrize("threshold", sorted(DROPPED_AT))
+def test_the_dropping_streams_drop_a_background_ensemble(threshold: float) -> None:
+    assert _dropping_loop(threshold)[2] == DROPPED_AT[threshold]
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cuts=cut_points(N), at=st.integers(0, N))
-def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
-    expected, loop_proba, _ = _dropping_loop()
+@given(cuts=cut_points(N), at=st.integers(0, N), threshold=st.sampled_from(sorted(DROPPED_AT)))
+def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
+    cuts: list[int], at: int, threshold: float
+) -> None:
+    expected, loop_proba, _ = _dropping_loop(threshold)
+    params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        model, rows = BoostedClassifier(**DROPPING), []
+        model, rows = BoostedClassifier(**params), []
         for part in batches(N, cuts):
             P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
             rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
         assert model.to_bytes() == expected
         for (row, classes), want in zip(rows, loop_proba, strict=True):
             assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
-        model = BoostedClassifier(**DROPPING)
+        model = BoostedClassifier(**params)
         model.learn_many(_RECORDS[:at], _LABELS[:at])
         restored = BoostedClassifier.from_bytes(model.to_bytes())
         restored.learn_many(_RECORDS[at:], _LABELS[at:])
