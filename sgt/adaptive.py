@@ -4,10 +4,11 @@
 ``proba="tree"``) and `SGTRegressor` learn, one tree (a committee for more than two classes), until a
 drift is detected. They watch their own prequential errors with the boosted ensemble's drift response
 (sgt.boosted): a Page-Hinkley warning starts a background tree that learns every later record beside
-the main one, and a drift replaces the main tree by it (or by a fresh tree when no warning came first),
-counted by `n_drifts`. Internally each is a boosted ensemble of one member with learning rate 1 and no
-bagging, which is the single tree's own model; so every guarantee of the ensemble holds (batch ≡ loop
-under any batching, save/restore at any point continues byte for byte).
+the main one, and a drift replaces the main tree by it, counted by `n_drifts` (a drift with no warning
+before it starts a fresh tree, which replaces the main one once it makes fewer errors over a period).
+Internally each is a boosted ensemble of one member with learning rate 1 and no bagging, which is the
+single tree's own model; so every guarantee of the ensemble holds (batch ≡ loop under any batching,
+save/restore at any point continues byte for byte).
 
 Like River's Hoeffding adaptive trees beside its Hoeffding trees, the drift response is a class of its
 own rather than a switch on the single tree: it changes what the model is (two trees while a warning

@@ -122,6 +122,22 @@ def _float(
     return parse
 
 
+def _optional_float(
+    low: float, high: float | None = None, open_low: bool = False
+) -> Callable[[Any], float | None]:
+    number = _float(low, high, open_low=open_low)
+
+    def parse(value: Any) -> float | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            return None
+        try:
+            return number(value)
+        except ValueError as e:
+            raise ValueError(f"none or {e}") from None
+
+    return parse
+
+
 def _optional_int(low: int, high: int | None = None) -> Callable[[Any], int | None]:
     whole = _int(low, high)
 
@@ -406,7 +422,13 @@ SETTINGS: tuple[Setting, ...] = (
         _float(0.0, 1.0, open_low=True, open_high=True),
     ),
     Setting("grace_period", 100, "SGT: instances a leaf sees between split attempts.", _int(1)),
-    Setting("lambda_", 0.1, "SGT: L2 regularisation of leaf values.", _float(0.0)),
+    Setting(
+        "lambda_",
+        None,
+        "SGT: L2 regularisation of leaf values; none = the model's default (0.5 for boosted "
+        "classification, else 0.1).",
+        _optional_float(0.0),
+    ),
     Setting("gamma", 0.1, "SGT: penalty per new leaf.", _float(0.0)),
     Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 4096)),
     Setting("max_depth", None, "SGT: deepest a tree may grow; none = unlimited.", _optional_int(0)),
@@ -465,9 +487,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Boosted: boosting stages; none = the library's default (10 classification, 5 regression).",
         _optional_int(1, 1000),  # the library's bound
     ),
-    Setting("learning_rate", 0.5, "Boosted: shrinkage of each member.", _float(0.0, 1.0, open_low=True)),
+    Setting(
+        "learning_rate",
+        None,
+        "Boosted: shrinkage of each member; none = the library's default (0.3 classification, 0.5 "
+        "regression).",
+        _optional_float(0.0, 1.0, open_low=True),
+    ),
     Setting("poisson_rate", 1.0, "Boosted: online bagging rate.", _float(0.0, 100.0, open_low=True)),
-    Setting("drift_threshold", 50.0, "Boosted: Page-Hinkley drift alarm level.", _float(0.0, open_low=True)),
+    Setting(
+        "drift_threshold",
+        None,
+        "Boosted: Page-Hinkley drift alarm level; none = the library's default (35 classification, 50 "
+        "regression).",
+        _optional_float(0.0, open_low=True),
+    ),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", _int(1)),
     Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
     Setting("poll_timeout_seconds", 0.01, "Longest wait of one poll for records (seconds).", _float(0.0)),
@@ -529,7 +563,7 @@ class WorkerSettings:
     features: tuple[tuple[str, str], ...]
     delta: float
     grace_period: int
-    lambda_: float
+    lambda_: float | None
     gamma: float
     bins: int
     warm_up: int
@@ -541,9 +575,9 @@ class WorkerSettings:
     max_categories: int
     model: str
     n_members: int | None
-    learning_rate: float
+    learning_rate: float | None
     poisson_rate: float
-    drift_threshold: float
+    drift_threshold: float | None
     metrics_window: int
     batch_size: int
     poll_timeout_seconds: float

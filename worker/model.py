@@ -18,15 +18,18 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     kind = "Classifier" if settings.task == "classification" else "Regressor"
     ensemble: dict[str, Any] = {}
     if settings.model == "boosted":
-        ensemble = {
+        ensemble = {"poisson_rate": settings.poisson_rate}
+        # none: the library's default, which differs between the classifier and the regressor
+        optional = {
+            "n_members": settings.n_members,
             "learning_rate": settings.learning_rate,
-            "poisson_rate": settings.poisson_rate,
             "drift_threshold": settings.drift_threshold,
         }
-        if settings.n_members is not None:
-            ensemble["n_members"] = settings.n_members
+        ensemble.update({name: value for name, value in optional.items() if value is not None})
     cls = MODEL_TYPES[("Boosted" if settings.model == "boosted" else "SGT") + kind]
     leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
+    if settings.lambda_ is not None:  # none: the model's default (the boosted classifier's differs)
+        leaves["lambda_"] = settings.lambda_
     if settings.model == "sgt" and settings.task == "classification":
         leaves["proba"] = settings.proba
     # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
@@ -40,7 +43,6 @@ def new_model(settings: WorkerSettings) -> StreamModel:
             linear_lambda=settings.linear_lambda,
             delta=settings.delta,
             grace_period=settings.grace_period,
-            lambda_=settings.lambda_,
             gamma=settings.gamma,
             bins=settings.bins,
             warm_up=settings.warm_up,

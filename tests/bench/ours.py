@@ -88,19 +88,33 @@ def boosted(**params: Any) -> Callable[[StreamSpec], Any]:
     return lambda spec: by_task(spec, BoostedClassifier, BoostedRegressor, **params)
 
 
+def boosted_classifier(**params: Any) -> Callable[[StreamSpec], Any]:
+    """As ``boosted``, with ``params`` for the classifier only (the regressor keeps its defaults)."""
+    return lambda spec: BoostedRegressor() if spec.is_regression else BoostedClassifier(**params)
+
+
+# the boosted classifier's defaults before they were measured on every stream (the regressor's are
+# unchanged)
+PREVIOUS_BOOSTED = {"learning_rate": 0.5, "lambda_": 0.1, "drift_threshold": 50.0, "drift_delta": 0.02}
+
 # the boosted ensemble: its defaults, then one change each
 VARIANTS += (
     Variant("ours-boosted", boosted()),
+    Variant("ours-boosted-previous", boosted_classifier(**PREVIOUS_BOOSTED)),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-20", boosted(n_members=20)),
-    Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),
+    Variant("ours-boosted-lr0.5", boosted(learning_rate=0.5)),
     Variant("ours-boosted-lr1", boosted(learning_rate=1.0)),
+    Variant("ours-boosted-l2-0.1", boosted(lambda_=0.1)),
+    Variant("ours-boosted-l2-0.3", boosted(lambda_=0.3)),
+    Variant("ours-boosted-l2-1", boosted(lambda_=1.0)),
+    Variant("ours-boosted-grace200", boosted(grace_period=200)),
     Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
     Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
-    Variant("ours-boosted-drift25", boosted(drift_threshold=25.0)),
+    Variant("ours-boosted-drift50", boosted_classifier(drift_threshold=50.0, drift_delta=0.02)),
     Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
 )
 

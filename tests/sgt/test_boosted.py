@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgt
+import sgt.boosted
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
-from sgt.boosted import DRIFT_PERIOD
+from sgt.boosted import BACKGROUND_LIFE, DRIFT_PERIOD
+from sgt.serialization import decode
 from tests.sgt.sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
@@ -83,7 +85,11 @@ def _regressor_loop() -> tuple[bytes, list[float]]:
 def test_the_streams_make_the_detectors_fire() -> None:
     classifier = sgt.load(_classifier_loop()[0])
     regressor = sgt.load(_regressor_loop()[0])
-    assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+    # the regressor's drift (without a warning) at record 750 is answered at 1000, when its fresh
+    # ensemble makes fewer errors than the main one; the classifier's background ensemble, started
+    # by a warning at 750, replaces its main one at a drift at 1000, and another warning comes at 1500
+    assert regressor.n_drifts == 1 and regressor._background is None
+    assert classifier.n_drifts == 1 and not classifier._pending and classifier._background_since == 1500
     assert classifier.classes_[2] == "late"
     assert classifier.n_trees == len(classifier._all_members()) * 2
     assert classifier._background is not None  # the saved states include a background ensemble
@@ -295,13 +301,113 @@ def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_
     assert model.n_drifts == 1 and not model._detector.alarm
 
 
-def test_a_drift_without_a_warning_starts_afresh() -> None:
+def test_a_background_ensemble_no_drift_confirms_is_dropped_after_its_life() -> None:
+    X, y = step_regression_stream(DRIFT_PERIOD * 2 + BACKGROUND_LIFE + 10, seed=91)  # no drift
+    model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no warning but the one set)
+    model.learn_many(X[:300], y[:300])
+    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model.learn_many(X[300:500], y[300:500])
+    background, version = model._background, model.version
+    assert background is not None and model._background_since == 500
+    end = 500 + BACKGROUND_LIFE
+    model.learn_many(X[500 : end - 1], y[500 : end - 1])
+    assert model._background is background  # still learning one record before its life ends
+    n_trees = model.n_trees
+    model.learn_many(X[end - 1 : end + 10], y[end - 1 : end + 10])
+    assert model._background is None and model.n_drifts == 0
+    assert model.n_trees == n_trees // 2 and model.version >= version
+
+
+def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore() -> None:
+    saved = decode(_classifier_loop()[0])
+    assert saved.header["extra"]["background_since"] == 1500  # the loop's background started there
+    for key in ("background_since", "pending", "lead"):
+        del saved.header["extra"][key]
+    restored = BoostedClassifier.from_saved(saved)
+    assert restored._background is not None and restored._background_since == N
+    assert not restored._pending and restored._lead == 0.0
+
+
+# drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
+# drops a background ensemble: 5, a drift without a warning (at record 500) whose fresh ensemble
+# does not beat the main one (dropped at 750); 10, a warning (at 1250) that no drift confirms
+DROPPING = {**SMALL, "drift_threshold": 5.0}
+DROPPED_AT = {5.0: [750], 10.0: [1500]}
+
+
+@functools.cache
+def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]]:
+    """One record at a time with a short background life: the state, the predictions and the
+    records learned when a background ensemble was dropped."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
+        proba: list[dict] = []
+        dropped: list[int] = []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            had, drifts = model._background is not None, model.n_drifts
+            model.learn_one(x, y)
+            if had and model._background is None and model.n_drifts == drifts:
+                dropped.append(model.n_seen)
+        return model.to_bytes(), proba, dropped
+
+
+@pytest.mark.parametrize("threshold", sorted(DROPPED_AT))
+def test_the_dropping_streams_drop_a_background_ensemble(threshold: float) -> None:
+    assert _dropping_loop(threshold)[2] == DROPPED_AT[threshold]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N), threshold=st.sampled_from(sorted(DROPPED_AT)))
+def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
+    cuts: list[int], at: int, threshold: float
+) -> None:
+    expected, loop_proba, _ = _dropping_loop(threshold)
+    params = {**DROPPING, "drift_threshold": threshold}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        model, rows = BoostedClassifier(**params), []
+        for part in batches(N, cuts):
+            P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
+            rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
+        assert model.to_bytes() == expected
+        for (row, classes), want in zip(rows, loop_proba, strict=True):
+            assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
+        model = BoostedClassifier(**params)
+        model.learn_many(_RECORDS[:at], _LABELS[:at])
+        restored = BoostedClassifier.from_bytes(model.to_bytes())
+        restored.learn_many(_RECORDS[at:], _LABELS[at:])
+        assert restored.to_bytes() == expected
+
+
+def test_a_drift_without_a_warning_starts_a_fresh_ensemble_that_replaces_the_main_one_once_better() -> None:
     model = BoostedClassifier(**SMALL)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True
+    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    main = model._members
     model.learn_many(_RECORDS[600:760], _LABELS[600:760])
-    assert model.n_drifts == 1 and model._background is None
-    assert all(tree.n_nodes == 1 and tree.leaf_count(0) == 10 for tree in model._trees)
+    background = model._background
+    assert model._members is main and model.n_drifts == 0 and model._pending  # the old one predicts
+    assert background is not None and all(t.leaf_count(0) == 10 for m in background for t in m._trees)
+    # the labels flipped at record 700: the fresh ensemble makes fewer errors by the next fixed point
+    model.learn_many(_RECORDS[760:1000], _LABELS[760:1000])
+    assert model._members is background and model._background is None
+    assert model.n_drifts == 1 and not model._pending and not model._detector.alarm
+
+
+def test_a_fresh_ensemble_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        model = BoostedClassifier(**DROPPING)
+        model.learn_many(_RECORDS[:500], _LABELS[:500])
+        main = model._members
+        assert model._pending and model._background is not None and model.n_drifts == 0
+        model.learn_many(_RECORDS[500:749], _LABELS[500:749])
+        assert model._pending and model._members is main
+        model.learn_many(_RECORDS[749:760], _LABELS[749:760])
+    assert model._members is main and model._background is None and model.n_drifts == 0
+    assert not model._pending and not model._detector.alarm
 
 
 def test_version_never_decreases_across_replacements() -> None:

@@ -31,6 +31,12 @@ def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None
     regressor = new_model(load_settings({"model": "boosted", "task": "regression"}, env={}))
     assert type(regressor) is BoostedRegressor
     assert regressor.n_members == BoostedRegressor().n_members  # none: the library's default
+    # none: each class's own default, which differ between the classifier and the regressor
+    for cls, task in ((BoostedClassifier, "classification"), (BoostedRegressor, "regression")):
+        params = new_model(load_settings({"model": "boosted", "task": task}, env={})).get_params()
+        defaults = cls().get_params()
+        for name in ("learning_rate", "drift_threshold", "lambda_"):
+            assert params[name] == defaults[name], (cls.__name__, name)
 
 
 @pytest.mark.parametrize(

@@ -270,7 +270,6 @@ def test_model_defaults_are_the_librarys() -> None:
         for name in (
             "delta",
             "grace_period",
-            "lambda_",
             "gamma",
             "bins",
             "warm_up",
@@ -281,6 +280,7 @@ def test_model_defaults_are_the_librarys() -> None:
             assert getattr(defaults, name) == params[name], (cls.__name__, name)
     assert SGTClassifier().get_params()["proba"] == defaults.proba
     assert defaults.leaf_model is None  # each model class's own default
+    assert defaults.lambda_ is None  # each model class's own default (the boosted classifier's differs)
 
 
 @pytest.mark.parametrize(
@@ -294,6 +294,15 @@ def test_model_defaults_are_the_librarys() -> None:
         ({"model": "boosted"}, {"leaf_model": "linear", "grace_start": 10}),
         ({"model": "boosted", "task": "regression"}, {"leaf_model": "constant"}),
         ({"model": "boosted", "leaf_model": "constant"}, {"leaf_model": "constant"}),
+        ({}, {"lambda_": 0.1}),
+        ({"task": "regression"}, {"lambda_": 0.1}),
+        ({"model": "boosted"}, {"lambda_": 0.5, "learning_rate": 0.3, "drift_threshold": 35.0}),
+        (
+            {"model": "boosted", "task": "regression"},
+            {"lambda_": 0.1, "learning_rate": 0.5, "drift_threshold": 50.0},
+        ),
+        ({"model": "boosted", "lambda_": "0.2"}, {"lambda_": 0.2}),
+        ({"lambda_": "none"}, {"lambda_": 0.1}),
     ],
 )
 def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> None:
