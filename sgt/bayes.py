@@ -81,6 +81,9 @@ class NaiveBayes:
         self.squares = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of squared codes
         self.histogram = np.zeros((0, 0, bins + 1), dtype=np.int64)  # [K, F, code]: for regrids
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
+        # what a record's estimate needs from the statistics, for `run_one` while they do not change
+        # (a record predicted, then learned, computes it once); not model state
+        self._derived: _Derived | None = None
 
     # -- structure -------------------------------------------------------------------------------
     def fit(self, n_classes: int, n_features: int) -> None:
@@ -88,6 +91,7 @@ class NaiveBayes:
         k, f = self.counts.shape
         if n_classes == k and n_features == f:
             return
+        self._derived = None
         k, f = max(k, n_classes), max(f, n_features)
         self.class_counts = _padded(self.class_counts, (k,))
         self.counts = _padded(self.counts, (k, f))
@@ -100,6 +104,7 @@ class NaiveBayes:
         j = regrid.feature
         if j >= self.counts.shape[1]:
             return
+        self._derived = None
         old = self.histogram[:, j].copy()
         new = np.zeros_like(old)
         for code in range(old.shape[1]):  # integer counts: exact in any order
@@ -132,34 +137,70 @@ class NaiveBayes:
             self._learn_one(x, numeric, target)
         return proba, bayes
 
-    def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
-        """`_estimate` of one row, in the same order of operations."""
+    def _derive(self, numeric: list[int], k: int) -> _Derived:
+        """Each class's mean, variance and log variance per feature and log prior: `_estimate`'s."""
+        key = (tuple(numeric), k)
+        if self._derived is not None and self._derived.key == key:
+            return self._derived
         counts = self.counts[:, numeric].tolist()
-        sums = self.sums[:, numeric].tolist()
-        squares = self.squares[:, numeric].tolist()
-        classes = self.class_counts.tolist()
-        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
-        extra = centre * centre + spread
-        # a feature no class has a value of yet takes no part (not even equal terms for every class: in
-        # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
-        present = [j for j, v in enumerate(x) if v > 0 and any(row[j] for row in counts)]
         means, variances = [], []
         for c in range(k):
-            for j in present:
-                weight = counts[c][j] + 1.0
-                mean = (sums[c][j] + centre) / weight
-                means.append(mean)
-                variances.append((squares[c][j] + extra) / weight - mean * mean + VARIANCE_FLOOR)
+            mean, variance = self._moments(c, numeric)
+            means += mean
+            variances += variance
+        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
+        # a feature no class has a value of yet takes no part (not even equal terms for every class: in
+        # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
+        known = [any(row[j] for row in counts) for j in range(len(numeric))]
+        self._derived = _Derived(key, means, variances, logs, known)
+        return self._derived
+
+    def _moments(self, c: int, numeric: list[int]) -> tuple[list[float], list[float]]:
+        """Class c's mean and variance of every feature in `numeric`, as `_estimate` computes them."""
+        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
+        extra = centre * centre + spread
+        means, variances = [], []
+        counts, sums = self.counts[c, numeric].tolist(), self.sums[c, numeric].tolist()
+        for n, s, q in zip(counts, sums, self.squares[c, numeric].tolist(), strict=True):
+            weight = n + 1.0
+            mean = (s + centre) / weight
+            means.append(mean)
+            variances.append((q + extra) / weight - mean * mean + VARIANCE_FLOOR)
+        return means, variances
+
+    def _priors(self, k: int) -> list[float]:
+        classes = self.class_counts.tolist()
         total = sum(classes)
-        logs = np.log(np.array([*variances, *((n + 1.0) / (total + k) for n in classes)])).tolist()
+        return [(n + 1.0) / (total + k) for n in classes]
+
+    def _refresh(self, c: int, present: list[int]) -> None:
+        """`_derive` again after class c learned a record with values of features `present` (positions
+        in `numeric`): only its row and the priors change."""
+        d = self._derived
+        if d is None:
+            return
+        numeric, k = list(d.key[0]), d.key[1]
+        width = len(numeric)
+        means, variances = self._moments(c, numeric)
+        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
+        row = slice(c * width, (c + 1) * width)
+        d.means[row], d.variances[row], d.logs[row] = means, variances, logs[:width]
+        d.logs[k * width :] = logs[width:]
+        for j in present:
+            d.known[j] = True
+
+    def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
+        """`_estimate` of one row, in the same order of operations."""
+        d = self._derive(numeric, k)
+        width = len(numeric)
+        present = [j for j, v in enumerate(x) if v > 0 and d.known[j]]
         scores = []
-        at = 0
         for c in range(k):
-            score = logs[len(variances) + c]
+            score = d.logs[k * width + c]
             for j in present:
-                z = x[j] - means[at]
-                score = score + -0.5 * (logs[at] + z * z / variances[at])
-                at += 1
+                at = c * width + j
+                z = x[j] - d.means[at]
+                score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
             scores.append(score)
         top = max(scores)
         e = np.exp(np.array(scores) - top).tolist()
@@ -169,13 +210,17 @@ class NaiveBayes:
         return [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
-        present = [numeric[j] for j, v in enumerate(x) if v > 0]
-        values = np.array([v for v in x if v > 0], dtype=np.int64)
+        positions = [j for j, v in enumerate(x) if v > 0]
+        present = [numeric[j] for j in positions]
+        values = np.array([x[j] for j in positions], dtype=np.int64)
         self.class_counts[target] += 1
         self.counts[target, present] += 1
         self.sums[target, present] += values
         self.squares[target, present] += values * values
         self.histogram[target, present, values] += 1
+        if self._derived is not None and self._derived.key != (tuple(numeric), len(self.class_counts)):
+            self._derived = None
+        self._refresh(target, positions)
 
     # -- a block of rows: numpy ------------------------------------------------------------------
     def run(
@@ -220,6 +265,7 @@ class NaiveBayes:
 
     def _estimate(self, x: np.ndarray, targets: np.ndarray, numeric: np.ndarray, k: int) -> np.ndarray:
         """[rows, K] the naive Bayes estimate of each row from the rows before it; learns the rows."""
+        self._derived = None
         m = x.shape[0]
         learned = targets >= 0
         onehot = np.zeros((m, k), dtype=np.int64)
@@ -290,6 +336,17 @@ class NaiveBayes:
                 raise ValueError(f"naive Bayes array {name} has shape {loaded[name].shape}, expected {shape}")
             setattr(bayes, name, loaded[name])
         return bayes
+
+
+@dataclass
+class _Derived:
+    """`NaiveBayes._derive`'s result: per class and feature (row-major, classes first) and per class."""
+
+    key: tuple[tuple[int, ...], int]
+    means: list[float]
+    variances: list[float]
+    logs: list[float]  # the log variances, then the K log priors
+    known: list[bool]  # per feature: some class has a value of it
 
 
 def _padded(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -70,16 +70,17 @@ class SGTClassifier(BaseSGT):
         string) grows every leaf's statistics and, once split on, the number of leaves without
         limit.
     proba
-        How probabilities are made. ``"tree"`` (default): the trees' softmax (the paper's
-        model; no counts kept). ``"blend"``: every node also counts the classes of the records
-        learned through it; a record's class frequencies at its leaf are smoothed towards all its
-        ancestors' (Hierarchical Gradient Smoothing, one weight per node fitted online on the log
-        loss), and blended with the trees' softmax, whose weight (also fitted) counts most while a
-        leaf has seen few records. ``"hgs"``: the smoothed counts alone. The trees learn the same
-        in every mode. With linear leaves the softmax alone is the more accurate on every one of 11
-        classification streams measured and has the lower log loss on 10 of them ("blend" by 0.003
-        on one); "blend" costs about twice the time (BENCHMARKS.md). A model saved before this
-        parameter existed restores as ``"tree"``.
+        How probabilities are made; the trees learn the same in every mode. ``"mixed"`` (default):
+        the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf
+        model of the Hoeffding trees), each weighted by its prequential log loss so far (sgt.bayes):
+        the naive Bayes carries the first few hundred records, while the trees are young, and the
+        trees the rest. ``"tree"``: the trees' softmax alone (the paper's model). ``"blend"``: every
+        node also counts the classes of the records learned through it; a record's class frequencies
+        at its leaf are smoothed towards all its ancestors' (Hierarchical Gradient Smoothing, one
+        weight per node fitted online on the log loss), and blended with the trees' softmax, whose
+        weight (also fitted) counts most while a leaf has seen few records. ``"hgs"``: the smoothed
+        counts alone. docs/library.md has the measurements. A model saved without the naive Bayes
+        or smoothing state (``"tree"``, or before these modes existed) restores as ``"tree"``.
 
     Examples
     --------
