@@ -164,13 +164,19 @@ class BaseSGT:
         """What `_run` records per row beside the raw scores (the classifier: classes known then)."""
         return len(self._trees)
 
-    # Hooks for state kept beside the trees, per record (the classifier's smoothing counts). They
-    # see every record at the nodes it reaches, in order, while the trees are as it finds them.
-    def _observe_learn(self, nodes: list[int], raw: list[float], target: Any) -> None:
+    # Hooks for state kept beside the trees, per record (the classifier's smoothing counts, its naive
+    # Bayes). They see every record at the nodes it reaches, with its codes, in order, while the trees
+    # and the grids are as it finds them.
+    def _observe_learn(
+        self, nodes: list[int], raw: list[float], target: Any, codes: Sequence[int] | np.ndarray
+    ) -> None:
         """One record is about to be learned at `nodes` (one per tree), with raw scores `raw`."""
 
-    def _observe_row(self, out: Any, row: int, nodes: list[int], raw: list[float]) -> None:
-        """Row `row` of a `_run` is predicted at `nodes` on the one-record path (before it is learned)."""
+    def _observe_row(
+        self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
+    ) -> None:
+        """Row `row` of a `_run` is predicted at `nodes` on the one-record path (before it is learned,
+        and before a grid that the row grows has grown: `codes` are the row's codes on the old grid)."""
 
     def _observe_plain(
         self,
@@ -181,9 +187,11 @@ class BaseSGT:
         raw: np.ndarray | None,
         targets: np.ndarray,
         learn: np.ndarray,
+        codes: np.ndarray,
     ) -> None:
         """Rows [start, end) of a `_run` hold no event: predict them in order, then learn the labelled
-        ones (`nodes[t]`: each row's node in tree t; `raw`: [trees, rows], None without trees)."""
+        ones (`nodes[t]`: each row's node in tree t; `raw`: [trees, rows], None without trees; `codes`:
+        the rows' codes)."""
 
     # -- parameters and introspection ---------------------------------------------------------
     def _params(self) -> Params:
@@ -436,7 +444,7 @@ class BaseSGT:
                 node = tree.add_category_child(node, int(codes[tree.feature[node]]))
             nodes.append(node)
         raw = self._raw_one(nodes, codes)
-        self._observe_learn(nodes, raw, target)
+        self._observe_learn(nodes, raw, target, codes)
         if self._trees:
             g, h = self._gradients_one(raw, target)
             for t, tree in enumerate(self._trees):
@@ -513,16 +521,17 @@ class BaseSGT:
             if end == n:
                 break
             if end in regrids:
-                nodes, row_raw = self._before_regrids(codes[end], regrids[end])
+                nodes, row_raw, before = self._before_regrids(codes[end], regrids[end])
+                self._observe_row(out, end, nodes, row_raw, before)  # before the grids grow
                 self._apply_regrids(regrids[end])
                 for t, tree in enumerate(self._trees):  # thresholds may have moved: route the rest anew
                     routes[t][0][end + 1 :], routes[t][1][end + 1 :] = tree.route(codes[end + 1 :])
             else:
                 nodes = [int(r[0][end]) for r in routes]
                 row_raw = self._raw_one(nodes, codes[end])
+                self._observe_row(out, end, nodes, row_raw, codes[end])
             raw[end, : len(self._trees)] = row_raw
             outputs_at[end] = self._n_outputs()
-            self._observe_row(out, end, nodes, row_raw)
             if learn[end]:
                 changed = self._learn_codes(codes[end], targets[end])
                 self._reroute(end + 1, routes, codes, changed)
@@ -552,14 +561,16 @@ class BaseSGT:
                 end = int(rows[k])
         return end
 
-    def _before_regrids(self, codes: np.ndarray, regrids: list[Regrid]) -> tuple[list[int], list[float]]:
-        """Nodes and raw scores of a record that grows grids, as predicted before learning it (on the
-        old grids)."""
+    def _before_regrids(
+        self, codes: np.ndarray | list[int], regrids: list[Regrid]
+    ) -> tuple[list[int], list[float], list[int]]:
+        """Nodes, raw scores and codes of a record that grows grids, as predicted before learning it (on
+        the old grids)."""
         before = list(codes)
         for regrid in regrids:
             before[regrid.feature] = regrid.code_before
         nodes = [tree.route_one(before)[0] for tree in self._trees]
-        return nodes, self._raw_one(nodes, before)
+        return nodes, self._raw_one(nodes, before), before
 
     def _run_rows(
         self,
@@ -579,14 +590,15 @@ class BaseSGT:
         """
         for i, row in enumerate(codes.tolist()):
             if i in regrids:
-                nodes, row_raw = self._before_regrids(row, regrids[i])
+                nodes, row_raw, before = self._before_regrids(row, regrids[i])
+                self._observe_row(out, i, nodes, row_raw, before)  # before the grids grow
                 self._apply_regrids(regrids[i])
             else:
                 nodes = [tree.route_one(row)[0] for tree in self._trees]
                 row_raw = self._raw_one(nodes, row)
+                self._observe_row(out, i, nodes, row_raw, row)
             raw[i, : len(self._trees)] = row_raw
             outputs_at[i] = self._n_outputs()
-            self._observe_row(out, i, nodes, row_raw)
             if learn[i]:
                 self._learn_codes(row, targets[i])
 
@@ -606,7 +618,7 @@ class BaseSGT:
         n_trees = len(self._trees)
         outputs_at[start:end] = self._n_outputs()
         if not n_trees:
-            self._observe_plain(out, start, end, [], None, targets, learn)
+            self._observe_plain(out, start, end, [], None, targets, learn, codes[start:end])
             self._n_seen += int(learn[start:end].sum())
             return
         base = self._base()
@@ -618,7 +630,8 @@ class BaseSGT:
             ]
         )
         raw_out[start:end, :n_trees] = raw.T
-        self._observe_plain(out, start, end, [nodes[start:end] for nodes, _ in routes], raw, targets, learn)
+        nodes_at = [nodes[start:end] for nodes, _ in routes]
+        self._observe_plain(out, start, end, nodes_at, raw, targets, learn, block)
         rows = np.flatnonzero(learn[start:end])
         if not rows.size:
             return

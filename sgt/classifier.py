@@ -9,9 +9,14 @@ from typing import Any
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT
+from sgt.bayes import NaiveBayes
+from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
 
-__all__ = ["SGTClassifier", "softmax_with_reference"]
+__all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
+
+#: how the classifier makes probabilities (see SGTClassifier's ``proba``)
+PROBA_MODES = ("mixed", *MODES)
 
 
 class SGTClassifier(BaseSGT):
@@ -65,16 +70,17 @@ class SGTClassifier(BaseSGT):
         string) grows every leaf's statistics and, once split on, the number of leaves without
         limit.
     proba
-        How probabilities are made. ``"tree"`` (default): the trees' softmax (the paper's
-        model; no counts kept). ``"blend"``: every node also counts the classes of the records
-        learned through it; a record's class frequencies at its leaf are smoothed towards all its
-        ancestors' (Hierarchical Gradient Smoothing, one weight per node fitted online on the log
-        loss), and blended with the trees' softmax, whose weight (also fitted) counts most while a
-        leaf has seen few records. ``"hgs"``: the smoothed counts alone. The trees learn the same
-        in every mode. With linear leaves the softmax alone is the more accurate on every one of 11
-        classification streams measured and has the lower log loss on 10 of them ("blend" by 0.003
-        on one); "blend" costs about twice the time (BENCHMARKS.md). A model saved before this
-        parameter existed restores as ``"tree"``.
+        How probabilities are made; the trees learn the same in every mode. ``"mixed"`` (default):
+        the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf
+        model of the Hoeffding trees), each weighted by its prequential log loss so far (sgt.bayes):
+        the naive Bayes carries the first few hundred records, while the trees are young, and the
+        trees the rest. ``"tree"``: the trees' softmax alone (the paper's model). ``"blend"``: every
+        node also counts the classes of the records learned through it; a record's class frequencies
+        at its leaf are smoothed towards all its ancestors' (Hierarchical Gradient Smoothing, one
+        weight per node fitted online on the log loss), and blended with the trees' softmax, whose
+        weight (also fitted) counts most while a leaf has seen few records. ``"hgs"``: the smoothed
+        counts alone. docs/library.md has the measurements. A model saved without the naive Bayes
+        or smoothing state (``"tree"``, or before these modes existed) restores as ``"tree"``.
 
     Examples
     --------
@@ -107,10 +113,10 @@ class SGTClassifier(BaseSGT):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
-        proba: str = "tree",
+        proba: str = "mixed",
     ) -> None:
-        if proba not in MODES:
-            raise ValueError(f"proba must be one of {', '.join(map(repr, MODES))}, got {proba!r}")
+        if proba not in PROBA_MODES:
+            raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
         super().__init__(
             delta,
             grace_period,
@@ -130,7 +136,8 @@ class SGTClassifier(BaseSGT):
         self._class_index: dict[Any, int] = {}
         self._incoming: dict[int, Any] = {}
         self.proba = proba
-        self._smoother = None if proba == "tree" else Smoother()
+        self._smoother = Smoother() if proba in ("blend", "hgs") else None
+        self._bayes = NaiveBayes(self.bins) if proba == "mixed" else None
 
     @property
     def classes_(self) -> list[Any]:
@@ -150,7 +157,9 @@ class SGTClassifier(BaseSGT):
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the model's live arrays, the smoothing's class counts and weights included."""
+        """Bytes of the model's live arrays, the smoothing's or the naive Bayes' statistics included."""
+        if self._bayes is not None:
+            return super().nbytes + self._bayes.nbytes()
         if self._smoother is None:
             return super().nbytes
         self._smoother.sync(self._trees, len(self._classes))
@@ -161,9 +170,13 @@ class SGTClassifier(BaseSGT):
         if self._smoother is not None:
             self._smoother.sync(self._trees, len(self._classes))  # equal models, equal bytes
             extra["smoothing"] = self._smoother.state()
+        if self._bayes is not None:
+            extra["bayes"] = self._bayes.state()
         return extra
 
     def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
+        if self._bayes is not None:
+            return self._bayes.arrays()
         return [] if self._smoother is None else self._smoother.arrays()
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
@@ -176,10 +189,19 @@ class SGTClassifier(BaseSGT):
         self._class_index = {label: k for k, label in enumerate(classes)}
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        if "smoothing" not in extra:
-            # saved with proba="tree", or before smoothing existed: no counts to smooth with, so the
-            # model goes on exactly as it was
-            self.proba, self._smoother = "tree", None
+        if self._bayes is not None and "bayes" in extra:
+            bayes = NaiveBayes.restore(self.bins, extra["bayes"], arrays)
+            k, f = bayes.counts.shape
+            if k != len(self._classes) or f > self._layout.n_features:
+                raise ValueError(
+                    f"naive Bayes statistics of {k} classes and {f} features do not fit the model's "
+                    f"{len(self._classes)} classes and {self._layout.n_features} features"
+                )
+            self._bayes = bayes
+        elif "smoothing" not in extra:
+            # saved with proba="tree", or before smoothing or the naive Bayes existed: nothing to
+            # smooth or mix with, so the model goes on exactly as it was
+            self.proba, self._smoother, self._bayes = "tree", None, None
         elif self._smoother is not None:
             self._smoother = Smoother.restore(extra["smoothing"], arrays, self._trees, len(self._classes))
 
@@ -271,9 +293,14 @@ class SGTClassifier(BaseSGT):
                 out[rows, :k] = softmax_with_reference(raw[rows, : k - 1].T).T
         return out
 
-    def _proba_one(self, nodes: list[int], raw: list[float]) -> list[float]:
-        """Probabilities of a record at `nodes` (two classes or more), as `proba` asks."""
+    def _proba_one(
+        self, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
+    ) -> list[float]:
+        """Probabilities of a record at `nodes` with `codes` (two classes or more), as `proba` asks."""
         tree = softmax_one(raw)
+        if self._bayes is not None:
+            row = [int(c) for c in codes]
+            return self._bayes.run_one(row, tree, -1, self._numeric_list(len(row)))[0]
         if self._smoother is None:
             return tree
         self._smoother.sync(self._trees, len(self._classes))
@@ -285,35 +312,59 @@ class SGTClassifier(BaseSGT):
         """P(class | x) for every class seen so far ({} before the first label)."""
         if len(self._classes) < 2:
             return {c: 1.0 for c in self._classes}
-        if self._smoother is None:  # the trees' softmax (an ensemble overrides _predict_raw_one)
+        if self._smoother is None and self._bayes is None:
+            # the trees' softmax (an ensemble overrides _predict_raw_one)
             return dict(zip(self._classes, softmax_one(self._predict_raw_one(x))))
         codes = self._space.encode_one(x, learn=False)
         nodes = [tree.route_one(codes)[0] for tree in self._trees]
-        return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes))))
+        return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes), codes)))
 
     def predict_one(self, x: Any) -> Any:
         """The most probable class (the earliest seen on ties); None before the first label."""
         if len(self._classes) < 2:
             return self._classes[0] if self._classes else None
-        if self._smoother is not None:
+        if self._smoother is not None or self._bayes is not None:
             p = list(self.predict_proba_one(x).values())
             return self._classes[p.index(max(p))]
         z = [0.0, *self._predict_raw_one(x)]
         return self._classes[z.index(max(z))]
 
-    # -- the smoothing's view of a run (see the hooks in BaseSGT) -------------------------------
-    def _observe_learn(self, nodes: list[int], raw: list[float], target: Any) -> None:
+    # -- the smoothing's and the naive Bayes' view of a run (see the hooks in BaseSGT) -----------
+    def _numeric(self, codes: np.ndarray) -> np.ndarray:
+        """The numeric features among the columns of `codes` (the naive Bayes uses these)."""
+        numeric = self._layout.numeric
+        return numeric[numeric < codes.shape[1]]
+
+    def _numeric_list(self, width: int) -> list[int]:
+        """`_numeric` for one record of `width` codes, as a list."""
+        return [j for j in self._layout.numeric_list if j < width]
+
+    def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
+        super()._apply_regrids(regrids)
+        if self._bayes is not None:
+            for regrid in regrids:
+                self._bayes.regrid(regrid)
+
+    def _observe_learn(
+        self, nodes: list[int], raw: list[float], target: Any, codes: Sequence[int] | np.ndarray
+    ) -> None:
+        if self._bayes is not None:
+            tree = softmax_one(raw) if self._trees else [1.0] * len(self._classes)
+            row = [int(c) for c in codes]
+            self._bayes.run_one(row, tree, int(target), self._numeric_list(len(row)))
         if self._smoother is None:
             return
         self._smoother.sync(self._trees, len(self._classes))
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
-    def _observe_row(self, out: Any, row: int, nodes: list[int], raw: list[float]) -> None:
+    def _observe_row(
+        self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
+    ) -> None:
         if out is None:
             return
         k = len(self._classes)
-        out.put(row, np.array(self._proba_one(nodes, raw) if k >= 2 else [1.0] * k))
+        out.put(row, np.array(self._proba_one(nodes, raw, codes) if k >= 2 else [1.0] * k))
 
     def _observe_plain(
         self,
@@ -324,7 +375,11 @@ class SGTClassifier(BaseSGT):
         raw: np.ndarray | None,
         targets: np.ndarray,
         learn: np.ndarray,
+        codes: np.ndarray,
     ) -> None:
+        if self._bayes is not None:
+            self._observe_bayes(out, start, end, raw, targets, learn, codes)
+            return
         if self._smoother is None:
             return
         self._smoother.sync(self._trees, len(self._classes))
@@ -337,12 +392,36 @@ class SGTClassifier(BaseSGT):
             chosen = (proba.blended if blend else proba.smoothed) if k >= 2 else np.ones((end - start, k))
             out.put(slice(start, end), chosen)
 
+    def _observe_bayes(
+        self,
+        out: Any,
+        start: int,
+        end: int,
+        raw: np.ndarray | None,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        codes: np.ndarray,
+    ) -> None:
+        """`_observe_plain` for ``proba="mixed"``: the naive Bayes predicts and learns the rows."""
+        k, m = len(self._classes), end - start
+        if k == 0:  # nothing learned yet: nothing to predict with, and no row of these is learned
+            return
+        assert self._bayes is not None
+        tree = softmax_with_reference(raw).T if raw is not None else np.ones((m, 1))
+        rows = np.where(learn[start:end], targets[start:end], -1)
+        mixed = self._bayes.run(codes, tree, rows, self._numeric(codes))
+        if out is not None:
+            out.put(slice(start, end), mixed.proba if k >= 2 else np.ones((m, k)))
+
     def _run_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
         """`_run`, returning probabilities [rows, classes] as `proba` asks."""
-        if self._smoother is None:
+        if self._smoother is None and self._bayes is None:
             raw, classes_at = self._run(X, y)
             return self._proba_rows(raw, classes_at)
         out = _ProbaRows(len(X))
+        if self._smoother is None:
+            self._run(X, y, out)
+            return out.padded(len(self._classes))
         # the chunked path's events stay on numpy (same arithmetic); a few rows go one by one on lists
         self._smoother.prefer_arrays = len(X) > ROW_BY_ROW_MAX
         try:

@@ -468,11 +468,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "proba",
-        "tree",
-        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), blend "
-        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "mixed",
+        "SGT classification (model sgt): how probabilities are made: mixed (the trees' softmax mixed "
+        "with a Gaussian naive Bayes by their log losses), tree (the softmax alone), blend (the "
+        "softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",
-        _choice("blend", "hgs", "tree"),
+        _choice("mixed", "blend", "hgs", "tree"),
     ),
     Setting(
         "model",

@@ -71,11 +71,13 @@ VARIANTS: tuple[Variant, ...] = (
     # single trees: the paper's model and the previous release's, then one change to the defaults each
     Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
+    Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
     Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),
     Variant("ours-lambda-0.03", lambda spec: single(spec, linear_lambda=0.03)),
+    Variant("ours-lambda-0.005", lambda spec: single(spec, linear_lambda=0.005)),
     Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
     Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
     # the single tree with the opt-in drift response

@@ -33,9 +33,11 @@ PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 
 
 def test_proba_must_be_one_of_the_modes() -> None:
-    with pytest.raises(ValueError, match="proba must be one of 'blend', 'hgs', 'tree', got 'smooth'"):
+    with pytest.raises(
+        ValueError, match="proba must be one of 'mixed', 'blend', 'hgs', 'tree', got 'smooth'"
+    ):
         SGTClassifier(proba="smooth")
-    assert SGTClassifier().get_params()["proba"] == "tree"
+    assert SGTClassifier().get_params()["proba"] == "mixed"
 
 
 # -- the formula ----------------------------------------------------------------------------------

@@ -1,0 +1,269 @@
+"""proba="mixed": the trees' softmax mixed with a Gaussian naive Bayes by their log losses (sgt.bayes).
+
+The estimate and the mixture against their formulas, grown grids, what the mixture is for (short
+streams), and the exactness guarantees of every classifier path: any batching gives the loop's bytes
+and probabilities, a model saved anywhere continues identically, old models restore as they were.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sgt
+from sgt import SerializationError, SGTClassifier
+from sgt.bayes import LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
+from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream
+
+# -- the estimate and the mixture -----------------------------------------------------------------
+
+
+def _by_hand(bins: int, rows: list[list[int]], labels: list[int], x: list[int], k: int) -> list[float]:
+    """The naive Bayes estimate of codes `x` after learning `rows`, straight from the module's formula."""
+    centre, spread = (bins + 1) / 2.0, bins * bins / 12.0
+    scores = []
+    for c in range(k):
+        mine = [r for r, y in zip(rows, labels, strict=True) if y == c]
+        score = math.log((len(mine) + 1) / (len(rows) + k))
+        for j, value in enumerate(x):
+            if value == 0:
+                continue
+            seen = [r[j] for r in mine if r[j] > 0]
+            mean = (sum(seen) + centre) / (len(seen) + 1)
+            square = (sum(v * v for v in seen) + centre * centre + spread) / (len(seen) + 1)
+            variance = square - mean * mean + VARIANCE_FLOOR
+            score += -0.5 * (math.log(variance) + (value - mean) ** 2 / variance)
+        scores.append(score)
+    top = max(scores)
+    e = [math.exp(s - top) for s in scores]
+    return [(1 - UNIFORM_SHARE) * v / sum(e) + UNIFORM_SHARE / k for v in e]
+
+
+def test_the_estimate_is_a_gaussian_naive_bayes_of_the_codes_with_a_pseudo_record() -> None:
+    rows = [[3, 1], [4, 0], [1, 4], [2, 4], [4, 3]]  # code 0: missing
+    labels = [0, 0, 1, 1, 0]
+    bayes = NaiveBayes(bins=4)
+    numeric = np.array([0, 1])
+    uniform = np.full((len(rows), 2), 0.5)
+    bayes.run(np.array(rows), uniform, np.array(labels), numeric)
+    for x in ([4, 1], [1, 0], [0, 0], [2, 3]):
+        got = bayes.run(np.array([x]), np.full((1, 2), 0.5), np.array([-1]), numeric).bayes[0]
+        assert got.tolist() == pytest.approx(_by_hand(4, rows, labels, x, 2), rel=1e-12, abs=0.0)
+    # each learned row was estimated from the rows before it only
+    again = NaiveBayes(bins=4).run(np.array(rows), uniform, np.array(labels), numeric).bayes
+    for i in range(1, len(rows)):
+        assert again[i].tolist() == pytest.approx(
+            _by_hand(4, rows[:i], labels[:i], rows[i], 2), rel=1e-12, abs=0.0
+        )
+    assert bayes.class_counts.tolist() == [3, 2]
+    assert bayes.counts.tolist() == [[3, 2], [2, 2]]
+    assert bayes.sums.tolist() == [[11, 4], [3, 8]]
+
+
+def test_the_mixture_weighs_the_experts_by_their_cumulative_log_losses() -> None:
+    bayes = NaiveBayes(bins=8)
+    codes = np.array([[1], [8], [1], [8], [2], [7]])
+    trees = np.array([[0.6, 0.4], [0.3, 0.7], [0.8, 0.2], [0.1, 0.9], [0.5, 0.5], [0.5, 0.5]])
+    labels = np.array([0, 1, 0, 1, -1, 1])  # row 4 only predicted
+    mixed = bayes.run(codes, trees, labels, np.array([0]))
+    ratio = 0.0
+    for i in range(len(labels)):
+        r = math.exp(-ratio)
+        expected = (trees[i] + r * mixed.bayes[i]) / (1 + r)
+        assert mixed.proba[i].tolist() == pytest.approx(expected.tolist(), rel=1e-12, abs=0.0)
+        if labels[i] >= 0:
+            ratio += -math.log(mixed.bayes[i, labels[i]]) + math.log(trees[i, labels[i]])
+    assert bayes.log_ratio == pytest.approx(ratio, rel=1e-12)
+
+
+def test_the_log_loss_difference_stays_within_its_bound() -> None:
+    bayes = NaiveBayes(bins=8)
+    n = 400
+    codes = np.tile([[1], [8]], (n // 2, 1))
+    labels = np.tile([0, 1], n // 2)
+    confident = np.where(labels[:, None] == np.arange(2), 1.0 - 1e-9, 1e-9)
+    bayes.run(codes, confident, labels, np.array([0]))
+    assert bayes.log_ratio == LOG_RATIO_BOUND  # the trees far ahead: the estimate keeps e^-10
+    wrong = 1.0 - confident
+    bayes.run(codes, wrong, labels, np.array([0]))
+    assert bayes.log_ratio == -LOG_RATIO_BOUND
+
+
+def test_a_grown_grid_carries_each_classs_counts_to_the_new_codes() -> None:
+    records = [{"x": v, "z": w} for v, w in zip([0.0, 1.0, 3.0, 9.0, 40.0, -7.0, 2.5], [5, 6, 5, 6, 5, 6, 5])]
+    labels = ["a", "b", "a", "b", "b", "a", "a"]
+    model = SGTClassifier(bins=8, warm_up=100)
+    for x, y in zip(records, labels, strict=True):
+        model.learn_one(x, y)
+    codes = model._space.encode_rows(records, learn=False).astype(np.int64)  # on the final grid
+    bayes = model._bayes
+    for k, label in enumerate(model.classes_):
+        mine = codes[[y == label for y in labels]]
+        for j in range(2):
+            assert bayes.histogram[k, j].tolist() == np.bincount(mine[:, j], minlength=9).tolist()
+            assert bayes.sums[k, j] == mine[:, j].sum() and bayes.squares[k, j] == (mine[:, j] ** 2).sum()
+
+
+# -- what it is for -------------------------------------------------------------------------------
+
+
+def _scores(proba: np.ndarray, model: SGTClassifier, y: list) -> tuple[float, float]:
+    index = np.array([model.classes_.index(v) for v in y])
+    p = np.clip(proba[np.arange(len(y)), index], 1e-15, 1.0)
+    truth = np.zeros_like(proba)
+    truth[np.arange(len(y)), index] = 1.0
+    return float(-np.log(p).mean()), float(((proba - truth) ** 2).sum(axis=1).mean())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mixing_lowers_log_loss_and_brier_score_of_a_short_stream(seed: int) -> None:
+    rng = np.random.default_rng(seed)  # a noisy linear boundary, SEA-like: 300 records
+    X = rng.uniform(0.0, 10.0, (300, 3))
+    y = [int(v) for v in (X[:, 0] + X[:, 1] + rng.normal(0.0, 1.5, 300) > 10.0)]
+    scores = {}
+    for proba in ("tree", "mixed"):
+        model = SGTClassifier(proba=proba)
+        scores[proba] = _scores(model.predict_learn_many(X, y), model, y)
+    (tree_loss, tree_brier), (mixed_loss, mixed_brier) = scores["tree"], scores["mixed"]
+    assert mixed_loss < tree_loss and mixed_brier < tree_brier, scores
+
+
+# -- exactness ------------------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(
+    cuts=_cuts(N),
+    methods=st.lists(st.sampled_from(["predict_learn_many", "learn_many", "loop"]), min_size=11),
+)
+def test_any_batching_gives_the_loops_bytes_and_probabilities(cuts: list[int], methods: list) -> None:
+    records, labels = _stream()
+    expected, blob = _loop("mixed")
+    model = _small("mixed")
+    for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
+        if method == "loop":
+            for i in range(a, b):
+                assert model.predict_proba_one(records[i]) == expected[i]
+                if labels[i] is not None:
+                    model.learn_one(records[i], labels[i])
+            continue
+        if method == "learn_many":
+            model.learn_many(records[a:b], labels[a:b])
+            continue
+        proba_rows = model.predict_learn_many(records[a:b], labels[a:b])
+        for i, row in enumerate(proba_rows):
+            want = expected[a + i]
+            got = {c: row[j] for j, c in enumerate(model.classes_) if c in want or row[j] != 0.0}
+            assert got == want
+    assert model.to_bytes() == blob
+
+
+def test_a_record_that_grows_a_grid_is_predicted_on_the_old_grid_in_every_path() -> None:
+    rng = np.random.default_rng(5)
+    X = np.concatenate([rng.uniform(0.0, 1.0, (40, 2)), rng.uniform(0.0, 50.0, (40, 2))])  # grids grow
+    y = [int(a > b) for a, b in X.tolist()]
+    loop, batch = SGTClassifier(warm_up=1000), SGTClassifier(warm_up=1000)
+    expected = []
+    for x, label in zip(X, y, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        loop.learn_one(x, label)
+    got = batch.predict_learn_many(X, y)
+    assert [row[: len(want)].tolist() for row, want in zip(got, expected, strict=True)] == expected
+    assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_a_feature_first_learned_later_in_a_batch_adds_nothing_to_earlier_rows() -> None:
+    """Regression: a batch knows the feature from its first row (the loop only once it is learned), with
+    no values yet; its equal terms for every class changed the estimate's last bit."""
+    records = [{}, {}, {}, {"num": 0.0}]
+    labels = [0, 0, 1, 0]
+    loop, batch = SGTClassifier(warm_up=5), SGTClassifier(warm_up=5)
+    expected = []
+    for x, label in zip(records, labels, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        loop.learn_one(x, label)
+    got = batch.predict_learn_many(records, labels)
+    assert [row[: len(want)].tolist() for row, want in zip(got, expected, strict=True)] == expected
+
+
+@PROPERTY
+@given(cut=st.integers(0, N), small=st.integers(1, 16))
+def test_a_model_saved_anywhere_continues_identically(cut: int, small: int) -> None:
+    records, labels = _stream()
+    model = _small("mixed")
+    model.learn_many(records[:cut], labels[:cut])
+    restored = SGTClassifier.from_bytes(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    rest = slice(cut, min(N, cut + 200))
+    for m in (model, restored):  # a few rows (the one-record path), then a chunked batch
+        m.predict_learn_many(records[rest][:small], labels[rest][:small])
+    ours, theirs = (
+        m.predict_learn_many(records[rest][small:], labels[rest][small:]) for m in (model, restored)
+    )
+    assert np.array_equal(ours, theirs)
+    assert restored.to_bytes() == model.to_bytes()
+
+
+def test_predicting_does_not_change_the_bytes() -> None:
+    records, labels = _stream()
+    a, b = _small("mixed"), _small("mixed")
+    for m in (a, b):
+        m.learn_many(records[:500], labels[:500])
+    b.predict_proba_many(records[500:600])
+    b.predict_one(records[600])
+    assert a.to_bytes() == b.to_bytes()
+
+
+# -- saved models ---------------------------------------------------------------------------------
+
+
+def _as_before_mixing(blob: bytes) -> bytes:
+    """The blob as a release before proba="mixed" wrote it: no proba parameter, no naive Bayes."""
+    from tests.sgt.test_serialization import _pack, _unpack
+
+    version, header, payloads = _unpack(blob)
+    header["params"].pop("proba", None)
+    header["extra"].pop("bayes", None)
+    kept = [
+        (entry, p)
+        for entry, p in zip(header["arrays"], payloads, strict=True)
+        if not entry[0].startswith("extra.")
+    ]
+    header["arrays"] = [entry for entry, _ in kept]
+    return _pack(version, header, [p for _, p in kept])
+
+
+def test_a_model_saved_before_mixing_restores_as_the_trees_alone_and_goes_on_as_it_was() -> None:
+    records, labels = _stream()
+    tree, mixed = _small("tree"), _small("mixed")
+    for m in (tree, mixed):
+        m.learn_many(records[:400], labels[:400])
+    old = sgt.load(_as_before_mixing(mixed.to_bytes()))
+    assert old.proba == "tree" and old.get_params()["proba"] == "tree"
+    assert old.to_bytes() == tree.to_bytes()  # the trees learn the same in every mode
+    for m in (old, tree):
+        m.learn_many(records[400:], labels[400:])
+    assert old.to_bytes() == tree.to_bytes()
+
+
+def test_forged_naive_bayes_state_is_refused() -> None:
+    from tests.sgt.test_serialization import _forge, _pack, _unpack
+
+    records, labels = _stream()
+    model = _small("mixed")
+    model.learn_many(records[:300], labels[:300])
+    blob = model.to_bytes()
+    with pytest.raises(SerializationError, match="naive Bayes array counts"):
+        sgt.load(_forge(blob, "extra.bayes.counts", lambda v: v.__setitem__((0, 0), -1)))
+    version, header, payloads = _unpack(blob)
+    header["extra"]["bayes"]["log_ratio"] = 1e6
+    with pytest.raises(SerializationError, match="log-loss difference"):
+        sgt.load(_pack(version, header, payloads))
+    header = json.loads(blob[14 : 14 + int.from_bytes(blob[10:14], "little")])
+    assert ["extra.bayes.histogram", "<i8", [2, 3, 65]] in header["arrays"]  # classes, features, codes
