@@ -468,9 +468,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "proba",
-        "mixed",
-        "SGT classification (model sgt): how probabilities are made: mixed (the trees' softmax mixed "
-        "with a Gaussian naive Bayes by their log losses), tree (the softmax alone), blend (the "
+        "tree",
+        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), mixed "
+        "(the softmax mixed with a Gaussian naive Bayes by their log losses), blend (the "
         "softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",
         _choice("mixed", "blend", "hgs", "tree"),

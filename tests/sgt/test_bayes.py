@@ -98,7 +98,7 @@ def test_the_log_loss_difference_stays_within_its_bound() -> None:
 def test_a_grown_grid_carries_each_classs_counts_to_the_new_codes() -> None:
     records = [{"x": v, "z": w} for v, w in zip([0.0, 1.0, 3.0, 9.0, 40.0, -7.0, 2.5], [5, 6, 5, 6, 5, 6, 5])]
     labels = ["a", "b", "a", "b", "b", "a", "a"]
-    model = SGTClassifier(bins=8, warm_up=100)
+    model = SGTClassifier(bins=8, warm_up=100, proba="mixed")
     for x, y in zip(records, labels, strict=True):
         model.learn_one(x, y)
     codes = model._space.encode_rows(records, learn=False).astype(np.int64)  # on the final grid
@@ -168,7 +168,7 @@ def test_a_record_that_grows_a_grid_is_predicted_on_the_old_grid_in_every_path()
     rng = np.random.default_rng(5)
     X = np.concatenate([rng.uniform(0.0, 1.0, (40, 2)), rng.uniform(0.0, 50.0, (40, 2))])  # grids grow
     y = [int(a > b) for a, b in X.tolist()]
-    loop, batch = SGTClassifier(warm_up=1000), SGTClassifier(warm_up=1000)
+    loop, batch = SGTClassifier(warm_up=1000, proba="mixed"), SGTClassifier(warm_up=1000, proba="mixed")
     expected = []
     for x, label in zip(X, y, strict=True):
         expected.append(list(loop.predict_proba_one(x).values()))
@@ -183,7 +183,7 @@ def test_a_feature_first_learned_later_in_a_batch_adds_nothing_to_earlier_rows()
     no values yet; its equal terms for every class changed the estimate's last bit."""
     records = [{}, {}, {}, {"num": 0.0}]
     labels = [0, 0, 1, 0]
-    loop, batch = SGTClassifier(warm_up=5), SGTClassifier(warm_up=5)
+    loop, batch = SGTClassifier(warm_up=5, proba="mixed"), SGTClassifier(warm_up=5, proba="mixed")
     expected = []
     for x, label in zip(records, labels, strict=True):
         expected.append(list(loop.predict_proba_one(x).values()))

@@ -37,7 +37,7 @@ def test_proba_must_be_one_of_the_modes() -> None:
         ValueError, match="proba must be one of 'mixed', 'blend', 'hgs', 'tree', got 'smooth'"
     ):
         SGTClassifier(proba="smooth")
-    assert SGTClassifier().get_params()["proba"] == "mixed"
+    assert SGTClassifier().get_params()["proba"] == "tree"
 
 
 # -- the formula ----------------------------------------------------------------------------------

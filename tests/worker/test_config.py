@@ -286,7 +286,7 @@ def test_model_defaults_are_the_librarys() -> None:
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({}, {"leaf_model": "linear", "proba": "mixed", "grace_start": 10}),
+        ({}, {"leaf_model": "linear", "proba": "tree", "grace_start": 10}),
         ({"proba": "tree"}, {"proba": "tree"}),
         (
             {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
