@@ -660,8 +660,16 @@ class BoostedRegressor(_Boosting, SGTRegressor):
     learning_rate
         As for BoostedClassifier, but default 0.5 (Friedman #1, 20,000 records: MAE 1.56 against
         1.97 with 0.3).
-    poisson_rate, seed
+    poisson_rate
+        As for BoostedClassifier, but default None (no bagging). Friedman #1 MAE 1.40 against 1.65
+        with 1 (linear members, 10,000 records); ChickWeights 23.0 against 34.8.
+    seed
         As for BoostedClassifier.
+    leaf_model, linear_lambda
+        As for SGTRegressor, but default linear members with `linear_lambda` 0.1 (Friedman #1 MAE
+        1.40, 1.23 and 1.08 over 10,000, 20,000 and 50,000 records, against 1.85, 1.61 and 1.41 with
+        the constant members the default was, and 1.40 with `linear_lambda` 0.01 and bagging;
+        ChickWeights 23.0 against 27.5; worse on TrumpApproval, 1.56 against 0.93).
     delta
         As for SGTRegressor, but default 1e-2 (Friedman #1: MAE 1.57 against 1.63 with 1e-3).
     lambda_
@@ -694,7 +702,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         self,
         n_members: int = 5,
         learning_rate: float = 0.5,
-        poisson_rate: float | None = 1.0,
+        poisson_rate: float | None = None,
         drift_threshold: float | None = 50.0,
         drift_delta: float = 0.2,
         seed: int = 0,
@@ -711,8 +719,8 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "constant",
-        linear_lambda: float = 0.01,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.1,
     ) -> None:
         SGTRegressor.__init__(
             self,

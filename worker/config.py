@@ -457,14 +457,15 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (constant for boosted regression, else linear).",
+        "constant; none = the model's default (linear).",
         _optional_choice("linear", "constant"),
     ),
     Setting(
         "linear_lambda",
-        0.01,
-        "SGT: L2 regularisation of the linear leaves' weights (> 0, as the library requires).",
-        _float(0.0, open_low=True),
+        None,
+        "SGT: L2 regularisation of the linear leaves' weights (> 0); none = the model's default (0.1 "
+        "boosted regression, else 0.01).",
+        _optional_float(0.0, open_low=True),
     ),
     Setting(
         "proba",
@@ -495,7 +496,13 @@ SETTINGS: tuple[Setting, ...] = (
         "regression).",
         _optional_float(0.0, 1.0, open_low=True),
     ),
-    Setting("poisson_rate", 1.0, "Boosted: online bagging rate.", _float(0.0, 100.0, open_low=True)),
+    Setting(
+        "poisson_rate",
+        None,
+        "Boosted: online bagging rate; none = the library's default (1 classification, no bagging "
+        "regression).",
+        _optional_float(0.0, 100.0, open_low=True),
+    ),
     Setting(
         "drift_threshold",
         None,
@@ -570,14 +577,14 @@ class WorkerSettings:
     warm_up: int
     grace_start: int
     leaf_model: str | None
-    linear_lambda: float
+    linear_lambda: float | None
     proba: str
     max_depth: int | None
     max_categories: int
     model: str
     n_members: int | None
     learning_rate: float | None
-    poisson_rate: float
+    poisson_rate: float | None
     drift_threshold: float | None
     metrics_window: int
     batch_size: int

@@ -18,9 +18,9 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     kind = "Classifier" if settings.task == "classification" else "Regressor"
     ensemble: dict[str, Any] = {}
     if settings.model == "boosted":
-        ensemble = {"poisson_rate": settings.poisson_rate}
         # none: the library's default, which differs between the classifier and the regressor
         optional = {
+            "poisson_rate": settings.poisson_rate,
             "n_members": settings.n_members,
             "learning_rate": settings.learning_rate,
             "drift_threshold": settings.drift_threshold,
@@ -28,8 +28,11 @@ def new_model(settings: WorkerSettings) -> StreamModel:
         ensemble.update({name: value for name, value in optional.items() if value is not None})
     cls = MODEL_TYPES[("Boosted" if settings.model == "boosted" else "SGT") + kind]
     leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
-    if settings.lambda_ is not None:  # none: the model's default (the boosted classifier's differs)
-        leaves["lambda_"] = settings.lambda_
+    # none: the model's default (the boosted classifier's lambda_ and the boosted regressor's
+    # linear_lambda differ from the single tree's)
+    for name in ("lambda_", "linear_lambda"):
+        if getattr(settings, name) is not None:
+            leaves[name] = getattr(settings, name)
     if settings.model == "sgt" and settings.task == "classification":
         leaves["proba"] = settings.proba
     # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
@@ -40,7 +43,6 @@ def new_model(settings: WorkerSettings) -> StreamModel:
             **ensemble,
             **leaves,
             grace_start=settings.grace_start,
-            linear_lambda=settings.linear_lambda,
             delta=settings.delta,
             grace_period=settings.grace_period,
             gamma=settings.gamma,

@@ -224,7 +224,7 @@ def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
 @pytest.mark.parametrize("task", ["classification", "regression"])
 def test_a_linear_lambda_the_library_refuses_is_refused_by_name(task: str) -> None:
     """linear_lambda = 0 passed the settings and then failed in the library, at the first assignment."""
-    with pytest.raises(ConfigError, match=r"setting linear_lambda .*expected a number > 0"):
+    with pytest.raises(ConfigError, match=r"setting linear_lambda .*expected none or a number > 0"):
         load_settings({"linear_lambda": "0", "task": task}, env={})
 
 
@@ -275,12 +275,12 @@ def test_model_defaults_are_the_librarys() -> None:
             "warm_up",
             "max_depth",
             "grace_start",
-            "linear_lambda",
         ):
             assert getattr(defaults, name) == params[name], (cls.__name__, name)
     assert SGTClassifier().get_params()["proba"] == defaults.proba
     assert defaults.leaf_model is None  # each model class's own default
     assert defaults.lambda_ is None  # each model class's own default (the boosted classifier's differs)
+    assert defaults.linear_lambda is None and defaults.poisson_rate is None  # (the boosted regressor's)
 
 
 @pytest.mark.parametrize(
@@ -293,7 +293,13 @@ def test_model_defaults_are_the_librarys() -> None:
             {"leaf_model": "constant", "proba": "hgs", "grace_start": 50},
         ),
         ({"model": "boosted"}, {"leaf_model": "linear", "grace_start": 10}),
-        ({"model": "boosted", "task": "regression"}, {"leaf_model": "constant"}),
+        (
+            {"model": "boosted", "task": "regression"},
+            {"leaf_model": "linear", "linear_lambda": 0.1, "poisson_rate": None},
+        ),
+        ({"model": "boosted"}, {"linear_lambda": 0.01, "poisson_rate": 1.0}),
+        ({"model": "boosted", "task": "regression", "poisson_rate": "1"}, {"poisson_rate": 1.0}),
+        ({"linear_lambda": "0.05"}, {"linear_lambda": 0.05}),
         ({"model": "boosted", "leaf_model": "constant"}, {"leaf_model": "constant"}),
         ({}, {"lambda_": 0.1}),
         ({"task": "regression"}, {"lambda_": 0.1}),
