@@ -39,8 +39,8 @@ def predict_rows(tree: Tree, nodes: np.ndarray, inputs: LeafInputs, first: int) 
 
     The same products summed in the same order, so the same bits: the leaf's value, then each
     feature's term in layout order, as a running sum along the row (np.cumsum is add.accumulate,
-    strictly left to right). Five numpy calls instead of three per feature: on RBF-5 (10 features)
-    the boosted ensemble's predictions took 1.25 s of a 12.4 s profile, and ... s after.
+    strictly left to right). Five numpy calls instead of three per feature: measured on a tree of the
+    boosted ensemble on RBF-5 (10 features), 20 rows: 170 us a call with Tree.predict_rows, 39 us here.
     """
     value = tree.value[nodes]
     if not tree.linear or not inputs.columns.size:
@@ -61,7 +61,8 @@ class Events:
     stops at one of its nominal branches. It stays where it is while the tree's routes stay and its
     leaves take the rows before it, in order; so after an event only the trees that changed there
     (`forget`), or whose own event it was, are searched again: a member with K - 1 trees searches
-    about one tree per event instead of K - 1.
+    about one tree per event instead of K - 1 (the boosted ensemble on 5,000 records of RBF-5: 3,561
+    searches instead of 10,034).
     """
 
     def __init__(

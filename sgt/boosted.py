@@ -49,7 +49,6 @@ from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
-from sgt.tree import Tree
 
 __all__ = ["DRIFT_PERIOD", "BoostedClassifier", "BoostedRegressor"]
 
@@ -448,9 +447,8 @@ _NO_EVENTS = np.zeros(0, dtype=np.intp)
 
 
 class _Routed(NamedTuple):
-    """A tree's routes of a batch's rows from `first` on, valid while it has `n_nodes` nodes."""
+    """A tree's routes of a batch's rows from `first` on, made when it had `n_nodes` nodes."""
 
-    tree: Tree
     n_nodes: int
     first: int
     nodes: np.ndarray
@@ -460,11 +458,13 @@ class _Routed(NamedTuple):
 class _Batch:
     """What every member shares over a batch: its codes, its leaf inputs, and each member's routes.
 
-    Routing costs about a millisecond per tree and call whatever the rows (numpy's fixed cost per
-    level), and a batch is run in segments of at most DRIFT_PERIOD records, member after member. So a
-    tree's routes are computed for the rest of the batch at once and its later segments reuse them
-    while it keeps its structure (a split or a new category child adds nodes; grown grids make
-    everything be routed anew). Measured on the rotating hyperplane, runs of 500 records: ... .
+    A batch is run in segments of at most DRIFT_PERIOD records, member after member, and routing rows
+    costs numpy's fixed cost per tree level whatever their number. So each tree routes the rest of the
+    batch once; a later segment takes its rows' routes from there, moving on only the rows that sit
+    at a node that has since become a branch (a leaf that split, or a nominal branch where the row
+    stopped and that may since have learned its category). Grown grids move thresholds: everything is
+    routed anew. Measured on the rotating hyperplane in runs of 500 records (20,000 records): routing
+    took 0.97 s of 20 s in 1,017 calls when each segment was routed whole.
     """
 
     def __init__(self, codes: np.ndarray, inputs: LeafInputs) -> None:
@@ -490,27 +490,23 @@ class _Part:
         )
 
     def routes(self, member: _Member) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each of the member's trees' (node, stopped) of the segment's rows, to be updated in place."""
+        """Each of the member's trees' (node, stopped) of the segment's rows, to be updated in place
+        (a member's trees only grow in number: a new class adds one)."""
         held = self._batch._routed.setdefault(member, [])
-        start, end = self._start, self._end
         routes = []
         for t, tree in enumerate(member._trees):
             if t == len(held):
-                held.append(self._route(tree))
-            elif held[t].tree is not tree or held[t].n_nodes != tree.n_nodes:
-                held[t] = self._route(tree)
+                nodes, stopped = tree.route(self._batch.codes[self._start :])
+                held.append(_Routed(tree.n_nodes, self._start, nodes, stopped))
             routed = held[t]
-            routes.append(
-                (
-                    routed.nodes[start - routed.first : end - routed.first],
-                    routed.stopped[start - routed.first : end - routed.first],
-                )
-            )
+            lo, hi = self._start - routed.first, self._end - routed.first
+            nodes, stopped = routed.nodes[lo:hi], routed.stopped[lo:hi]
+            if routed.n_nodes != tree.n_nodes:
+                moved = np.flatnonzero(tree.feature[nodes] >= 0)
+                if moved.size:
+                    nodes[moved], stopped[moved] = tree.route(self.codes[moved], start=nodes[moved])
+            routes.append((nodes, stopped))
         return routes
-
-    def _route(self, tree: Tree) -> _Routed:
-        nodes, stopped = tree.route(self._batch.codes[self._start :])
-        return _Routed(tree, tree.n_nodes, self._start, nodes, stopped)
 
 
 class BoostedClassifier(_Boosting, SGTClassifier):
