@@ -8,6 +8,7 @@
 """
 
 from sgt import losses
+from sgt.adaptive import AdaptiveSGTClassifier, AdaptiveSGTRegressor
 from sgt.base import DEFAULTS, PAPER_DEFAULTS
 from sgt.boosted import BoostedClassifier, BoostedRegressor
 from sgt.classifier import SGTClassifier
@@ -20,6 +21,8 @@ __all__ = [
     "DEFAULTS",
     "MODEL_TYPES",
     "PAPER_DEFAULTS",
+    "AdaptiveSGTClassifier",
+    "AdaptiveSGTRegressor",
     "BoostedClassifier",
     "BoostedRegressor",
     "MILClassifier",

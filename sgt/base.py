@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,6 +71,13 @@ LEAF_MODELS = ("constant", "linear")
 
 # batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
 ROW_BY_ROW_MAX = 16
+
+
+class TreeGroup(NamedTuple):
+    """Trees the views (sgt.export) show together: a member of an ensemble, or a whole model."""
+
+    name: str  # "member 3", or "" for the trees of a single model
+    trees: list[Tree]
 
 
 class BaseSGT:
@@ -350,6 +357,14 @@ class BaseSGT:
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Inverse of `_state_arrays` (after `_restore_extra`; `arrays` by the names given)."""
+
+    def _tree_groups(self) -> list[TreeGroup]:
+        """The trees the views show, in groups (one group; an ensemble: one per member)."""
+        return [TreeGroup("", self._trees)]
+
+    def _view_heading(self) -> str | None:
+        """A first line for the text view (an ensemble's settings), or None."""
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """The model as nested plain data (JSON-safe): parameters, features and every tree."""

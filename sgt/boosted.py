@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_int, _check_real
+from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
 from sgt.batch import LeafInputs, leaf_inputs_of
 from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
 from sgt.drift import PageHinkley
@@ -210,19 +210,13 @@ class _Boosting(_Estimator):
         """Changes applied so far (splits plus leaf-value updates, replaced members' included)."""
         return sum(t.n_splits + t.n_updates for t in self._trees) + self._retired_version
 
-    def to_text(self) -> str:
-        """The ensemble's settings, then every member's trees as indented text."""
-        from sgt.export import _node, _text
+    def _tree_groups(self) -> list[TreeGroup]:
+        """The views show the members' trees member by member (not a background ensemble's)."""
+        return [TreeGroup(f"member {m}", member._trees) for m, member in enumerate(self._members)]
 
+    def _view_heading(self) -> str | None:
         params = ", ".join(f"{k}={v!r}" for k, v in self._boosting_params().items())
-        lines = [f"{type(self).__name__}: {self.n_members} members, {len(self._trees)} trees ({params})"]
-        classes = getattr(self, "_classes", None)
-        for m, member in enumerate(self._members):
-            for t, tree in enumerate(member._trees):
-                versus = f" (class {classes[t + 1]!r} against {classes[0]!r})" if classes else ""
-                lines.append(f"member {m} tree {t}{versus}")
-                _text(_node(self, tree, 0), 1, lines)
-        return "\n".join(lines)
+        return f"{type(self).__name__}: {self.n_members} members, {len(self._trees)} trees ({params})"
 
     def _new_tree(self, root_value: float = 0.0) -> None:
         """The ensemble holds no trees of its own (they live in the members)."""

@@ -24,7 +24,10 @@ __all__ = ["to_dict", "to_dot", "to_text"]
 
 
 def to_dict(model: BaseSGT) -> dict[str, Any]:
-    """The model as nested plain data (see docs: the `trees` list holds one root node per tree)."""
+    """The model as nested plain data (see docs: the `trees` list holds one root node per tree).
+
+    An ensemble lists its members' trees member after member, and `members` gives how many trees each
+    member holds (a background ensemble, learning since a drift warning, is left out)."""
     space = model._space
     features = [
         {
@@ -39,8 +42,11 @@ def to_dict(model: BaseSGT) -> dict[str, Any]:
         "model": type(model).__name__,
         "params": model.get_params(),
         "features": features,
-        "trees": [_node(model, tree, 0) for tree in model._trees],
+        "trees": [_node(model, tree, 0) for _, tree in _labelled_trees(model)],
     }
+    groups = model._tree_groups()
+    if any(group.name for group in groups):  # an ensemble's members
+        out["members"] = [len(group.trees) for group in groups]
     classes = _committee_classes(model)
     if classes is not None:
         out["classes"] = classes
@@ -50,6 +56,19 @@ def to_dict(model: BaseSGT) -> dict[str, Any]:
 def _committee_classes(model: BaseSGT) -> list[Any] | None:
     """The classes of a committee classifier (its trees are classes 1.. against class 0), else None."""
     return getattr(model, "classes_", None) if hasattr(model, "_classes") else None
+
+
+def _labelled_trees(model: BaseSGT) -> list[tuple[str, Tree]]:
+    """Each tree a view shows, with its heading: "tree t", or "member m tree t" in an ensemble, and
+    for a committee classifier the class the tree scores against the reference class."""
+    classes = _committee_classes(model)
+    out = []
+    for group in model._tree_groups():
+        prefix = f"{group.name} " if group.name else ""
+        for t, tree in enumerate(group.trees):
+            versus = "" if not classes else f" (class {classes[t + 1]!r} against {classes[0]!r})"
+            out.append((f"{prefix}tree {t}{versus}", tree))
+    return out
 
 
 def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
@@ -83,12 +102,13 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
 
 
 def to_text(model: BaseSGT) -> str:
-    """Indented text, one line per branch condition and leaf."""
+    """Indented text, one line per branch condition and leaf; an ensemble's starts with its settings."""
     lines: list[str] = []
-    classes = _committee_classes(model)
-    for t, root in enumerate(to_dict(model)["trees"]):
-        versus = "" if classes is None else f" (class {classes[t + 1]!r} against {classes[0]!r})"
-        lines.append(f"tree {t}{versus}")
+    heading = model._view_heading()
+    if heading is not None:
+        lines.append(heading)
+    for (title, _), root in zip(_labelled_trees(model), to_dict(model)["trees"]):
+        lines.append(title)
         _text(root, 1, lines)
     return "\n".join(lines)
 
@@ -117,10 +137,10 @@ def _condition(node: dict[str, Any], k: int) -> str:
 
 
 def to_dot(model: BaseSGT) -> str:
-    """Graphviz source: `dot -Tpng` draws it. One cluster per tree of a committee."""
+    """Graphviz source: `dot -Tpng` draws it. One cluster per tree (of a committee or an ensemble)."""
     lines = ["digraph sgt {", '  node [shape=box, fontname="Helvetica"];']
-    for t, root in enumerate(to_dict(model)["trees"]):
-        lines.append(f'  subgraph cluster_{t} {{ label="tree {t}";')
+    for t, ((title, _), root) in enumerate(zip(_labelled_trees(model), to_dict(model)["trees"])):
+        lines.append(f'  subgraph cluster_{t} {{ label="{_escape(title)}";')
         _dot(root, f"t{t}", lines)
         lines.append("  }")
     lines.append("}")

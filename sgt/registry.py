@@ -8,8 +8,9 @@ checkpoints through this registry too.
 >>> blob = SGTRegressor().to_bytes()
 >>> type(load(blob)).__name__
 'SGTRegressor'
->>> sorted(MODEL_TYPES)
-['BoostedClassifier', 'BoostedRegressor', 'MILClassifier', 'SGTClassifier', 'SGTRegressor']
+>>> sorted(MODEL_TYPES)  # doctest: +NORMALIZE_WHITESPACE
+['AdaptiveSGTClassifier', 'AdaptiveSGTRegressor', 'BoostedClassifier', 'BoostedRegressor',
+ 'MILClassifier', 'SGTClassifier', 'SGTRegressor']
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from sgt.adaptive import AdaptiveSGTClassifier, AdaptiveSGTRegressor
 from sgt.base import BaseSGT
 from sgt.boosted import BoostedClassifier, BoostedRegressor
 from sgt.classifier import SGTClassifier
@@ -31,7 +33,15 @@ __all__ = ["MODEL_TYPES", "load"]
 MODEL_TYPES: Mapping[str, type[BaseSGT]] = MappingProxyType(
     {
         cls.__name__: cls
-        for cls in (SGTClassifier, SGTRegressor, MILClassifier, BoostedClassifier, BoostedRegressor)
+        for cls in (
+            SGTClassifier,
+            SGTRegressor,
+            MILClassifier,
+            BoostedClassifier,
+            BoostedRegressor,
+            AdaptiveSGTClassifier,
+            AdaptiveSGTRegressor,
+        )
     }
 )
 

@@ -24,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from sgt import PAPER_DEFAULTS, BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
+from sgt import (
+    PAPER_DEFAULTS,
+    AdaptiveSGTClassifier,
+    AdaptiveSGTRegressor,
+    BoostedClassifier,
+    BoostedRegressor,
+    SGTClassifier,
+    SGTRegressor,
+)
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -70,6 +78,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-lambda-0.03", lambda spec: single(spec, linear_lambda=0.03)),
     Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
     Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
+    # the single tree with the opt-in drift response
+    Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
 )
 
 

@@ -201,3 +201,25 @@ def test_each_numeric_feature_costs_at_most_3_5_kib_per_leaf() -> None:
         assert model.n_leaves == 1
         sizes[n_features] = model.nbytes
     assert (sizes[50] - sizes[10]) / 40 <= 3.5 * 1024
+
+
+def test_the_export_functions_show_an_ensemble_member_by_member() -> None:
+    """Regression: ``sgt.export.to_text`` on an ensemble indexed the classes by the position of a tree
+    among all members' trees and raised IndexError; the views now name each member's trees."""
+    from sgt import BoostedClassifier, export
+
+    Xm, ym = multiclass_stream(3000, seed=71)
+    model = BoostedClassifier(n_members=3, **SMALL)
+    model.learn_many(Xm, ym)
+    per_member = model.n_trees // 3
+    text = export.to_text(model)
+    assert text == model.to_text()
+    assert text.startswith(f"BoostedClassifier: 3 members, {model.n_trees} trees (n_members=3,")
+    classes = model.classes_
+    assert f"member 2 tree {per_member - 1} (class {classes[-1]!r} against {classes[0]!r})" in text
+    d = export.to_dict(model)
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+    assert d["members"] == [per_member] * 3 and len(d["trees"]) == model.n_trees
+    dot = export.to_dot(model)
+    assert dot.count("subgraph") == model.n_trees and 'label="member 0 tree 0' in dot
+    assert dot.count("->") == model.n_nodes - model.n_trees

@@ -511,7 +511,15 @@ def test_the_registry_names_every_model_class_and_from_bytes_takes_a_subclass() 
     """One registry of model classes (the worker restores through it); a class reads its subclasses."""
     assert dict(sgt.MODEL_TYPES) == {
         cls.__name__: cls
-        for cls in (SGTClassifier, SGTRegressor, MILClassifier, sgt.BoostedClassifier, sgt.BoostedRegressor)
+        for cls in (
+            SGTClassifier,
+            SGTRegressor,
+            MILClassifier,
+            sgt.BoostedClassifier,
+            sgt.BoostedRegressor,
+            sgt.AdaptiveSGTClassifier,
+            sgt.AdaptiveSGTRegressor,
+        )
     }
     boosted = sgt.BoostedClassifier(n_members=2, grace_period=20, warm_up=20)
     X, y = threshold_stream(200, seed=3)

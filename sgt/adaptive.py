@@ -1,0 +1,186 @@
+"""A single SGT that answers concept drift: the opt-in drift response of the single trees.
+
+`AdaptiveSGTClassifier` and `AdaptiveSGTRegressor` learn exactly what `SGTClassifier` (with
+``proba="tree"``) and `SGTRegressor` learn, one tree (a committee for more than two classes), until a
+drift is detected. They watch their own prequential errors with the boosted ensemble's drift response
+(sgt.boosted): a Page-Hinkley warning starts a background tree that learns every later record beside
+the main one, and a drift replaces the main tree by it (or by a fresh tree when no warning came first),
+counted by `n_drifts`. Internally each is a boosted ensemble of one member with learning rate 1 and no
+bagging, which is the single tree's own model; so every guarantee of the ensemble holds (batch ≡ loop
+under any batching, save/restore at any point continues byte for byte).
+
+Like River's Hoeffding adaptive trees beside its Hoeffding trees, the drift response is a class of its
+own rather than a switch on the single tree: it changes what the model is (two trees while a warning
+lasts, a replacement on drift) and its cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sgt.base import TreeGroup
+from sgt.boosted import BoostedClassifier, BoostedRegressor
+from sgt.losses import Loss
+
+__all__ = ["AdaptiveSGTClassifier", "AdaptiveSGTRegressor"]
+
+# the ensemble's parameters that make it one plain tree; fixed, so not parameters of these classes
+_ONE_TREE: dict[str, Any] = {"n_members": 1, "learning_rate": 1.0, "poisson_rate": None, "seed": 0}
+
+
+class _OneTree:
+    """What both adaptive classes share: parameters and views of one tree instead of an ensemble."""
+
+    _members: list[Any]
+
+    def _without_ensemble(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in params.items() if k not in _ONE_TREE}
+
+    def _tree_groups(self) -> list[TreeGroup]:
+        """The views show the tree in use (not a background tree learning since a warning)."""
+        return [TreeGroup("", self._members[0]._trees)]
+
+    def _view_heading(self) -> str | None:
+        return None
+
+
+class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
+    """SGTClassifier with a drift response: a warning grows a background tree, a drift swaps it in.
+
+    Parameters
+    ----------
+    drift_threshold
+        Page-Hinkley alarm level on the 0/1 prequential errors (a warning at half of it); None: no
+        drift detection (then the model is SGTClassifier's). Default 50.
+    drift_delta
+        Tolerated rise of the error rate before it counts towards the alarm. Default 0.02.
+
+    The other parameters are SGTClassifier's, with its defaults; probabilities are the tree's softmax
+    (``proba="tree"``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgt import AdaptiveSGTClassifier
+    >>> rng = np.random.default_rng(3)
+    >>> X = rng.uniform(-1, 1, size=(12000, 2))
+    >>> y = np.where(np.arange(12000) < 6000, X[:, 0] > 0, X[:, 0] < 0)  # the concept flips at 6,000
+    >>> model = AdaptiveSGTClassifier(warm_up=200)
+    >>> predicted = model.predict_learn_many(X, y).argmax(axis=1)
+    >>> model.n_drifts >= 1, bool((np.array(model.classes_)[predicted] == y)[-2000:].mean() > 0.9)
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        drift_threshold: float | None = 50.0,
+        drift_delta: float = 0.02,
+        delta: float = 1e-3,
+        grace_period: int = 100,
+        lambda_: float = 0.1,
+        gamma: float = 0.1,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Sequence[str] = (),
+        max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.01,
+    ) -> None:
+        BoostedClassifier.__init__(
+            self,
+            drift_threshold=drift_threshold,
+            drift_delta=drift_delta,
+            delta=delta,
+            grace_period=grace_period,
+            lambda_=lambda_,
+            gamma=gamma,
+            bins=bins,
+            warm_up=warm_up,
+            max_depth=max_depth,
+            feature_names=feature_names,
+            nominal=nominal,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            **_ONE_TREE,
+        )
+
+    def get_params(self) -> dict[str, Any]:
+        return self._without_ensemble(BoostedClassifier.get_params(self))
+
+
+class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
+    """SGTRegressor with a drift response: a warning grows a background tree, a drift swaps it in.
+
+    Parameters
+    ----------
+    drift_threshold
+        Page-Hinkley alarm level on the absolute errors, each divided by the mean absolute error
+        before it (a warning at half of it); None: no drift detection. Default 50.
+    drift_delta
+        Tolerated rise of that relative error before it counts towards the alarm. Default 0.2.
+
+    The other parameters are SGTRegressor's, with its defaults.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgt import AdaptiveSGTRegressor
+    >>> rng = np.random.default_rng(4)
+    >>> X = rng.uniform(-1, 1, size=(12000, 1))
+    >>> y = np.where(np.arange(12000) < 6000, 5.0, -5.0) * X[:, 0]  # the slope flips at 6,000
+    >>> model = AdaptiveSGTRegressor(warm_up=200)
+    >>> predictions = model.predict_learn_many(X, y)
+    >>> model.n_drifts >= 1, bool(np.abs(predictions - y)[-2000:].mean() < 0.5)
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        drift_threshold: float | None = 50.0,
+        drift_delta: float = 0.2,
+        delta: float = 1e-3,
+        grace_period: int = 100,
+        lambda_: float = 0.1,
+        gamma: float = 0.1,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Sequence[str] = (),
+        loss: Loss | None = None,
+        base_score: float | None = None,
+        max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.01,
+    ) -> None:
+        BoostedRegressor.__init__(
+            self,
+            drift_threshold=drift_threshold,
+            drift_delta=drift_delta,
+            delta=delta,
+            grace_period=grace_period,
+            lambda_=lambda_,
+            gamma=gamma,
+            bins=bins,
+            warm_up=warm_up,
+            max_depth=max_depth,
+            feature_names=feature_names,
+            nominal=nominal,
+            loss=loss,
+            base_score=base_score,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            **_ONE_TREE,
+        )
+
+    def get_params(self) -> dict[str, Any]:
+        return self._without_ensemble(BoostedRegressor.get_params(self))

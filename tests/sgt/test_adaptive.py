@@ -1,0 +1,106 @@
+"""The single trees' opt-in drift response (sgt.AdaptiveSGTClassifier / AdaptiveSGTRegressor): the
+single tree's model bit for bit until a drift, a drift answered by a swap, and the ensemble's exactness
+guarantees (any batching, save and restore anywhere) with one tree.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sgt
+from sgt import AdaptiveSGTClassifier, AdaptiveSGTRegressor, SGTClassifier, SGTRegressor
+from tests.sgt.sgt_testkit import mixed_records, step_regression_stream, threshold_stream
+
+# constant leaves and full blocks, so that the short streams drift past what one tree absorbs
+SMALL = {"grace_period": 40, "grace_start": 40, "leaf_model": "constant", "warm_up": 80}
+N = 2000
+FLIP = 900
+PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _flipped_records() -> tuple[list[dict], list]:
+    records, labels = mixed_records(N, seed=92)
+    return records, [y if i < FLIP else 1 - y for i, y in enumerate(labels)]
+
+
+_RECORDS, _LABELS = _flipped_records()
+
+
+@functools.cache
+def _loop() -> tuple[bytes, list[dict]]:
+    model = AdaptiveSGTClassifier(**SMALL)
+    proba = []
+    for x, y in zip(_RECORDS, _LABELS, strict=True):
+        proba.append(model.predict_proba_one(x))
+        model.learn_one(x, y)
+    return model.to_bytes(), proba
+
+
+def test_without_a_drift_it_is_the_single_tree_bit_for_bit() -> None:
+    X, y = threshold_stream(6000, seed=93)
+    single = SGTClassifier(proba="tree").predict_learn_many(X, y)
+    adaptive = AdaptiveSGTClassifier()
+    assert np.array_equal(adaptive.predict_learn_many(X, y), single)
+    assert adaptive.n_drifts == 0 and adaptive.n_trees == 1
+    Xr, yr = step_regression_stream(6000, seed=94)
+    regressor = AdaptiveSGTRegressor()
+    assert np.array_equal(regressor.predict_learn_many(Xr, yr), SGTRegressor().predict_learn_many(Xr, yr))
+    assert regressor.n_drifts == 0
+
+
+def test_a_flipped_concept_is_detected_and_answered() -> None:
+    model = sgt.load(_loop()[0])
+    assert isinstance(model, AdaptiveSGTClassifier)
+    assert model.n_drifts >= 1
+    adaptive = AdaptiveSGTClassifier(**SMALL).predict_learn_many(_RECORDS, _LABELS)
+    single = SGTClassifier(proba="tree", **SMALL).predict_learn_many(_RECORDS, _LABELS)
+    truth = np.array(_LABELS[-500:])
+    assert (adaptive[-500:].argmax(axis=1) == truth).mean() > (single[-500:].argmax(axis=1) == truth).mean()
+
+
+@PROPERTY
+@given(
+    cuts=st.lists(st.integers(1, N - 1), max_size=8, unique=True).map(sorted),
+    methods=st.lists(st.sampled_from(["learn_many", "predict_learn_many", "loop", "restore"]), min_size=9),
+)
+def test_any_batching_and_restore_give_a_byte_identical_model(cuts: list[int], methods: list[str]) -> None:
+    model = AdaptiveSGTClassifier(**SMALL)
+    for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
+        if method == "restore":
+            model = AdaptiveSGTClassifier.from_bytes(model.to_bytes())
+            method = "learn_many"
+        if method == "loop":
+            for x, y in zip(_RECORDS[a:b], _LABELS[a:b], strict=True):
+                model.learn_one(x, y)
+        else:
+            getattr(model, method)(_RECORDS[a:b], _LABELS[a:b])
+    assert model.to_bytes() == _loop()[0]
+
+
+def test_parameters_are_the_single_trees_plus_the_drift_test() -> None:
+    params = AdaptiveSGTClassifier().get_params()
+    single = SGTClassifier().get_params()
+    del single["proba"]
+    assert params == {"drift_threshold": 50.0, "drift_delta": 0.02, **single}
+    assert AdaptiveSGTRegressor().get_params() == {
+        "drift_threshold": 50.0,
+        "drift_delta": 0.2,
+        **SGTRegressor().get_params(),
+    }
+    restored = sgt.load(AdaptiveSGTRegressor(grace_period=50).to_bytes())
+    assert type(restored) is AdaptiveSGTRegressor and restored.get_params()["grace_period"] == 50
+    with pytest.raises(ValueError, match="drift_threshold"):
+        AdaptiveSGTClassifier(drift_threshold=0)
+
+
+def test_the_views_show_one_tree() -> None:
+    model = sgt.load(_loop()[0])
+    text = model.to_text()
+    assert text.startswith("tree 0 (class 1 against 0)\n") and "member" not in text
+    assert len(model.to_dict()["trees"]) == 1 and "members" not in model.to_dict()
