@@ -9,8 +9,10 @@ The batch methods do exactly that, but vectorised: between *events* the trees do
 run of records is routed, predicted and appended to the leaves' pending blocks with numpy. An event is a
 record that fills a leaf's block (a split attempt follows), brings a new target (class or base score),
 or reaches a nominal branch with a category the branch has never learned. The event record goes through
-the one-record path; records after it are re-routed only where the tree changed. Predictions come out
-strictly prequential: each record is predicted by the model that has learned every record before it.
+the one-record path (a record that only fills leaves is learned one record after the run before it, on
+the gradients computed with it); records after it are re-routed only where the tree changed. Predictions
+come out strictly prequential: each record is predicted by the model that has learned every record
+before it. sgt.batch keeps the numpy calls per run few.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgt.batch import Events, LeafInputs, leaf_inputs_of, predict_rows
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
 from sgt.tree import Layout, Params, Tree
@@ -192,6 +195,11 @@ class BaseSGT:
         """Rows [start, end) of a `_run` hold no event: predict them in order, then learn the labelled
         ones (`nodes[t]`: each row's node in tree t; `raw`: [trees, rows], None without trees; `codes`:
         the rows' codes)."""
+
+    def _folds_fills(self) -> bool:
+        """Whether a record that only fills leaves may be run as the last of the plain rows before it
+        (the hooks then see it as a plain row, not through `_observe_row` and `_observe_learn`)."""
+        return True
 
     # -- parameters and introspection ---------------------------------------------------------
     def _params(self) -> Params:
@@ -497,9 +505,12 @@ class BaseSGT:
         target_events: np.ndarray,
         out: Any = None,
         regrids: dict[int, list[Regrid]] | None = None,
+        inputs: LeafInputs | None = None,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """`_run` after encoding: rows already coded in the current layout, targets prepared,
-        `regrids` the grids that grew at each row (by row).
+        `regrids` the grids that grew at each row (by row); if known, `inputs` the rows' leaf inputs
+        and `routes` each tree's (node, stopped) of every row (updated in place as the trees change).
 
         A separate entry so that an ensemble can encode a batch once and run each member on the codes.
         """
@@ -511,13 +522,30 @@ class BaseSGT:
         if n <= ROW_BY_ROW_MAX:
             self._run_rows(codes, targets, learn, raw, outputs_at, out, regrids)
             return raw, outputs_at
-        routes = [tree.route(codes) for tree in self._trees]
-        events = np.union1d(target_events, np.fromiter(regrids, dtype=np.intp, count=len(regrids)))
+        if inputs is None:
+            inputs = leaf_inputs_of(self._layout, codes)
+        if routes is None:
+            routes = [tree.route(codes) for tree in self._trees]
+        events = Events(
+            self._trees,
+            routes,
+            learn,
+            np.union1d(target_events, np.fromiter(regrids, dtype=np.intp, count=len(regrids))),
+        )
+        fold = self._folds_fills()
         start = 0
         while start < n:
-            end = self._next_event(start, n, routes, learn, events)
+            end, fill = events.next(start, n)
+            if fill and fold:  # the filling row learns at the end of the plain rows before it
+                changed = self._run_plain(
+                    start, end + 1, routes, codes, targets, learn, raw, outputs_at, out, inputs, fills=True
+                )
+                self._reroute(end + 1, routes, codes, changed)
+                events.forget(t for t, _ in changed)
+                start = end + 1
+                continue
             if end > start:
-                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at, out)
+                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at, out, inputs)
             if end == n:
                 break
             if end in regrids:
@@ -526,6 +554,7 @@ class BaseSGT:
                 self._apply_regrids(regrids[end])
                 for t, tree in enumerate(self._trees):  # thresholds may have moved: route the rest anew
                     routes[t][0][end + 1 :], routes[t][1][end + 1 :] = tree.route(codes[end + 1 :])
+                events.forget(range(len(self._trees)))
             else:
                 nodes = [int(r[0][end]) for r in routes]
                 row_raw = self._raw_one(nodes, codes[end])
@@ -535,31 +564,9 @@ class BaseSGT:
             if learn[end]:
                 changed = self._learn_codes(codes[end], targets[end])
                 self._reroute(end + 1, routes, codes, changed)
+                events.forget(t for t, _ in changed)
             start = end + 1
         return raw, outputs_at
-
-    def _next_event(
-        self,
-        start: int,
-        n: int,
-        routes: list[tuple[np.ndarray, np.ndarray]],
-        learn: np.ndarray,
-        target_events: np.ndarray,
-    ) -> int:
-        end = n
-        first_event = int(np.searchsorted(target_events, start))
-        if first_event < target_events.size:
-            end = int(target_events[first_event])
-        for _, stopped in routes:
-            hit = np.flatnonzero(stopped[start:end] & learn[start:end])
-            if hit.size:
-                end = start + int(hit[0])
-        for tree, (nodes, _) in zip(self._trees, routes):
-            rows = start + np.flatnonzero(learn[start:end])
-            k = tree.first_full(nodes[rows])
-            if k < rows.size:
-                end = int(rows[k])
-        return end
 
     def _before_regrids(
         self, codes: np.ndarray | list[int], regrids: list[Regrid]
@@ -613,33 +620,50 @@ class BaseSGT:
         raw_out: np.ndarray,
         outputs_at: np.ndarray,
         out: Any,
-    ) -> None:
-        """Rows [start, end) hold no event: predict them all, then learn the labelled ones."""
+        inputs: LeafInputs,
+        fills: bool = False,
+    ) -> list[tuple[int, int]]:
+        """Rows [start, end) hold no event: predict them all, then learn the labelled ones. With
+        `fills`, the last row (labelled) fills a leaf instead: it is learned last, as one record, on
+        the gradients computed with the others; return the (tree, node) pairs whose routing changed."""
         n_trees = len(self._trees)
         outputs_at[start:end] = self._n_outputs()
         if not n_trees:
             self._observe_plain(out, start, end, [], None, targets, learn, codes[start:end])
             self._n_seen += int(learn[start:end].sum())
-            return
+            return []
         base = self._base()
-        block = codes[start:end]
+        chunk = [nodes[start:end] for nodes, _ in routes]
         raw = np.stack(
-            [
-                tree.predict_rows(nodes[start:end], block) + base
-                for tree, (nodes, _) in zip(self._trees, routes)
-            ]
+            [predict_rows(tree, nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
         )
         raw_out[start:end, :n_trees] = raw.T
-        nodes_at = [nodes[start:end] for nodes, _ in routes]
-        self._observe_plain(out, start, end, nodes_at, raw, targets, learn, block)
+        self._observe_plain(out, start, end, chunk, raw, targets, learn, codes[start:end])
         rows = np.flatnonzero(learn[start:end])
         if not rows.size:
-            return
+            return []
         g, h = self._gradients(raw[:, rows], targets[start:end][rows])
-        block = block[rows]
-        for t, (tree, (nodes, _)) in enumerate(zip(self._trees, routes)):
-            tree.append(nodes[start:end][rows], block, g[t], h[t])
-        self._n_seen += int(rows.size)
+        plain = rows.size - 1 if fills else rows.size
+        if plain:
+            block = codes[start:end][rows[:plain]]
+            for t, tree in enumerate(self._trees):
+                tree.append(chunk[t][rows[:plain]], block, g[t, :plain], h[t, :plain])
+            self._n_seen += plain
+        if not fills:
+            return []
+        return self._learn_fill([int(nodes[-1]) for nodes in chunk], codes[end - 1], g[:, -1], h[:, -1])
+
+    def _learn_fill(
+        self, nodes: list[int], codes: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> list[tuple[int, int]]:
+        """`_learn_codes` for a record that fills a leaf (no new target, no new category) whose nodes
+        and gradients are known; return the (tree, node) pairs whose routing changed."""
+        changed = []
+        for t, (tree, node) in enumerate(zip(self._trees, nodes)):
+            if tree.learn_one(node, codes, float(g[t]), float(h[t]), self._space):
+                changed.append((t, node))
+        self._n_seen += 1
+        return changed
 
     def _reroute(
         self,

@@ -48,11 +48,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from sgt.base import BaseSGT, TreeGroup, _check_int, _check_real
+from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
+from sgt.batch import LeafInputs, leaf_inputs_of
 from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
 from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
@@ -349,17 +350,20 @@ class _Boosting(_Estimator):
         cuts = np.flatnonzero(learn & (learned % DRIFT_PERIOD == 0)) + 1
         if self.drift_threshold is None:
             cuts = cuts[:0]  # the model changes at those points only to answer a drift
+        batch = _Batch(codes, leaf_inputs_of(self._layout, codes))
         for start, end in itertools.pairwise([0, *cuts[cuts < n].tolist(), n]):
             inside = events[(events >= start) & (events < end)] - start
             grown = {row - start: r for row, r in regrids.items() if start <= row < end and r}
             out[start:end], outputs_at[start:end] = self._run_segment(
-                codes[start:end], targets[start:end], learn[start:end], inside, width, grown
+                batch.part(start, end), targets[start:end], learn[start:end], inside, width, grown
             )
+            if grown:  # thresholds moved: the batch's routes are out of date
+                batch.forget_routes()
         return out, outputs_at
 
     def _run_segment(
         self,
-        codes: np.ndarray,
+        part: _Part,
         targets: np.ndarray,
         learn: np.ndarray,
         events: np.ndarray,
@@ -368,17 +372,17 @@ class _Boosting(_Estimator):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows up to (at most) the next point where drifts are answered: the ensemble (and the
         background one), then the detectors."""
-        n = codes.shape[0]
+        n = part.codes.shape[0]
         outputs_at = self._outputs_at(n, events)
         base = self._base_columns(n, width, learn, targets, events)
         table = np.zeros((n, _OFFSETS + width))
         table[:, _TARGET] = targets
         weights = self._weights(learn)
         members = self._run_members
-        predicted = members(self._members, codes, table, weights, base, learn, events, regrids)
+        predicted = members(self._members, part, table, weights, base, learn, events, regrids)
         background = None
         if self._background is not None:
-            background = members(self._background, codes, table, weights, base, learn, events, regrids)
+            background = members(self._background, part, table, weights, base, learn, events, regrids)
         rows = np.flatnonzero(learn)
         self._n_seen += int(rows.size)
         self._register_events(targets, events)
@@ -397,7 +401,7 @@ class _Boosting(_Estimator):
     def _run_members(
         self,
         members: list[_Member],
-        codes: np.ndarray,
+        part: _Part,
         table: np.ndarray,
         weights: np.ndarray,
         base: tuple[np.ndarray, np.ndarray],
@@ -412,7 +416,10 @@ class _Boosting(_Estimator):
         for m, member in enumerate(members):
             table[:, _WEIGHT] = weights[m]
             table[:, _OFFSETS:] = learned
-            member_raw, _ = member._run_codes(codes, table, learn, events, None, regrids)
+            routes = part.routes(member) if n > ROW_BY_ROW_MAX else None
+            member_raw, _ = member._run_codes(
+                part.codes, table, learn, events, None, regrids, part.inputs, routes
+            )
             raw = np.zeros((n, width))
             columns = min(width, member_raw.shape[1])
             raw[:, :columns] = member_raw[:, :columns]
@@ -493,6 +500,69 @@ class _Boosting(_Estimator):
 
 
 _NO_EVENTS = np.zeros(0, dtype=np.intp)
+
+
+class _Routed(NamedTuple):
+    """A tree's routes of a batch's rows from `first` on, made when it had `n_nodes` nodes."""
+
+    n_nodes: int
+    first: int
+    nodes: np.ndarray
+    stopped: np.ndarray
+
+
+class _Batch:
+    """What every member shares over a batch: its codes, its leaf inputs, and each member's routes.
+
+    A batch is run in segments of at most DRIFT_PERIOD records, member after member, and routing rows
+    costs numpy's fixed cost per tree level whatever their number. So each tree routes the rest of the
+    batch once; a later segment takes its rows' routes from there, moving on only the rows that sit
+    at a node that has since become a branch (a leaf that split, or a nominal branch where the row
+    stopped and that may since have learned its category). Grown grids move thresholds: everything is
+    routed anew. Measured on the rotating hyperplane in runs of 500 records (20,000 records): routing
+    took 0.97 s of 20 s in 1,017 calls when each segment was routed whole.
+    """
+
+    def __init__(self, codes: np.ndarray, inputs: LeafInputs) -> None:
+        self.codes = codes
+        self.inputs = inputs
+        self._routed: dict[_Member, list[_Routed]] = {}
+
+    def forget_routes(self) -> None:
+        self._routed.clear()
+
+    def part(self, start: int, end: int) -> _Part:
+        return _Part(self, start, end)
+
+
+class _Part:
+    """Rows [start, end) of a batch: one segment."""
+
+    def __init__(self, batch: _Batch, start: int, end: int) -> None:
+        self._batch, self._start, self._end = batch, start, end
+        self.codes = batch.codes[start:end]
+        self.inputs = LeafInputs(
+            batch.inputs.columns, batch.inputs.values[start:end], batch.inputs.every_column
+        )
+
+    def routes(self, member: _Member) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each of the member's trees' (node, stopped) of the segment's rows, to be updated in place
+        (a member's trees only grow in number: a new class adds one)."""
+        held = self._batch._routed.setdefault(member, [])
+        routes = []
+        for t, tree in enumerate(member._trees):
+            if t == len(held):
+                nodes, stopped = tree.route(self._batch.codes[self._start :])
+                held.append(_Routed(tree.n_nodes, self._start, nodes, stopped))
+            routed = held[t]
+            lo, hi = self._start - routed.first, self._end - routed.first
+            nodes, stopped = routed.nodes[lo:hi], routed.stopped[lo:hi]
+            if routed.n_nodes != tree.n_nodes:
+                moved = np.flatnonzero(tree.feature[nodes] >= 0)
+                if moved.size:
+                    nodes[moved], stopped[moved] = tree.route(self.codes[moved], start=nodes[moved])
+            routes.append((nodes, stopped))
+        return routes
 
 
 class BoostedClassifier(_Boosting, SGTClassifier):

@@ -359,6 +359,9 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _folds_fills(self) -> bool:
+        return self._smoother is None  # the smoothing's hooks are then silent
+
     def _observe_row(
         self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> None:

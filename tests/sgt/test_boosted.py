@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,9 +20,11 @@ from hypothesis import strategies as st
 import sgt
 import sgt.boosted
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
+from sgt.base import BaseSGT
 from sgt.boosted import BACKGROUND_LIFE, DRIFT_PERIOD
 from sgt.serialization import decode
-from tests.sgt.sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
+from sgt.tree import Tree
+from tests.sgt.sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift)
@@ -502,3 +506,100 @@ def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:
         model.learn_one({0: 1.0, 1: 2.0}, "a")
         model.learn_one({0: 3.0, 1: 2.0}, "b")
         assert model.predict_one({0: 1.0, 1: 2.0}) in ("a", "b")
+
+
+# Five classes (four trees per member), blocks of 6 to 8 records and a lax split test: a member's chunks
+# are cut every few records, by any of its trees, by splits on numeric and nominal features, by rare
+# categories first learned at a nominal branch, by grids growing, and by unlabelled rows between them.
+MANY_CUTS = {
+    "grace_period": 8,
+    "grace_start": 6,
+    "delta": 0.3,
+    "warm_up": 40,
+    "n_members": 2,
+    "drift_threshold": 5.0,
+    "drift_delta": 0.0,
+}
+N_MANY = 900
+COLOURS = np.array([0.4, 0.3, 0.15, 0.1, 0.04, 0.01])
+
+
+def _five_classes() -> tuple[list[dict], list]:
+    """Dict records: a numeric feature, a nominal one with rare categories, a numeric one often missing;
+    the label depends on both main features, differently from half way. Every category comes in the
+    first records, before any split: a nominal branch's table is as wide as the categories known at its
+    split (so a category first seen in a batch would widen it in the batch but not in the loop, and the
+    saved bytes would differ though the models behave the same)."""
+    rng = np.random.default_rng(93)
+    records, labels = [], []
+    for i in range(N_MANY):
+        a = float(rng.uniform())
+        colour = i if i < COLOURS.size else int(rng.choice(COLOURS.size, p=COLOURS))
+        x: dict = {"a": a, "colour": f"c{colour}"}
+        if rng.uniform() < 0.7:
+            x["b"] = float(rng.normal())
+        records.append(x)
+        label = (int(a * 4) + colour % 2 + (2 if i >= N_MANY // 2 else 0)) % 5  # the concept changes
+        labels.append(None if i % 11 == 10 else label)
+    return records, labels
+
+
+_RECORDS5, _LABELS5 = _five_classes()
+
+
+@functools.cache
+def _five_class_loop() -> tuple[bytes, list[dict]]:
+    model = BoostedClassifier(**MANY_CUTS)
+    proba = []
+    for x, y in zip(_RECORDS5, _LABELS5, strict=True):
+        proba.append(model.predict_proba_one(x))
+        if y is not None:
+            model.learn_one(x, y)
+    return model.to_bytes(), proba
+
+
+def test_the_five_class_stream_cuts_every_members_runs_often() -> None:
+    fills, categories = [], []
+    learn_fill, add_category_child = BaseSGT._learn_fill, Tree.add_category_child
+
+    def fill_spy(self: BaseSGT, *args: Any) -> list[tuple[int, int]]:
+        fills.append(len(self._trees))
+        return learn_fill(self, *args)
+
+    def category_spy(self: Tree, *args: Any) -> int:
+        categories.append(args)
+        return add_category_child(self, *args)
+
+    model = BoostedClassifier(**MANY_CUTS)
+    with (
+        mock.patch.object(BaseSGT, "_learn_fill", fill_spy),
+        mock.patch.object(Tree, "add_category_child", category_spy),
+    ):
+        model.predict_learn_many(_RECORDS5, _LABELS5)
+    assert model.to_bytes() == _five_class_loop()[0]
+    assert fills.count(4) > N_MANY // 4  # leaves filled inside runs of members with four trees
+    assert categories  # categories first learned at nominal branches
+    assert len(model.classes_) == 5 and model.n_drifts > 0
+    kinds = {
+        node["kind"] for tree in model.to_dict()["trees"] for node in iter_nodes(tree) if not node["leaf"]
+    }
+    assert kinds == {"numeric", "nominal"}
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N_MANY), at=st.integers(0, N_MANY))
+def test_many_classes_and_many_cuts_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    model = BoostedClassifier(**MANY_CUTS)
+    rows = []
+    for part in batches(N_MANY, cuts):
+        P = model.predict_learn_many(_RECORDS5[part], _LABELS5[part])
+        rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
+    expected_bytes, loop_proba = _five_class_loop()
+    assert model.to_bytes() == expected_bytes
+    for (row, classes), expected in zip(rows, loop_proba, strict=True):
+        assert {c: row[j] for j, c in enumerate(classes) if c in expected or row[j] != 0.0} == expected
+    restored = BoostedClassifier(**MANY_CUTS)
+    restored.learn_many(_RECORDS5[:at], _LABELS5[:at])
+    restored = BoostedClassifier.from_bytes(restored.to_bytes())
+    restored.learn_many(_RECORDS5[at:], _LABELS5[at:])
+    assert restored.to_bytes() == expected_bytes
