@@ -378,8 +378,8 @@ class Tree:
     def add_category_child(self, branch: int, code: int) -> int:
         """A leaf for a category first learned at a nominal branch; it starts at the branch's value."""
         lookup = self.tables[self.table[branch]]
-        if code >= lookup.size:
-            grown = np.full(max(code + 1, 2 * lookup.size), NO_NODE, dtype=np.int32)
+        if code >= lookup.size:  # exactly as long as needed, for the reason given in `_split`
+            grown = np.full(code + 1, NO_NODE, dtype=np.int32)
             grown[: lookup.size] = lookup
             self.tables[self.table[branch]] = lookup = grown
         child = self._new_leaf(
@@ -586,7 +586,9 @@ class Tree:
         self.slot[node] = -1
         self.missing[node] = children[candidate.missing_child]
         if candidate.categories.size:
-            lookup = np.full(self.layout.widths[candidate.feature], NO_NODE, dtype=np.int32)
+            # as long as the highest category it routes, not the layout's width: a batch knows the
+            # categories of its later rows before a loop does, and both must write the same table
+            lookup = np.full(int(candidate.categories[-1]) + 1, NO_NODE, dtype=np.int32)
             lookup[candidate.categories] = children
             self.table[node] = len(self.tables)
             self.tables.append(lookup)

@@ -35,3 +35,26 @@ def test_first_full_finds_the_first_instance_that_fills_a_block(leaves, length, 
     tree.pending_n[: tree.n_slots] = rng.integers(0, grace, size=tree.n_slots)
     routed = rng.choice(np.array(nodes), size=length)
     assert tree.first_full(routed) == brute_first_full(tree, routed)
+
+
+def test_a_nominal_split_writes_the_same_lookup_table_batched_as_in_a_loop() -> None:
+    """Regression: a nominal split sized its lookup table to the layout's width at the split. A batch
+    encodes its later rows' categories first (here 'c3', first seen in the last row), so its table was
+    wider than the loop's and `to_bytes` differed, though both routed alike. (Found by shrinking random
+    streams: 17 rows.)"""
+    from sgt import SGTClassifier
+
+    a = [0.8875, 0.2190, 0.1432, 0.0136, 0.1481, 0.1300, 0.0181, 0.8138, 0.1486, 0.5337, 0.1453, 0.3392]
+    a += [0.0136, 0.0073, 0.9834, 0.6549, 0.4333]
+    c = [1, 0, 0, 0, 1, 2, 2, 2, 2, 1, 0, 0, 0, 2, 2, 0, 3]
+    records = [{"a": x, "c": f"c{k}"} for x, k in zip(a, c, strict=True)]
+    labels = [1, 0, 1, 1, 1, 0, 0, 1, None, 0, None, 1, None, 1, 0, None, 1]
+    params = {"grace_period": 8, "grace_start": 2, "delta": 0.3, "warm_up": 40}
+    batch, loop = SGTClassifier(**params), SGTClassifier(**params)
+    batch.predict_learn_many(records, labels)
+    for x, y in zip(records, labels, strict=True):
+        loop.predict_proba_one(x)
+        if y is not None:
+            loop.learn_one(x, y)
+    assert any(t.tables for t in loop._trees)  # a nominal split happened
+    assert batch.to_bytes() == loop.to_bytes()
