@@ -95,14 +95,22 @@ def boosted_classifier(**params: Any) -> Callable[[StreamSpec], Any]:
     return lambda spec: BoostedRegressor() if spec.is_regression else BoostedClassifier(**params)
 
 
-# the boosted classifier's defaults before they were measured on every stream (the regressor's are
-# unchanged)
+def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Callable[[StreamSpec], Any]:
+    """As ``boosted``, with ``classifier`` params for the classifier and ``regressor`` params for the
+    regressor."""
+    return lambda spec: (
+        BoostedRegressor(**regressor) if spec.is_regression else BoostedClassifier(**classifier)
+    )
+
+
+# the boosted models' defaults before they were measured on every stream
 PREVIOUS_BOOSTED = {"learning_rate": 0.5, "lambda_": 0.1, "drift_threshold": 50.0, "drift_delta": 0.02}
+PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "poisson_rate": 1.0}
 
 # the boosted ensemble: its defaults, then one change each
 VARIANTS += (
     Variant("ours-boosted", boosted()),
-    Variant("ours-boosted-previous", boosted_classifier(**PREVIOUS_BOOSTED)),
+    Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
