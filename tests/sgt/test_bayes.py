@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import sgt
 from sgt import SerializationError, SGTClassifier
 from sgt.bayes import LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
-from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream
+from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, without_probability_state
 
 # -- the estimate and the mixture -----------------------------------------------------------------
 
@@ -223,28 +223,12 @@ def test_predicting_does_not_change_the_bytes() -> None:
 # -- saved models ---------------------------------------------------------------------------------
 
 
-def _as_before_mixing(blob: bytes) -> bytes:
-    """The blob as a release before proba="mixed" wrote it: no proba parameter, no naive Bayes."""
-    from tests.sgt.test_serialization import _pack, _unpack
-
-    version, header, payloads = _unpack(blob)
-    header["params"].pop("proba", None)
-    header["extra"].pop("bayes", None)
-    kept = [
-        (entry, p)
-        for entry, p in zip(header["arrays"], payloads, strict=True)
-        if not entry[0].startswith("extra.")
-    ]
-    header["arrays"] = [entry for entry, _ in kept]
-    return _pack(version, header, [p for _, p in kept])
-
-
 def test_a_model_saved_before_mixing_restores_as_the_trees_alone_and_goes_on_as_it_was() -> None:
     records, labels = _stream()
     tree, mixed = _small("tree"), _small("mixed")
     for m in (tree, mixed):
         m.learn_many(records[:400], labels[:400])
-    old = sgt.load(_as_before_mixing(mixed.to_bytes()))
+    old = sgt.load(without_probability_state(mixed.to_bytes()))
     assert old.proba == "tree" and old.get_params()["proba"] == "tree"
     assert old.to_bytes() == tree.to_bytes()  # the trees learn the same in every mode
     for m in (old, tree):

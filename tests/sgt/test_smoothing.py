@@ -295,13 +295,15 @@ def test_a_model_saved_before_smoothing_loads_and_goes_on_with_the_trees_probabi
     assert again.to_bytes() == model.to_bytes()
 
 
-def _without_smoothing(blob: bytes) -> bytes:
-    """The blob as the release before smoothing wrote it: no proba parameter, no smoothing state."""
+def without_probability_state(blob: bytes) -> bytes:
+    """The blob as a release before the probability modes wrote it: no proba parameter, no smoothing or
+    naive Bayes state (shared with test_bayes)."""
     from tests.sgt.test_serialization import _pack, _unpack
 
     version, header, payloads = _unpack(blob)
     header["params"].pop("proba", None)
     header["extra"].pop("smoothing", None)
+    header["extra"].pop("bayes", None)
     kept = [
         (entry, p)
         for entry, p in zip(header["arrays"], payloads, strict=True)
@@ -315,9 +317,9 @@ def test_a_blob_without_smoothing_state_restores_as_the_trees_alone() -> None:
     tree = _small("tree")
     records, labels = _stream()
     tree.learn_many(records[:400], labels[:400])
-    old = sgt.load(_without_smoothing(_small("blend").to_bytes()))
+    old = sgt.load(without_probability_state(_small("blend").to_bytes()))
     assert old.proba == "tree"
-    assert _without_smoothing(tree.to_bytes()) == tree.to_bytes()  # "tree" writes the earlier format
+    assert without_probability_state(tree.to_bytes()) == tree.to_bytes()  # "tree" writes the earlier format
     restored = sgt.load(tree.to_bytes())
     assert restored.proba == "tree" and restored.to_bytes() == tree.to_bytes()
 
