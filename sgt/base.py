@@ -12,7 +12,7 @@ or reaches a nominal branch with a category the branch has never learned. The ev
 the one-record path (a record that only fills leaves is learned one record after the run before it, on
 the gradients computed with it); records after it are re-routed only where the tree changed. Predictions
 come out strictly prequential: each record is predicted by the model that has learned every record
-before it. sgt.batch keeps the numpy calls per run few.
+before it. sgt.batch finds the events; leaf inputs are computed once per batch.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sgt.batch import Events, LeafInputs, leaf_inputs_of, predict_rows
+from sgt.batch import Events
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
-from sgt.tree import Layout, Params, Tree
+from sgt.tree import Layout, LeafInputs, Params, Tree, leaf_inputs_of
 
 __all__ = ["DEFAULTS", "PAPER_DEFAULTS", "BaseSGT"]
 
@@ -635,7 +635,7 @@ class BaseSGT:
         base = self._base()
         chunk = [nodes[start:end] for nodes, _ in routes]
         raw = np.stack(
-            [predict_rows(tree, nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
+            [tree.predict_rows(nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
         )
         raw_out[start:end, :n_trees] = raw.T
         self._observe_plain(out, start, end, chunk, raw, targets, learn, codes[start:end])

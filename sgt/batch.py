@@ -1,57 +1,20 @@
-"""Helpers of the exact batch algorithm (sgt.base): where a run's next event lies, and the predictions
-of a run's plain rows.
+"""Where a run's next event lies, for the exact batch algorithm (sgt.base).
 
 The batch path cuts a run of records at each *event* (a record that fills a leaf's block, brings a new
 target, grows a grid, or stops at a nominal branch) and treats the rows between events with numpy.
 Its cost is mostly numpy's fixed cost per call, paid per chunk: an ensemble member with several trees
-meets an event every few dozen rows. These helpers keep the calls per chunk few.
+meets an event every few dozen rows, so each event is searched for only where it may have moved.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 import numpy as np
 
-from sgt.tree import Layout, Tree
+from sgt.tree import Tree
 
-__all__ = ["Events", "LeafInputs", "leaf_inputs_of", "predict_rows"]
-
-
-class LeafInputs(NamedTuple):
-    """A run's linear-leaf inputs, computed once for every tree (and every member of an ensemble)."""
-
-    columns: np.ndarray  # the numeric features the codes hold, in layout order
-    values: np.ndarray  # [rows, columns]: each row's input of those features (Layout.inputs)
-    every_column: bool  # columns are all the layout's features, 0, 1, ...: no selection needed
-
-
-def leaf_inputs_of(layout: Layout, codes: np.ndarray) -> LeafInputs:
-    """The inputs a linear leaf multiplies its weights by, for every row of `codes`."""
-    columns = layout.numeric[layout.numeric < codes.shape[1]]
-    every = columns.size == layout.n_features
-    return LeafInputs(columns, layout.inputs[codes if every else codes[:, columns]], every)
-
-
-def predict_rows(tree: Tree, nodes: np.ndarray, inputs: LeafInputs, first: int) -> np.ndarray:
-    """`Tree.predict_rows` of rows first, first + 1, ... at `nodes`, on precomputed leaf inputs.
-
-    The same products summed in the same order, so the same bits: the leaf's value, then each
-    feature's term in layout order, as a running sum along the row (np.cumsum is add.accumulate,
-    strictly left to right). Five numpy calls instead of three per feature: measured on a tree of the
-    boosted ensemble on RBF-5 (10 features), 20 rows: 170 us a call with Tree.predict_rows, 39 us here.
-    """
-    value = tree.value[nodes]
-    if not tree.linear or not inputs.columns.size:
-        return value
-    weights = tree.weights[nodes]
-    if not inputs.every_column:
-        weights = weights[:, inputs.columns]
-    terms = np.empty((nodes.size, 1 + inputs.columns.size))
-    terms[:, 0] = value
-    np.multiply(weights, inputs.values[first : first + nodes.size], out=terms[:, 1:])
-    return np.cumsum(terms, axis=1)[:, -1]
+__all__ = ["Events"]
 
 
 class Events:

@@ -53,12 +53,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
-from sgt.batch import LeafInputs, leaf_inputs_of
 from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
 from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
+from sgt.tree import LeafInputs, leaf_inputs_of
 
 __all__ = ["DRIFT_PERIOD", "BoostedClassifier", "BoostedRegressor"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from sgt.serialization import NamedArray, SerializationError, expect_shape
 from sgt.split import Candidate, best_nominal, best_numeric_planes, f_test, null_candidate
 from sgt.stats import WIDTH, N, block_stats, merge
 
-__all__ = ["NODE_ARRAYS", "Layout", "Params", "Tree"]
+__all__ = ["NODE_ARRAYS", "Layout", "LeafInputs", "Params", "Tree", "leaf_inputs_of"]
 
 NO_NODE = -1
 #: the per-node arrays, indexed by node id
@@ -99,6 +99,22 @@ class Layout:
         self.pairs = (first, second)
         self.pair_of = np.zeros((self.numeric.size, self.numeric.size), dtype=np.intp)
         self.pair_of[first, second] = self.pair_of[second, first] = np.arange(first.size)
+
+
+class LeafInputs(NamedTuple):
+    """A batch's linear-leaf inputs, computed once for every tree (and every member of an ensemble)."""
+
+    columns: np.ndarray  # the numeric features the codes hold, in layout order
+    values: np.ndarray  # [rows, columns]: each row's input of those features (Layout.inputs)
+    every_column: bool  # columns are all the layout's features, 0, 1, ...: no selection needed
+
+
+def leaf_inputs_of(layout: Layout, codes: np.ndarray) -> LeafInputs:
+    """The inputs a linear leaf multiplies its weights by, for every row of `codes` (codes of an older,
+    narrower layout hold fewer features)."""
+    columns = layout.numeric[layout.numeric < codes.shape[1]]
+    every = columns.size == layout.n_features
+    return LeafInputs(columns, layout.inputs[codes if every else codes[:, columns]], every)
 
 
 class Tree:
@@ -285,24 +301,23 @@ class Tree:
         self.weights[:n, j] = w * (new_span / span)
 
     # -- prediction ----------------------------------------------------------------------------
-    def predict_rows(self, nodes: np.ndarray, codes: np.ndarray) -> np.ndarray:
-        """The tree's raw score of each row at its node: the value, plus the linear term if any.
+    def predict_rows(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
+        """The tree's raw score of rows first, first + 1, ... of `inputs` at `nodes`: the value, plus
+        the linear term if any.
 
-        The linear term is summed feature by feature in layout order, as `predict_one` sums it.
+        The linear term is summed feature by feature in layout order, as `predict_one` sums it. The
+        inputs are computed once per batch (`leaf_inputs_of`) and shared by every tree that predicts it.
         """
         out = self.value[nodes]
-        if not self.linear:
+        if not self.linear or not inputs.columns.size:
             return out
-        numeric = self.layout.numeric
-        numeric = numeric[: np.searchsorted(numeric, codes.shape[1])]  # (ascending)
+        weights = self.weights[nodes]
+        if not inputs.every_column:
+            weights = weights[:, inputs.columns]
         # the value and each feature's term, one row each, summed down the rows in that order
-        terms = np.empty((numeric.size + 1, out.size))
+        terms = np.empty((1 + inputs.columns.size, out.size))
         terms[0] = out
-        np.multiply(
-            self.weights[nodes[None, :], numeric[:, None]],
-            self.layout.inputs[codes.T[numeric]],
-            out=terms[1:],
-        )
+        np.multiply(weights.T, inputs.values[first : first + out.size].T, out=terms[1:])
         return _sums_in_order(terms)
 
     def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from sgt.features import FeatureSpace
 from sgt.split import Candidate, best_numeric, best_numeric_planes, newton_step
 from sgt.stats import CGH, M2G, M2H, MG, MH, N
-from sgt.tree import Layout, Params, Tree, _solve_positive_definite, _sums_in_order
+from sgt.tree import Layout, Params, Tree, _solve_positive_definite, _sums_in_order, leaf_inputs_of
 
 
 def bits(a: np.ndarray | float) -> np.ndarray:
@@ -263,7 +263,7 @@ def test_predict_rows_equals_the_feature_by_feature_sum(n_numeric, rows, narrow,
     for j in layout.numeric.tolist():
         if j < width:
             expected = expected + tree.weights[nodes, j] * layout.inputs[codes[:, j]]
-    got = tree.predict_rows(nodes, codes)
+    got = tree.predict_rows(nodes, leaf_inputs_of(layout, codes))
     assert np.array_equal(bits(got), bits(expected))
     assert all(
         bits(tree.predict_one(int(node), row)) == bits(value)

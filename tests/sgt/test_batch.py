@@ -1,5 +1,5 @@
-"""The batch path's helpers (sgt.batch): predictions on precomputed leaf inputs are Tree.predict_rows's
-bits, and a committee whose leaf-filling records are learned at the end of the plain rows (a classifier
+"""The batch path: predictions on a batch's precomputed leaf inputs, from any row on, are the one-record
+path's bits, and a committee whose leaf-filling records are learned at the end of the plain rows (a classifier
 with proba="tree", a regressor) still gives the one-record loop's bytes and predictions."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgt import SGTClassifier, SGTRegressor
-from sgt.batch import leaf_inputs_of, predict_rows
 from sgt.features import FeatureSpace
-from sgt.tree import Layout, Params, Tree
+from sgt.tree import Layout, Params, Tree, leaf_inputs_of
 
 PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -44,10 +43,11 @@ def test_predictions_on_leaf_inputs_are_the_trees_bits(
     codes = rng.integers(0, 9, size=(rows + 3, width))  # bins + 1 codes.astype(np.uint16)
     nodes = rng.integers(0, size, size=rows).astype(np.int32)
     inputs = leaf_inputs_of(layout, codes)
-    got = predict_rows(tree, nodes, inputs, 3)
-    assert got.tobytes() == tree.predict_rows(nodes, codes[3:]).tobytes()
+    got = tree.predict_rows(nodes, inputs, 3)
+    one_by_one = [tree.predict_one(int(node), row) for node, row in zip(nodes, codes[3:], strict=True)]
+    assert got.tobytes() == np.array(one_by_one, dtype=np.float64).tobytes()
     tree.linear = False
-    assert predict_rows(tree, nodes, inputs, 3).tobytes() == tree.value[nodes].tobytes()
+    assert tree.predict_rows(nodes, inputs, 3).tobytes() == tree.value[nodes].tobytes()
 
 
 def batches(n: int, cuts: list[int]) -> list[slice]:
