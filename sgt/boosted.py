@@ -456,7 +456,7 @@ class _Boosting(_Estimator):
         if self._pending:
             if self._lead > 0.0:
                 self._replace()
-            elif self._n_seen - self._background_since >= BACKGROUND_LIFE:
+            elif self._background_expired():
                 self._drop_background()  # the main ensemble adapted: no replacement needed
                 self._reset_detectors()
             self._lead = 0.0
@@ -469,8 +469,12 @@ class _Boosting(_Estimator):
         elif self._warning.alarm:
             self._start_background()
             self._warning.reset()
-        elif self._background is not None and self._n_seen - self._background_since >= BACKGROUND_LIFE:
+        elif self._background is not None and self._background_expired():
             self._drop_background()  # no drift confirmed the warning: stop paying for it
+
+    def _background_expired(self) -> bool:
+        """Whether the background ensemble has learned for `BACKGROUND_LIFE` records."""
+        return self._n_seen - self._background_since >= BACKGROUND_LIFE
 
     def _start_background(self) -> None:
         self._retire(self._background or [])

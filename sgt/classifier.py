@@ -333,8 +333,7 @@ class SGTClassifier(BaseSGT):
     # -- the smoothing's and the naive Bayes' view of a run (see the hooks in BaseSGT) -----------
     def _numeric(self, codes: np.ndarray) -> np.ndarray:
         """The numeric features among the columns of `codes` (the naive Bayes uses these)."""
-        numeric = self._layout.numeric
-        return numeric[numeric < codes.shape[1]]
+        return self._layout.numeric_within(codes.shape[1])
 
     def _numeric_list(self, width: int) -> list[int]:
         """`_numeric` for one record of `width` codes, as a list."""

@@ -100,6 +100,10 @@ class Layout:
         self.pair_of = np.zeros((self.numeric.size, self.numeric.size), dtype=np.intp)
         self.pair_of[first, second] = self.pair_of[second, first] = np.arange(first.size)
 
+    def numeric_within(self, width: int) -> np.ndarray:
+        """The numeric features among the first `width` (codes of an older, narrower layout)."""
+        return self.numeric[self.numeric < width]
+
 
 class LeafInputs(NamedTuple):
     """A batch's linear-leaf inputs, computed once for every tree (and every member of an ensemble)."""
@@ -112,7 +116,7 @@ class LeafInputs(NamedTuple):
 def leaf_inputs_of(layout: Layout, codes: np.ndarray) -> LeafInputs:
     """The inputs a linear leaf multiplies its weights by, for every row of `codes` (codes of an older,
     narrower layout hold fewer features)."""
-    columns = layout.numeric[layout.numeric < codes.shape[1]]
+    columns = layout.numeric_within(codes.shape[1])
     every = columns.size == layout.n_features
     return LeafInputs(columns, layout.inputs[codes if every else codes[:, columns]], every)
 
