@@ -12,36 +12,28 @@ from sgt.registry import MODEL_TYPES
 from worker.config import WorkerSettings
 from worker.model_protocol import StreamModel
 
+#: settings whose none means the model class's own default (which differs between the classes)
+_DEFAULT_WHEN_NONE = ("leaf_model", "lambda_", "linear_lambda")
+#: the same, for the boosted ensembles only
+_ENSEMBLE_DEFAULT_WHEN_NONE = ("poisson_rate", "n_members", "learning_rate", "drift_threshold")
+
 
 def new_model(settings: WorkerSettings) -> StreamModel:
     """A fresh model for the configured task and hyperparameters."""
     kind = "Classifier" if settings.task == "classification" else "Regressor"
-    ensemble: dict[str, Any] = {}
-    if settings.model == "boosted":
-        # none: the library's default, which differs between the classifier and the regressor
-        optional = {
-            "poisson_rate": settings.poisson_rate,
-            "n_members": settings.n_members,
-            "learning_rate": settings.learning_rate,
-            "drift_threshold": settings.drift_threshold,
-        }
-        ensemble.update({name: value for name, value in optional.items() if value is not None})
-    cls = MODEL_TYPES[("Boosted" if settings.model == "boosted" else "SGT") + kind]
-    leaves: dict[str, Any] = {} if settings.leaf_model is None else {"leaf_model": settings.leaf_model}
-    # none: the model's default (the boosted classifier's lambda_ and the boosted regressor's
-    # linear_lambda differ from the single tree's)
-    for name in ("lambda_", "linear_lambda"):
-        if getattr(settings, name) is not None:
-            leaves[name] = getattr(settings, name)
-    if settings.model == "sgt" and settings.task == "classification":
-        leaves["proba"] = settings.proba
+    boosted = settings.model == "boosted"
+    cls = MODEL_TYPES[("Boosted" if boosted else "SGT") + kind]
+    names = _DEFAULT_WHEN_NONE + (_ENSEMBLE_DEFAULT_WHEN_NONE if boosted else ())
+    chosen: dict[str, Any] = {name: getattr(settings, name) for name in names}
+    params = {name: value for name, value in chosen.items() if value is not None}
+    if not boosted and settings.task == "classification":
+        params["proba"] = settings.proba
     # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
     # picked here)
     return cast(
         StreamModel,
         cls(
-            **ensemble,
-            **leaves,
+            **params,
             grace_start=settings.grace_start,
             delta=settings.delta,
             grace_period=settings.grace_period,
