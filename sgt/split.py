@@ -177,17 +177,60 @@ def best_numeric_planes(
     of the cost: the g and h halves of each step, and the left and right sides, are stacked on
     leading axes and computed in one call each (measured: 230 us a search down to about 100 us). The
     reductions run along the contiguous last axis, as the per-quantity arrays had them, and every
-    element sees the same operations in the same order, so the bits are the same.
+    element sees the same operations in the same order, so the bits are the same. (Written for one
+    leaf beside `best_numeric_leaves`, whose extra axis costs about 15 us a search.)
     """
-    return best_numeric_leaves(planes[None], lambda_, gamma, np.array([n]), features)[0]
+    # C order: the sums over bins below must run along the fast axis in memory (numpy sums pairwise
+    # there), as they did on the per-feature arrays
+    planes = np.ascontiguousarray(planes)
+    count = planes[N]
+    total = count.sum(axis=1)
+    safe_total = np.maximum(total, 1.0)  # counts are whole numbers (see sgt.stats.block_stats)
+    centre = (count * planes[MG : MH + 1]).sum(axis=2) / safe_total  # [2, F]: g, h
+    dev = planes[MG : MH + 1] - centre[..., None]
+    first = np.empty((3, *count.shape))  # count and count * dev of g and h, [3, F, B + 1]
+    first[0] = count
+    np.multiply(count, dev, out=first[1:])
+    cumulative = np.cumsum(first[:, :, 1:], axis=2)
+    known_left = cumulative[:, :, :-1]
+    known_right = cumulative[:, :, -1:] - known_left
+    missing_left = known_left[0] >= known_right[0]
+    missing = first[:, :, :1]
+    sides = np.empty((3, 2, *missing_left.shape))  # [count, sum g, sum h] x [left, right] x [F, T]
+    np.add(known_left, np.where(missing_left, missing, 0.0), out=sides[:, 0])
+    np.add(known_right, np.where(missing_left, 0.0, missing), out=sides[:, 1])
+    # each side's mean loss change per instance and Newton step: `newton_step` and `loss_change`,
+    # written as the per-feature search before them wrote them (the same rounding, bit for bit)
+    means = centre[:, None, :, None] + sides[1:] / np.maximum(sides[0], 1.0)  # [g, h] x sides x [F, T]
+    delta = newton_step(means[0], means[1], lambda_)
+    mu = means[0] * delta + 0.5 * means[1] * delta * delta
+    weighted = sides[0] * mu
+    mean = (weighted[0] + weighted[1]) / np.maximum(sides[0, 0] + sides[0, 1], 1.0)
+    # counts are never NaN: min > 0 is "both > 0"; mean == mean is "not NaN"
+    usable = (np.minimum(known_left[0], known_right[0]) > 0) & (mean == mean)
+    mean = np.where(usable, mean + gamma * 2.0 / n, np.inf)
+    f, t = divmod(int(np.argmin(mean)), mean.shape[1])
+    best = float(mean[f, t])
+    if not math.isfinite(best):
+        return None
+    to_left = bool(missing_left[f, t])
+    return Candidate(
+        feature=int(features[f]) if features is not None else f,
+        mean=best,
+        variance=_winner_variance(planes, first, dev, sides, centre, f, t, to_left, lambda_),
+        deltas=delta[:, f, t].copy(),
+        threshold=t,
+        missing_child=0 if to_left else 1,
+    )
 
 
 def best_numeric_leaves(
     planes: np.ndarray, lambda_: float, gamma: float, n: np.ndarray, features: np.ndarray | None = None
 ) -> list[Candidate | None]:
     """`best_numeric_planes` of several leaves at once: `planes` [leaves, 6, F, B + 1], `n` each
-    leaf's instances. One more leading axis: every element sees the same operations, and every sum
-    runs along the same contiguous last axis, so each leaf gets the bits it gets alone."""
+    leaf's instances. The same steps with one more leading axis: every element sees the same
+    operations, and every sum runs along the same contiguous last axis, so each leaf gets the bits
+    it gets alone."""
     # C order: the sums over bins below must run along the fast axis in memory (numpy sums pairwise
     # there), as they did on the per-feature arrays
     planes = np.ascontiguousarray(planes)
