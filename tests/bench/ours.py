@@ -104,7 +104,13 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
 
 
 # the boosted models' defaults before they were measured on every stream
-PREVIOUS_BOOSTED = {"learning_rate": 0.5, "lambda_": 0.1, "drift_threshold": 50.0, "drift_delta": 0.02}
+PREVIOUS_BOOSTED = {
+    "learning_rate": 0.5,
+    "lambda_": 0.1,
+    "drift_threshold": 50.0,
+    "drift_delta": 0.02,
+    "gamma": 0.1,
+}
 PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "poisson_rate": 1.0}
 
 # the boosted ensemble: its defaults, then one change each
