@@ -160,53 +160,57 @@ class NaiveBayes:
         key = (tuple(numeric), k)
         if self._derived is not None and self._derived.key == key:
             return self._derived
-        counts = self.counts[:, numeric].tolist()
-        means, variances = [], []
-        for c in range(k):
-            mean, variance = self._moments(c, numeric)
-            means += mean
-            variances += variance
-        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
+        cols = list(numeric)
+        counts = self.counts[:k, cols].ravel().tolist()
+        sums = self.sums[:k, cols].ravel().tolist()
+        squares = self.squares[:k, cols].ravel().tolist()
+        classes = self.class_counts[:k].tolist()
+        means, variances = self._moments(counts, sums, squares)
+        logs = np.log(np.array([*variances, *_priors(classes)])).tolist()
         # a feature no class has a value of yet takes no part (not even equal terms for every class: in
         # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
-        known = [any(row[j] for row in counts) for j in range(len(numeric))]
-        self._derived = _Derived(key, means, variances, logs, known)
+        width = len(cols)
+        known = [any(counts[c * width + j] for c in range(k)) for j in range(width)]
+        self._derived = _Derived(key, means, variances, logs, known, counts, sums, squares, classes)
         return self._derived
 
-    def _moments(self, c: int, numeric: list[int]) -> tuple[list[float], list[float]]:
-        """Class c's mean and variance of every feature in `numeric`, as `_piece` computes them."""
+    def _moments(
+        self, counts: list[int], sums: list[int], squares: list[int]
+    ) -> tuple[list[float], list[float]]:
+        """The means and variances of statistics `counts`, `sums` and `squares`, as `_piece` computes
+        them."""
         centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
         extra = centre * centre + spread
         means, variances = [], []
-        counts, sums = self.counts[c, numeric].tolist(), self.sums[c, numeric].tolist()
-        for n, s, q in zip(counts, sums, self.squares[c, numeric].tolist(), strict=True):
+        for n, s, q in zip(counts, sums, squares, strict=True):
             weight = n + 1.0
             mean = (s + centre) / weight
             means.append(mean)
             variances.append((q + extra) / weight - mean * mean + VARIANCE_FLOOR)
         return means, variances
 
-    def _priors(self, k: int) -> list[float]:
-        classes = self.class_counts.tolist()
-        total = sum(classes)
-        return [(n + 1.0) / (total + k) for n in classes]
-
-    def _refresh(self, c: int, present: list[int]) -> None:
-        """`_derive` again after class c learned a record with values of features `present` (positions
-        in `numeric`): only its row and the priors change."""
+    def _refresh(self, c: int, present: list[int], values: list[int]) -> None:
+        """`_derive` again after class c learned a record with values `values` of features `present`
+        (positions in `numeric`): only those features' moments of class c, and the priors, change."""
         d = self._derived
         if d is None:
             return
         d.last = None
-        numeric, k = list(d.key[0]), d.key[1]
-        width = len(numeric)
-        means, variances = self._moments(c, numeric)
-        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
-        row = slice(c * width, (c + 1) * width)
-        d.means[row], d.variances[row], d.logs[row] = means, variances, logs[:width]
-        d.logs[k * width :] = logs[width:]
-        for j in present:
+        k, width = d.key[1], len(d.key[0])
+        at = [c * width + j for j in present]
+        for i, v in zip(at, values, strict=True):
+            d.counts[i] += 1
+            d.sums[i] += v
+            d.squares[i] += v * v
+        d.classes[c] += 1
+        means, variances = self._moments(
+            [d.counts[i] for i in at], [d.sums[i] for i in at], [d.squares[i] for i in at]
+        )
+        logs = np.log(np.array([*variances, *_priors(d.classes)])).tolist()
+        for i, j, mean, variance, log in zip(at, present, means, variances, logs, strict=False):
+            d.means[i], d.variances[i], d.logs[i] = mean, variance, log
             d.known[j] = True
+        d.logs[k * width :] = logs[len(at) :]
 
     def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
         """`_piece`'s estimate of one row, in the same order of operations (a record predicted, then
@@ -235,16 +239,17 @@ class NaiveBayes:
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
         positions = [j for j, v in enumerate(x) if v > 0]
-        present = [numeric[j] for j in positions]
-        values = np.array([x[j] for j in positions], dtype=np.int64)
+        values = [x[j] for j in positions]
         self.class_counts[target] += 1
-        self.counts[target, present] += 1
-        self.sums[target, present] += values
-        self.squares[target, present] += values * values
-        self.histogram[target, present, values] += 1
+        if positions:
+            present, codes = [numeric[j] for j in positions], np.array(values, dtype=np.int64)
+            self.counts[target, present] += 1
+            self.sums[target, present] += codes
+            self.squares[target, present] += codes * codes
+            self.histogram[target, present, codes] += 1
         if self._derived is not None and self._derived.key != (tuple(numeric), len(self.class_counts)):
             self._derived = None
-        self._refresh(target, positions)
+        self._refresh(target, positions, values)
 
     # -- a batch of rows: numpy -------------------------------------------------------------------
     def estimate(
@@ -491,6 +496,10 @@ class _Derived:
     variances: list[float]
     logs: list[float]  # the log variances, then the K log priors
     known: list[bool]  # per feature: some class has a value of it
+    counts: list[int]  # the statistics the moments are of, per class and feature
+    sums: list[int]
+    squares: list[int]
+    classes: list[int]  # records per class
     last: tuple[list[int], list[float]] | None = None  # the last codes estimated, and their estimate
 
 
@@ -517,6 +526,12 @@ def _normalised(terms: np.ndarray, classes: np.ndarray, known: np.ndarray) -> np
     uniform = UNIFORM_SHARE / count
     estimate = (1.0 - UNIFORM_SHARE) * (e / norm[:, None]) + uniform
     return estimate if mine.all() else np.where(mine, estimate, 0.0)
+
+
+def _priors(classes: list[int]) -> list[float]:
+    """Each class's prior: its records plus one, over all records plus the classes."""
+    total, k = sum(classes), len(classes)
+    return [(n + 1.0) / (total + k) for n in classes]
 
 
 def _padded(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
