@@ -15,6 +15,9 @@ The difference L_bayes - L_trees is kept within [-LOG_RATIO_BOUND, LOG_RATIO_BOU
 expert that has fallen far behind keeps a weight of about exp(-LOG_RATIO_BOUND), enough to come back
 after a concept change, and too little to cost anything measurable meanwhile. The naive Bayes
 estimate keeps a share `UNIFORM_SHARE` of the uniform distribution, so that its mistakes are bounded.
+After a concept change the trees' log loss jumps and the naive Bayes takes over for a while, so it must
+not hold on to the old concept: after every `HALF_LIFE` learned records its statistics halve (each
+count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
@@ -23,7 +26,8 @@ record at the grid's centre with the variance of the whole grid, so that a class
 has a broad, defined density; a variance never falls below that of a uniform value within one bin
 (1/12). A missing value leaves its feature out of the estimate, and so does a feature of which no
 value has been learned yet. Nominal features take no part. When a numeric grid grows, the per-code
-counts of every class carry over with the grid's mapping.
+counts of every class carry over with the grid's mapping, and halving keeps them consistent: the
+counts, sums and sums of squares are the halved per-code counts'.
 
 Exactness: the statistics are integers (the same in any order). A single record takes `predict_one`
 and `learn_one`: Python floats, with numpy's log and exp (whose bits do not depend on the array's
@@ -31,7 +35,8 @@ length). A batch takes `estimate`, then `mix`. The estimate does not depend on t
 computes every row of the batch in one vectorised pass before the trees run, each row seeing the
 statistics of the rows before it (cumulative integer sums), with the same operations in the same
 order as the one-record path; a row that grows a grid is estimated on the old grid and learned on the
-new one, a row that brings a new class is learned with one class more than it was predicted with.
+new one, a row that brings a new class is learned with one class more than it was predicted with,
+and the statistics halve between the row that completes a half-life and the next.
 Once the trees have run, `mix` updates the log-loss difference row by row, in order, on Python floats
 (each learned row's losses as the row is learned) and mixes every row at once. So both paths give the
 same bits, however the trees' side of a batch is chunked.
@@ -46,12 +51,14 @@ import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
+__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
 #: share of the uniform distribution in the naive Bayes estimate
 UNIFORM_SHARE = 0.05
+#: the naive Bayes statistics halve after every this many learned records (it forgets a concept gone)
+HALF_LIFE = 2000
 #: the least variance of a feature's codes: a uniform value within one bin
 VARIANCE_FLOOR = 1.0 / 12.0
 #: a batch is estimated in pieces of at most this many cells of its [features, rows, classes] arrays:
@@ -88,14 +95,16 @@ class NaiveBayes:
     #: the arrays a saved model holds
     SAVED = ("class_counts", "counts", "sums", "squares", "histogram")
 
-    def __init__(self, bins: int) -> None:
+    def __init__(self, bins: int, half_life: int = HALF_LIFE) -> None:
         self.bins = bins
+        self.half_life = half_life
         self.class_counts = np.zeros(0, dtype=np.int64)  # [K]
         self.counts = np.zeros((0, 0), dtype=np.int64)  # [K, F] records with a value
         self.sums = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of codes
         self.squares = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of squared codes
         self.histogram = np.zeros((0, 0, bins + 1), dtype=np.int64)  # [K, F, code]: for regrids
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
+        self.since = 0  # records learned since the statistics last halved
         # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
         # do not change
         # (a record predicted, then learned, computes it once); not model state
@@ -250,6 +259,20 @@ class NaiveBayes:
         if self._derived is not None and self._derived.key != (tuple(numeric), len(self.class_counts)):
             self._derived = None
         self._refresh(target, positions, values)
+        self.since = (self.since + 1) % self.half_life
+        if self.since == 0:
+            self._halve()
+
+    def _halve(self) -> None:
+        """Forget half of what was learned: every count of the histogram halves (rounding down), and the
+        statistics are the histogram's again; so do the class counts."""
+        self._derived = None
+        self.histogram //= 2
+        codes = np.arange(self.bins + 1, dtype=np.int64)
+        self.counts[...] = self.histogram.sum(axis=2)
+        self.sums[...] = self.histogram @ codes
+        self.squares[...] = self.histogram @ (codes * codes)
+        self.class_counts //= 2
 
     # -- a batch of rows: numpy -------------------------------------------------------------------
     def estimate(
@@ -279,19 +302,29 @@ class NaiveBayes:
         self.fit(k, codes.shape[1])
         self._derived = None
         x = codes[:, numeric].astype(np.int64)
+        # the learned rows after which the statistics halve (`half_life` learned records since the last)
+        learned = np.flatnonzero(targets >= 0)
+        halving = learned[(self.since + np.arange(1, learned.size + 1)) % self.half_life == 0].tolist()
+        self.since = (self.since + learned.size) % self.half_life
         first = 0
-        for row in sorted(regrids):
-            self._rows(x, targets, numeric, first, row, out, predict=True)
-            # predicted on the old grid (its old codes, the statistics before the regrid), learned on
-            # the new one
-            old = x[row : row + 1].copy()
-            for regrid in regrids[row]:
-                old[0, numeric == regrid.feature] = regrid.code_before
-            piece = self._piece(old, np.array([-1]), known[row : row + 1], numeric)
-            out.predicted[row] = piece.predicted[0]
-            for regrid in regrids[row]:
-                self.regrid(regrid)
-            self._rows(x, targets, numeric, row, row + 1, out, predict=False)
+        for row in sorted({*regrids, *halving}):
+            if row in regrids:
+                self._rows(x, targets, numeric, first, row, out, predict=True)
+                # predicted on the old grid (its old codes, the statistics before the regrid), learned on
+                # the new one
+                old = x[row : row + 1].copy()
+                for regrid in regrids[row]:
+                    old[0, numeric == regrid.feature] = regrid.code_before
+                piece = self._piece(old, np.array([-1]), known[row : row + 1], numeric)
+                out.predicted[row] = piece.predicted[0]
+                for regrid in regrids[row]:
+                    self.regrid(regrid)
+                self._rows(x, targets, numeric, row, row + 1, out, predict=False)
+            else:
+                self._rows(x, targets, numeric, first, row + 1, out, predict=True)
+            if halving and row == halving[0]:
+                self._halve()
+                halving.pop(0)
             first = row + 1
         self._rows(x, targets, numeric, first, m, out, predict=True)
         return out
@@ -457,7 +490,7 @@ class NaiveBayes:
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"log_ratio": self.log_ratio}
+        return {"log_ratio": self.log_ratio, "since": self.since}
 
     def arrays(self) -> list[tuple[str, np.ndarray]]:
         return [(f"bayes.{name}", getattr(self, name)) for name in self.SAVED]
@@ -470,6 +503,10 @@ class NaiveBayes:
         if not abs(log_ratio) <= LOG_RATIO_BOUND:
             raise ValueError(f"naive Bayes log-loss difference {log_ratio!r} out of range")
         bayes.log_ratio = log_ratio
+        since = state.get("since", 0)  # absent before the statistics halved
+        if not (isinstance(since, int) and not isinstance(since, bool) and 0 <= since < HALF_LIFE):
+            raise ValueError(f"naive Bayes records since halving {since!r} out of range [0, {HALF_LIFE})")
+        bayes.since = since
         loaded = {name: np.asarray(arrays[f"bayes.{name}"]).astype(np.int64) for name in cls.SAVED}
         k = loaded["class_counts"].shape[0] if loaded["class_counts"].ndim == 1 else -1
         f = loaded["counts"].shape[1] if loaded["counts"].ndim == 2 else -1

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import SerializationError, SGTClassifier
-from sgt.bayes import LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
+from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
 from sgt.features import Regrid
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, without_probability_state
 
@@ -273,14 +273,17 @@ def _known_before(targets: np.ndarray, before: int) -> list[int]:
 
 
 @PROPERTY
-@given(batch=_batches(), warm=st.integers(0, 30))
-def test_the_estimate_of_a_batch_is_the_loop_of_single_records(batch: tuple, warm: int) -> None:
+@given(batch=_batches(), warm=st.integers(0, 30), half_life=st.integers(1, 25))
+def test_the_estimate_of_a_batch_is_the_loop_of_single_records(
+    batch: tuple, warm: int, half_life: int
+) -> None:
     """`estimate` then `mix` give the bits of `predict_one` then `learn_one` row by row: grids growing
     mid-batch (the row predicted on its old code and the old statistics, learned on the new), rows only
-    predicted, classes first seen mid-batch (learned with one class more than predicted with)."""
+    predicted, classes first seen mid-batch (learned with one class more than predicted with), the
+    statistics halving after every `half_life` learned records."""
     bins, codes, targets, before, regrids, tree, learned_tree = batch
     numeric = list(range(codes.shape[1]))
-    loop, batched = NaiveBayes(bins), NaiveBayes(bins)
+    loop, batched = NaiveBayes(bins, half_life), NaiveBayes(bins, half_life)
     rng = np.random.default_rng(warm)
     history = rng.integers(0, bins + 1, (warm, codes.shape[1]))
     if before:  # some history first, every class known before the batch
@@ -310,7 +313,7 @@ def test_the_estimate_of_a_batch_is_the_loop_of_single_records(batch: tuple, war
     got = batched.mix(estimate, tree, learned_tree, targets)
     assert estimate.known.tolist() == known
     assert got.tolist() == expected
-    assert batched.log_ratio == loop.log_ratio
+    assert batched.log_ratio == loop.log_ratio and batched.since == loop.since
     for name in NaiveBayes.SAVED:
         assert np.array_equal(getattr(batched, name), getattr(loop, name)), name
 
@@ -378,6 +381,72 @@ def test_a_batch_with_several_grids_growing_in_its_middle_gives_the_loops_bytes(
     assert len([row for row in grown if 0 < row < 299]) >= 3  # grids grew inside the batch
     assert [r[: len(e)].tolist() for r, e in zip(got, expected[100:], strict=True)] == expected[100:]
     assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_the_statistics_halve_after_every_half_life_of_learned_records() -> None:
+    bayes = NaiveBayes(bins=8, half_life=4)
+    codes = np.array([[1, 8], [3, 0], [5, 6], [7, 7], [7, 8], [2, 2]])  # code 0: missing
+    bayes.estimate(codes[:3], np.array([0, 1, -1]), 2, {}, np.array([0, 1]))  # two learned
+    assert bayes.since == 2 and bayes.class_counts.tolist() == [1, 1]
+    bayes.estimate(codes[3:], np.array([0, 0, 0]), 2, {}, np.array([0, 1]))  # the fourth halves
+    assert bayes.since == 1
+    # halved after the fourth: class 0's (1, 8), (7, 7), (7, 8) keep one 7 and one 8; class 1's (3, -)
+    # and the class counts 3 and 1 round down; then the fifth, class 0's (2, 2), is learned
+    assert bayes.class_counts.tolist() == [2, 0]
+    assert bayes.histogram[0, 0].tolist() == [0, 0, 1, 0, 0, 0, 0, 1, 0]
+    assert bayes.histogram[0, 1].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 1]
+    assert bayes.histogram[1].sum() == 0
+    assert bayes.counts.tolist() == [[2, 2], [0, 0]] and bayes.sums.tolist() == [[9, 10], [0, 0]]
+    assert bayes.squares.tolist() == [[53, 68], [0, 0]]
+
+
+def _long_stream() -> tuple[np.ndarray, list]:
+    """Beyond two half-lives, a concept that flips half-way, some rows only predicted."""
+    rng = np.random.default_rng(8)
+    n = 2 * HALF_LIFE + 700
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    y: list = [int((a > b) != (i > n // 2)) for i, (a, b) in enumerate(X.tolist())]
+    for i in rng.choice(n, 80, replace=False).tolist():
+        y[i] = None
+    return X, y
+
+
+def test_halving_gives_the_loops_bytes_in_batches_split_anywhere_and_across_a_save() -> None:
+    X, y = _long_stream()
+    loop = SGTClassifier(warm_up=200, proba="mixed")
+    expected = []
+    for x, label in zip(X, y, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        if label is not None:
+            loop.learn_one(x, label)
+    blob = loop.to_bytes()
+    halves = [i for i, n in enumerate(np.cumsum([v is not None for v in y]).tolist()) if n % HALF_LIFE == 0]
+    first = halves[0]  # the row whose learning halves the statistics the first time
+    for cuts in ([1000, 3000], [first, first + 1, first + 2], [first - 7, first + 300, 2 * HALF_LIFE + 1]):
+        model = SGTClassifier(warm_up=200, proba="mixed")
+        for a, b in itertools.pairwise([0, *cuts, len(y)]):
+            if a == cuts[0]:  # saved and restored at the first cut
+                model = SGTClassifier.from_bytes(model.to_bytes())
+            got = model.predict_learn_many(X[a:b], y[a:b])
+            assert [r[: len(e)].tolist() for r, e in zip(got, expected[a:b], strict=True)] == expected[a:b]
+        assert model.to_bytes() == blob
+
+
+def test_a_naive_bayes_saved_before_halving_restores_with_none_learned_since() -> None:
+    records, labels = _stream()
+    model = _small("mixed")
+    model.learn_many(records[:300], labels[:300])
+    blob = model.to_bytes()
+    from tests.sgt.test_serialization import _pack, _unpack
+
+    version, header, payloads = _unpack(blob)
+    assert header["extra"]["bayes"]["since"] == 300 - labels[:300].count(None)
+    del header["extra"]["bayes"]["since"]
+    assert sgt.load(_pack(version, header, payloads))._bayes.since == 0
+    for wrong in (-1, HALF_LIFE, 2.5, True):
+        header["extra"]["bayes"]["since"] = wrong
+        with pytest.raises(SerializationError, match="since halving"):
+            sgt.load(_pack(version, header, payloads))
 
 
 # -- saved models ---------------------------------------------------------------------------------
