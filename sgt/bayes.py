@@ -58,7 +58,7 @@ LOG_RATIO_BOUND = 10.0
 #: share of the uniform distribution in the naive Bayes estimate
 UNIFORM_SHARE = 0.05
 #: the naive Bayes statistics halve after every this many learned records (it forgets a concept gone)
-HALF_LIFE = 2000
+HALF_LIFE = 1000
 #: the least variance of a feature's codes: a uniform value within one bin
 VARIANCE_FLOOR = 1.0 / 12.0
 #: a batch is estimated in pieces of at most this many cells of its [features, rows, classes] arrays:
