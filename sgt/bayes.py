@@ -148,7 +148,7 @@ class NaiveBayes:
         k = len(tree_proba)
         self.fit(k, len(codes))
         bayes = self._estimate_one([codes[j] for j in numeric], numeric, k)
-        r = float(np.exp(-np.array([self.log_ratio]))[0])
+        r = float(np.exp(np.array([-self.log_ratio]))[0])  # numpy's exp, as `mix`
         return [(q + r * b) / (1.0 + r) for q, b in zip(tree_proba, bayes, strict=True)]
 
     def learn_one(self, codes: list[int], tree_proba: list[float], target: int, numeric: list[int]) -> None:
@@ -158,8 +158,8 @@ class NaiveBayes:
         self.fit(k, len(codes))
         x = [codes[j] for j in numeric]
         bayes = self._estimate_one(x, numeric, k)
-        losses = -np.log(np.maximum(np.array([bayes[target], tree_proba[target]]), _TINY))
-        loss_bayes, loss_trees = losses.tolist()
+        logs = np.log(np.array([max(bayes[target], _TINY), max(tree_proba[target], _TINY)])).tolist()
+        loss_bayes, loss_trees = -logs[0], -logs[1]  # numpy's log, as `mix`
         ratio = self.log_ratio + (loss_bayes - loss_trees)
         self.log_ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio))
         self._learn_one(x, numeric, target)
@@ -238,7 +238,7 @@ class NaiveBayes:
                 score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
             scores.append(score)
         top = max(scores)
-        e = np.exp(np.array(scores) - top).tolist()
+        e = np.exp(np.array([score - top for score in scores])).tolist()
         norm = e[0]
         for v in e[1:]:
             norm += v
