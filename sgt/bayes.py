@@ -45,7 +45,7 @@ same bits, however the trees' side of a batch is chunked.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -98,31 +98,97 @@ class NaiveBayes:
     def __init__(self, bins: int, half_life: int = HALF_LIFE) -> None:
         self.bins = bins
         self.half_life = half_life
-        self.class_counts = np.zeros(0, dtype=np.int64)  # [K]
-        self.counts = np.zeros((0, 0), dtype=np.int64)  # [K, F] records with a value
-        self.sums = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of codes
-        self.squares = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of squared codes
-        self.histogram = np.zeros((0, 0, bins + 1), dtype=np.int64)  # [K, F, code]: for regrids
+        # the statistics, by name (see the properties below); `_pending` holds the records learned one at
+        # a time and not yet added to them (integer sums: added in bulk, in any order, they are the same)
+        self._store: dict[str, np.ndarray] = {
+            "class_counts": np.zeros(0, dtype=np.int64),  # [K]
+            "counts": np.zeros((0, 0), dtype=np.int64),  # [K, F] records with a value
+            "sums": np.zeros((0, 0), dtype=np.int64),  # [K, F] sum of codes
+            "squares": np.zeros((0, 0), dtype=np.int64),  # [K, F] sum of squared codes
+            "histogram": np.zeros((0, 0, bins + 1), dtype=np.int64),  # [K, F, code]: for regrids
+        }
+        self._pending: list[_Learned] = []
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
         self.since = 0  # records learned since the statistics last halved
         # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
-        # do not change
-        # (a record predicted, then learned, computes it once); not model state
+        # do not change (a record predicted, then learned, computes it once); not model state
         self._derived: _Derived | None = None
+
+    def _array(self, name: str) -> np.ndarray:
+        """One of the statistics, with every record learned so far."""
+        if self._pending:
+            self._flush()
+        return self._store[name]
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        return self._array("class_counts")
+
+    @class_counts.setter
+    def class_counts(self, value: np.ndarray) -> None:
+        self._store["class_counts"] = value
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self._array("counts")
+
+    @counts.setter
+    def counts(self, value: np.ndarray) -> None:
+        self._store["counts"] = value
+
+    @property
+    def sums(self) -> np.ndarray:
+        return self._array("sums")
+
+    @sums.setter
+    def sums(self, value: np.ndarray) -> None:
+        self._store["sums"] = value
+
+    @property
+    def squares(self) -> np.ndarray:
+        return self._array("squares")
+
+    @squares.setter
+    def squares(self, value: np.ndarray) -> None:
+        self._store["squares"] = value
+
+    @property
+    def histogram(self) -> np.ndarray:
+        return self._array("histogram")
+
+    @histogram.setter
+    def histogram(self, value: np.ndarray) -> None:
+        self._store["histogram"] = value
+
+    def _flush(self) -> None:
+        """Add the records learned one at a time to the statistics (exact integer sums)."""
+        pending, self._pending = self._pending, []
+        store = self._store
+        np.add.at(store["class_counts"], np.array([r.target for r in pending], dtype=np.int64), 1)
+        owners = np.array([r.target for r in pending for _ in r.features], dtype=np.int64)
+        if not owners.size:
+            return
+        cells = (owners, np.array([j for r in pending for j in r.features], dtype=np.int64))
+        codes = np.array([v for r in pending for v in r.codes], dtype=np.int64)
+        np.add.at(store["counts"], cells, 1)
+        np.add.at(store["sums"], cells, codes)
+        np.add.at(store["squares"], cells, codes * codes)
+        np.add.at(store["histogram"], (*cells, codes), 1)
 
     # -- structure -------------------------------------------------------------------------------
     def fit(self, n_classes: int, n_features: int) -> None:
-        """Grow the arrays to `n_classes` classes and `n_features` features (new ones without counts)."""
-        k, f = self.counts.shape
+        """Grow the arrays to `n_classes` classes and `n_features` features (new ones without counts;
+        records not yet added keep their places)."""
+        store = self._store
+        k, f = store["counts"].shape
         if n_classes == k and n_features == f:
             return
         self._derived = None
         k, f = max(k, n_classes), max(f, n_features)
-        self.class_counts = _padded(self.class_counts, (k,))
-        self.counts = _padded(self.counts, (k, f))
-        self.sums = _padded(self.sums, (k, f))
-        self.squares = _padded(self.squares, (k, f))
-        self.histogram = _padded(self.histogram, (k, f, self.bins + 1))
+        store["class_counts"] = _padded(store["class_counts"], (k,))
+        for name in ("counts", "sums", "squares"):
+            store[name] = _padded(store[name], (k, f))
+        store["histogram"] = _padded(store["histogram"], (k, f, self.bins + 1))
 
     def regrid(self, regrid: Regrid) -> None:
         """Carry a numeric feature's per-code counts over to its grown grid."""
@@ -249,14 +315,11 @@ class NaiveBayes:
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
         positions = [j for j, v in enumerate(x) if v > 0]
         values = [x[j] for j in positions]
-        self.class_counts[target] += 1
-        if positions:
-            present, codes = [numeric[j] for j in positions], np.array(values, dtype=np.int64)
-            self.counts[target, present] += 1
-            self.sums[target, present] += codes
-            self.squares[target, present] += codes * codes
-            self.histogram[target, present, codes] += 1
-        if self._derived is not None and self._derived.key != (tuple(numeric), len(self.class_counts)):
+        self._pending.append(_Learned(target, [numeric[j] for j in positions], values))
+        if self._derived is not None and self._derived.key != (
+            tuple(numeric),
+            len(self._store["class_counts"]),
+        ):
             self._derived = None
         self._refresh(target, positions, values)
         self.since = (self.since + 1) % self.half_life
@@ -563,6 +626,14 @@ def _normalised(terms: np.ndarray, classes: np.ndarray, known: np.ndarray) -> np
     uniform = UNIFORM_SHARE / count
     estimate = (1.0 - UNIFORM_SHARE) * (e / norm[:, None]) + uniform
     return estimate if mine.all() else np.where(mine, estimate, 0.0)
+
+
+class _Learned(NamedTuple):
+    """A record learned one at a time, not yet added to the statistics."""
+
+    target: int
+    features: list[int]  # the numeric features it has a value of
+    codes: list[int]  # their codes
 
 
 def _priors(classes: list[int]) -> list[float]:
