@@ -76,8 +76,8 @@ class SGTClassifier(BaseSGT):
         Gaussian naive Bayes over the numeric features (the leaf model of the Hoeffding trees), each
         weighted by its prequential log loss so far (sgt.bayes): the naive Bayes carries the first
         few hundred records, while the trees are young, and the trees the rest; better calibrated on
-        short streams, at about 1.2 times the time per record in batches and 2.5 to 3 times one
-        record at a time. ``"blend"``: every node also counts the classes of the records learned
+        short and drifting streams, at about 1.15 times the time per record in batches and twice
+        one record at a time. ``"blend"``: every node also counts the classes of the records learned
         through it; a record's class frequencies at its leaf are smoothed towards all its ancestors'
         (Hierarchical Gradient Smoothing, one weight per node fitted online on the log loss), and
         blended with the trees' softmax, whose weight (also fitted) counts most while a leaf has seen
