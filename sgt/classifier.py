@@ -365,6 +365,9 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _leafwise(self) -> bool:
+        return super()._leafwise() and self._smoother is None and self._bayes is None
+
     def _folds_fills(self) -> bool:
         return self._smoother is None  # the smoothing's hooks are then silent
 
