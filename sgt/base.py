@@ -548,8 +548,7 @@ class BaseSGT:
             if self._leafwise():  # up to the next new target or grown grid, node by node
                 stop = events.next_fixed(start, n)
                 if stop > start:
-                    nodes, stopped = routes[0]
-                    run = Run(nodes, stopped, codes, targets, learn, raw, outputs_at, inputs)
+                    run = Run(*routes[0], codes, targets, learn, raw, outputs_at, inputs)
                     run_leafwise(self, start, stop, run)
                     events.forget([0])
                     start = stop
