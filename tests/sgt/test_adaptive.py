@@ -64,6 +64,18 @@ def test_a_flipped_concept_is_detected_and_answered() -> None:
     assert (adaptive[-500:].argmax(axis=1) == truth).mean() > (single[-500:].argmax(axis=1) == truth).mean()
 
 
+def test_a_drift_without_a_warning_keeps_the_tree_in_use_until_a_fresh_one_makes_fewer_errors() -> None:
+    # (the boosted classifier replaces its ensemble at once; one tree does not: see the class)
+    model = AdaptiveSGTClassifier(**SMALL)
+    model.learn_many(_RECORDS[:600], _LABELS[:600])
+    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    in_use = model._members
+    model.learn_many(_RECORDS[600:760], _LABELS[600:760])
+    fresh = model._background
+    assert model._members is in_use and model.n_drifts == 0 and model._pending
+    assert fresh is not None and all(t.leaf_count(0) == 10 for m in fresh for t in m._trees)
+
+
 @PROPERTY
 @given(
     cuts=st.lists(st.integers(1, N - 1), max_size=8, unique=True).map(sorted),
