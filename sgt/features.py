@@ -39,6 +39,7 @@ records and their order.
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,23 +139,28 @@ class FeatureSpace:
     def threshold_value(self, j: int, t: int) -> float:
         """The largest value that falls in bins 0..t (0-based) of numeric feature j.
 
-        A split on bin t sends exactly the values x <= threshold_value(j, t) left. The nominal
-        edge lo + (t + 1) * width / B is adjusted by a few ulps where rounding in the binning
-        arithmetic puts values near it on the other side.
+        A split on bin t sends exactly the values x <= threshold_value(j, t) left: the largest double
+        that the binning arithmetic puts in bins 0..t, which rounding can move far from the nominal edge
+        lo + (t + 1) * width / B in ulps (an edge at 0 on [-0.5, 1): every x above -2^-54 bins right of
+        it, 2^62 doubles away). Codes never decrease with the value, so the doubles between lo (bin 0)
+        and the largest one, ordered as integers, are bisected: 64 steps at most.
         """
         state = self.numeric[j]
         assert state is not None
         code = t + 1
-        if code >= self.bins:  # the last bin (a threshold a grown grid moved to its end): every value
-            return math.inf  # goes left, and no finite value bins past it to stop the search below
-        if state.lo != state.lo:  # no range yet: every value but +inf is in the first bin (`_bin_one`)
-            return sys.float_info.max
-        x = state.lo + (state.hi - state.lo) * (t + 1) / self.bins
-        while self._bin_one(state, x) > code:
-            x = math.nextafter(x, -math.inf)
-        while self._bin_one(state, math.nextafter(x, math.inf)) <= code:
-            x = math.nextafter(x, math.inf)
-        return x
+        largest = sys.float_info.max
+        if state.lo != state.lo and code < self.bins:  # no range yet: all but +inf bin first (`_bin_one`)
+            return largest
+        if code >= self.bins or self._bin_one(state, largest) <= code:  # every value goes left (a
+            return math.inf  # threshold a grown grid moved to its end, or a width past the float range)
+        left, right = _ordered(state.lo), _ordered(largest)
+        while right - left > 1:
+            middle = (left + right) // 2
+            if self._bin_one(state, _from_ordered(middle)) <= code:
+                left = middle
+            else:
+                right = middle
+        return _from_ordered(left)
 
     def range_of(self, j: int) -> tuple[float, float] | None:
         state = self.numeric[j]
@@ -624,6 +630,18 @@ def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float
         mapping = np.clip([((i + offset) >> step) + 1 for i in range(-1, bins)], 1, bins)
     mapping[0] = MISSING
     return low, high, mapping.astype(CODE_DTYPE)
+
+
+def _ordered(x: float) -> int:
+    """An integer for each double, in the doubles' order (both zeros are 0)."""
+    (bits,) = struct.unpack("<q", struct.pack("<d", x))
+    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _from_ordered(k: int) -> float:
+    """The double of `_ordered` integer k."""
+    bits = struct.pack("<q", k) if k >= 0 else struct.pack("<Q", -k | 1 << 63)
+    return float(struct.unpack("<d", bits)[0])
 
 
 def _power_of_two_above(x: float) -> float:

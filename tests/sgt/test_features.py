@@ -486,6 +486,21 @@ def test_the_threshold_of_the_last_bin_sends_every_value_left() -> None:
     assert space.threshold_value(0, 6) < math.inf
 
 
+def test_a_threshold_that_rounding_moves_far_in_ulps_is_found() -> None:
+    """The grid [-0.5, 1) of 3 bins has an edge at 0, but (x + 0.5) / 1.5 * 3 rounds to 1 for every x
+    above -2^-54: the search stepped one ulp at a time from 0 down and never returned (an export hung)."""
+    from sgt.features import FeatureSpace
+
+    space = FeatureSpace(3, 7)
+    for v in (0.0, 0.9):
+        space.encode_one({"a": v}, learn=True)
+    assert space.range_of(0) == (-0.5, 1.0)
+    x = space.threshold_value(0, 0)
+    assert space.encode_one({"a": x}, learn=False) == [1]
+    assert space.encode_one({"a": math.nextafter(x, math.inf)}, learn=False) == [2]
+    assert -1e-16 < x < 0.0
+
+
 def test_a_grid_that_cannot_double_within_the_float_range_stays_as_it_is() -> None:
     """A grid around 0 meeting -1.4e306: doubling towards it overflows the distance between the grids'
     origins, and rounding it raised OverflowError (found by the batch-equals-loop property test above).
