@@ -46,15 +46,15 @@ class Events:
     def forget(self, trees: Iterable[int]) -> None:
         """These trees' routes changed: search their next events again."""
         for t in trees:
-            self._at[t] = -1
+            if t < len(self._at):  # (a tree not searched yet has nothing to forget)
+                self._at[t] = -1
 
     def next(self, start: int, n: int) -> tuple[int, bool]:
         """The first event row from `start` (n if none), and whether it only fills leaves."""
         while len(self._at) < len(self._trees):
             self._at.append(-1)
             self._stops.append(False)
-        k = int(np.searchsorted(self._fixed, start))
-        end = int(self._fixed[k]) if k < self._fixed.size else n
+        end = self.next_fixed(start, n)
         for t in range(len(self._trees)):
             if self._at[t] < start:
                 self._at[t], self._stops[t] = self._search(t, start, n)
@@ -62,6 +62,12 @@ class Events:
         if first >= end:
             return end, False
         return first, not any(s for at, s in zip(self._at, self._stops) if at == first)
+
+    def next_fixed(self, start: int, n: int) -> int:
+        """The first row from `start` that is an event whatever the trees (a new target, a grown grid),
+        or n if none."""
+        k = int(np.searchsorted(self._fixed, start))
+        return int(self._fixed[k]) if k < self._fixed.size else n
 
     def _search(self, t: int, start: int, n: int) -> tuple[int, bool]:
         nodes, stopped = self._routes[t]

@@ -15,6 +15,9 @@ The difference L_bayes - L_trees is kept within [-LOG_RATIO_BOUND, LOG_RATIO_BOU
 expert that has fallen far behind keeps a weight of about exp(-LOG_RATIO_BOUND), enough to come back
 after a concept change, and too little to cost anything measurable meanwhile. The naive Bayes
 estimate keeps a share `UNIFORM_SHARE` of the uniform distribution, so that its mistakes are bounded.
+After a concept change the trees' log loss jumps and the naive Bayes takes over for a while, so it must
+not hold on to the old concept: after every `HALF_LIFE` learned records its statistics halve (each
+count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
@@ -23,36 +26,55 @@ record at the grid's centre with the variance of the whole grid, so that a class
 has a broad, defined density; a variance never falls below that of a uniform value within one bin
 (1/12). A missing value leaves its feature out of the estimate, and so does a feature of which no
 value has been learned yet. Nominal features take no part. When a numeric grid grows, the per-code
-counts of every class carry over with the grid's mapping.
+counts of every class carry over with the grid's mapping, and halving keeps them consistent: the
+counts, sums and sums of squares are the halved per-code counts'.
 
-Exactness: the statistics are integers (the same in any order); a block of rows is estimated with
-every row seeing the statistics of the rows before it (cumulative sums). A single record takes
-`run_one`, the same operations in the same order on Python floats, with numpy's log and exp (whose
-bits do not depend on the array's length); so both paths give the same bits. The log-loss
-difference is updated row by row, in order, on Python floats.
+Exactness: the statistics are integers (the same in any order). A single record takes `predict_one`
+and `learn_one`: Python floats, with numpy's log and exp (whose bits do not depend on the array's
+length). A batch takes `estimate`, then `mix`. The estimate does not depend on the trees, so `estimate`
+computes every row of the batch in one vectorised pass before the trees run, each row seeing the
+statistics of the rows before it (cumulative integer sums), with the same operations in the same
+order as the one-record path; a row that grows a grid is estimated on the old grid and learned on the
+new one, a row that brings a new class is learned with one class more than it was predicted with,
+and the statistics halve between the row that completes a half-life and the next.
+Once the trees have run, `mix` updates the log-loss difference row by row, in order, on Python floats
+(each learned row's losses as the row is learned) and mixes every row at once. So both paths give the
+same bits, however the trees' side of a batch is chunked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
+__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
 #: share of the uniform distribution in the naive Bayes estimate
 UNIFORM_SHARE = 0.05
+#: the naive Bayes statistics halve after every this many learned records (it forgets a concept gone)
+HALF_LIFE = 1000
 #: the least variance of a feature's codes: a uniform value within one bin
 VARIANCE_FLOOR = 1.0 / 12.0
-#: a block is estimated in pieces of at most this many rows (the per-row statistics are [rows, K, F])
-PIECE = 256
+#: a batch is estimated in pieces of at most this many cells of its [features, rows, classes] arrays:
+#: small enough that numpy's temporaries are reused rather than mapped afresh (they are the cost)
+PIECE_CELLS = 10240
 #: the least probability whose log the mixture takes (the trees' softmax may underflow to 0)
 _TINY = 1e-300
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The naive Bayes' view of a batch of rows (`NaiveBayes.estimate`)."""
+
+    known: np.ndarray  # [rows] the classes known when each row is predicted
+    predicted: np.ndarray  # [rows, K] each row's estimate as predicted (0 beyond its known classes)
+    learned: np.ndarray  # [rows] a learned row's estimate of its class as it is learned (1 if not learned)
 
 
 @dataclass(frozen=True)
@@ -73,31 +95,100 @@ class NaiveBayes:
     #: the arrays a saved model holds
     SAVED = ("class_counts", "counts", "sums", "squares", "histogram")
 
-    def __init__(self, bins: int) -> None:
+    def __init__(self, bins: int, half_life: int = HALF_LIFE) -> None:
         self.bins = bins
-        self.class_counts = np.zeros(0, dtype=np.int64)  # [K]
-        self.counts = np.zeros((0, 0), dtype=np.int64)  # [K, F] records with a value
-        self.sums = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of codes
-        self.squares = np.zeros((0, 0), dtype=np.int64)  # [K, F] sum of squared codes
-        self.histogram = np.zeros((0, 0, bins + 1), dtype=np.int64)  # [K, F, code]: for regrids
+        self.half_life = half_life
+        # the statistics, by name (see the properties below); `_pending` holds the records learned one at
+        # a time and not yet added to them (integer sums: added in bulk, in any order, they are the same)
+        self._store: dict[str, np.ndarray] = {
+            "class_counts": np.zeros(0, dtype=np.int64),  # [K]
+            "counts": np.zeros((0, 0), dtype=np.int64),  # [K, F] records with a value
+            "sums": np.zeros((0, 0), dtype=np.int64),  # [K, F] sum of codes
+            "squares": np.zeros((0, 0), dtype=np.int64),  # [K, F] sum of squared codes
+            "histogram": np.zeros((0, 0, bins + 1), dtype=np.int64),  # [K, F, code]: for regrids
+        }
+        self._pending: list[_Learned] = []
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
-        # what a record's estimate needs from the statistics, for `run_one` while they do not change
-        # (a record predicted, then learned, computes it once); not model state
+        self.since = 0  # records learned since the statistics last halved
+        # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
+        # do not change (a record predicted, then learned, computes it once); not model state
         self._derived: _Derived | None = None
+
+    def _array(self, name: str) -> np.ndarray:
+        """One of the statistics, with every record learned so far."""
+        if self._pending:
+            self._flush()
+        return self._store[name]
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        return self._array("class_counts")
+
+    @class_counts.setter
+    def class_counts(self, value: np.ndarray) -> None:
+        self._store["class_counts"] = value
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self._array("counts")
+
+    @counts.setter
+    def counts(self, value: np.ndarray) -> None:
+        self._store["counts"] = value
+
+    @property
+    def sums(self) -> np.ndarray:
+        return self._array("sums")
+
+    @sums.setter
+    def sums(self, value: np.ndarray) -> None:
+        self._store["sums"] = value
+
+    @property
+    def squares(self) -> np.ndarray:
+        return self._array("squares")
+
+    @squares.setter
+    def squares(self, value: np.ndarray) -> None:
+        self._store["squares"] = value
+
+    @property
+    def histogram(self) -> np.ndarray:
+        return self._array("histogram")
+
+    @histogram.setter
+    def histogram(self, value: np.ndarray) -> None:
+        self._store["histogram"] = value
+
+    def _flush(self) -> None:
+        """Add the records learned one at a time to the statistics (exact integer sums)."""
+        pending, self._pending = self._pending, []
+        store = self._store
+        np.add.at(store["class_counts"], np.array([r.target for r in pending], dtype=np.int64), 1)
+        owners = np.array([r.target for r in pending for _ in r.features], dtype=np.int64)
+        if not owners.size:
+            return
+        cells = (owners, np.array([j for r in pending for j in r.features], dtype=np.int64))
+        codes = np.array([v for r in pending for v in r.codes], dtype=np.int64)
+        np.add.at(store["counts"], cells, 1)
+        np.add.at(store["sums"], cells, codes)
+        np.add.at(store["squares"], cells, codes * codes)
+        np.add.at(store["histogram"], (*cells, codes), 1)
 
     # -- structure -------------------------------------------------------------------------------
     def fit(self, n_classes: int, n_features: int) -> None:
-        """Grow the arrays to `n_classes` classes and `n_features` features (new ones without counts)."""
-        k, f = self.counts.shape
+        """Grow the arrays to `n_classes` classes and `n_features` features (new ones without counts;
+        records not yet added keep their places)."""
+        store = self._store
+        k, f = store["counts"].shape
         if n_classes == k and n_features == f:
             return
         self._derived = None
         k, f = max(k, n_classes), max(f, n_features)
-        self.class_counts = _padded(self.class_counts, (k,))
-        self.counts = _padded(self.counts, (k, f))
-        self.sums = _padded(self.sums, (k, f))
-        self.squares = _padded(self.squares, (k, f))
-        self.histogram = _padded(self.histogram, (k, f, self.bins + 1))
+        store["class_counts"] = _padded(store["class_counts"], (k,))
+        for name in ("counts", "sums", "squares"):
+            store[name] = _padded(store[name], (k, f))
+        store["histogram"] = _padded(store["histogram"], (k, f, self.bins + 1))
 
     def regrid(self, regrid: Regrid) -> None:
         """Carry a numeric feature's per-code counts over to its grown grid."""
@@ -118,80 +209,90 @@ class NaiveBayes:
         return sum(getattr(self, name).nbytes for name in self.SAVED)
 
     # -- one record: Python floats -----------------------------------------------------------------
-    def run_one(
-        self, codes: list[int], tree_proba: list[float], target: int, numeric: list[int]
-    ) -> tuple[list[float], list[float]]:
-        """`run` for one record (`codes` all its codes, `target` -1 to predict only): the mixture and the
-        estimate, as lists."""
+    def predict_one(self, codes: list[int], tree_proba: list[float], numeric: list[int]) -> list[float]:
+        """The mixture of one record (`codes` all its codes, `tree_proba` the trees' softmax), as a list."""
+        k = len(tree_proba)
+        self.fit(k, len(codes))
+        bayes = self._estimate_one([codes[j] for j in numeric], numeric, k)
+        r = float(np.exp(np.array([-self.log_ratio]))[0])  # numpy's exp, as `mix`
+        return [(q + r * b) / (1.0 + r) for q, b in zip(tree_proba, bayes, strict=True)]
+
+    def learn_one(self, codes: list[int], tree_proba: list[float], target: int, numeric: list[int]) -> None:
+        """Learn one record of class `target`: the log-loss difference moves by the experts' losses on it
+        (each as it is learned), then the statistics take its codes."""
         k = len(tree_proba)
         self.fit(k, len(codes))
         x = [codes[j] for j in numeric]
         bayes = self._estimate_one(x, numeric, k)
-        r = float(np.exp(-np.array([self.log_ratio]))[0])
-        proba = [(q + r * b) / (1.0 + r) for q, b in zip(tree_proba, bayes, strict=True)]
-        if target >= 0:
-            losses = -np.log(np.maximum(np.array([bayes[target], tree_proba[target]]), _TINY))
-            loss_bayes, loss_trees = losses.tolist()
-            ratio = self.log_ratio + (loss_bayes - loss_trees)
-            self.log_ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio))
-            self._learn_one(x, numeric, target)
-        return proba, bayes
+        logs = np.log(np.array([max(bayes[target], _TINY), max(tree_proba[target], _TINY)])).tolist()
+        loss_bayes, loss_trees = -logs[0], -logs[1]  # numpy's log, as `mix`
+        ratio = self.log_ratio + (loss_bayes - loss_trees)
+        self.log_ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio))
+        self._learn_one(x, numeric, target)
 
     def _derive(self, numeric: list[int], k: int) -> _Derived:
-        """Each class's mean, variance and log variance per feature and log prior: `_estimate`'s."""
+        """Each class's mean, variance and log variance per feature and log prior: `_piece`'s."""
         key = (tuple(numeric), k)
         if self._derived is not None and self._derived.key == key:
             return self._derived
-        counts = self.counts[:, numeric].tolist()
-        means, variances = [], []
-        for c in range(k):
-            mean, variance = self._moments(c, numeric)
-            means += mean
-            variances += variance
-        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
+        cols = list(numeric)
+        counts = self.counts[:k, cols].ravel().tolist()
+        sums = self.sums[:k, cols].ravel().tolist()
+        squares = self.squares[:k, cols].ravel().tolist()
+        classes = self.class_counts[:k].tolist()
+        means, variances = self._moments(counts, sums, squares)
+        logs = np.log(np.array([*variances, *_priors(classes)])).tolist()
         # a feature no class has a value of yet takes no part (not even equal terms for every class: in
         # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
-        known = [any(row[j] for row in counts) for j in range(len(numeric))]
-        self._derived = _Derived(key, means, variances, logs, known)
+        width = len(cols)
+        known = [any(counts[c * width + j] for c in range(k)) for j in range(width)]
+        self._derived = _Derived(key, means, variances, logs, known, counts, sums, squares, classes)
         return self._derived
 
-    def _moments(self, c: int, numeric: list[int]) -> tuple[list[float], list[float]]:
-        """Class c's mean and variance of every feature in `numeric`, as `_estimate` computes them."""
+    def _moments(
+        self, counts: list[int], sums: list[int], squares: list[int]
+    ) -> tuple[list[float], list[float]]:
+        """The means and variances of statistics `counts`, `sums` and `squares`, as `_piece` computes
+        them."""
         centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
         extra = centre * centre + spread
         means, variances = [], []
-        counts, sums = self.counts[c, numeric].tolist(), self.sums[c, numeric].tolist()
-        for n, s, q in zip(counts, sums, self.squares[c, numeric].tolist(), strict=True):
+        for n, s, q in zip(counts, sums, squares, strict=True):
             weight = n + 1.0
             mean = (s + centre) / weight
             means.append(mean)
             variances.append((q + extra) / weight - mean * mean + VARIANCE_FLOOR)
         return means, variances
 
-    def _priors(self, k: int) -> list[float]:
-        classes = self.class_counts.tolist()
-        total = sum(classes)
-        return [(n + 1.0) / (total + k) for n in classes]
-
-    def _refresh(self, c: int, present: list[int]) -> None:
-        """`_derive` again after class c learned a record with values of features `present` (positions
-        in `numeric`): only its row and the priors change."""
+    def _refresh(self, c: int, present: list[int], values: list[int]) -> None:
+        """`_derive` again after class c learned a record with values `values` of features `present`
+        (positions in `numeric`): only those features' moments of class c, and the priors, change."""
         d = self._derived
         if d is None:
             return
-        numeric, k = list(d.key[0]), d.key[1]
-        width = len(numeric)
-        means, variances = self._moments(c, numeric)
-        logs = np.log(np.array([*variances, *self._priors(k)])).tolist()
-        row = slice(c * width, (c + 1) * width)
-        d.means[row], d.variances[row], d.logs[row] = means, variances, logs[:width]
-        d.logs[k * width :] = logs[width:]
-        for j in present:
+        d.last = None
+        k, width = d.key[1], len(d.key[0])
+        at = [c * width + j for j in present]
+        for i, v in zip(at, values, strict=True):
+            d.counts[i] += 1
+            d.sums[i] += v
+            d.squares[i] += v * v
+        d.classes[c] += 1
+        means, variances = self._moments(
+            [d.counts[i] for i in at], [d.sums[i] for i in at], [d.squares[i] for i in at]
+        )
+        logs = np.log(np.array([*variances, *_priors(d.classes)])).tolist()
+        for i, j, mean, variance, log in zip(at, present, means, variances, logs, strict=False):
+            d.means[i], d.variances[i], d.logs[i] = mean, variance, log
             d.known[j] = True
+        d.logs[k * width :] = logs[len(at) :]
 
     def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
-        """`_estimate` of one row, in the same order of operations."""
+        """`_piece`'s estimate of one row, in the same order of operations (a record predicted, then
+        learned, is estimated once: the statistics have not changed in between)."""
         d = self._derive(numeric, k)
+        if d.last is not None and d.last[0] == x:
+            return d.last[1]
         width = len(numeric)
         present = [j for j, v in enumerate(x) if v > 0 and d.known[j]]
         scores = []
@@ -203,112 +304,256 @@ class NaiveBayes:
                 score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
             scores.append(score)
         top = max(scores)
-        e = np.exp(np.array(scores) - top).tolist()
+        e = np.exp(np.array([score - top for score in scores])).tolist()
         norm = e[0]
         for v in e[1:]:
             norm += v
-        return [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
+        estimate = [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
+        d.last = (x, estimate)
+        return estimate
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
         positions = [j for j, v in enumerate(x) if v > 0]
-        present = [numeric[j] for j in positions]
-        values = np.array([x[j] for j in positions], dtype=np.int64)
-        self.class_counts[target] += 1
-        self.counts[target, present] += 1
-        self.sums[target, present] += values
-        self.squares[target, present] += values * values
-        self.histogram[target, present, values] += 1
-        if self._derived is not None and self._derived.key != (tuple(numeric), len(self.class_counts)):
+        values = [x[j] for j in positions]
+        self._pending.append(_Learned(target, [numeric[j] for j in positions], values))
+        if self._derived is not None and self._derived.key != (
+            tuple(numeric),
+            len(self._store["class_counts"]),
+        ):
             self._derived = None
-        self._refresh(target, positions)
+        self._refresh(target, positions, values)
+        self.since = (self.since + 1) % self.half_life
+        if self.since == 0:
+            self._halve()
 
-    # -- a block of rows: numpy ------------------------------------------------------------------
+    def _halve(self) -> None:
+        """Forget half of what was learned: every count of the histogram halves (rounding down), and the
+        statistics are the histogram's again; so do the class counts."""
+        self._derived = None
+        self.histogram //= 2
+        codes = np.arange(self.bins + 1, dtype=np.int64)
+        self.counts[...] = self.histogram.sum(axis=2)
+        self.sums[...] = self.histogram @ codes
+        self.squares[...] = self.histogram @ (codes * codes)
+        self.class_counts //= 2
+
+    # -- a batch of rows: numpy -------------------------------------------------------------------
+    def estimate(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        classes_before: int,
+        regrids: dict[int, list[Regrid]],
+        numeric: np.ndarray,
+    ) -> Estimate:
+        """Estimate every row of a batch as `predict_one` and `learn_one` would, in order; learn the
+        labelled rows.
+
+        `codes`: [rows, F] the rows' codes (a row that grows a grid holds its code on the new grid);
+        `targets`: [rows] each row's class, -1 for a row only predicted (a class first seen in the batch
+        takes the next index, as the classifier numbers them); `classes_before`: the classes known before
+        the batch; `regrids`: the grids each row grows (by row); `numeric`: the numeric features'
+        indices. The trees take no part: `mix` then weighs the estimates against the trees' softmax.
+        """
+        m = codes.shape[0]
+        seen = np.maximum.accumulate(np.concatenate([[classes_before - 1], targets]))
+        known = seen[:-1] + 1  # classes known when each row is predicted
+        k = int(seen[-1]) + 1
+        out = Estimate(known, np.zeros((m, k)), np.ones(m))
+        if k == 0:  # no class yet and no row learned: nothing to estimate, nothing to keep
+            return out
+        self.fit(k, codes.shape[1])
+        self._derived = None
+        x = codes[:, numeric].astype(np.int64)
+        # the learned rows after which the statistics halve (`half_life` learned records since the last)
+        learned = np.flatnonzero(targets >= 0)
+        halving = learned[(self.since + np.arange(1, learned.size + 1)) % self.half_life == 0].tolist()
+        self.since = (self.since + learned.size) % self.half_life
+        first = 0
+        for row in sorted({*regrids, *halving}):
+            if row in regrids:
+                self._rows(x, targets, numeric, first, row, out, predict=True)
+                # predicted on the old grid (its old codes, the statistics before the regrid), learned on
+                # the new one
+                old = x[row : row + 1].copy()
+                for regrid in regrids[row]:
+                    old[0, numeric == regrid.feature] = regrid.code_before
+                piece = self._piece(old, np.array([-1]), known[row : row + 1], numeric)
+                out.predicted[row] = piece.predicted[0]
+                for regrid in regrids[row]:
+                    self.regrid(regrid)
+                self._rows(x, targets, numeric, row, row + 1, out, predict=False)
+            else:
+                self._rows(x, targets, numeric, first, row + 1, out, predict=True)
+            if halving and row == halving[0]:
+                self._halve()
+                halving.pop(0)
+            first = row + 1
+        self._rows(x, targets, numeric, first, m, out, predict=True)
+        return out
+
+    def _rows(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        numeric: np.ndarray,
+        first: int,
+        end: int,
+        out: Estimate,
+        predict: bool,
+    ) -> None:
+        """`estimate` of rows [first, end) of `x` (their numeric codes) in pieces, into `out` (its
+        `predicted` rows only if `predict`)."""
+        step = max(1, PIECE_CELLS // (self.class_counts.size * max(1, x.shape[1])))
+        for start in range(first, end, step):
+            rows = slice(start, min(end, start + step))
+            piece = self._piece(x[rows], targets[rows], out.known[rows], numeric)
+            if predict:
+                out.predicted[rows] = piece.predicted
+            out.learned[rows] = piece.learned
+
+    def _piece(self, x: np.ndarray, targets: np.ndarray, known: np.ndarray, numeric: np.ndarray) -> Estimate:
+        """`estimate` of rows without grids growing: each from the statistics of the rows before it.
+
+        Between two learned rows of a class its statistics do not change, so each class's moments are
+        computed once per *state* (its statistics before the piece, then after each of its rows: K
+        states plus one per learned row), and every row gathers the state of each class it sees.
+        """
+        m, k = x.shape[0], self.class_counts.shape[0]
+        valid = x > 0  # code 0 is a missing value
+        rows = np.flatnonzero(targets >= 0)
+        y = targets[rows]
+        per_class = np.bincount(y, minlength=k)
+        starts = np.cumsum(per_class) - per_class  # each class's first learned row, rows grouped by class
+        ahead = self.counts[:, numeric].sum(axis=0) > 0  # features with values learned before the piece
+        states = self._learn_piece(x[rows], valid[rows], y, per_class, starts, numeric)
+        # each class's moments per state: one pseudo record at the grid's centre with the grid's variance
+        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
+        f = x.shape[1]
+        weight = states[:, :f] + 1.0
+        mean = (states[:, f : 2 * f] + centre) / weight
+        variance = (states[:, 2 * f :] + (centre * centre + spread)) / weight - mean * mean + VARIANCE_FLOOR
+        log_variance = np.log(variance)
+        mean, variance, log_variance = mean.T, variance.T, log_variance.T  # [F, state]
+        # the state of class c that row i sees: before the piece, or after its last row of class c before i
+        onehot = np.zeros((m, k), dtype=np.int64)
+        onehot[rows, y] = 1
+        seen = np.cumsum(onehot, axis=0) - onehot
+        state = np.where(seen > 0, k - 1 + starts[None, :] + seen, np.arange(k)[None, :])  # [m, K]
+        # -0.5 (log variance + (x - mean)^2 / variance) per feature, row and class, [F, m, K] (2 pi cancels
+        # between classes); in place: fresh temporaries of this size cost more than the arithmetic
+        terms = np.take(mean, state, axis=1)
+        np.subtract(x.T[:, :, None], terms, out=terms)
+        np.multiply(terms, terms, out=terms)
+        np.divide(terms, np.take(variance, state, axis=1), out=terms)
+        np.add(np.take(log_variance, state, axis=1), terms, out=terms)
+        np.multiply(-0.5, terms, out=terms)
+        # a feature takes part with a value, and values of it learned before (`_derive`'s `known`)
+        used = valid
+        if not ahead.all():
+            counted = valid & (targets >= 0)[:, None]
+            used = valid & (ahead | (np.cumsum(counted, axis=0) - counted > 0))
+        if not used.all():
+            terms = np.where(used.T[:, :, None], terms, 0.0)
+        classes = self.class_counts[None, :] - per_class + seen
+        predicted = _normalised(terms, classes, known)
+        at, target = np.arange(m), np.maximum(targets, 0)
+        chosen = predicted[at, target]
+        # a row that brings a new class is learned with one class more than it was predicted with
+        new = np.flatnonzero(targets >= known)
+        if new.size:
+            again = _normalised(terms[:, new], classes[new], known[new] + 1)
+            chosen[new] = again[np.arange(new.size), target[new]]
+        return Estimate(known, predicted, np.where(targets >= 0, chosen, 1.0))
+
+    def _learn_piece(
+        self,
+        x: np.ndarray,
+        valid: np.ndarray,
+        y: np.ndarray,
+        per_class: np.ndarray,
+        starts: np.ndarray,
+        numeric: np.ndarray,
+    ) -> np.ndarray:
+        """Learn a piece's learned rows (codes `x`, classes `y`); return each class's statistics per
+        state, [state, count | sum | sum of squares per feature]: the K classes' before the piece, then
+        each class's after each of its rows (rows grouped by class, in order within a class; class c's
+        from K + `starts[c]`). Integer sums: the same in any order."""
+        k, f = len(per_class), x.shape[1]
+        order = np.argsort(y, kind="stable")
+        codes = x[order]
+        states = np.empty((k + len(y), 3 * f), dtype=np.int64)
+        before = states[:k]
+        before[:, :f], before[:, f : 2 * f], before[:, 2 * f :] = (
+            self.counts[:, numeric],
+            self.sums[:, numeric],
+            self.squares[:, numeric],
+        )
+        # what the rows added so far (summed down the rows, numpy's fast axis), then within each class
+        # from its statistics before the piece
+        after = states[k:]
+        after[:, :f], after[:, f : 2 * f] = valid[order], codes
+        np.multiply(codes, codes, out=after[:, 2 * f :])
+        np.cumsum(after, axis=0, out=after)
+        ends = starts + per_class
+        added = np.concatenate([np.zeros((1, 3 * f), dtype=np.int64), after])
+        final = before + (added[ends] - added[starts])
+        after += np.repeat(before - added[starts], per_class, axis=0)
+        self.class_counts += per_class
+        self.counts[:, numeric], self.sums[:, numeric], self.squares[:, numeric] = (
+            final[:, :f],
+            final[:, f : 2 * f],
+            final[:, 2 * f :],
+        )
+        width, size = self.histogram.shape[1], self.bins + 1
+        flat = (y[:, None] * width + numeric[None, :]) * size + x
+        self.histogram += np.bincount(flat[valid], minlength=self.histogram.size).reshape(
+            self.histogram.shape
+        )
+        return states
+
+    def mix(
+        self, estimate: Estimate, tree: np.ndarray, tree_learned: np.ndarray, targets: np.ndarray
+    ) -> np.ndarray:
+        """[rows, K] the mixture of a batch's rows, whose `estimate` is made; updates the log-loss difference.
+
+        `tree`: [rows, K] the trees' softmax of each row as predicted (0 beyond the classes known then);
+        `tree_learned`: [rows] their probability of each learned row's class as the row is learned. The
+        difference moves row by row, in order (Python floats, as `learn_one`); each row is mixed with the
+        difference of the rows before it. A row predicted with fewer than two classes keeps `tree`.
+        """
+        learned = targets >= 0
+        losses = -np.log(np.maximum(np.stack([estimate.learned[learned], tree_learned[learned]]), _TINY))
+        ratio, bound = self.log_ratio, LOG_RATIO_BOUND
+        path = [ratio]  # the difference after each learned row
+        for step in (losses[0] - losses[1]).tolist():
+            ratio += step
+            if ratio > bound:
+                ratio = bound
+            elif ratio < -bound:
+                ratio = -bound
+            path.append(ratio)
+        self.log_ratio = ratio
+        before = np.array(path)[np.cumsum(learned) - learned]  # each row: after the learned rows before it
+        r = np.exp(-before)[:, None]
+        mixed = (tree + r * estimate.predicted) / (1.0 + r)
+        alone = estimate.known < 2
+        return np.where(alone[:, None], tree, mixed) if alone.any() else mixed
+
     def run(
         self, codes: np.ndarray, tree_proba: np.ndarray, targets: np.ndarray, numeric: np.ndarray
     ) -> Mixed:
-        """Predict rows in order and learn those with a target >= 0.
-
-        `codes`: [rows, F] the rows' codes; `tree_proba`: [rows, K] the trees' softmax of each row as
-        it is learned (the classifier's K classes, at least two); `numeric`: the numeric features'
-        indices. Returns each row's mixture and estimate as predicted before the row is learned.
-        """
-        m, k = tree_proba.shape
-        self.fit(k, codes.shape[1])
-        proba, bayes = np.zeros((m, k)), np.zeros((m, k))
-        for start in range(0, m, PIECE):
-            rows = slice(start, min(m, start + PIECE))
-            x = codes[rows][:, numeric].astype(np.int64)
-            piece = self._run_piece(x, tree_proba[rows], targets[rows], numeric)
-            proba[rows], bayes[rows] = piece.proba, piece.bayes
-        return Mixed(proba, bayes)
-
-    def _run_piece(
-        self, x: np.ndarray, tree_proba: np.ndarray, targets: np.ndarray, numeric: np.ndarray
-    ) -> Mixed:
-        m, k = tree_proba.shape
-        bayes = self._estimate(x, targets, numeric, k)
-        # the mixture's weight of the estimate, row by row: each row sees the losses of the rows before it
-        learned = (targets >= 0).tolist()
-        y = np.maximum(targets, 0)
-        at = np.arange(m)
-        loss_bayes = (-np.log(np.maximum(bayes[at, y], _TINY))).tolist()
-        loss_trees = (-np.log(np.maximum(tree_proba[at, y], _TINY))).tolist()
-        before = [0.0] * m
-        ratio = self.log_ratio
-        for i in range(m):
-            before[i] = ratio
-            if learned[i]:
-                ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio + (loss_bayes[i] - loss_trees[i])))
-        self.log_ratio = ratio
-        r = np.exp(-np.array(before))[:, None]
-        return Mixed((tree_proba + r * bayes) / (1.0 + r), bayes)
-
-    def _estimate(self, x: np.ndarray, targets: np.ndarray, numeric: np.ndarray, k: int) -> np.ndarray:
-        """[rows, K] the naive Bayes estimate of each row from the rows before it; learns the rows."""
-        self._derived = None
-        m = x.shape[0]
-        learned = targets >= 0
-        onehot = np.zeros((m, k), dtype=np.int64)
-        onehot[np.flatnonzero(learned), targets[learned]] = 1
-        valid = (x > 0).astype(np.int64)  # [m, F]: code 0 is a missing value
-        # each row's own contribution, then the statistics before it (exclusive cumulative sums)
-        add_n = onehot[:, :, None] * valid[:, None, :]  # [m, K, F]
-        add_s = add_n * x[:, None, :]
-        add_q = add_s * x[:, None, :]
-        cols = numeric
-        n = self.counts[:, cols][None] + np.cumsum(add_n, axis=0) - add_n
-        s = self.sums[:, cols][None] + np.cumsum(add_s, axis=0) - add_s
-        q = self.squares[:, cols][None] + np.cumsum(add_q, axis=0) - add_q
-        classes = self.class_counts[None, :] + np.cumsum(onehot, axis=0) - onehot  # [m, K]
-        # learn the piece: integer sums, the same in any order
-        self.class_counts += onehot.sum(axis=0)
-        self.counts[:, cols] += add_n.sum(axis=0)
-        self.sums[:, cols] += add_s.sum(axis=0)
-        self.squares[:, cols] += add_q.sum(axis=0)
-        rows, features = np.nonzero(learned[:, None] & (valid > 0))
-        np.add.at(self.histogram, (targets[rows], cols[features], x[rows, features]), 1)
-        # one pseudo record at the grid's centre with the grid's variance
-        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
-        weight = n + 1.0
-        mean = (s + centre) / weight
-        variance = (q + (centre * centre + spread)) / weight - mean * mean + VARIANCE_FLOOR
-        z = x[:, None, :] - mean
-        terms = -0.5 * (np.log(variance) + z * z / variance)  # [m, K, F]; 2 pi cancels between classes
-        total = classes.sum(axis=1, keepdims=True)  # integers: exact
-        log_joint = np.log((classes + 1.0) / (total + k))
-        used = (valid > 0) & (n.sum(axis=1) > 0)  # a value, and values of the feature before (run_one)
-        for j in range(x.shape[1]):  # features in order, the others adding nothing
-            log_joint = log_joint + np.where(used[:, j, None], terms[:, :, j], 0.0)
-        top = log_joint.max(axis=1, keepdims=True)
-        e = np.exp(log_joint - top)
-        norm = e[:, 0].copy()
-        for c in range(1, k):
-            norm += e[:, c]
-        return (1.0 - UNIFORM_SHARE) * (e / norm[:, None]) + UNIFORM_SHARE / k
+        """`estimate` and `mix` of a block of rows of K known classes, grids fixed, whose trees' softmax
+        `tree_proba` [rows, K] is the same as predicted and as learned. Returns the mixture and the
+        estimate of each row."""
+        estimate = self.estimate(codes, targets, tree_proba.shape[1], {}, numeric)
+        at = np.arange(len(targets))
+        learned = tree_proba[at, np.maximum(targets, 0)]
+        return Mixed(self.mix(estimate, tree_proba, learned, targets), estimate.predicted)
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"log_ratio": self.log_ratio}
+        return {"log_ratio": self.log_ratio, "since": self.since}
 
     def arrays(self) -> list[tuple[str, np.ndarray]]:
         return [(f"bayes.{name}", getattr(self, name)) for name in self.SAVED]
@@ -321,6 +566,10 @@ class NaiveBayes:
         if not abs(log_ratio) <= LOG_RATIO_BOUND:
             raise ValueError(f"naive Bayes log-loss difference {log_ratio!r} out of range")
         bayes.log_ratio = log_ratio
+        since = state.get("since", 0)  # absent before the statistics halved
+        if not (isinstance(since, int) and not isinstance(since, bool) and 0 <= since < HALF_LIFE):
+            raise ValueError(f"naive Bayes records since halving {since!r} out of range [0, {HALF_LIFE})")
+        bayes.since = since
         loaded = {name: np.asarray(arrays[f"bayes.{name}"]).astype(np.int64) for name in cls.SAVED}
         k = loaded["class_counts"].shape[0] if loaded["class_counts"].ndim == 1 else -1
         f = loaded["counts"].shape[1] if loaded["counts"].ndim == 2 else -1
@@ -347,6 +596,50 @@ class _Derived:
     variances: list[float]
     logs: list[float]  # the log variances, then the K log priors
     known: list[bool]  # per feature: some class has a value of it
+    counts: list[int]  # the statistics the moments are of, per class and feature
+    sums: list[int]
+    squares: list[int]
+    classes: list[int]  # records per class
+    last: tuple[list[int], list[float]] | None = None  # the last codes estimated, and their estimate
+
+
+def _normalised(terms: np.ndarray, classes: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """[rows, K] the estimate of each row over its first `known` classes (0 beyond them; at least one).
+
+    `terms`: [F, rows, K] each feature's log density term (0 where a feature takes no part); `classes`:
+    [rows, K] the class counts before each row. The log prior, then each feature's term in feature
+    order (`_estimate_one`'s order of operations), normalised in class order.
+    """
+    k = classes.shape[1]
+    count = np.maximum(known, 1)[:, None]
+    total = classes.sum(axis=1, keepdims=True)  # integers: exact
+    log_joint = np.log((classes + 1.0) / (total + count))
+    for term in terms:
+        log_joint = log_joint + term
+    mine = np.arange(k)[None, :] < count
+    if not mine.all():
+        log_joint = np.where(mine, log_joint, -np.inf)
+    e = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
+    norm = e[:, 0].copy()
+    for c in range(1, k):
+        norm += e[:, c]
+    uniform = UNIFORM_SHARE / count
+    estimate = (1.0 - UNIFORM_SHARE) * (e / norm[:, None]) + uniform
+    return estimate if mine.all() else np.where(mine, estimate, 0.0)
+
+
+class _Learned(NamedTuple):
+    """A record learned one at a time, not yet added to the statistics."""
+
+    target: int
+    features: list[int]  # the numeric features it has a value of
+    codes: list[int]  # their codes
+
+
+def _priors(classes: list[int]) -> list[float]:
+    """Each class's prior: its records plus one, over all records plus the classes."""
+    total, k = sum(classes), len(classes)
+    return [(n + 1.0) / (total + k) for n in classes]
 
 
 def _padded(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -12,6 +12,7 @@ from sgt.base import ROW_BY_ROW_MAX, BaseSGT
 from sgt.bayes import NaiveBayes
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
+from sgt.tree import LeafInputs
 
 __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
 
@@ -75,13 +76,14 @@ class SGTClassifier(BaseSGT):
         Gaussian naive Bayes over the numeric features (the leaf model of the Hoeffding trees), each
         weighted by its prequential log loss so far (sgt.bayes): the naive Bayes carries the first
         few hundred records, while the trees are young, and the trees the rest; better calibrated on
-        short streams, at about twice the time per record. ``"blend"``: every
-        node also counts the classes of the records learned through it; a record's class frequencies
-        at its leaf are smoothed towards all its ancestors' (Hierarchical Gradient Smoothing, one
-        weight per node fitted online on the log loss), and blended with the trees' softmax, whose
-        weight (also fitted) counts most while a leaf has seen few records. ``"hgs"``: the smoothed
-        counts alone. docs/library.md has the measurements. A model saved without the naive Bayes
-        or smoothing state (``"tree"``, or before these modes existed) restores as ``"tree"``.
+        short and drifting streams, at about 1.15 times the time per record in batches and twice
+        one record at a time. ``"blend"``: every node also counts the classes of the records learned
+        through it; a record's class frequencies at its leaf are smoothed towards all its ancestors'
+        (Hierarchical Gradient Smoothing, one weight per node fitted online on the log loss), and
+        blended with the trees' softmax, whose weight (also fitted) counts most while a leaf has seen
+        few records. ``"hgs"``: the smoothed counts alone. docs/library.md has the measurements. A
+        model saved without the naive Bayes or smoothing state (``"tree"``, or before these modes
+        existed) restores as ``"tree"``.
 
     Examples
     --------
@@ -139,6 +141,8 @@ class SGTClassifier(BaseSGT):
         self.proba = proba
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
         self._bayes = NaiveBayes(self.bins) if proba == "mixed" else None
+        # while a chunked batch runs with the naive Bayes: the trees' softmax of its event rows as learned
+        self._mixing: _Mixing | None = None
 
     @property
     def classes_(self) -> list[Any]:
@@ -301,7 +305,7 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw)
         if self._bayes is not None:
             row = [int(c) for c in codes]
-            return self._bayes.run_one(row, tree, -1, self._numeric_list(len(row)))[0]
+            return self._bayes.predict_one(row, tree, self._numeric_list(len(row)))
         if self._smoother is None:
             return tree
         self._smoother.sync(self._trees, len(self._classes))
@@ -341,7 +345,7 @@ class SGTClassifier(BaseSGT):
 
     def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
         super()._apply_regrids(regrids)
-        if self._bayes is not None:
+        if self._bayes is not None and self._mixing is None:  # a batch's estimate has regridded already
             for regrid in regrids:
                 self._bayes.regrid(regrid)
 
@@ -350,13 +354,19 @@ class SGTClassifier(BaseSGT):
     ) -> None:
         if self._bayes is not None:
             softmax = softmax_one(raw) if self._trees else [1.0] * len(self._classes)
-            row = [int(c) for c in codes]
-            self._bayes.run_one(row, softmax, int(target), self._numeric_list(len(row)))
+            if self._mixing is not None:  # a batch: the naive Bayes has estimated it already
+                self._mixing.learned(softmax[int(target)])
+            else:
+                row = [int(c) for c in codes]
+                self._bayes.learn_one(row, softmax, int(target), self._numeric_list(len(row)))
         if self._smoother is None:
             return
         self._smoother.sync(self._trees, len(self._classes))
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
+
+    def _leafwise(self) -> bool:
+        return super()._leafwise() and self._smoother is None and self._bayes is None
 
     def _folds_fills(self) -> bool:
         return self._smoother is None  # the smoothing's hooks are then silent
@@ -364,6 +374,9 @@ class SGTClassifier(BaseSGT):
     def _observe_row(
         self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> None:
+        if isinstance(out, _Mixing):
+            out.row = row  # learned next, if labelled
+            return
         if out is None:
             return
         k = len(self._classes)
@@ -380,8 +393,7 @@ class SGTClassifier(BaseSGT):
         learn: np.ndarray,
         codes: np.ndarray,
     ) -> None:
-        if self._bayes is not None:
-            self._observe_bayes(out, start, end, raw, targets, learn, codes)
+        if self._bayes is not None:  # the batch mixes every row at its end (_run_codes)
             return
         if self._smoother is None:
             return
@@ -395,26 +407,39 @@ class SGTClassifier(BaseSGT):
             chosen = (proba.blended if blend else proba.smoothed) if k >= 2 else np.ones((end - start, k))
             out.put(slice(start, end), chosen)
 
-    def _observe_bayes(
+    def _run_codes(
         self,
-        out: Any,
-        start: int,
-        end: int,
-        raw: np.ndarray | None,
+        codes: np.ndarray,
         targets: np.ndarray,
         learn: np.ndarray,
-        codes: np.ndarray,
-    ) -> None:
-        """`_observe_plain` for ``proba="mixed"``: the naive Bayes predicts and learns the rows."""
-        k, m = len(self._classes), end - start
-        if k == 0:  # nothing learned yet: nothing to predict with, and no row of these is learned
-            return
-        assert self._bayes is not None
-        tree = softmax_with_reference(raw).T if raw is not None else np.ones((m, 1))
-        rows = np.where(learn[start:end], targets[start:end], -1)
-        mixed = self._bayes.run(codes, tree, rows, self._numeric(codes))
+        target_events: np.ndarray,
+        out: Any = None,
+        regrids: dict[int, list[Regrid]] | None = None,
+        inputs: LeafInputs | None = None,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """With ``proba="mixed"``, a chunked batch: the naive Bayes estimates every row in one pass, the
+        trees run, then the mixture weighs both row by row (sgt.bayes). A few rows go one by one."""
+        if self._bayes is None or codes.shape[0] <= ROW_BY_ROW_MAX:
+            return super()._run_codes(codes, targets, learn, target_events, out, regrids, inputs, routes)
+        rows = np.where(learn, targets, -1)
+        regrids = regrids or {}
+        estimate = self._bayes.estimate(codes, rows, len(self._classes), regrids, self._numeric(codes))
+        self._mixing = _Mixing(codes.shape[0])
+        try:
+            raw, outputs_at = super()._run_codes(
+                codes, targets, learn, target_events, self._mixing, regrids, inputs, routes
+            )
+            tree_learned = self._mixing.tree_learned
+        finally:
+            self._mixing = None
+        tree = self._proba_rows(raw, outputs_at)
+        plain = np.isnan(tree_learned) & (rows >= 0)  # learned as predicted
+        tree_learned[plain] = tree[plain, rows[plain]]
+        proba = self._bayes.mix(estimate, tree, tree_learned, rows)
         if out is not None:
-            out.put(slice(start, end), mixed.proba if k >= 2 else np.ones((m, k)))
+            out.put(slice(0, codes.shape[0]), proba)
+        return raw, outputs_at
 
     def _run_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
         """`_run`, returning probabilities [rows, classes] as `proba` asks."""
@@ -479,6 +504,18 @@ class SGTClassifier(BaseSGT):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         return self.predict_proba_many(X)
+
+
+class _Mixing:
+    """The trees' probability of each learned event row's class as the row is learned (NaN for the
+    other rows, learned as predicted): `_observe_row` names the row, `_observe_learn` fills it in."""
+
+    def __init__(self, n: int) -> None:
+        self.tree_learned = np.full(n, np.nan)
+        self.row = -1
+
+    def learned(self, p: float) -> None:
+        self.tree_learned[self.row] = p
 
 
 class _ProbaRows:

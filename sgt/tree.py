@@ -36,7 +36,14 @@ import numpy as np
 
 from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
 from sgt.serialization import NamedArray, SerializationError, expect_shape
-from sgt.split import Candidate, best_nominal, best_numeric_planes, f_test, null_candidate
+from sgt.split import (
+    Candidate,
+    best_nominal,
+    best_numeric_leaves,
+    best_numeric_planes,
+    f_test,
+    null_candidate,
+)
 from sgt.stats import WIDTH, N, block_stats, merge
 
 __all__ = ["NODE_ARRAYS", "Layout", "LeafInputs", "Params", "Tree", "leaf_inputs_of"]
@@ -468,11 +475,35 @@ class Tree:
 
     def attempt(self, node: int, space: FeatureSpace) -> bool:
         """Merge the leaf's full pending block and act on the best candidate. True if it split."""
+        return self.act(node, self.evaluate(node), space)
+
+    def evaluate(self, node: int) -> Candidate:
+        """The first half of an attempt: the linear term's Newton step, the merge of the leaf's full
+        block, and the best candidate. It changes this leaf only, and nothing reads the leaf before
+        `act` (which finishes the attempt) but the attempt itself."""
         slot = int(self.slot[node])
         if self.linear:
             self._newton_linear(node, slot)
         self._merge_pending(slot)
-        candidate = self._best_candidate(node, slot)
+        return self._best_candidate(node, slot)
+
+    def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
+        """`evaluate` of several leaves whose blocks are full, with one numpy pass for all of them
+        where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
+        sgt.split.best_numeric_leaves)."""
+        if len(nodes) == 1:
+            return [self.evaluate(nodes[0])]
+        slots = [int(self.slot[node]) for node in nodes]
+        if self.linear:
+            self._newton_leaves(nodes, slots)
+        self._merge_leaves(np.array(slots, dtype=np.intp))
+        return self._best_candidates(nodes, slots)
+
+    def act(self, node: int, candidate: Candidate, space: FeatureSpace) -> bool:
+        """The second half of an attempt: apply the candidate if its F-test passes (a value update,
+        or a split, which hands out node ids and slots: so attempts act in the order of their rows).
+        True if the leaf split."""
+        slot = int(self.slot[node])
         n = float(self.total[slot, N])
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
@@ -530,15 +561,80 @@ class Tree:
         np.multiply(z[first], z[second], out=products[width:])
         products[width:] *= h
         means = _sums_in_order(products.T) / size
-        gradient = means[:width]
         hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
-        step = _solve_positive_definite(hessian, gradient)
-        if all(math.isfinite(v) for v in step):
-            self.weights[node, numeric] -= step
-            shift = step[0] * float(centre[0])  # summed in order, as np.cumsum does
-            for s_j, c_j in zip(step[1:], centre[1:].tolist()):
-                shift += s_j * c_j
-            self.value[node] += shift
+        self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
+
+    def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
+        """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
+        the longest with instances whose terms are exactly -0.0, which leave a sum in order unchanged
+        (x + -0.0 is x for every x), so each leaf gets the bits of its own block alone. (One leaf
+        takes `_newton_linear`: the padding and gathers cost it about 30 us an attempt.)"""
+        layout = self.layout
+        numeric = layout.numeric
+        if not numeric.size:
+            return
+        width = numeric.size
+        index = np.array(slots, dtype=np.intp)
+        sizes = self.pending_n[index]
+        longest = int(sizes.max())
+        padding = np.arange(longest) >= sizes[:, None]  # [leaves, instances]
+        # one row per feature (or product) and one column per instance: numpy's elementwise steps run
+        # along whole rows, not along short rows of a few features
+        z = layout.inputs[self.pending_codes[index, :longest][:, :, numeric].transpose(0, 2, 1)]
+        g, h = self.pending_g[index, :longest], self.pending_h[index, :longest]
+        weighted = np.empty((index.size, width + 1, longest))
+        weighted[:, 0] = h
+        np.multiply(z, h[:, None], out=weighted[:, 1:])
+        sums = _leaf_sums_in_order(weighted, padding)
+        ok = sums[:, 0] > 0.0
+        if not ok.any():
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):  # leaves without a positive h sum: unused
+            centre = sums[:, 1:] / sums[:, :1]
+        z = z - centre[:, :, None]
+        # the Hessian is symmetric: its upper triangle only
+        first, second = layout.pairs
+        products = np.empty((index.size, width + first.size, longest))
+        np.multiply(z, g[:, None], out=products[:, :width])
+        np.multiply(z[:, first], z[:, second], out=products[:, width:])
+        products[:, width:] *= h[:, None]
+        means = _leaf_sums_in_order(products, padding) / sizes[:, None]
+        eye = self.params.linear_lambda * np.eye(width)
+        for k in np.flatnonzero(ok).tolist():
+            hessian = means[k, width:][layout.pair_of] + eye
+            self._linear_step(nodes[k], _solve_positive_definite(hessian, means[k, :width]), centre[k])
+
+    def _linear_step(self, node: int, step: list[float], centre: np.ndarray) -> None:
+        """Apply a Newton step of the linear term (unless it overflowed): w -= s, value += s . c."""
+        if not all(math.isfinite(v) for v in step):
+            return
+        self.weights[node, self.layout.numeric] -= step
+        shift = step[0] * float(centre[0])  # summed in order, as np.cumsum does
+        for s_j, c_j in zip(step[1:], centre[1:].tolist()):
+            shift += s_j * c_j
+        self.value[node] += shift
+
+    def _merge_leaves(self, slots: np.ndarray) -> None:
+        """`_merge_pending` of several slots in one pass: each slot's statistics take their own
+        columns of one `block_stats` (whose sums run in instance order within each column) and the
+        merge is elementwise, so every slot gets the bits it gets alone."""
+        sizes = self.pending_n[slots]
+        capacity = self.pending_g.shape[1]
+        held = np.arange(capacity) < sizes[:, None]  # [slots, capacity]: the pending instances
+        g = self.pending_g[slots][held]
+        h = self.pending_h[slots][held]
+        layout = self.layout
+        width = layout.n_features + 1
+        columns = layout.n_columns + 1  # each slot's statistics, then its total (as `_merge_pending`)
+        index = np.zeros((g.size, width), dtype=np.intp)
+        index[:, :-1] = self.pending_codes[slots][held]
+        index += layout.offsets
+        index += np.repeat(np.arange(slots.size) * columns, sizes)[:, None]
+        block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), slots.size * columns)
+        held_stats = np.concatenate([self.stats[slots], self.total[slots][:, None]], axis=1)
+        merged = merge(held_stats, block.reshape(slots.size, columns, WIDTH))
+        self.stats[slots], self.total[slots] = merged[:, :-1], merged[:, -1]
+        self.pending_n[slots] = 0
 
     def _merge_pending(self, slot: int) -> None:
         size = int(self.pending_n[slot])
@@ -557,32 +653,60 @@ class Tree:
         self.pending_n[slot] = 0
 
     def _best_candidate(self, node: int, slot: int) -> Candidate:
+        return self._best_candidates([node], [slot])[0]
+
+    def _best_candidates(self, nodes: list[int], slots: list[int]) -> list[Candidate]:
+        """Each leaf's best candidate (the null one, the best numeric split, each nominal split), the
+        numeric splits of all the leaves searched in one pass (sgt.split.best_numeric_leaves)."""
         params, layout = self.params, self.layout
-        best = null_candidate(self.total[slot], params.lambda_)
-        if params.max_depth is not None and self.depth[node] >= params.max_depth:
-            return best
-        n = float(self.total[slot, N])
+        bests = [null_candidate(self.total[slot], params.lambda_) for slot in slots]
+        open_ = [
+            k
+            for k, node in enumerate(nodes)
+            if params.max_depth is None or self.depth[node] < params.max_depth
+        ]
         # the best numeric split stands for every numeric feature: the scan below takes the lowest
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
-        by_feature: dict[int, Candidate | None] = {}
-        if layout.numeric.size:
-            # the planes [6, F, B + 1] that best_numeric_planes scores, in one take
-            planes = np.take(self.stats[slot].T, layout.numeric_columns, axis=1)
-            numeric = best_numeric_planes(planes, params.lambda_, params.gamma, n, layout.numeric)
-            if numeric is not None:
-                by_feature[numeric.feature] = numeric
+        by_feature: list[dict[int, Candidate | None]] = [{} for _ in nodes]
+        if layout.numeric.size and open_:
+            numeric = self._best_numeric([slots[k] for k in open_])
+            for k, candidate in zip(open_, numeric):
+                if candidate is not None:
+                    by_feature[k][candidate.feature] = candidate
+        for k in open_:
+            self._nominal_candidates(nodes[k], slots[k], by_feature[k])
+            for j in sorted(by_feature[k]):
+                candidate = by_feature[k][j]
+                if candidate is not None and candidate.mean < bests[k].mean:
+                    bests[k] = candidate
+        return bests
+
+    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
+        """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
+        at once for several slots: [slots, 6, F, B + 1])."""
+        params, layout = self.params, self.layout
+        if len(slots) == 1:
+            planes = np.take(self.stats[slots[0]].T, layout.numeric_columns, axis=1)
+            n = float(self.total[slots[0], N])
+            return [best_numeric_planes(planes, params.lambda_, params.gamma, n, layout.numeric)]
+        chosen = np.array(slots, dtype=np.intp)
+        planes = np.take(self.stats[chosen].transpose(0, 2, 1), layout.numeric_columns, axis=2)
+        n_leaves = self.total[chosen, N]
+        return best_numeric_leaves(planes, params.lambda_, params.gamma, n_leaves, layout.numeric)
+
+    def _nominal_candidates(self, node: int, slot: int, by_feature: dict[int, Candidate | None]) -> None:
+        """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one)."""
+        layout, params = self.layout, self.params
+        if not layout.nominal:
+            return
+        n = float(self.total[slot, N])
         # a walk to the root (about 30% of a split search on deep trees): only with nominal features
-        used = self._nominal_on_path(node) if layout.nominal else set()
+        used = self._nominal_on_path(node)
         for j in layout.nominal:
             if j not in used:
                 start = int(layout.offsets[j])
                 block = self.stats[slot, start : start + layout.widths[j]]
                 by_feature[j] = best_nominal(block, params.lambda_, params.gamma, n, j)
-        for j in sorted(by_feature):
-            candidate = by_feature[j]
-            if candidate is not None and candidate.mean < best.mean:
-                best = candidate
-        return best
 
     def _nominal_on_path(self, node: int) -> set[int]:
         """Nominal features already split on between the root and `node` (split once per path)."""
@@ -833,6 +957,17 @@ def _sums_in_order(terms: np.ndarray) -> np.ndarray:
     if terms.shape[1] < 2:  # one column: it would be the fast axis, summed pairwise
         return np.cumsum(terms, axis=0)[-1]
     return np.add.reduce(np.ascontiguousarray(terms), axis=0, initial=-0.0)
+
+
+def _leaf_sums_in_order(terms: np.ndarray, padding: np.ndarray) -> np.ndarray:
+    """`_sums_in_order` of each leaf's terms [leaves, quantities, instances] over its instances: the
+    instances that `padding` [leaves, instances] marks become -0.0, which leave each sum as it is.
+
+    Summed down the rows of a C-contiguous [leaves, instances, quantities] array (two quantities or
+    more), which numpy adds one row after the other for each leaf, as `_sums_in_order` does."""
+    rows = np.ascontiguousarray(terms.transpose(0, 2, 1))
+    rows[padding] = -0.0
+    return np.add.reduce(rows, axis=1, initial=-0.0)
 
 
 def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:

@@ -429,7 +429,12 @@ SETTINGS: tuple[Setting, ...] = (
         "classification, else 0.1).",
         _optional_float(0.0),
     ),
-    Setting("gamma", 0.1, "SGT: penalty per new leaf.", _float(0.0)),
+    Setting(
+        "gamma",
+        None,
+        "SGT: penalty per new leaf; none = the model's default (0.02 for boosted classification, else 0.1).",
+        _optional_float(0.0),
+    ),
     Setting("bins", 64, "SGT: bins per numeric feature.", _int(2, 4096)),
     Setting("max_depth", None, "SGT: deepest a tree may grow; none = unlimited.", _optional_int(0)),
     Setting(
@@ -572,7 +577,7 @@ class WorkerSettings:
     delta: float
     grace_period: int
     lambda_: float | None
-    gamma: float
+    gamma: float | None
     bins: int
     warm_up: int
     grace_start: int

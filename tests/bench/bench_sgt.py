@@ -2,7 +2,8 @@
 
 * **speed** on hyperplane-10: prequential learn+predict records/s for River's SGT, ours one record at a
   time and ours in batches of 1,000 on the same prefix, and ours in batches on the whole stream (ours:
-  the median of three runs, after an untimed warm-up);
+  the median of three runs, after an untimed warm-up); beside them, ours with ``proba="mixed"`` one
+  record at a time and in batches on the prefix, without a target (it is opt-in);
 * **memory**: bytes a numeric feature costs per leaf at 64 bins, ours against River's quantizer.
 
 The side-by-side learning comparison (every model, every stream) is ``tests/bench/comparison.py``.
@@ -85,9 +86,9 @@ def run_ours(stream: Stream, n: int | None = None, batch: int = BATCH, **params:
     return timer.outcome(_figure(metric), n, model)
 
 
-def run_ours_one_by_one(stream: Stream, n: int) -> Outcome:
+def run_ours_one_by_one(stream: Stream, n: int, **params: Any) -> Outcome:
     """Our SGT one record at a time: ``predict_proba_one`` (or ``predict_one``) then ``learn_one``."""
-    model = our_model(stream.spec)
+    model = our_model(stream.spec, **params)
     metric = Prequential("regression" if stream.spec.is_regression else "classification")
     rows = stream.X[:n]
     timer = _Timer()
@@ -122,6 +123,8 @@ class SpeedResult:
     one_by_one: Outcome  # ours, one record at a time, on the same prefix
     batched_prefix: Outcome  # ours in batches, on the same prefix
     batched: Outcome  # ours in batches, on the whole stream
+    mixed_one_by_one: Outcome  # ours with proba="mixed" (opt-in), one record at a time, on the prefix
+    mixed_batched_prefix: Outcome  # ours with proba="mixed", in batches, on the prefix
 
 
 def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
@@ -141,8 +144,10 @@ def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
     batched = median_run(lambda: run_ours(stream))
     batched_prefix = median_run(lambda: run_ours(stream, prefix))
     one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix))
+    mixed_batched = median_run(lambda: run_ours(stream, prefix, proba="mixed"))
+    mixed_one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix, proba="mixed"))
     river = run_river(river_sgt(stream), stream, prefix)  # once: it takes 10 to 15 s
-    return SpeedResult(river, one_by_one, batched_prefix, batched)
+    return SpeedResult(river, one_by_one, batched_prefix, batched, mixed_one_by_one, mixed_batched)
 
 
 def median_run(run: Callable[[], Outcome], repeats: int = SPEED_REPEATS) -> Outcome:
@@ -222,6 +227,8 @@ def speed_table(s: SpeedResult) -> str:
         ("ours, one record at a time", s.one_by_one, 10.0, 0.0, "≥ 10×"),
         (f"ours, batches of {BATCH:,}", s.batched_prefix, 50.0, 0.0, "≥ 50×"),
         (f"ours, batches of {BATCH:,}, whole stream", s.batched, None, 100_000.0, "≥ 100,000/s"),
+        ('ours proba="mixed" (opt-in), one record at a time', s.mixed_one_by_one, 10.0, 0.0, ""),
+        (f'ours proba="mixed" (opt-in), batches of {BATCH:,}', s.mixed_batched_prefix, 50.0, 0.0, ""),
     ]
     lines = [
         "| hyperplane-10 | records | records/s | × River SGT | records per CPU-second | × River SGT (CPU) "

@@ -104,7 +104,13 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
 
 
 # the boosted models' defaults before they were measured on every stream
-PREVIOUS_BOOSTED = {"learning_rate": 0.5, "lambda_": 0.1, "drift_threshold": 50.0, "drift_delta": 0.02}
+PREVIOUS_BOOSTED = {
+    "learning_rate": 0.5,
+    "lambda_": 0.1,
+    "drift_threshold": 50.0,
+    "drift_delta": 0.02,
+    "gamma": 0.1,
+}
 PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "poisson_rate": 1.0}
 
 # the boosted ensemble: its defaults, then one change each
@@ -126,6 +132,14 @@ VARIANTS += (
     Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
     Variant("ours-boosted-drift50", boosted_classifier(drift_threshold=50.0, drift_delta=0.02)),
     Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
+    # the classifier's split and drift settings before and around its current defaults
+    Variant("ours-boosted-drift-delta0.01", boosted_classifier(drift_delta=0.01)),
+    Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
+    Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
+    Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),
+    Variant("ours-boosted-linear0.02", boosted_classifier(linear_lambda=0.02)),
+    Variant("ours-boosted-delta0.01", boosted_classifier(delta=0.01)),
+    Variant("ours-boosted-delta0.03", boosted_classifier(delta=0.03)),
 )
 
 

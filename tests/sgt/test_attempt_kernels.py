@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 from sgt.features import FeatureSpace
 from sgt.split import Candidate, best_numeric, best_numeric_planes, newton_step
 from sgt.stats import CGH, M2G, M2H, MG, MH, N
-from sgt.tree import Layout, Params, Tree, _solve_positive_definite, _sums_in_order, leaf_inputs_of
+from sgt.tree import (
+    Layout,
+    Params,
+    Tree,
+    _leaf_sums_in_order,
+    _solve_positive_definite,
+    _sums_in_order,
+    leaf_inputs_of,
+)
 
 
 def bits(a: np.ndarray | float) -> np.ndarray:
@@ -270,3 +278,89 @@ def test_predict_rows_equals_the_feature_by_feature_sum(n_numeric, rows, narrow,
         for node, row, value in zip(nodes, codes, got)
         if not math.isnan(value)
     )
+
+
+def leaves_tree(seed: int, n_numeric: int, linear: bool, max_depth: int | None) -> tuple[Tree, list[int]]:
+    """A tree of several leaves at different depths (blocks of different sizes), numeric features
+    interleaved with nominal ones, each leaf's pending block full of random instances on top of
+    random merged statistics."""
+    tree, rng = linear_tree(seed, n_numeric)
+    tree.params = Params(
+        1e-3, 40, 0.1, 0.1, max_depth, grace_start=3, leaf_model="linear" if linear else "constant"
+    )
+    tree.linear = linear
+    layout = tree.layout
+    for depth in (1, 1, 2, 3):
+        tree._new_leaf(parent=0, value=float(rng.normal()), depth=depth)
+    leaves = list(range(1, tree.n_nodes))
+    tree.feature[0] = 0  # the root is a branch (the leaves' parent), not a leaf
+    tree.weights[: tree.n_nodes] = rng.normal(size=(tree.n_nodes, layout.n_features))
+    for leaf in leaves:
+        slot = int(tree.slot[leaf])
+        size = int(tree.block[slot])
+        tree.reserve_pending(size)
+        codes = np.stack([rng.integers(0, width, size=size) for width in layout.widths], axis=1)
+        g, h = rng.normal(size=size), rng.uniform(0.0, 0.3, size=size)
+        if rng.random() < 0.2:
+            g[rng.random(size) < 0.5] = -0.0  # zeros of either sign reach the statistics
+        tree.append(np.full(size, leaf), codes, g, h)
+        if rng.random() < 0.5:  # statistics merged from earlier blocks
+            tree._merge_pending(slot)
+            tree.append(np.full(size, leaf), codes[::-1].copy(), rng.normal(size=size), h[::-1].copy())
+    return tree, leaves
+
+
+def same_candidates(a: Candidate, b: Candidate) -> bool:
+    return (
+        a.feature == b.feature
+        and bits(a.mean) == bits(b.mean)
+        and bits(a.variance) == bits(b.variance)
+        and np.array_equal(bits(a.deltas), bits(b.deltas))
+        and a.threshold == b.threshold
+        and np.array_equal(a.categories, b.categories)
+        and a.missing_child == b.missing_child
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_numeric=st.integers(1, 6),
+    linear=st.booleans(),
+    max_depth=st.sampled_from([None, 2]),
+    pick=st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_evaluating_leaves_together_equals_one_at_a_time(n_numeric, linear, max_depth, pick, seed) -> None:
+    """Catches a batched attempt (Newton steps padded to the longest block, one merge, one numeric
+    search) that gives any leaf other bits than its own attempt: values, weights, statistics,
+    candidates."""
+    tree, leaves = leaves_tree(seed, n_numeric, linear, max_depth)
+    nodes = [leaves[k] for k in pick]
+    alone = copy.deepcopy(tree)
+    together = tree.evaluate_leaves(nodes)
+    one_by_one = [alone.evaluate(node) for node in nodes]
+    assert all(same_candidates(a, b) for a, b in zip(together, one_by_one, strict=True))
+    for name in ("value", "weights", "stats", "total", "pending_n"):
+        assert np.array_equal(bits(getattr(tree, name)), bits(getattr(alone, name))), name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=5),
+    quantities=st.integers(2, 12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_leaf_sums_equal_each_leafs_own_sums(sizes, quantities, seed) -> None:
+    """Catches padding that is not an exact identity of a sum in order (+0.0 turns a sum of -0.0
+    terms into +0.0), or sums that leave the row-by-row order."""
+    rng = np.random.default_rng(seed)
+    longest = max(sizes)
+    terms = (
+        rng.normal(size=(len(sizes), quantities, longest))
+        * 10.0 ** rng.integers(-3, 3, size=quantities)[:, None]
+    )
+    terms[:, 0] = -0.0  # a quantity whose every term is -0.0 sums to -0.0
+    padding = np.arange(longest) >= np.array(sizes)[:, None]
+    got = _leaf_sums_in_order(terms, padding)
+    for k, size in enumerate(sizes):
+        assert np.array_equal(bits(got[k]), bits(_sums_in_order(terms[k, :, :size].T)))

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import SerializationError, SGTClassifier
-from sgt.bayes import LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
+from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
+from sgt.features import Regrid
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, without_probability_state
 
 # -- the estimate and the mixture -----------------------------------------------------------------
@@ -218,6 +219,234 @@ def test_predicting_does_not_change_the_bytes() -> None:
     b.predict_proba_many(records[500:600])
     b.predict_one(records[600])
     assert a.to_bytes() == b.to_bytes()
+
+
+# -- the batch path: the estimate of a whole batch at once, then the mixture ------------------------
+
+
+def _halving(bins: int, side: int) -> np.ndarray:
+    """A grid's mapping when it doubles towards `side` (0: downwards): adjacent old bins merge pairwise."""
+    old = np.arange(1, bins + 1)
+    new = (old + 1) // 2 + (bins // 2 if side == 0 else 0)
+    return np.concatenate([[0], new])
+
+
+@st.composite
+def _batches(draw: st.DrawFn) -> tuple:
+    """Codes of a batch (0: missing), classes (-1: only predicted; a class first seen mid-batch takes the
+    next index), the classes known before it, grids growing at some rows, and the trees' softmax."""
+    bins, width = 8, draw(st.integers(1, 3))
+    n = draw(st.integers(1, 60))
+    before = draw(st.integers(0, 2))
+    codes = np.array(
+        draw(st.lists(st.lists(st.integers(0, bins), min_size=width, max_size=width), min_size=n, max_size=n))
+    )
+    labels = draw(st.lists(st.integers(-1, 3), min_size=n, max_size=n))
+    targets, k = [], before
+    for label in labels:  # number new classes in order of first appearance, as the classifier does
+        if label >= k:
+            label = k
+            k += 1
+        targets.append(label)
+    grown = draw(st.lists(st.integers(0, n - 1), max_size=4, unique=True))
+    regrids = {}
+    for row in grown:
+        if targets[row] < 0 or codes[row, 0] == 0:
+            continue
+        mapping = _halving(bins, draw(st.integers(0, 1)))
+        regrids[row] = [Regrid(row, 0, mapping, draw(st.integers(1, bins)), (0.0, 1.0), (0.0, 2.0))]
+        codes[row, 0] = draw(st.integers(1, bins))
+    rng = np.random.default_rng(draw(st.integers(0, 1000)))
+    tree = rng.dirichlet(np.ones(max(k, 1)), size=n)[:, :k]
+    for i, known in enumerate(_known_before(np.array(targets), before)):
+        tree[i, known:] = 0.0  # the trees' softmax of a row covers the classes known then
+    learned_tree = rng.uniform(0.01, 1.0, n)  # the trees' probability of a row's class as learned
+    return bins, codes, np.array(targets), before, regrids, tree, learned_tree
+
+
+def _known_before(targets: np.ndarray, before: int) -> list[int]:
+    known, k = [], before
+    for t in targets.tolist():
+        known.append(k)
+        k = max(k, t + 1)
+    return known
+
+
+@PROPERTY
+@given(batch=_batches(), warm=st.integers(0, 30), half_life=st.integers(1, 25))
+def test_the_estimate_of_a_batch_is_the_loop_of_single_records(
+    batch: tuple, warm: int, half_life: int
+) -> None:
+    """`estimate` then `mix` give the bits of `predict_one` then `learn_one` row by row: grids growing
+    mid-batch (the row predicted on its old code and the old statistics, learned on the new), rows only
+    predicted, classes first seen mid-batch (learned with one class more than predicted with), the
+    statistics halving after every `half_life` learned records."""
+    bins, codes, targets, before, regrids, tree, learned_tree = batch
+    numeric = list(range(codes.shape[1]))
+    loop, batched = NaiveBayes(bins, half_life), NaiveBayes(bins, half_life)
+    rng = np.random.default_rng(warm)
+    history = rng.integers(0, bins + 1, (warm, codes.shape[1]))
+    if before:  # some history first, every class known before the batch
+        classes = rng.integers(0, before, warm)
+        for m in (loop, batched):
+            m.estimate(history, classes, before, {}, np.array(numeric))
+    known = _known_before(targets, before)
+    expected = []
+    for i, row in enumerate(codes.tolist()):
+        k = known[i]
+        q = tree[i, :k].tolist()
+        if k >= 2:
+            old = list(row)
+            for regrid in regrids.get(i, []):
+                old[regrid.feature] = regrid.code_before
+            expected.append(loop.predict_one(old, q, numeric) + [0.0] * (tree.shape[1] - k))
+        else:
+            expected.append(tree[i].tolist())
+        for regrid in regrids.get(i, []):
+            loop.regrid(regrid)
+        if targets[i] >= 0:
+            width = max(k, targets[i] + 1)
+            softmax = [0.0] * width  # only the class's probability counts: the one the trees gave it
+            softmax[targets[i]] = float(learned_tree[i])
+            loop.learn_one(row, softmax, int(targets[i]), numeric)
+    estimate = batched.estimate(codes, targets, before, regrids, np.array(numeric))
+    got = batched.mix(estimate, tree, learned_tree, targets)
+    assert estimate.known.tolist() == known
+    assert got.tolist() == expected
+    assert batched.log_ratio == loop.log_ratio and batched.since == loop.since
+    for name in NaiveBayes.SAVED:
+        assert np.array_equal(getattr(batched, name), getattr(loop, name)), name
+
+
+def _growing_stream() -> tuple[np.ndarray, list]:
+    """Grids that keep growing (warm-up longer than the stream), classes first seen mid-batch, rows
+    only predicted, the first ones before any class is known."""
+    rng = np.random.default_rng(21)
+    n = 700
+    X = rng.normal(0.0, 1.0, (n, 3)) * np.linspace(1.0, 40.0, n)[:, None]
+    y: list = [int(v) for v in np.minimum((X[:, 0] > 0) + 2 * (X[:, 1] > X[:, 2]), np.arange(n) // 150)]
+    for i in rng.choice(n, 60, replace=False).tolist():
+        y[i] = None
+    y[:20] = [None] * 20
+    return X, y
+
+
+@PROPERTY
+@given(cuts=_cuts(700), one_by_one=st.lists(st.booleans(), min_size=11))
+def test_batches_with_grids_growing_and_classes_arriving_give_the_loops_bytes(
+    cuts: list, one_by_one: list
+) -> None:
+    X, y = _growing_stream()
+    loop = SGTClassifier(warm_up=5000, grace_period=40, proba="mixed")
+    expected = []
+    for x, label in zip(X, y, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        if label is not None:
+            loop.learn_one(x, label)
+    model = SGTClassifier(warm_up=5000, grace_period=40, proba="mixed")
+    for (a, b), single in zip(itertools.pairwise([0, *cuts, len(y)]), one_by_one, strict=False):
+        if single:  # the one-record path for the first row, then the rest as a batch
+            rows = [list(model.predict_proba_one(X[a]).values())]
+            if y[a] is not None:
+                model.learn_one(X[a], y[a])
+            if b > a + 1:
+                got = model.predict_learn_many(X[a + 1 : b], y[a + 1 : b])
+                rows += [r[: len(e)].tolist() for r, e in zip(got, expected[a + 1 : b], strict=True)]
+        else:
+            got = model.predict_learn_many(X[a:b], y[a:b])
+            rows = [r[: len(e)].tolist() for r, e in zip(got, expected[a:b], strict=True)]
+        assert rows == expected[a:b]
+    assert model.to_bytes() == loop.to_bytes()
+
+
+def test_a_batch_with_several_grids_growing_in_its_middle_gives_the_loops_bytes() -> None:
+    X, y = _growing_stream()
+    X, y = X[:400], y[:400]
+    loop, batch = SGTClassifier(warm_up=5000, proba="mixed"), SGTClassifier(warm_up=5000, proba="mixed")
+    expected = []
+    for x, label in zip(X, y, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        if label is not None:
+            loop.learn_one(x, label)
+    batch.learn_many(X[:100], y[:100])
+    grown: list[int] = []
+    estimate = batch._bayes.estimate
+
+    def noting_rows(codes, targets, before, regrids, numeric):  # type: ignore[no-untyped-def]
+        grown.extend(regrids)
+        return estimate(codes, targets, before, regrids, numeric)
+
+    batch._bayes.estimate = noting_rows
+    got = batch.predict_learn_many(X[100:], y[100:])
+    assert len([row for row in grown if 0 < row < 299]) >= 3  # grids grew inside the batch
+    assert [r[: len(e)].tolist() for r, e in zip(got, expected[100:], strict=True)] == expected[100:]
+    assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_the_statistics_halve_after_every_half_life_of_learned_records() -> None:
+    bayes = NaiveBayes(bins=8, half_life=4)
+    codes = np.array([[1, 8], [3, 0], [5, 6], [7, 7], [7, 8], [2, 2]])  # code 0: missing
+    bayes.estimate(codes[:3], np.array([0, 1, -1]), 2, {}, np.array([0, 1]))  # two learned
+    assert bayes.since == 2 and bayes.class_counts.tolist() == [1, 1]
+    bayes.estimate(codes[3:], np.array([0, 0, 0]), 2, {}, np.array([0, 1]))  # the fourth halves
+    assert bayes.since == 1
+    # halved after the fourth: class 0's (1, 8), (7, 7), (7, 8) keep one 7 and one 8; class 1's (3, -)
+    # and the class counts 3 and 1 round down; then the fifth, class 0's (2, 2), is learned
+    assert bayes.class_counts.tolist() == [2, 0]
+    assert bayes.histogram[0, 0].tolist() == [0, 0, 1, 0, 0, 0, 0, 1, 0]
+    assert bayes.histogram[0, 1].tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 1]
+    assert bayes.histogram[1].sum() == 0
+    assert bayes.counts.tolist() == [[2, 2], [0, 0]] and bayes.sums.tolist() == [[9, 10], [0, 0]]
+    assert bayes.squares.tolist() == [[53, 68], [0, 0]]
+
+
+def _long_stream() -> tuple[np.ndarray, list]:
+    """Beyond two half-lives, a concept that flips half-way, some rows only predicted."""
+    rng = np.random.default_rng(8)
+    n = 2 * HALF_LIFE + 700
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    y: list = [int((a > b) != (i > n // 2)) for i, (a, b) in enumerate(X.tolist())]
+    for i in rng.choice(n, 80, replace=False).tolist():
+        y[i] = None
+    return X, y
+
+
+def test_halving_gives_the_loops_bytes_in_batches_split_anywhere_and_across_a_save() -> None:
+    X, y = _long_stream()
+    loop = SGTClassifier(warm_up=200, proba="mixed")
+    expected = []
+    for x, label in zip(X, y, strict=True):
+        expected.append(list(loop.predict_proba_one(x).values()))
+        if label is not None:
+            loop.learn_one(x, label)
+    blob = loop.to_bytes()
+    halves = [i for i, n in enumerate(np.cumsum([v is not None for v in y]).tolist()) if n % HALF_LIFE == 0]
+    first = halves[0]  # the row whose learning halves the statistics the first time
+    for cuts in ([1000, 3000], [first, first + 1, first + 2], [first - 7, first + 300, 2 * HALF_LIFE + 1]):
+        model = SGTClassifier(warm_up=200, proba="mixed")
+        for a, b in itertools.pairwise([0, *cuts, len(y)]):
+            if a == cuts[0]:  # saved and restored at the first cut
+                model = SGTClassifier.from_bytes(model.to_bytes())
+            got = model.predict_learn_many(X[a:b], y[a:b])
+            assert [r[: len(e)].tolist() for r, e in zip(got, expected[a:b], strict=True)] == expected[a:b]
+        assert model.to_bytes() == blob
+
+
+def test_a_naive_bayes_saved_before_halving_restores_with_none_learned_since() -> None:
+    records, labels = _stream()
+    model = _small("mixed")
+    model.learn_many(records[:300], labels[:300])
+    blob = model.to_bytes()
+    from tests.sgt.test_serialization import _pack, _unpack
+
+    version, header, payloads = _unpack(blob)
+    assert header["extra"]["bayes"]["since"] == 300 - labels[:300].count(None)
+    del header["extra"]["bayes"]["since"]
+    assert sgt.load(_pack(version, header, payloads))._bayes.since == 0
+    for wrong in (-1, HALF_LIFE, 2.5, True):
+        header["extra"]["bayes"]["since"] = wrong
+        with pytest.raises(SerializationError, match="since halving"):
+            sgt.load(_pack(version, header, payloads))
 
 
 # -- saved models ---------------------------------------------------------------------------------

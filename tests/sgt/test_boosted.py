@@ -35,6 +35,10 @@ SMALL = {
     "warm_up": 80,
     "n_members": 3,
     "poisson_rate": 1.0,
+    # the detectors' and splits' settings these streams' drift scenarios were built with (the
+    # classifier's defaults since moved to drift_delta 0.005 and gamma 0.02)
+    "drift_delta": 0.01,
+    "gamma": 0.1,
 }
 N = 1500
 FLIP = 700
@@ -333,10 +337,11 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
 
 
 # drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
-# drops a background ensemble: 5, a drift without a warning (at record 500) whose fresh ensemble
-# does not beat the main one (dropped at 750); 10, a warning (at 1250) that no drift confirms
+# drops a background ensemble: 5, drifts without a warning (at records 500 and 750), each answered at
+# once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone
 DROPPING = {**SMALL, "drift_threshold": 5.0}
-DROPPED_AT = {5.0: [750], 10.0: [1500]}
+DROPPED_AT = {5.0: [1500], 10.0: [1500]}
+DRIFTS_AT = {5.0: 2, 10.0: 1}
 
 
 @functools.cache
@@ -360,6 +365,7 @@ def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]
 @pytest.mark.parametrize("threshold", sorted(DROPPED_AT))
 def test_the_dropping_streams_drop_a_background_ensemble(threshold: float) -> None:
     assert _dropping_loop(threshold)[2] == DROPPED_AT[threshold]
+    assert sgt.load(_dropping_loop(threshold)[0]).n_drifts == DRIFTS_AT[threshold]
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -385,31 +391,47 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
         assert restored.to_bytes() == expected
 
 
-def test_a_drift_without_a_warning_starts_a_fresh_ensemble_that_replaces_the_main_one_once_better() -> None:
+def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
     model = BoostedClassifier(**SMALL)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
     model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    main, drifts = model._members, model.n_drifts
+    model.learn_many(_RECORDS[600:749], _LABELS[600:749])
+    assert model._members is main  # acted on only at the next fixed point, record 750
+    model.learn_many(_RECORDS[749:760], _LABELS[749:760])
+    assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
+    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 750
+    assert not model._pending and not model._detector.alarm
+
+
+def test_a_drift_without_a_warning_starts_a_fresh_regressor_that_replaces_the_main_one_once_better() -> None:
+    model = BoostedRegressor(**SMALL)
+    model.learn_many(_XR[:600], _YR[:600])
+    model._detector._state.alarm = True  # as if the drift test had fired at record 600
     main = model._members
-    model.learn_many(_RECORDS[600:760], _LABELS[600:760])
+    model.learn_many(_XR[600:760], _YR[600:760])
     background = model._background
     assert model._members is main and model.n_drifts == 0 and model._pending  # the old one predicts
     assert background is not None and all(t.leaf_count(0) == 10 for m in background for t in m._trees)
-    # the labels flipped at record 700: the fresh ensemble makes fewer errors by the next fixed point
-    model.learn_many(_RECORDS[760:1000], _LABELS[760:1000])
+    # the targets changed at record 700: the fresh ensemble makes smaller errors by the next fixed point
+    model.learn_many(_XR[760:1000], _YR[760:1000])
     assert model._members is background and model._background is None
     assert model.n_drifts == 1 and not model._pending and not model._detector.alarm
 
 
-def test_a_fresh_ensemble_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
+def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
+    X, y = step_regression_stream(DRIFT_PERIOD * 5, seed=92)  # no drift
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        model = BoostedClassifier(**DROPPING)
-        model.learn_many(_RECORDS[:500], _LABELS[:500])
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(X[:600], y[:600])
+        model._detector._state.alarm = True  # as if the drift test had fired at record 600
+        model.learn_many(X[600:750], y[600:750])
         main = model._members
         assert model._pending and model._background is not None and model.n_drifts == 0
-        model.learn_many(_RECORDS[500:749], _LABELS[500:749])
+        model.learn_many(X[750:999], y[750:999])
         assert model._pending and model._members is main
-        model.learn_many(_RECORDS[749:760], _LABELS[749:760])
+        model.learn_many(X[999:1010], y[999:1010])
     assert model._members is main and model._background is None and model.n_drifts == 0
     assert not model._pending and not model._detector.alarm
 

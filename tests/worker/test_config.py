@@ -270,7 +270,6 @@ def test_model_defaults_are_the_librarys() -> None:
         for name in (
             "delta",
             "grace_period",
-            "gamma",
             "bins",
             "warm_up",
             "max_depth",
@@ -280,6 +279,7 @@ def test_model_defaults_are_the_librarys() -> None:
     assert SGTClassifier().get_params()["proba"] == defaults.proba
     assert defaults.leaf_model is None  # each model class's own default
     assert defaults.lambda_ is None  # each model class's own default (the boosted classifier's differs)
+    assert defaults.gamma is None  # (the boosted classifier's differs)
     assert defaults.linear_lambda is None and defaults.poisson_rate is None  # (the boosted regressor's)
 
 
@@ -303,11 +303,22 @@ def test_model_defaults_are_the_librarys() -> None:
         ({"model": "boosted", "leaf_model": "constant"}, {"leaf_model": "constant"}),
         ({}, {"lambda_": 0.1}),
         ({"task": "regression"}, {"lambda_": 0.1}),
-        ({"model": "boosted"}, {"lambda_": 0.5, "learning_rate": 0.3, "drift_threshold": 35.0}),
+        (
+            {"model": "boosted"},
+            {
+                "lambda_": 0.5,
+                "learning_rate": 0.3,
+                "drift_threshold": 35.0,
+                "drift_delta": 0.005,
+                "gamma": 0.02,
+            },
+        ),
         (
             {"model": "boosted", "task": "regression"},
-            {"lambda_": 0.1, "learning_rate": 0.5, "drift_threshold": 50.0},
+            {"lambda_": 0.1, "learning_rate": 0.5, "drift_threshold": 50.0, "gamma": 0.1},
         ),
+        ({}, {"gamma": 0.1}),
+        ({"model": "boosted", "gamma": "0.3"}, {"gamma": 0.3}),
         ({"model": "boosted", "lambda_": "0.2"}, {"lambda_": 0.2}),
         ({"lambda_": "none"}, {"lambda_": 0.1}),
     ],

@@ -1,0 +1,166 @@
+"""The exact batch path of a model with one tree, taken node by node (sgt.base's `_run_codes` uses it).
+
+A model with one tree (a binary classifier, a regressor, a member of a binary or regression ensemble)
+computes a row's gradient from the tree's prediction of that row alone, and the prediction from the
+node the row reaches. Learning a row changes that node only: the row joins its leaf's pending block,
+and when the block fills, the leaf's attempt changes the leaf (its value, its linear term, or a split
+into children); a row that stops at a nominal branch with a category the branch has never learned
+gives the branch a child for it. So a row's prediction and gradient depend only on the *events* of
+its own node before it (attempts, new category children), never on rows at other nodes.
+
+The chunked path (sgt.base) cuts the whole run at every event of any leaf, and pays numpy's fixed cost
+per call in every chunk. This path instead takes, in one numpy pass, the rows of every node up to that
+node's next event (predicted, their gradients computed and appended to the pending blocks), then runs
+the events, then takes the rows after them in the next pass: a few passes per run instead of a chunk
+per event.
+
+Order still matters across nodes in one respect: node ids and leaf slots are handed out in the order
+of the splits and category children, and the saved model holds them. So the events run in row order,
+and an event runs only when no earlier event can still be unknown. After an event at row r, the node's
+remaining rows (at the node itself, or moved to its children) are not taken yet, and their next event
+lies at least `need` of their learned rows further on, `need` being the smallest block among those
+nodes (a fresh block after an attempt; 1 where rows stop at a nominal branch). That row is the
+*horizon*: events beyond it wait for the next pass, which takes those remaining rows.
+
+Not for models whose hooks watch the rows in order (the classifier's smoothing and naive Bayes, see
+`BaseSGT._leafwise`), nor for several trees, whose outputs meet in one softmax: there an attempt of any
+tree changes every later row's gradient.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from sgt.split import Candidate
+from sgt.tree import LeafInputs, Tree
+
+if TYPE_CHECKING:
+    from sgt.base import BaseSGT
+
+__all__ = ["run_leafwise"]
+
+
+class Run(NamedTuple):
+    """The arrays of one `_run_codes` call that the passes read and write."""
+
+    nodes: np.ndarray  # each row's node (updated in place as the tree changes)
+    stopped: np.ndarray  # whether the row stops at a nominal branch (likewise)
+    codes: np.ndarray
+    targets: np.ndarray
+    learn: np.ndarray
+    raw_out: np.ndarray  # [rows, trees]: the raw score each row was predicted with
+    outputs_at: np.ndarray
+    inputs: LeafInputs
+
+
+class Event(NamedTuple):
+    """A row that fills its leaf's block, or stops at a nominal branch, and is learned."""
+
+    row: int  # (rows are distinct: a queue orders events by row alone)
+    node: int
+    candidate: Candidate | None  # a filled leaf's evaluated attempt, for `Tree.act`
+
+
+def run_leafwise(model: BaseSGT, start: int, stop: int, run: Run) -> None:
+    """Predict then learn rows [start, stop) of a one-tree model, node by node; the same bits as the
+    chunked path. The rows hold no new target and grow no grid."""
+    rows = np.arange(start, stop)
+    queue: list[Event] = []
+    while rows.size:
+        for event in _evaluate(model._trees[0], _take(model, rows, run, stop)):
+            heapq.heappush(queue, event)
+        rows = _run_events(model, queue, run, stop)
+
+
+def _take(model: BaseSGT, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
+    """Take `rows` (ascending) up to each node's next event: predict them, append the learned ones
+    to their leaves (the filling row too: its attempt follows as an event); return the events' rows
+    and nodes."""
+    tree: Tree = model._trees[0]
+    at = run.nodes[rows]
+    leaf = tree.feature[at] < 0
+    learned = run.learn[rows]
+    slot = tree.slot[at]
+    # learned rows each node takes before its event: the rest of its block, or one at a branch
+    need = np.where(leaf, tree.block[slot] - tree.pending_n[slot], 1)
+    order = np.argsort(at, kind="stable")
+    grouped = at[order]
+    counts = np.cumsum(learned[order])
+    first = np.searchsorted(grouped, grouped, side="left")
+    rank = counts - counts[first] + learned[order][first]
+    hit = order[learned[order] & (rank == need[order])]
+    events = list(zip(rows[hit].tolist(), at[hit].tolist()))
+    limit = np.full(tree.n_nodes, stop)
+    limit[at[hit]] = rows[hit]
+    taken = rows <= limit[at]
+    _predict_append(model, rows[taken], leaf[taken], run)
+    return events
+
+
+def _evaluate(tree: Tree, events: list[tuple[int, int]]) -> list[Event]:
+    """The events, with the first half of each filled leaf's attempt done, all leaves in one pass.
+
+    Early, but exact: the evaluation reads and changes the leaf alone, and no row reaches the leaf
+    again before its event acts (`_take` stops each node's rows at its event)."""
+    filled = [node for _, node in events if tree.feature[node] < 0]
+    candidates = iter(tree.evaluate_leaves(filled) if filled else [])
+    return [Event(row, node, next(candidates) if tree.feature[node] < 0 else None) for row, node in events]
+
+
+def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, run: Run) -> None:
+    """Predict `rows` at their nodes, then append the learned ones at leaves to their pending blocks
+    (a learned row at a branch is an event: it is learned by the one-record path)."""
+    tree: Tree = model._trees[0]
+    nodes = run.nodes[rows]
+    inputs = LeafInputs(run.inputs.columns, run.inputs.values[rows], run.inputs.every_column)
+    raw = tree.predict_rows(nodes, inputs) + model._base()
+    run.raw_out[rows, 0] = raw
+    run.outputs_at[rows] = model._n_outputs()
+    appended = np.flatnonzero(run.learn[rows] & leaf)
+    if not appended.size:
+        return
+    learned = rows[appended]
+    g, h = model._gradients(raw[appended][None, :], run.targets[learned])
+    tree.append(nodes[appended], run.codes[learned], g[0], h[0])
+    model._n_seen += int(appended.size)
+
+
+def _run_events(model: BaseSGT, queue: list[Event], run: Run, stop: int) -> np.ndarray:
+    """Run the queued events in row order up to the horizon; return the rows they leave to take
+    (ascending): each event's node's rows after it, routed anew where the tree changed."""
+    tree: Tree = model._trees[0]
+    horizon = stop
+    waiting = []
+    while queue and queue[0].row < horizon:
+        row, node, candidate = heapq.heappop(queue)
+        if candidate is None:  # a branch learns a new category: the one-record path
+            model._learn_codes(run.codes[row], run.targets[row])
+            moved = True
+        else:
+            moved = tree.act(node, candidate, model._space)
+        # every later row at the node moves (the rows from `stop` on too: the run goes on after it)
+        later = row + 1 + np.flatnonzero(run.nodes[row + 1 :] == node)
+        if moved and later.size:
+            run.nodes[later], run.stopped[later] = tree.route(run.codes[later], start=run.nodes[later])
+        rest = later[later < stop]
+        if not rest.size:
+            continue
+        waiting.append(rest)
+        horizon = min(horizon, _horizon(tree, rest, run, stop))
+    if not waiting:
+        return np.zeros(0, dtype=np.intp)
+    return np.sort(np.concatenate(waiting))
+
+
+def _horizon(tree: Tree, rest: np.ndarray, run: Run, stop: int) -> int:
+    """The earliest row where an event of the nodes `rest` (not yet taken) now sit at may fall."""
+    learned = rest[run.learn[rest]]
+    if not learned.size:
+        return stop
+    at = np.unique(run.nodes[learned])
+    slot = tree.slot[at]
+    need = int(np.where(tree.feature[at] >= 0, 1, tree.block[slot] - tree.pending_n[slot]).min())
+    return int(learned[need - 1]) if need <= learned.size else stop
