@@ -11,8 +11,9 @@ Every value becomes a small integer code (uint16), the unit of all statistics an
   becomes one half of the new one) until the value is inside: every old bin then lies within one new bin
   (adjacent bins merge pairwise), so statistics gathered on the old grid carry over exactly (a `Regrid` says
   how; the model applies it at that record). Growing stops after a feature's first `warm_up` finite values
-  (one far outlier later on cannot coarsen the grid); afterwards values outside it, and infinities always,
-  are clipped into the end bins. Codes are available from the first value on: nothing waits for a range;
+  (one far outlier later on cannot coarsen the grid); afterwards values outside it, and infinities always
+  (before the first finite value too), are clipped into the end bins. Codes are available from the first
+  value on: nothing waits for a range;
 - nominal features, codes 1..K: categories in order of first appearance while learning; a category
   never learned gets `UNKNOWN` (prediction only). With `max_categories`, the categories after the
   first `max_categories` share one more code, "other" (its vocabulary key is None, which no value
@@ -38,6 +39,8 @@ records and their order.
 from __future__ import annotations
 
 import math
+import struct
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -136,21 +139,28 @@ class FeatureSpace:
     def threshold_value(self, j: int, t: int) -> float:
         """The largest value that falls in bins 0..t (0-based) of numeric feature j.
 
-        A split on bin t sends exactly the values x <= threshold_value(j, t) left. The nominal
-        edge lo + (t + 1) * width / B is adjusted by a few ulps where rounding in the binning
-        arithmetic puts values near it on the other side.
+        A split on bin t sends exactly the values x <= threshold_value(j, t) left: the largest double
+        that the binning arithmetic puts in bins 0..t, which rounding can move far from the nominal edge
+        lo + (t + 1) * width / B in ulps (an edge at 0 on [-0.5, 1): every x above -2^-54 bins right of
+        it, 2^62 doubles away). Codes never decrease with the value, so the doubles between lo (bin 0)
+        and the largest one, ordered as integers, are bisected: 64 steps at most.
         """
         state = self.numeric[j]
         assert state is not None
         code = t + 1
-        if code >= self.bins:  # the last bin (a threshold a grown grid moved to its end): every value
-            return math.inf  # goes left, and no finite value bins past it to stop the search below
-        x = state.lo + (state.hi - state.lo) * (t + 1) / self.bins
-        while self._bin_one(state, x) > code:
-            x = math.nextafter(x, -math.inf)
-        while self._bin_one(state, math.nextafter(x, math.inf)) <= code:
-            x = math.nextafter(x, math.inf)
-        return x
+        largest = sys.float_info.max
+        if state.lo != state.lo and code < self.bins:  # no range yet: all but +inf bin first (`_bin_one`)
+            return largest
+        if code >= self.bins or self._bin_one(state, largest) <= code:  # every value goes left (a
+            return math.inf  # threshold a grown grid moved to its end, or a width past the float range)
+        left, right = _ordered(state.lo), _ordered(largest)
+        while right - left > 1:
+            middle = (left + right) // 2
+            if self._bin_one(state, _from_ordered(middle)) <= code:
+                left = middle
+            else:
+                right = middle
+        return _from_ordered(left)
 
     def range_of(self, j: int) -> tuple[float, float] | None:
         state = self.numeric[j]
@@ -282,6 +292,8 @@ class FeatureSpace:
             width = state.hi - lo
             if width == 0.0:
                 codes[j] = 1 if number <= lo else bins
+            elif lo != lo:  # no range yet: see `_bin_one`
+                codes[j] = bins if number == math.inf else 1
             else:
                 z = (number - lo) / width * bins
                 codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
@@ -472,10 +484,18 @@ class FeatureSpace:
         self._regrids.append(Regrid(row, j, mapping, code_before, old, (state.lo, state.hi)))
 
     def _bin_one(self, state: _Numeric, x: float) -> int:
-        """The code of value x of a numeric feature (`encode_one` inlines the same arithmetic)."""
+        """The code of value x of a numeric feature (`encode_one` inlines the same arithmetic).
+
+        Before the feature's first finite learned value there is no range (lo and hi are NaN): an
+        infinity goes to the end bin of its sign, as on every range, so that its code stays right when
+        the first finite value v makes the range [v, v] (-inf <= v is bin 1, +inf > v bin B); a finite
+        value (met in prediction only: learning one starts the range) takes the first bin.
+        """
         width = state.hi - state.lo
         if width == 0.0:
             return 1 if x <= state.lo else self.bins
+        if state.lo != state.lo:
+            return self.bins if x == math.inf else 1
         z = (x - state.lo) / width * self.bins
         if not z >= 0.0:  # below the range, or nan when hi - lo overflowed: the first bin, as in batches
             return 1
@@ -522,6 +542,8 @@ class FeatureSpace:
         with np.errstate(invalid="ignore", over="ignore"):
             if width == 0.0:
                 codes = np.where(column <= state.lo, 1, self.bins)
+            elif state.lo != state.lo:  # no range yet: see `_bin_one`
+                codes = np.where(column == np.inf, self.bins, 1)
             else:
                 z = (column - state.lo) / width * self.bins
                 # what nan_to_num(z, nan=0.0) did, in one pass: ±inf need no mapping, as clip sends
@@ -608,6 +630,18 @@ def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float
         mapping = np.clip([((i + offset) >> step) + 1 for i in range(-1, bins)], 1, bins)
     mapping[0] = MISSING
     return low, high, mapping.astype(CODE_DTYPE)
+
+
+def _ordered(x: float) -> int:
+    """An integer for each double, in the doubles' order (both zeros are 0)."""
+    (bits,) = struct.unpack("<q", struct.pack("<d", x))
+    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _from_ordered(k: int) -> float:
+    """The double of `_ordered` integer k."""
+    bits = struct.pack("<q", k) if k >= 0 else struct.pack("<Q", -k | 1 << 63)
+    return float(struct.unpack("<d", bits)[0])
 
 
 def _power_of_two_above(x: float) -> float:

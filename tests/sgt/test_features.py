@@ -190,6 +190,42 @@ def test_values_outside_the_range_and_infinities_clip_to_the_end_bins() -> None:
         assert model.predict_proba_one({"x0": x}) == above
 
 
+def test_infinities_before_the_first_finite_value_take_the_end_bins_on_every_path() -> None:
+    """Before any finite value a feature has no range; +inf took the first bin there (beside -inf), so
+    the two could not be told apart, and its code disagreed with the range [v, v] that the first
+    finite value v sets (+inf > v is the last bin)."""
+    from sgt.features import FeatureSpace
+
+    one, batch = FeatureSpace(4, 3), FeatureSpace(4, 3)
+    values = [math.inf, -math.inf, math.inf]
+    assert [one.encode_one({"a": v}, learn=True) for v in values] == [[4], [1], [4]]
+    assert batch.encode_rows([{"a": v} for v in values], np.ones(3, dtype=bool)).tolist() == [[4], [1], [4]]
+    assert one.encode_one({"a": 7.0}, learn=False) == [1]  # no range to place a finite value on
+    for space in (one, batch):
+        space.encode_one({"a": 2.0}, learn=True)
+        assert space.range_of(0) == (2.0, 2.0)
+        assert [space.encode_one({"a": v}, learn=False) for v in values] == [[4], [1], [4]]
+
+
+def test_a_tree_splits_on_infinities_met_before_any_finite_value() -> None:
+    """Only infinite values: the tree must tell +inf from -inf, and export the split (a threshold that
+    sends every value but +inf left) without searching for a finite edge that does not exist."""
+    import sys
+
+    rows = [{"x": math.inf if i % 2 else -math.inf} for i in range(200)]
+    targets = [10.0 if i % 2 else 0.0 for i in range(200)]
+    loop, batch = (SGTRegressor(grace_period=20, leaf_model="constant") for _ in range(2))
+    for x, y in zip(rows, targets, strict=True):
+        loop.learn_one(x, y)
+    batch.learn_many(rows, targets)
+    assert batch.to_bytes() == loop.to_bytes()
+    root = loop.to_dict()["trees"][0]
+    assert (root["leaf"], root["feature"], root["threshold"]) == (False, "x", sys.float_info.max)
+    assert loop.predict_one({"x": math.inf}) - loop.predict_one({"x": -math.inf}) > 5.0
+    for x in ({"x": math.inf}, {"x": -math.inf}, {"x": 1e300}):
+        assert loop.predict_one(x) == route(root, x)["value"]
+
+
 @pytest.mark.parametrize(("left_share", "expected"), [(0.8, False), (0.2, True)])
 def test_missing_values_follow_the_child_with_most_instances(left_share: float, expected: bool) -> None:
     model = _split_classifier(left_share=left_share)
@@ -448,6 +484,21 @@ def test_the_threshold_of_the_last_bin_sends_every_value_left() -> None:
         space.encode_one({"a": v}, learn=True)
     assert space.threshold_value(0, 7) == math.inf
     assert space.threshold_value(0, 6) < math.inf
+
+
+def test_a_threshold_that_rounding_moves_far_in_ulps_is_found() -> None:
+    """The grid [-0.5, 1) of 3 bins has an edge at 0, but (x + 0.5) / 1.5 * 3 rounds to 1 for every x
+    above -2^-54: the search stepped one ulp at a time from 0 down and never returned (an export hung)."""
+    from sgt.features import FeatureSpace
+
+    space = FeatureSpace(3, 7)
+    for v in (0.0, 0.9):
+        space.encode_one({"a": v}, learn=True)
+    assert space.range_of(0) == (-0.5, 1.0)
+    x = space.threshold_value(0, 0)
+    assert space.encode_one({"a": x}, learn=False) == [1]
+    assert space.encode_one({"a": math.nextafter(x, math.inf)}, learn=False) == [2]
+    assert -1e-16 < x < 0.0
 
 
 def test_a_grid_that_cannot_double_within_the_float_range_stays_as_it_is() -> None:

@@ -27,9 +27,10 @@ library. Rules transcribed:
   multiple of w (doubled upwards while that does not hold both), then doubled
   towards x (the old grid kept as one half) until x is inside. Every stored bin of the feature is then
   replaced by the new bin that holds its interval (exact rational arithmetic), and a threshold
-  inside a new bin moves to the side holding more of its old bins. A category first met at a
-  nominal branch grows a leaf at the branch's value when learning, and predicts with the branch's
-  value otherwise.
+  inside a new bin moves to the side holding more of its old bins. Before the feature's first finite
+  value there is no grid: +inf is bin B - 1, anything else (-inf; a finite value, in prediction only)
+  bin 0. A category first met at a nominal branch grows a leaf at the branch's value when learning,
+  and predicts with the branch's value otherwise.
 
 Losses: squared error starts from the first target, Poisson (g = e^F - y, h = e^F) from 0.
 Classification is the softmax committee: a tree (starting at 0) per class after the first, which is
@@ -50,7 +51,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.stats import f as f_distribution
 
@@ -170,6 +171,8 @@ class ReferenceSGT:
                 self._grow(name, state, x)
             state[2] += 1
         lo, hi = state[0], state[1]
+        if math.isnan(lo):  # no finite value learned yet: no grid
+            return self.bins - 1 if x == math.inf else 0
         if hi == lo:
             return 0 if x <= lo else self.bins - 1
         z = (x - lo) / (hi - lo) * self.bins
@@ -499,8 +502,26 @@ def test_library_matches_the_reference_transcription(
             np.testing.assert_allclose([p[c] for c in reference.classes], softmax(raw), rtol=1e-9, atol=1e-12)
 
 
+# A feature whose first value is infinite, before any finite one: -inf (seed 7966) and +inf (seed 290)
+# must take the end bins of their signs (the transcription put -inf last, the library +inf first).
+INFINITY_FIRST = {
+    "grace_period": 5,
+    "delta": 1e-3,
+    "lambda_": 0.1,
+    "gamma": 0.3,
+    "bins": 2,
+    "warm_up": 1,
+    "grace_start": 1,
+    "max_depth": None,
+    "nominal": (),
+    "leaf_model": "constant",
+}
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=CONFIG, seed=st.integers(0, 10_000), missing=st.sampled_from([0.0, 0.2]))
+@example(config=INFINITY_FIRST, seed=7966, missing=0.2)
+@example(config=INFINITY_FIRST, seed=290, missing=0.2)
 def test_multi_instance_learning_matches_the_reference_transcription(
     config: dict, seed: int, missing: float
 ) -> None:

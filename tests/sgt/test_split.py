@@ -184,6 +184,23 @@ def test_a6_a_child_with_one_instance_can_still_split() -> None:
     assert f_test(best.mean, best.variance, 200.0) < 1e-7
 
 
+def test_identical_loss_changes_are_certain_evidence_whatever_their_rounding() -> None:
+    # log loss at logit 0 (g = +-0.5, h = 0.25), split by label: every instance's loss change is the same
+    # (g^2 is), so the exact variance is 0 and the test is certain (p = 0). The centred sums round that 0
+    # to about 1e-17 here; against the mean's square (0.14) it gives F near 1e17 and p near 1e-49, the
+    # same decision for any delta above that. Rounding could decide only where the mean is rounding too:
+    # a split's mean holds its penalty gamma |Q| / n, and the null candidate's is that small only when
+    # mean g is, which keeps its F (at most n (mean g)^2 / var g where h is constant) small as well
+    g = np.array([0.5] + [-0.5] * 6)
+    bins = np.array([1] + [2] * 6)
+    best = best_numeric(block_stats(bins, g, np.full(7, 0.25), 3)[None], LAMBDA, 0.3, n=7.0)
+    assert best is not None and best.threshold == 0
+    step = 0.5 / (0.25 + LAMBDA)
+    assert best.mean == pytest.approx(-0.5 * step + 0.5 * 0.25 * step**2 + 0.3 * 2 / 7, rel=1e-12)
+    assert 0.0 <= best.variance < 1e-15 * best.mean**2
+    assert f_test(best.mean, best.variance, 7.0) < 1e-40
+
+
 def test_m3_one_or_no_instance_never_gives_nan() -> None:
     one = block_stats(np.zeros(1, dtype=np.intp), np.array([2.0]), np.array([1.0]), 1)[0]
     candidate = null_candidate(one, LAMBDA)

@@ -7,9 +7,10 @@ zombie) gives the partition up and its later state never wins. In (a) and (b), o
 consumed, every partition's state in the state topic (and in the last worker's directory) holds a
 model byte-identical to the offline run (what one uninterrupted worker computes), next offsets at
 the ends of both topics and the offline prequential metrics, and the group's committed offsets are
-the ends. (a) also bounds the repeated predictions: a record is predicted again only by a run that
-restored a state from before it, so what a kill repeats is what followed each partition's last
-state-topic checkpoint, not the whole topic.
+the ends. (a) also bounds the repeated predictions: every restart resumes each partition at the killed
+run's last checkpoint (or the one before it, whose successor was still on its way to the state topic),
+and a record is predicted again only by a run that restored a state from before it, so what a kill
+repeats is what followed each partition's last state-topic checkpoint, not the whole topic.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ def _at(
     return all(p in states and states[p][0]["next_offsets"][0] == ends["features"][p] for p in partitions)
 
 
+def _checkpoints_written(worker: WorkerProcess) -> dict[int, list[list[int]]]:
+    """Each partition's checkpoint files a worker wrote, in order: their next offsets."""
+    out: dict[int, list[list[int]]] = {p: [] for p in range(PARTITIONS)}
+    for event in worker.log_events("checkpoint written"):
+        out[event["partition"]].append(event["next_offsets"])
+    return out
+
+
 def _restored_from(worker: WorkerProcess) -> dict[int, dict[str, Any]]:
     """Each partition's first restore in a worker's log: its source and features offset."""
     events = worker.log_events("partition restored") + worker.log_events("partition starts fresh")
@@ -120,30 +129,39 @@ def test_sigkills_with_an_empty_checkpoint_directory_at_every_restart(
     assert shown == {p: hashlib.sha256(offline[p][0]).hexdigest() for p in range(PARTITIONS)}
     assert _committed(kafka_bootstrap, group, topics) == {k: ends[k] for k in ("features", "labels")}
 
-    # Where each run started every partition: from the state topic, since its directory was empty.
-    starts = [{p: 0 for p in range(PARTITIONS)}]
-    for worker in runs[1:]:
+    # Where each run started every partition: from the state topic, since its directory was empty, at
+    # the newest state the killed run put there: its last checkpoint, or the one before it when the last
+    # one's copy was still travelling to the topic (a partition has one checkpoint in flight at a time,
+    # and its copy goes to the topic only once the file is written). Not from scratch, nor older.
+    starts = [{p: [0, 0] for p in range(PARTITIONS)}]
+    for killed, worker in itertools.pairwise(runs):
         restored = _restored_from(worker)
         assert sorted(restored) == list(range(PARTITIONS))
         for event in restored.values():
             in_topic = event["state_topic_records_seen"] is not None
             assert event["source"] == ("topic" if in_topic else "fresh"), event
-        starts.append({p: e["next_offsets"][0] for p, e in restored.items()})
-    assert any(s[p] > 0 for s in starts[1:] for p in range(PARTITIONS)), "no restart restored progress"
+        written = _checkpoints_written(killed)
+        for p, event in restored.items():
+            newest = [starts[-1][p], *written[p]][-2:]
+            assert event["next_offsets"] in newest, (p, event["next_offsets"], newest)
+        starts.append({p: e["next_offsets"] for p, e in restored.items()})
+    assert any(s[p][0] > 0 for s in starts[1:] for p in range(PARTITIONS)), "no restart restored progress"
     for before, after in itertools.pairwise(starts):
-        assert all(after[p] >= before[p] for p in range(PARTITIONS)), "a restart went backwards"
+        assert all(a >= b for p in range(PARTITIONS) for a, b in zip(after[p], before[p], strict=True)), (
+            "a restart went backwards"
+        )
 
     # A record is predicted once, plus once per later run that restored a state from before it.
     counts = Counter(
         (m.partition(), orjson.loads(m.value())["offset"])
         for m in read_all(kafka_bootstrap, topics["predictions"], PARTITIONS)
     )
+    # How many that is depends on how far a run got past its last checkpoint before its kill (a slow
+    # broker or disk under load keeps a checkpoint in flight for longer), not on the restores.
     for p in range(PARTITIONS):
         for offset in range(ends["features"][p]):
-            runs_before = sum(1 for s in starts if s[p] <= offset)
+            runs_before = sum(1 for s in starts if s[p][0] <= offset)
             assert 1 <= counts[(p, offset)] <= runs_before, (p, offset, counts[(p, offset)], starts)
-    repeated = sum(counts.values()) - N  # restarts from scratch would repeat about 1.5 N here
-    assert repeated < N // 4, f"{repeated} repeated predictions"
 
 
 def test_partitions_moving_between_workers_with_separate_directories(
