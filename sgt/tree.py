@@ -299,17 +299,21 @@ class Tree:
         The input is about u - 1/2 with u = (x - lo) / (hi - lo) (see leaf_inputs). With u_old =
         u_new S'/S + (lo' - lo)/S, w (u_old - 1/2) = w S'/S (u_new - 1/2) + w (S'/(2S) + (lo' - lo)/S - 1/2).
         From a single value (S = 0) every learned input was the same: the term moves into the value.
+        So it does from a range too narrow for the new one to be measured in its width (S'/S beyond the
+        float range: 0 and 2.2e-308 followed by 4), where S'/S would make every weight, zero included,
+        infinite or NaN.
         """
         j, n = regrid.feature, self.n_nodes
         (lo, hi), (new_lo, new_hi) = regrid.old_range, regrid.new_range
         w = self.weights[:n, j]
-        if hi == lo:
+        span, new_span = hi - lo, new_hi - new_lo
+        scale = new_span / span if hi != lo else math.inf
+        if not math.isfinite(scale):
             self.value[:n] += w * _input(1, self.layout.bins)
             self.weights[:n, j] = 0.0
             return
-        span, new_span = hi - lo, new_hi - new_lo
         self.value[:n] += w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
-        self.weights[:n, j] = w * (new_span / span)
+        self.weights[:n, j] = w * scale
 
     # -- prediction ----------------------------------------------------------------------------
     def predict_rows(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
