@@ -2,7 +2,8 @@
 
 The estimate and the mixture against their formulas, grown grids, what the mixture is for (short
 streams), and the exactness guarantees of every classifier path: any batching gives the loop's bytes
-and probabilities, a model saved anywhere continues identically, old models restore as they were.
+and probabilities, old models restore as they were (a model saved anywhere continuing identically,
+and predicting changing nothing, are tested with the smoothing's modes in test_smoothing.py).
 """
 
 from __future__ import annotations
@@ -191,34 +192,6 @@ def test_a_feature_first_learned_later_in_a_batch_adds_nothing_to_earlier_rows()
         loop.learn_one(x, label)
     got = batch.predict_learn_many(records, labels)
     assert [row[: len(want)].tolist() for row, want in zip(got, expected, strict=True)] == expected
-
-
-@PROPERTY
-@given(cut=st.integers(0, N), small=st.integers(1, 16))
-def test_a_model_saved_anywhere_continues_identically(cut: int, small: int) -> None:
-    records, labels = _stream()
-    model = _small("mixed")
-    model.learn_many(records[:cut], labels[:cut])
-    restored = SGTClassifier.from_bytes(model.to_bytes())
-    assert restored.to_bytes() == model.to_bytes()
-    rest = slice(cut, min(N, cut + 200))
-    for m in (model, restored):  # a few rows (the one-record path), then a chunked batch
-        m.predict_learn_many(records[rest][:small], labels[rest][:small])
-    ours, theirs = (
-        m.predict_learn_many(records[rest][small:], labels[rest][small:]) for m in (model, restored)
-    )
-    assert np.array_equal(ours, theirs)
-    assert restored.to_bytes() == model.to_bytes()
-
-
-def test_predicting_does_not_change_the_bytes() -> None:
-    records, labels = _stream()
-    a, b = _small("mixed"), _small("mixed")
-    for m in (a, b):
-        m.learn_many(records[:500], labels[:500])
-    b.predict_proba_many(records[500:600])
-    b.predict_one(records[600])
-    assert a.to_bytes() == b.to_bytes()
 
 
 # -- the batch path: the estimate of a whole batch at once, then the mixture ------------------------
