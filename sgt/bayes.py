@@ -77,14 +77,6 @@ class Estimate:
     learned: np.ndarray  # [rows] a learned row's estimate of its class as it is learned (1 if not learned)
 
 
-@dataclass(frozen=True)
-class Mixed:
-    """What the mixture publishes for rows: its probabilities, and the naive Bayes estimate alone."""
-
-    proba: np.ndarray  # [rows, K]
-    bayes: np.ndarray  # [rows, K]
-
-
 class NaiveBayes:
     """The naive Bayes state of a classifier and the log-loss difference of the mixture.
 
@@ -539,17 +531,6 @@ class NaiveBayes:
         mixed = (tree + r * estimate.predicted) / (1.0 + r)
         alone = estimate.known < 2
         return np.where(alone[:, None], tree, mixed) if alone.any() else mixed
-
-    def run(
-        self, codes: np.ndarray, tree_proba: np.ndarray, targets: np.ndarray, numeric: np.ndarray
-    ) -> Mixed:
-        """`estimate` and `mix` of a block of rows of K known classes, grids fixed, whose trees' softmax
-        `tree_proba` [rows, K] is the same as predicted and as learned. Returns the mixture and the
-        estimate of each row."""
-        estimate = self.estimate(codes, targets, tree_proba.shape[1], {}, numeric)
-        at = np.arange(len(targets))
-        learned = tree_proba[at, np.maximum(targets, 0)]
-        return Mixed(self.mix(estimate, tree_proba, learned, targets), estimate.predicted)
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -24,6 +25,23 @@ from sgt.features import Regrid
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, without_probability_state
 
 # -- the estimate and the mixture -----------------------------------------------------------------
+
+
+class Mixed(NamedTuple):
+    """The mixture's probabilities of rows, and the naive Bayes estimate alone."""
+
+    proba: np.ndarray  # [rows, K]
+    bayes: np.ndarray  # [rows, K]
+
+
+def _run(
+    bayes: NaiveBayes, codes: np.ndarray, tree_proba: np.ndarray, targets: np.ndarray, numeric: np.ndarray
+) -> Mixed:
+    """`estimate` and `mix` of a block of rows of K known classes, grids fixed, whose trees' softmax
+    `tree_proba` [rows, K] is the same as predicted and as learned."""
+    estimate = bayes.estimate(codes, targets, tree_proba.shape[1], {}, numeric)
+    learned = tree_proba[np.arange(len(targets)), np.maximum(targets, 0)]
+    return Mixed(bayes.mix(estimate, tree_proba, learned, targets), estimate.predicted)
 
 
 def _by_hand(bins: int, rows: list[list[int]], labels: list[int], x: list[int], k: int) -> list[float]:
@@ -53,12 +71,12 @@ def test_the_estimate_is_a_gaussian_naive_bayes_of_the_codes_with_a_pseudo_recor
     bayes = NaiveBayes(bins=4)
     numeric = np.array([0, 1])
     uniform = np.full((len(rows), 2), 0.5)
-    bayes.run(np.array(rows), uniform, np.array(labels), numeric)
+    _run(bayes, np.array(rows), uniform, np.array(labels), numeric)
     for x in ([4, 1], [1, 0], [0, 0], [2, 3]):
-        got = bayes.run(np.array([x]), np.full((1, 2), 0.5), np.array([-1]), numeric).bayes[0]
+        got = _run(bayes, np.array([x]), np.full((1, 2), 0.5), np.array([-1]), numeric).bayes[0]
         assert got.tolist() == pytest.approx(_by_hand(4, rows, labels, x, 2), rel=1e-12, abs=0.0)
     # each learned row was estimated from the rows before it only
-    again = NaiveBayes(bins=4).run(np.array(rows), uniform, np.array(labels), numeric).bayes
+    again = _run(NaiveBayes(bins=4), np.array(rows), uniform, np.array(labels), numeric).bayes
     for i in range(1, len(rows)):
         assert again[i].tolist() == pytest.approx(
             _by_hand(4, rows[:i], labels[:i], rows[i], 2), rel=1e-12, abs=0.0
@@ -73,7 +91,7 @@ def test_the_mixture_weighs_the_experts_by_their_cumulative_log_losses() -> None
     codes = np.array([[1], [8], [1], [8], [2], [7]])
     trees = np.array([[0.6, 0.4], [0.3, 0.7], [0.8, 0.2], [0.1, 0.9], [0.5, 0.5], [0.5, 0.5]])
     labels = np.array([0, 1, 0, 1, -1, 1])  # row 4 only predicted
-    mixed = bayes.run(codes, trees, labels, np.array([0]))
+    mixed = _run(bayes, codes, trees, labels, np.array([0]))
     ratio = 0.0
     for i in range(len(labels)):
         r = math.exp(-ratio)
@@ -90,10 +108,10 @@ def test_the_log_loss_difference_stays_within_its_bound() -> None:
     codes = np.tile([[1], [8]], (n // 2, 1))
     labels = np.tile([0, 1], n // 2)
     confident = np.where(labels[:, None] == np.arange(2), 1.0 - 1e-9, 1e-9)
-    bayes.run(codes, confident, labels, np.array([0]))
+    _run(bayes, codes, confident, labels, np.array([0]))
     assert bayes.log_ratio == LOG_RATIO_BOUND  # the trees far ahead: the estimate keeps e^-10
     wrong = 1.0 - confident
-    bayes.run(codes, wrong, labels, np.array([0]))
+    _run(bayes, codes, wrong, labels, np.array([0]))
     assert bayes.log_ratio == -LOG_RATIO_BOUND
 
 
