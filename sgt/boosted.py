@@ -666,9 +666,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         many classes, where each tree of a member sees its own class's gradients only: against 1e-3
         (20,000 records) RBF-5 84.9% against 82.9%, River's Waveform (3 classes) 85.2% against 84.8%,
         LED (10 classes, 10% noise) 61.3% against 61.3%, ImageSegments (7 classes, 2,310 records)
-        86.2% against 83.9%; on RBF-5 0.6 to 0.8 times the records per second. With two classes they
-        cost: 0.01 or 0.03 slowed the recovery from Agrawal's first abrupt drift from about 3,000 to
-        about 4,000 records.
+        86.2% against 83.9%; on RBF-5 at the same speed within the noise (three interleaved runs each:
+        3,643 to 3,895 records per second against 3,322 to 3,942). With two classes they cost: 0.01
+        or 0.03 slowed the recovery from Agrawal's first abrupt drift from about 3,000 to about 4,000
+        records.
 
     RBF with five classes (20,000 records) stays below MOA's SGBT, 84.9% against 86.8%: SGBT learns
     one binary ensemble of 100 trees per class (500 trees here, against 40), splitting eagerly, and
