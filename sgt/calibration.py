@@ -82,6 +82,8 @@ class Calibrator:
         """The calibrated logits of the classes after the reference (whose logit stays 0)."""
         a, bias = self.scale, self.bias
         known = len(bias)
+        if known == len(raw) == 1:  # two classes: the common case, spelled out (the same arithmetic)
+            return [a * raw[0] + bias[0]]
         return [a * z + (bias[k] if k < known else 0.0) for k, z in enumerate(raw)]
 
     def proba_one(self, raw: Sequence[float]) -> list[float]:
@@ -96,15 +98,20 @@ class Calibrator:
         """Add the gradient of a learned record of class `target` (no tree yet: nothing to learn)."""
         if not raw:
             return
-        self._grow(len(raw))
-        p = self.proba_one(raw)
         grad_bias = self.grad_bias
-        scale = 0.0
-        for k, z in enumerate(raw):
-            g = p[k + 1] - (1.0 if k + 1 == target else 0.0)
-            scale = g * z if k == 0 else scale + g * z
-            grad_bias[k] += g
-        self.grad_scale += scale
+        if len(raw) == len(grad_bias) == 1:  # two classes: the loop below, spelled out
+            g = self.proba_one(raw)[1] - (1.0 if target == 1 else 0.0)
+            self.grad_scale += g * raw[0]
+            grad_bias[0] += g
+        else:
+            self._grow(len(raw))
+            p = self.proba_one(raw)
+            scale = 0.0
+            for k, z in enumerate(raw):
+                g = p[k + 1] - (1.0 if k + 1 == target else 0.0)
+                scale = g * z if k == 0 else scale + g * z
+                grad_bias[k] += g
+            self.grad_scale += scale
         self.pending += 1
         if self.pending == STEP:
             self._step()

@@ -27,6 +27,15 @@ def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
 def softmax_one(raw: list[float]) -> list[float]:
     """`softmax_with_reference` for one record, in Python floats with the same operations in the
     same order (np.exp on a float gives the same bits as on an array), so both agree exactly."""
+    if len(raw) == 1:  # two classes, spelled out: the larger logit's exp is exp(0) = 1 exactly
+        u = raw[0]
+        if u > 0.0:
+            e0 = float(np.exp(0.0 - u))
+            total = e0 + 1.0
+            return [e0 / total, 1.0 / total]
+        e1 = 1.0 if u == 0.0 else float(np.exp(u - 0.0))
+        total = 1.0 + e1
+        return [1.0 / total, e1 / total]
     z = [0.0, *raw]
     top = max(z)
     e = [1.0 if v == top else float(np.exp(v - top)) for v in z]  # exp(0) is 1 exactly
