@@ -141,6 +141,15 @@ VARIANTS += (
     Variant("ours-boosted-linear0.02", boosted_classifier(linear_lambda=0.02)),
     Variant("ours-boosted-delta0.01", boosted_classifier(delta=0.01)),
     Variant("ours-boosted-delta0.03", boosted_classifier(delta=0.03)),
+    # multiclass (RBF-5, ImageSegments): the split confidence before it followed the classes, a smaller
+    # tree budget, alone and with eager splits
+    Variant("ours-boosted-delta0.001", boosted_classifier(delta=1e-3)),
+    Variant("ours-boosted-m3-lr0.6", boosted_classifier(n_members=3, learning_rate=0.6)),
+    Variant("ours-boosted-m5-lr0.5", boosted_classifier(n_members=5, learning_rate=0.5)),
+    Variant(
+        "ours-boosted-m5-lr0.5-delta0.03", boosted_classifier(n_members=5, learning_rate=0.5, delta=0.03)
+    ),
+    Variant("ours-boosted-grace200-delta0.03", boosted_classifier(grace_period=200, delta=0.03)),
 )
 
 

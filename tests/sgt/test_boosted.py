@@ -21,7 +21,7 @@ import sgt
 import sgt.boosted
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
 from sgt.base import BaseSGT
-from sgt.boosted import BACKGROUND_LIFE, DRIFT_PERIOD
+from sgt.boosted import BACKGROUND_LIFE, BINARY_DELTA, DRIFT_PERIOD, MULTICLASS_DELTA
 from sgt.serialization import decode
 from sgt.tree import Tree
 from tests.sgt.sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream
@@ -159,6 +159,66 @@ def test_a_round_trip_at_any_point_continues_byte_for_byte(at: int, kind: str) -
     assert restored.to_bytes() == model.to_bytes()
     restored.learn_many(X[at:], y[at:])
     assert restored.to_bytes() == expected
+
+
+def _deltas(model: BoostedClassifier) -> set[float]:
+    """The split confidences of the model's members and of all their trees."""
+    members = model._all_members()
+    return {m.delta for m in members} | {tree.params.delta for m in members for tree in m._trees}
+
+
+def test_the_default_delta_follows_the_classes_from_the_record_that_brings_the_third() -> None:
+    # (the batching and restore property tests above run across this switch: the third class comes
+    # at row 1106, a background ensemble is learning at the end)
+    model = BoostedClassifier(**SMALL)
+    assert model.get_params()["delta"] is None and "late" not in _LABELS[:1106]
+    model.learn_many(_RECORDS[:1106], _LABELS[:1106])
+    assert _deltas(model) == {BINARY_DELTA} and model.delta == BINARY_DELTA
+    model.learn_one(_RECORDS[1106], _LABELS[1106])
+    assert model.classes_[2] == "late" and _deltas(model) == {MULTICLASS_DELTA}
+    model.learn_many(_RECORDS[1107:], _LABELS[1107:])
+    assert model._background is not None  # started after the switch: it has the multiclass delta too
+    assert _deltas(model) == {MULTICLASS_DELTA} and model.delta == MULTICLASS_DELTA
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    assert _deltas(restored) == {MULTICLASS_DELTA} and restored.get_params()["delta"] is None
+    assert restored.to_bytes() == model.to_bytes()
+
+
+def test_with_two_classes_the_default_delta_is_the_binary_one_bit_for_bit() -> None:
+    records, labels = mixed_records(N, seed=94)
+    given = BoostedClassifier(**{**SMALL, "delta": BINARY_DELTA})
+    default = BoostedClassifier(**SMALL)
+    assert np.array_equal(
+        default.predict_learn_many(records, labels), given.predict_learn_many(records, labels)
+    )
+    assert default.n_splits > 0
+    ours, theirs = decode(default.to_bytes()), decode(given.to_bytes())
+    assert ours.header["params"]["delta"] is None and theirs.header["params"]["delta"] == BINARY_DELTA
+    assert ours.arrays.keys() == theirs.arrays.keys()
+    assert all(np.array_equal(ours.arrays[k], theirs.arrays[k], equal_nan=True) for k in ours.arrays)
+
+
+def test_with_three_classes_from_the_first_records_the_default_delta_is_the_multiclass_one() -> None:
+    X, y = multiclass_stream(3000, seed=95)
+    assert len(set(y[:10].tolist())) == 3  # before any leaf's first attempt (grace_start 10)
+    default, multiclass, binary = (BoostedClassifier(n_members=3, delta=d) for d in (None, 0.03, 1e-3))
+    proba = default.predict_learn_many(X, y)
+    assert np.array_equal(proba, multiclass.predict_learn_many(X, y))
+    assert not np.array_equal(proba, binary.predict_learn_many(X, y))
+    assert default.n_splits > binary.n_splits  # eager splits
+
+
+def test_a_given_delta_applies_to_every_tree_whatever_the_classes() -> None:
+    model = BoostedClassifier(**{**SMALL, "delta": 0.01})
+    model.learn_many(_RECORDS, _LABELS)
+    assert len(model.classes_) == 3 and _deltas(model) == {0.01} and model.get_params()["delta"] == 0.01
+    assert _deltas(BoostedClassifier.from_bytes(model.to_bytes())) == {0.01}
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, -0.5, float("nan"), "0.1", True])
+def test_a_bad_delta_is_named_with_the_allowed_values(value: object) -> None:
+    with pytest.raises(ValueError, match=r"delta must be None \(by the number of classes\) or a number in"):
+        BoostedClassifier(delta=value)  # type: ignore[arg-type]
 
 
 LINEAR = {**SMALL, "leaf_model": "linear"}
