@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
@@ -474,12 +475,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "proba",
-        "tree",
-        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), mixed "
-        "(the softmax mixed with a Gaussian naive Bayes by their log losses), blend (the "
-        "softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "calibrated",
+        "SGT classification (model sgt): how probabilities are made: calibrated (the trees' softmax "
+        "with a temperature and per-class biases fitted online on its log loss), tree (the trees' "
+        "softmax), mixed (the softmax mixed with a Gaussian naive Bayes by their log losses), blend "
+        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",
-        _choice("mixed", "blend", "hgs", "tree"),
+        _choice(*PROBA_MODES),
     ),
     Setting(
         "model",

@@ -72,6 +72,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
+    Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),

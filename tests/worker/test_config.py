@@ -286,7 +286,7 @@ def test_model_defaults_are_the_librarys() -> None:
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({}, {"leaf_model": "linear", "proba": "tree", "grace_start": 10}),
+        ({}, {"leaf_model": "linear", "proba": "calibrated", "grace_start": 10}),
         ({"proba": "tree"}, {"proba": "tree"}),
         (
             {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
@@ -334,7 +334,7 @@ def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> N
     ("name", "value", "allowed"),
     [
         ("leaf_model", "cubic", "none or one of linear, constant"),
-        ("proba", "smooth", "one of mixed, blend, hgs, tree"),
+        ("proba", "smooth", "one of calibrated, mixed, blend, hgs, tree"),
     ],
 )
 def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:
