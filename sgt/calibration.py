@@ -65,17 +65,13 @@ class Calibrator:
     """
 
     scale: float = 1.0
-    bias: list[float] | None = None
+    bias: list[float] = field(default_factory=list)
     grad_scale: float = 0.0
-    grad_bias: list[float] | None = None
+    grad_bias: list[float] = field(default_factory=list)
     pending: int = 0  # records learned since the last step
     # the last record's probabilities (a record is predicted, then learned); not state
     _last_raw: list[float] | None = field(default=None, repr=False, compare=False)
     _last_proba: list[float] = field(default_factory=list, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.bias = [] if self.bias is None else self.bias
-        self.grad_bias = [] if self.grad_bias is None else self.grad_bias
 
     # -- one record ----------------------------------------------------------------------------
     def logits_one(self, raw: Sequence[float]) -> list[float]:
