@@ -185,6 +185,11 @@ class BaseSGT:
         """Row `row` of a `_run` is predicted at `nodes` on the one-record path (before it is learned,
         and before a grid that the row grows has grown: `codes` are the row's codes on the old grid)."""
 
+    def _observe_event(self, row: int) -> None:
+        """Row `row` of a `_run` is learned next on the one-record path (`_learn_codes`, whose
+        `_observe_learn` sees it); the other learned rows are learned with the scores they were
+        predicted with."""
+
     def _observe_plain(
         self,
         out: Any,
@@ -580,6 +585,7 @@ class BaseSGT:
             raw[end, : len(self._trees)] = row_raw
             outputs_at[end] = self._n_outputs()
             if learn[end]:
+                self._observe_event(end)
                 changed = self._learn_codes(codes[end], targets[end])
                 self._reroute(end + 1, routes, codes, changed)
                 events.forget(t for t, _ in changed)
@@ -625,6 +631,7 @@ class BaseSGT:
             raw[i, : len(self._trees)] = row_raw
             outputs_at[i] = self._n_outputs()
             if learn[i]:
+                self._observe_event(i)
                 self._learn_codes(row, targets[i])
 
     def _run_plain(

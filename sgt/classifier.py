@@ -10,14 +10,16 @@ import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT
 from sgt.bayes import NaiveBayes
+from sgt.calibration import Calibrator
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
+from sgt.softmax import softmax_one, softmax_with_reference
 from sgt.tree import LeafInputs
 
 __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
 
 #: how the classifier makes probabilities (see SGTClassifier's ``proba``)
-PROBA_MODES = ("mixed", *MODES)
+PROBA_MODES = ("calibrated", "mixed", *MODES)
 
 
 class SGTClassifier(BaseSGT):
@@ -71,10 +73,14 @@ class SGTClassifier(BaseSGT):
         string) grows every leaf's statistics and, once split on, the number of leaves without
         limit.
     proba
-        How probabilities are made; the trees learn the same in every mode. ``"tree"`` (default):
-        the trees' softmax (the paper's model). ``"mixed"``: the trees' softmax mixed with a
-        Gaussian naive Bayes over the numeric features (the leaf model of the Hoeffding trees), each
-        weighted by its prequential log loss so far (sgt.bayes): the naive Bayes carries the first
+        How probabilities are made; the trees learn the same in every mode. ``"calibrated"``
+        (default): the trees' softmax with a temperature and a bias per class fitted online on the log
+        loss of every learned record (sgt.calibration; Platt scaling with two classes): it starts as
+        the softmax, and cools it when it is overconfident, as after a concept change, at about 1.05
+        times the time per record. ``"tree"``: the trees' softmax (the paper's model). ``"mixed"``:
+        the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf model
+        of the Hoeffding trees), each weighted by its prequential log loss so far (sgt.bayes): the
+        naive Bayes carries the first
         few hundred records, while the trees are young, and the trees the rest; better calibrated on
         short and drifting streams, at about 1.15 times the time per record in batches and twice
         one record at a time. ``"blend"``: every node also counts the classes of the records learned
@@ -83,7 +89,7 @@ class SGTClassifier(BaseSGT):
         blended with the trees' softmax, whose weight (also fitted) counts most while a leaf has seen
         few records. ``"hgs"``: the smoothed counts alone. docs/library.md has the measurements. A
         model saved without the naive Bayes or smoothing state (``"tree"``, or before these modes
-        existed) restores as ``"tree"``.
+        existed) restores as ``"tree"``; so does one saved without calibration state.
 
     Examples
     --------
@@ -116,7 +122,7 @@ class SGTClassifier(BaseSGT):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
-        proba: str = "tree",
+        proba: str = "calibrated",
     ) -> None:
         if proba not in PROBA_MODES:
             raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
@@ -141,6 +147,9 @@ class SGTClassifier(BaseSGT):
         self.proba = proba
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
         self._bayes = NaiveBayes(self.bins) if proba == "mixed" else None
+        self._calibrator = Calibrator() if proba == "calibrated" else None
+        # while a batch runs with the calibration: the rows learned on the one-record path, by row
+        self._calibrating: _Calibrating | None = None
         # while a chunked batch runs with the naive Bayes: the trees' softmax of its event rows as learned
         self._mixing: _Mixing | None = None
 
@@ -177,6 +186,8 @@ class SGTClassifier(BaseSGT):
             extra["smoothing"] = self._smoother.state()
         if self._bayes is not None:
             extra["bayes"] = self._bayes.state()
+        if self._calibrator is not None:
+            extra["calibration"] = self._calibrator.state()
         return extra
 
     def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
@@ -203,10 +214,12 @@ class SGTClassifier(BaseSGT):
                     f"{len(self._classes)} classes and {self._layout.n_features} features"
                 )
             self._bayes = bayes
+        elif self._calibrator is not None and "calibration" in extra:
+            self._calibrator = Calibrator.restore(extra["calibration"], len(self._classes))
         elif "smoothing" not in extra:
-            # saved with proba="tree", or before smoothing or the naive Bayes existed: nothing to
-            # smooth or mix with, so the model goes on exactly as it was
-            self.proba, self._smoother, self._bayes = "tree", None, None
+            # saved with proba="tree", or before the calibration, smoothing or the naive Bayes existed:
+            # nothing to calibrate, smooth or mix with, so the model goes on exactly as it was
+            self.proba, self._smoother, self._bayes, self._calibrator = "tree", None, None, None
         elif self._smoother is not None:
             self._smoother = Smoother.restore(extra["smoothing"], arrays, self._trees, len(self._classes))
 
@@ -302,6 +315,8 @@ class SGTClassifier(BaseSGT):
         self, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> list[float]:
         """Probabilities of a record at `nodes` with `codes` (two classes or more), as `proba` asks."""
+        if self._calibrator is not None:
+            return self._calibrator.proba_one(raw)
         tree = softmax_one(raw)
         if self._bayes is not None:
             row = [int(c) for c in codes]
@@ -318,8 +333,10 @@ class SGTClassifier(BaseSGT):
         if len(self._classes) < 2:
             return {c: 1.0 for c in self._classes}
         if self._smoother is None and self._bayes is None:
-            # the trees' softmax (an ensemble overrides _predict_raw_one)
-            return dict(zip(self._classes, softmax_one(self._predict_raw_one(x))))
+            # the trees' softmax, maybe calibrated (an ensemble overrides _predict_raw_one)
+            raw = self._predict_raw_one(x)
+            proba = softmax_one(raw) if self._calibrator is None else self._calibrator.proba_one(raw)
+            return dict(zip(self._classes, proba))
         codes = self._space.encode_one(x, learn=False)
         nodes = [tree.route_one(codes)[0] for tree in self._trees]
         return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes), codes)))
@@ -328,7 +345,7 @@ class SGTClassifier(BaseSGT):
         """The most probable class (the earliest seen on ties); None before the first label."""
         if len(self._classes) < 2:
             return self._classes[0] if self._classes else None
-        if self._smoother is not None or self._bayes is not None:
+        if self._smoother is not None or self._bayes is not None or self._calibrator is not None:
             p = list(self.predict_proba_one(x).values())
             return self._classes[p.index(max(p))]
         z = [0.0, *self._predict_raw_one(x)]
@@ -352,6 +369,12 @@ class SGTClassifier(BaseSGT):
     def _observe_learn(
         self, nodes: list[int], raw: list[float], target: Any, codes: Sequence[int] | np.ndarray
     ) -> None:
+        if self._calibrator is not None:
+            if self._calibrating is not None:  # a batch calibrates every row at its end (_run_codes)
+                self._calibrating.learned[self._calibrating.row] = list(raw)
+            else:
+                self._calibrator.learn_one(raw, int(target))
+            return
         if self._bayes is not None:
             softmax = softmax_one(raw) if self._trees else [1.0] * len(self._classes)
             if self._mixing is not None:  # a batch: the naive Bayes has estimated it already
@@ -364,6 +387,10 @@ class SGTClassifier(BaseSGT):
         self._smoother.sync(self._trees, len(self._classes))
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
+
+    def _observe_event(self, row: int) -> None:
+        if self._calibrating is not None:
+            self._calibrating.row = row
 
     def _leafwise(self) -> bool:
         return super()._leafwise() and self._smoother is None and self._bayes is None
@@ -418,8 +445,12 @@ class SGTClassifier(BaseSGT):
         inputs: LeafInputs | None = None,
         routes: list[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """With ``proba="mixed"``, a chunked batch: the naive Bayes estimates every row in one pass, the
-        trees run, then the mixture weighs both row by row (sgt.bayes). A few rows go one by one."""
+        """With ``proba="calibrated"``, the trees run, then the calibration takes every row in order
+        (sgt.calibration). With ``proba="mixed"``, a chunked batch: the naive Bayes estimates every row
+        in one pass, the trees run, then the mixture weighs both row by row (sgt.bayes). A few rows go
+        one by one."""
+        if self._calibrator is not None:
+            return self._run_calibrated(codes, targets, learn, target_events, out, regrids, inputs, routes)
         if self._bayes is None or codes.shape[0] <= ROW_BY_ROW_MAX:
             return super()._run_codes(codes, targets, learn, target_events, out, regrids, inputs, routes)
         rows = np.where(learn, targets, -1)
@@ -441,9 +472,37 @@ class SGTClassifier(BaseSGT):
             out.put(slice(0, codes.shape[0]), proba)
         return raw, outputs_at
 
+    def _run_calibrated(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        target_events: np.ndarray,
+        out: Any,
+        regrids: dict[int, list[Regrid]] | None,
+        inputs: LeafInputs | None,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_run_codes` with ``proba="calibrated"``: the trees' raw scores of the whole batch, then the
+        calibration of every row (the rows learned on the one-record path with their scores then)."""
+        assert self._calibrator is not None
+        self._calibrating = _Calibrating()
+        try:
+            raw, outputs_at = super()._run_codes(
+                codes, targets, learn, target_events, None, regrids, inputs, routes
+            )
+            learned = self._calibrating.learned
+        finally:
+            self._calibrating = None
+        rows = np.where(learn, targets, -1)
+        proba = self._calibrator.run(raw, outputs_at, rows, learned, len(self._classes))
+        if out is not None:
+            out.put(slice(0, codes.shape[0]), proba)
+        return raw, outputs_at
+
     def _run_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
         """`_run`, returning probabilities [rows, classes] as `proba` asks."""
-        if self._smoother is None and self._bayes is None:
+        if self._smoother is None and self._bayes is None and self._calibrator is None:
             raw, classes_at = self._run(X, y)
             return self._proba_rows(raw, classes_at)
         out = _ProbaRows(len(X))
@@ -518,6 +577,15 @@ class _Mixing:
         self.tree_learned[self.row] = p
 
 
+class _Calibrating:
+    """The raw scores of a batch's rows learned on the one-record path, by row, as they are learned:
+    `_observe_event` names the row, `_observe_learn` records its scores."""
+
+    def __init__(self) -> None:
+        self.learned: dict[int, list[float]] = {}
+        self.row = -1
+
+
 class _ProbaRows:
     """The probabilities a run predicts, collected row by row (a class first seen mid-run widens it)."""
 
@@ -536,31 +604,6 @@ class _ProbaRows:
         out = np.zeros((self.rows.shape[0], k))
         out[:, : self.rows.shape[1]] = self.rows
         return out
-
-
-def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
-    """Softmax over (0, raw[0], raw[1], ...) along axis 0: [K - 1, m] raw scores -> [K, m].
-
-    The sum runs over classes in a fixed order so that results do not depend on the batch shape.
-    """
-    z = np.concatenate([np.zeros((1, raw.shape[1])), raw])
-    e = np.exp(z - z.max(axis=0))
-    total = e[0].copy()
-    for k in range(1, e.shape[0]):
-        total += e[k]
-    return e / total
-
-
-def softmax_one(raw: list[float]) -> list[float]:
-    """`softmax_with_reference` for one record, in Python floats with the same operations in the
-    same order (np.exp on a float gives the same bits as on an array), so both agree exactly."""
-    z = [0.0, *raw]
-    top = max(z)
-    e = [float(np.exp(v - top)) for v in z]
-    total = e[0]
-    for v in e[1:]:
-        total += v
-    return [v / total for v in e]
 
 
 def _check_label(label: Any) -> Any:

@@ -137,6 +137,7 @@ def _run_events(model: BaseSGT, queue: list[Event], run: Run, stop: int) -> np.n
     while queue and queue[0].row < horizon:
         row, node, candidate = heapq.heappop(queue)
         if candidate is None:  # a branch learns a new category: the one-record path
+            model._observe_event(row)
             model._learn_codes(run.codes[row], run.targets[row])
             moved = True
         else:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
@@ -123,9 +124,9 @@ def _float(
 
 
 def _optional_float(
-    low: float, high: float | None = None, open_low: bool = False
+    low: float, high: float | None = None, open_low: bool = False, open_high: bool = False
 ) -> Callable[[Any], float | None]:
-    number = _float(low, high, open_low=open_low)
+    number = _float(low, high, open_low=open_low, open_high=open_high)
 
     def parse(value: Any) -> float | None:
         if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
@@ -417,9 +418,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "delta",
-        1e-3,
-        "SGT: significance level of the split test.",
-        _float(0.0, 1.0, open_low=True, open_high=True),
+        None,
+        "SGT: significance level of the split test; none = the model's default (0.001; boosted: 0.03"
+        " from a third class on, 0.01 for regression).",
+        _optional_float(0.0, 1.0, open_low=True, open_high=True),
     ),
     Setting("grace_period", 100, "SGT: instances a leaf sees between split attempts.", _int(1)),
     Setting(
@@ -474,12 +476,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "proba",
-        "tree",
-        "SGT classification (model sgt): how probabilities are made: tree (the trees' softmax), mixed "
-        "(the softmax mixed with a Gaussian naive Bayes by their log losses), blend (the "
-        "softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
+        "calibrated",
+        "SGT classification (model sgt): how probabilities are made: calibrated (the trees' softmax "
+        "with a temperature and per-class biases fitted online on its log loss), tree (the trees' "
+        "softmax), mixed (the softmax mixed with a Gaussian naive Bayes by their log losses), blend "
+        "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",
-        _choice("mixed", "blend", "hgs", "tree"),
+        _choice(*PROBA_MODES),
     ),
     Setting(
         "model",
@@ -491,7 +494,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "n_members",
         None,
-        "Boosted: boosting stages; none = the library's default (10 classification, 5 regression).",
+        "Boosted: boosting stages; none = the library's default (classification 6, 10 from a third class;"
+        " regression 5).",
         _optional_int(1, 1000),  # the library's bound
     ),
     Setting(
@@ -574,7 +578,7 @@ class WorkerSettings:
     max_classes: int
     max_features: int
     features: tuple[tuple[str, str], ...]
-    delta: float
+    delta: float | None
     grace_period: int
     lambda_: float | None
     gamma: float | None

@@ -13,7 +13,7 @@ from worker.config import WorkerSettings
 from worker.model_protocol import StreamModel
 
 #: settings whose none means the model class's own default (which differs between the classes)
-_DEFAULT_WHEN_NONE = ("leaf_model", "lambda_", "gamma", "linear_lambda")
+_DEFAULT_WHEN_NONE = ("delta", "leaf_model", "lambda_", "gamma", "linear_lambda")
 #: the same, for the boosted ensembles only
 _ENSEMBLE_DEFAULT_WHEN_NONE = ("poisson_rate", "n_members", "learning_rate", "drift_threshold")
 
@@ -35,7 +35,6 @@ def new_model(settings: WorkerSettings) -> StreamModel:
         cls(
             **params,
             grace_start=settings.grace_start,
-            delta=settings.delta,
             grace_period=settings.grace_period,
             bins=settings.bins,
             warm_up=settings.warm_up,

@@ -2,8 +2,9 @@
 
 * **speed** on hyperplane-10: prequential learn+predict records/s for River's SGT, ours one record at a
   time and ours in batches of 1,000 on the same prefix, and ours in batches on the whole stream (ours:
-  the median of three runs, after an untimed warm-up); beside them, ours with ``proba="mixed"`` one
-  record at a time and in batches on the prefix, without a target (it is opt-in);
+  the median of three runs, after an untimed warm-up); beside them, ours with the trees' raw softmax
+  (``proba="tree"``, the default's cost without its calibration) and with ``proba="mixed"``, one record
+  at a time and in batches on the prefix, without a target (both are opt-in);
 * **memory**: bytes a numeric feature costs per leaf at 64 bins, ours against River's quantizer.
 
 The side-by-side learning comparison (every model, every stream) is ``tests/bench/comparison.py``.
@@ -125,6 +126,8 @@ class SpeedResult:
     batched: Outcome  # ours in batches, on the whole stream
     mixed_one_by_one: Outcome  # ours with proba="mixed" (opt-in), one record at a time, on the prefix
     mixed_batched_prefix: Outcome  # ours with proba="mixed", in batches, on the prefix
+    tree_one_by_one: Outcome  # ours with proba="tree" (opt-in), one record at a time, on the prefix
+    tree_batched_prefix: Outcome  # ours with proba="tree", in batches, on the prefix
 
 
 def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
@@ -146,8 +149,19 @@ def speed(limit: int | None, log: Callable[[str], None]) -> SpeedResult:
     one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix))
     mixed_batched = median_run(lambda: run_ours(stream, prefix, proba="mixed"))
     mixed_one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix, proba="mixed"))
+    tree_batched = median_run(lambda: run_ours(stream, prefix, proba="tree"))
+    tree_one_by_one = median_run(lambda: run_ours_one_by_one(stream, prefix, proba="tree"))
     river = run_river(river_sgt(stream), stream, prefix)  # once: it takes 10 to 15 s
-    return SpeedResult(river, one_by_one, batched_prefix, batched, mixed_one_by_one, mixed_batched)
+    return SpeedResult(
+        river,
+        one_by_one,
+        batched_prefix,
+        batched,
+        mixed_one_by_one,
+        mixed_batched,
+        tree_one_by_one,
+        tree_batched,
+    )
 
 
 def median_run(run: Callable[[], Outcome], repeats: int = SPEED_REPEATS) -> Outcome:
@@ -229,6 +243,8 @@ def speed_table(s: SpeedResult) -> str:
         (f"ours, batches of {BATCH:,}, whole stream", s.batched, None, 100_000.0, "≥ 100,000/s"),
         ('ours proba="mixed" (opt-in), one record at a time', s.mixed_one_by_one, 10.0, 0.0, ""),
         (f'ours proba="mixed" (opt-in), batches of {BATCH:,}', s.mixed_batched_prefix, 50.0, 0.0, ""),
+        ('ours proba="tree" (opt-in), one record at a time', s.tree_one_by_one, 10.0, 0.0, ""),
+        (f'ours proba="tree" (opt-in), batches of {BATCH:,}', s.tree_batched_prefix, 50.0, 0.0, ""),
     ]
     lines = [
         "| hyperplane-10 | records | records/s | × River SGT | records per CPU-second | × River SGT (CPU) "

@@ -72,6 +72,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
+    Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
@@ -105,6 +106,7 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
 
 # the boosted models' defaults before they were measured on every stream
 PREVIOUS_BOOSTED = {
+    "n_members": 10,
     "learning_rate": 0.5,
     "lambda_": 0.1,
     "drift_threshold": 50.0,
@@ -121,6 +123,12 @@ VARIANTS += (
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
+    Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before
+    Variant("ours-boosted-6", boosted_classifier(n_members=6)),  # six whatever the classes
+    Variant("ours-boosted-7", boosted_classifier(n_members=7)),
+    Variant("ours-boosted-6-lr0.4", boosted_classifier(n_members=6, learning_rate=0.4)),
+    Variant("ours-boosted-5-gamma0.1", boosted_classifier(n_members=5, gamma=0.1)),
+    Variant("ours-boosted-6-grace150", boosted_classifier(n_members=6, grace_period=150)),
     Variant("ours-boosted-20", boosted(n_members=20)),
     Variant("ours-boosted-lr0.5", boosted(learning_rate=0.5)),
     Variant("ours-boosted-lr1", boosted(learning_rate=1.0)),

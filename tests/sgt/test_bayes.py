@@ -322,19 +322,20 @@ def _growing_stream() -> tuple[np.ndarray, list]:
     return X, y
 
 
+@pytest.mark.parametrize("proba", ["mixed", "calibrated"])
 @PROPERTY
 @given(cuts=_cuts(700), one_by_one=st.lists(st.booleans(), min_size=11))
 def test_batches_with_grids_growing_and_classes_arriving_give_the_loops_bytes(
-    cuts: list, one_by_one: list
+    proba: str, cuts: list, one_by_one: list
 ) -> None:
     X, y = _growing_stream()
-    loop = SGTClassifier(warm_up=5000, grace_period=40, proba="mixed")
+    loop = SGTClassifier(warm_up=5000, grace_period=40, proba=proba)
     expected = []
     for x, label in zip(X, y, strict=True):
         expected.append(list(loop.predict_proba_one(x).values()))
         if label is not None:
             loop.learn_one(x, label)
-    model = SGTClassifier(warm_up=5000, grace_period=40, proba="mixed")
+    model = SGTClassifier(warm_up=5000, grace_period=40, proba=proba)
     for (a, b), single in zip(itertools.pairwise([0, *cuts, len(y)]), one_by_one, strict=False):
         if single:  # the one-record path for the first row, then the rest as a batch
             rows = [list(model.predict_proba_one(X[a]).values())]

@@ -24,9 +24,11 @@ from sgt.base import BaseSGT
 from sgt.boosted import (
     BACKGROUND_LIFE,
     BINARY_DELTA,
+    BINARY_MEMBERS,
     DRIFT_PERIOD,
     MULTICLASS_DELTA,
     MULTICLASS_LINEAR_START,
+    MULTICLASS_MEMBERS,
 )
 from sgt.serialization import decode
 from sgt.tree import Tree
@@ -280,6 +282,79 @@ def test_a_state_saved_before_linear_start_steps_its_linear_leaves_at_once() -> 
 def test_a_bad_linear_start_is_named_with_the_allowed_values(value: object) -> None:
     with pytest.raises(ValueError, match=r"linear_start must be None \(by the number of classes\) or an"):
         BoostedClassifier(linear_start=value)  # type: ignore[arg-type]
+
+
+# the member count by the number of classes (SMALL's n_members left to the default)
+BY_CLASSES = {k: v for k, v in SMALL.items() if k != "n_members"}
+
+
+@functools.cache
+def _by_classes_loop() -> tuple[bytes, list[dict]]:
+    model, proba = BoostedClassifier(**BY_CLASSES), []
+    for x, y in zip(_RECORDS, _LABELS, strict=True):
+        proba.append(model.predict_proba_one(x))
+        model.learn_one(x, y)
+    return model.to_bytes(), proba
+
+
+def test_the_default_member_count_grows_at_the_record_that_brings_the_third_class() -> None:
+    model, six = BoostedClassifier(**BY_CLASSES), BoostedClassifier(**{**BY_CLASSES, "n_members": 6})
+    assert model.get_params()["n_members"] is None and "late" not in _LABELS[:1106]
+    assert np.array_equal(
+        model.predict_learn_many(_RECORDS[:1106], _LABELS[:1106]),
+        six.predict_learn_many(_RECORDS[:1106], _LABELS[:1106]),
+    )
+    assert len(model._members) == BINARY_MEMBERS and model.to_bytes() != six.to_bytes()  # (params)
+    model.learn_one(_RECORDS[1106], _LABELS[1106])  # the third class: four members join, empty
+    assert len(model._members) == MULTICLASS_MEMBERS and model.classes_[2] == "late"
+    assert all(m.n_splits == 0 and m.n_seen == 0 for m in model._members[BINARY_MEMBERS:])
+    assert all(len(m._trees) == 2 for m in model._members)
+    model.learn_many(_RECORDS[1107:], _LABELS[1107:])
+    assert any(m.n_splits > 0 for m in model._members[BINARY_MEMBERS:])  # they learn
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    assert len(restored._members) == MULTICLASS_MEMBERS and restored.to_bytes() == model.to_bytes()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_a_growing_member_count_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba = _by_classes_loop()
+    model = BoostedClassifier(**BY_CLASSES)
+    rows = []
+    for part in batches(N, cuts):
+        P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
+        rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
+    assert model.to_bytes() == expected
+    for (row, classes), want in zip(rows, loop_proba, strict=True):
+        assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
+    model = BoostedClassifier(**BY_CLASSES)
+    model.learn_many(_RECORDS[:at], _LABELS[:at])
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    restored.learn_many(_RECORDS[at:], _LABELS[at:])
+    assert restored.to_bytes() == expected
+
+
+def test_a_background_ensemble_grows_with_the_main_one() -> None:
+    model = BoostedClassifier(**BY_CLASSES)
+    model.learn_many(_RECORDS[:1000], _LABELS[:1000])
+    model._start_background()  # as a warning would
+    assert model._background is not None and len(model._background) == BINARY_MEMBERS
+    model.learn_many(_RECORDS[1000:1107], _LABELS[1000:1107])
+    assert [len(e) for e in (model._members, model._background)] == [MULTICLASS_MEMBERS] * 2
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    assert restored._background is not None and len(restored._background) == MULTICLASS_MEMBERS
+    assert restored.to_bytes() == model.to_bytes()
+
+
+def test_a_saved_member_count_that_does_not_match_the_classes_is_refused() -> None:
+    model = BoostedClassifier(**BY_CLASSES)
+    model.learn_many(_RECORDS[:300], _LABELS[:300])
+    forged = decode(model.to_bytes())
+    assert forged.header["extra"]["members"] == [0] * 0 + [1] * BINARY_MEMBERS
+    model._members = model._members[:5]  # a blob whose member count no class count explains
+    model._refresh_trees()
+    with pytest.raises(SerializationError, match="members do not match 2 classes"):
+        BoostedClassifier.from_bytes(model.to_bytes())
 
 
 LINEAR = {**SMALL, "leaf_model": "linear"}
@@ -640,6 +715,15 @@ def test_bad_hyperparameters_are_named_with_the_allowed_values(
     with pytest.raises(ValueError, match=name) as info:
         estimator(**{name: value})
     assert allowed in str(info.value)
+
+
+def test_only_the_classifier_takes_a_member_count_by_the_classes() -> None:
+    with pytest.raises(
+        ValueError, match=r"n_members must be None \(by the number of classes\) or an integer"
+    ):
+        BoostedClassifier(n_members=0)
+    with pytest.raises(ValueError, match=r"n_members must be an integer in \[1, 1000\]"):
+        BoostedRegressor(n_members=None)  # type: ignore[arg-type]
 
 
 def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:

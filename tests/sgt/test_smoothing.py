@@ -6,8 +6,9 @@
 - what the smoothing is for: the first records' probabilities follow the class frequencies, and a
   short stream's log loss is lower than the trees' own;
 - exactness: any batching and any method give the same bytes and the same prequential probabilities;
-  a model saved anywhere continues identically, and predicting changes nothing (these two for
-  ``proba="mixed"`` too, whose other tests are in test_bayes.py);
+  a model saved anywhere continues identically, and predicting changes nothing (these for
+  ``proba="calibrated"`` and, the last two, ``proba="mixed"`` too, whose other tests are in
+  test_calibration.py and test_bayes.py);
 - models saved before smoothing existed still load, and go on as ``proba="tree"``.
 """
 
@@ -35,10 +36,11 @@ PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 
 def test_proba_must_be_one_of_the_modes() -> None:
     with pytest.raises(
-        ValueError, match="proba must be one of 'mixed', 'blend', 'hgs', 'tree', got 'smooth'"
+        ValueError,
+        match="proba must be one of 'calibrated', 'mixed', 'blend', 'hgs', 'tree', got 'smooth'",
     ):
         SGTClassifier(proba="smooth")
-    assert SGTClassifier().get_params()["proba"] == "tree"
+    assert SGTClassifier().get_params()["proba"] == "calibrated"
 
 
 # -- the formula ----------------------------------------------------------------------------------
@@ -213,9 +215,9 @@ def _cuts(n: int) -> st.SearchStrategy[list[int]]:
     return st.lists(st.integers(1, n - 1), max_size=10, unique=True).map(sorted)
 
 
+@pytest.mark.parametrize("proba", ["hgs", "blend", "calibrated"])
 @PROPERTY
 @given(
-    proba=st.sampled_from(["hgs", "blend"]),
     cuts=_cuts(N),
     methods=st.lists(st.sampled_from(["predict_learn_many", "learn_many", "loop"]), min_size=11),
 )
@@ -243,7 +245,7 @@ def test_any_batching_gives_the_loops_bytes_and_probabilities(
     assert model.to_bytes() == blob
 
 
-@pytest.mark.parametrize("proba", ["hgs", "blend", "mixed"])
+@pytest.mark.parametrize("proba", ["hgs", "blend", "mixed", "calibrated"])
 @PROPERTY
 @given(cut=st.integers(0, N), small=st.integers(1, 16))
 def test_a_model_saved_anywhere_continues_identically(proba: str, cut: int, small: int) -> None:
@@ -262,7 +264,7 @@ def test_a_model_saved_anywhere_continues_identically(proba: str, cut: int, smal
     assert restored.to_bytes() == model.to_bytes()
 
 
-@pytest.mark.parametrize("proba", ["blend", "mixed"])
+@pytest.mark.parametrize("proba", ["blend", "mixed", "calibrated"])
 def test_predicting_does_not_change_the_bytes(proba: str) -> None:
     records, labels = _stream()
     a, b = _small(proba), _small(proba)
@@ -300,13 +302,14 @@ def test_a_model_saved_before_smoothing_loads_and_goes_on_with_the_trees_probabi
 
 def without_probability_state(blob: bytes) -> bytes:
     """The blob as a release before the probability modes wrote it: no proba parameter, no smoothing or
-    naive Bayes state (shared with test_bayes)."""
+    naive Bayes or calibration state (shared with test_bayes and test_calibration)."""
     from tests.sgt.test_serialization import _pack, _unpack
 
     version, header, payloads = _unpack(blob)
     header["params"].pop("proba", None)
     header["extra"].pop("smoothing", None)
     header["extra"].pop("bayes", None)
+    header["extra"].pop("calibration", None)
     kept = [
         (entry, p)
         for entry, p in zip(header["arrays"], payloads, strict=True)

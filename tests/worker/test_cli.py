@@ -90,10 +90,10 @@ def test_inspect_summarizes_a_boosted_checkpoint_with_every_members_trees(tmp_pa
     summary = json.loads(out.stdout)
     assert summary["model_type"] == "BoostedClassifier"
     assert summary["model_sha256"] == hashlib.sha256(state.model.to_bytes()).hexdigest()
-    assert summary["tree"]["nodes"] == state.model.n_nodes > state.model.n_trees == 10
+    assert summary["tree"]["nodes"] == state.model.n_nodes > state.model.n_trees == 6  # two classes
     assert summary["tree"]["n_seen"] == 300
-    assert "BoostedClassifier: 10 members" in out.stderr
-    assert all(f"member {m} tree 0" in out.stderr for m in range(10))
+    assert "BoostedClassifier: 6 members" in out.stderr
+    assert all(f"member {m} tree 0" in out.stderr for m in range(6))
 
 
 def test_inspect_reports_a_corrupt_file(tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ def test_demo_runs_and_stops_after_its_duration(tmp_path: Path, model: str | Non
     assert re.search(r"p0: +[1-9]\d* rec err", final[0])
     assert len(list(tmp_path.glob("partition-*.ckpt"))) == 4
     if model == "boosted":
-        assert re.search(r"p0: .* trees 10 drifts \d+", final[0]), final[0]
+        assert re.search(r"p0: .* trees 6 drifts \d+", final[0]), final[0]  # binary: 6 members
         inspected = subprocess.run(
             [*CMD, "inspect", str(tmp_path)], capture_output=True, text=True, timeout=60
         )

@@ -74,7 +74,7 @@ def test_a_worker_table_and_sgt_config_env_are_read(tmp_path: Path) -> None:
         ({"flags": {"task": "clustering"}}, "setting task (--task / SGT_TASK) from flag --task"),
         ({"env": {"SGT_METRICS_PORT": "http"}}, "setting metrics_port (--metrics-port / SGT_METRICS_PORT)"),
         ({"file": {"grace_period": 0}}, "grace_period"),
-        ({"flags": {"delta": "1"}}, "expected a number > 0 and < 1"),
+        ({"flags": {"delta": "1"}}, "expected none or a number > 0 and < 1"),
         ({"flags": {"bins": "5000"}}, "expected an integer >= 2 and <= 4096"),
         ({"flags": {"warm_up": "0"}}, "warm_up"),
         ({"flags": {"max_depth": "-1"}}, "none or an integer >= 0"),
@@ -268,7 +268,6 @@ def test_model_defaults_are_the_librarys() -> None:
     for cls in (SGTClassifier, SGTRegressor):
         params = cls().get_params()
         for name in (
-            "delta",
             "grace_period",
             "bins",
             "warm_up",
@@ -277,6 +276,7 @@ def test_model_defaults_are_the_librarys() -> None:
         ):
             assert getattr(defaults, name) == params[name], (cls.__name__, name)
     assert SGTClassifier().get_params()["proba"] == defaults.proba
+    assert defaults.delta is None  # each model class's own default (the boosted ones' differ)
     assert defaults.leaf_model is None  # each model class's own default
     assert defaults.lambda_ is None  # each model class's own default (the boosted classifier's differs)
     assert defaults.gamma is None  # (the boosted classifier's differs)
@@ -286,7 +286,7 @@ def test_model_defaults_are_the_librarys() -> None:
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({}, {"leaf_model": "linear", "proba": "tree", "grace_start": 10}),
+        ({}, {"leaf_model": "linear", "proba": "calibrated", "grace_start": 10}),
         ({"proba": "tree"}, {"proba": "tree"}),
         (
             {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
@@ -318,6 +318,10 @@ def test_model_defaults_are_the_librarys() -> None:
             {"lambda_": 0.1, "learning_rate": 0.5, "drift_threshold": 50.0, "gamma": 0.1},
         ),
         ({}, {"gamma": 0.1}),
+        ({}, {"delta": 1e-3}),
+        ({"model": "boosted"}, {"delta": None}),  # by the number of classes
+        ({"model": "boosted", "task": "regression"}, {"delta": 0.01}),
+        ({"model": "boosted", "delta": "0.05"}, {"delta": 0.05}),
         ({"model": "boosted", "gamma": "0.3"}, {"gamma": 0.3}),
         ({"model": "boosted", "lambda_": "0.2"}, {"lambda_": 0.2}),
         ({"lambda_": "none"}, {"lambda_": 0.1}),
@@ -334,7 +338,7 @@ def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> N
     ("name", "value", "allowed"),
     [
         ("leaf_model", "cubic", "none or one of linear, constant"),
-        ("proba", "smooth", "one of mixed, blend, hgs, tree"),
+        ("proba", "smooth", "one of calibrated, mixed, blend, hgs, tree"),
     ],
 )
 def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:

@@ -1,0 +1,45 @@
+"""The classifier's softmax over a reference logit of 0 and its trees' raw scores, batched and for one record.
+
+Both forms do the same operations in the same order, so a row's probabilities have the same bits
+whichever path computed them (the library's batch == loop guarantee rests on it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["softmax_one", "softmax_with_reference"]
+
+
+def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
+    """Softmax over (0, raw[0], raw[1], ...) along axis 0: [K - 1, m] raw scores -> [K, m].
+
+    The sum runs over classes in a fixed order so that results do not depend on the batch shape.
+    """
+    z = np.concatenate([np.zeros((1, raw.shape[1])), raw])
+    e = np.exp(z - z.max(axis=0))
+    total = e[0].copy()
+    for k in range(1, e.shape[0]):
+        total += e[k]
+    return e / total
+
+
+def softmax_one(raw: list[float]) -> list[float]:
+    """`softmax_with_reference` for one record, in Python floats with the same operations in the
+    same order (np.exp on a float gives the same bits as on an array), so both agree exactly."""
+    if len(raw) == 1:  # two classes, spelled out: the larger logit's exp is exp(0) = 1 exactly
+        u = raw[0]
+        if u > 0.0:
+            e0 = float(np.exp(0.0 - u))
+            total = e0 + 1.0
+            return [e0 / total, 1.0 / total]
+        e1 = 1.0 if u == 0.0 else float(np.exp(u - 0.0))
+        total = 1.0 + e1
+        return [1.0 / total, e1 / total]
+    z = [0.0, *raw]
+    top = max(z)
+    e = [1.0 if v == top else float(np.exp(v - top)) for v in z]  # exp(0) is 1 exactly
+    total = e[0]
+    for v in e[1:]:
+        total += v
+    return [v / total for v in e]
