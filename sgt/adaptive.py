@@ -113,11 +113,18 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            linear_start=0,  # the single tree's linear terms step from the first record, as SGTClassifier's
             **_ONE_TREE,
         )
 
     def get_params(self) -> dict[str, Any]:
-        return self._without_ensemble(BoostedClassifier.get_params(self))
+        params = self._without_ensemble(BoostedClassifier.get_params(self))
+        del params["linear_start"]  # always 0 (see __init__)
+        return params
+
+    @classmethod
+    def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
+        return params  # no linear_start to default (BoostedClassifier's saves before it had one)
 
 
 class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):

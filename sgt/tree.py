@@ -79,6 +79,7 @@ class Params:
     grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
     leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
     linear_lambda: float = 0.01  # L2 regularisation of the linear term's Newton steps
+    linear_steps: bool = True  # whether a linear leaf's attempts step its linear term (else it stays)
 
 
 class Layout:
@@ -486,7 +487,7 @@ class Tree:
         block, and the best candidate. It changes this leaf only, and nothing reads the leaf before
         `act` (which finishes the attempt) but the attempt itself."""
         slot = int(self.slot[node])
-        if self.linear:
+        if self.linear and self.params.linear_steps:
             self._newton_linear(node, slot)
         self._merge_pending(slot)
         return self._best_candidate(node, slot)
@@ -498,7 +499,7 @@ class Tree:
         if len(nodes) == 1:
             return [self.evaluate(nodes[0])]
         slots = [int(self.slot[node]) for node in nodes]
-        if self.linear:
+        if self.linear and self.params.linear_steps:
             self._newton_leaves(nodes, slots)
         self._merge_leaves(np.array(slots, dtype=np.intp))
         return self._best_candidates(nodes, slots)

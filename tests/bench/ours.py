@@ -151,6 +151,8 @@ VARIANTS += (
     # multiclass (RBF-5, ImageSegments): the split confidence before it followed the classes, a smaller
     # tree budget, alone and with eager splits
     Variant("ours-boosted-delta0.001", boosted_classifier(delta=1e-3)),
+    # multiclass: linear terms stepping from the first record, as before `linear_start` waited 100
+    Variant("ours-boosted-linear0", boosted_classifier(linear_start=0)),
     Variant("ours-boosted-m3-lr0.6", boosted_classifier(n_members=3, learning_rate=0.6)),
     Variant("ours-boosted-m5-lr0.5", boosted_classifier(n_members=5, learning_rate=0.5)),
     Variant(

@@ -27,6 +27,7 @@ from sgt.boosted import (
     BINARY_MEMBERS,
     DRIFT_PERIOD,
     MULTICLASS_DELTA,
+    MULTICLASS_LINEAR_START,
     MULTICLASS_MEMBERS,
 )
 from sgt.serialization import decode
@@ -226,6 +227,61 @@ def test_a_given_delta_applies_to_every_tree_whatever_the_classes() -> None:
 def test_a_bad_delta_is_named_with_the_allowed_values(value: object) -> None:
     with pytest.raises(ValueError, match=r"delta must be None \(by the number of classes\) or a number in"):
         BoostedClassifier(delta=value)  # type: ignore[arg-type]
+
+
+def _weights(model: BoostedClassifier) -> np.ndarray:
+    return np.concatenate([tree.weights[: tree.n_nodes].ravel() for tree in model._trees])
+
+
+LINEAR_START = {"n_members": 2, "grace_period": 20, "grace_start": 5, "warm_up": 50}
+
+
+def test_multiclass_linear_leaves_step_from_the_record_after_the_start() -> None:
+    # (the batching and restore property test of the five-class stream runs across this switch)
+    X, y = multiclass_stream(600, seed=96)
+    start = MULTICLASS_LINEAR_START
+    model = BoostedClassifier(**LINEAR_START)
+    assert model.get_params()["linear_start"] is None
+    model.learn_many(X[:start], y[:start])
+    assert not _weights(model).any() and model.n_splits > 0  # the trees grew, their linear terms waited
+    model.learn_many(X[start:], y[start:])
+    assert _weights(model).any()
+    proba = BoostedClassifier(**LINEAR_START).predict_learn_many(X, y)
+    given = BoostedClassifier(**LINEAR_START, linear_start=start)
+    assert np.array_equal(given.predict_learn_many(X, y), proba)
+    at_once = BoostedClassifier(**LINEAR_START, linear_start=0)  # the behaviour before the parameter
+    assert not np.array_equal(at_once.predict_learn_many(X, y), proba)
+    at_once = BoostedClassifier(**LINEAR_START, linear_start=0)
+    at_once.learn_many(X[:start], y[:start])
+    assert _weights(at_once).any()
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    assert restored.get_params()["linear_start"] is None and restored.to_bytes() == model.to_bytes()
+
+
+def test_with_two_classes_linear_leaves_step_from_the_first_record_bit_for_bit() -> None:
+    X, y = multiclass_stream(400, seed=97)
+    y = np.minimum(y, 1)
+    default, at_once = BoostedClassifier(**LINEAR_START), BoostedClassifier(**LINEAR_START, linear_start=0)
+    assert np.array_equal(default.predict_learn_many(X, y), at_once.predict_learn_many(X, y))
+    assert _weights(default).any()
+    ours, theirs = decode(default.to_bytes()), decode(at_once.to_bytes())
+    assert ours.arrays.keys() == theirs.arrays.keys()
+    assert all(np.array_equal(ours.arrays[k], theirs.arrays[k], equal_nan=True) for k in ours.arrays)
+
+
+def test_a_state_saved_before_linear_start_steps_its_linear_leaves_at_once() -> None:
+    X, y = multiclass_stream(100, seed=98)
+    model = BoostedClassifier(**LINEAR_START, linear_start=0)
+    model.learn_many(X, y)
+    saved = decode(model.to_bytes())
+    del saved.header["params"]["linear_start"]
+    assert BoostedClassifier.from_saved(saved).to_bytes() == model.to_bytes()
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "10", True])
+def test_a_bad_linear_start_is_named_with_the_allowed_values(value: object) -> None:
+    with pytest.raises(ValueError, match=r"linear_start must be None \(by the number of classes\) or an"):
+        BoostedClassifier(linear_start=value)  # type: ignore[arg-type]
 
 
 # the member count by the number of classes (SMALL's n_members left to the default)
