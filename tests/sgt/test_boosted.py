@@ -318,16 +318,22 @@ def test_the_default_member_count_grows_at_the_record_that_brings_the_third_clas
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cuts=cut_points(N), at=st.integers(0, N))
 def test_a_growing_member_count_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
-    expected, loop_proba = _by_classes_loop()
-    model = BoostedClassifier(**BY_CLASSES)
-    rows = []
+    _batches_and_restore_as_the_loop(BY_CLASSES, cuts, at, *_by_classes_loop())
+
+
+def _batches_and_restore_as_the_loop(
+    params: dict, cuts: list[int], at: int, expected: bytes, loop_proba: list[dict]
+) -> None:
+    """A classifier with `params` over the classification stream, batched at `cuts`, publishes the
+    one-record loop's probabilities and ends with its bytes; so does one restored at record `at`."""
+    model, rows = BoostedClassifier(**params), []
     for part in batches(N, cuts):
         P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
         rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
     assert model.to_bytes() == expected
     for (row, classes), want in zip(rows, loop_proba, strict=True):
         assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
-    model = BoostedClassifier(**BY_CLASSES)
+    model = BoostedClassifier(**params)
     model.learn_many(_RECORDS[:at], _LABELS[:at])
     restored = BoostedClassifier.from_bytes(model.to_bytes())
     restored.learn_many(_RECORDS[at:], _LABELS[at:])
@@ -573,18 +579,7 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
     params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        model, rows = BoostedClassifier(**params), []
-        for part in batches(N, cuts):
-            P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
-            rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
-        assert model.to_bytes() == expected
-        for (row, classes), want in zip(rows, loop_proba, strict=True):
-            assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
-        model = BoostedClassifier(**params)
-        model.learn_many(_RECORDS[:at], _LABELS[:at])
-        restored = BoostedClassifier.from_bytes(model.to_bytes())
-        restored.learn_many(_RECORDS[at:], _LABELS[at:])
-        assert restored.to_bytes() == expected
+        _batches_and_restore_as_the_loop(params, cuts, at, expected, loop_proba)
 
 
 def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
