@@ -22,7 +22,7 @@ import sgt
 from sgt import SerializationError, SGTClassifier
 from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
 from sgt.features import Regrid
-from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, without_probability_state
+from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream
 
 # -- the estimate and the mixture -----------------------------------------------------------------
 
@@ -442,19 +442,6 @@ def test_a_naive_bayes_saved_before_halving_restores_with_none_learned_since() -
 
 
 # -- saved models ---------------------------------------------------------------------------------
-
-
-def test_a_model_saved_before_mixing_restores_as_the_trees_alone_and_goes_on_as_it_was() -> None:
-    records, labels = _stream()
-    tree, mixed = _small("tree"), _small("mixed")
-    for m in (tree, mixed):
-        m.learn_many(records[:400], labels[:400])
-    old = sgt.load(without_probability_state(mixed.to_bytes()))
-    assert old.proba == "tree" and old.get_params()["proba"] == "tree"
-    assert old.to_bytes() == tree.to_bytes()  # the trees learn the same in every mode
-    for m in (old, tree):
-        m.learn_many(records[400:], labels[400:])
-    assert old.to_bytes() == tree.to_bytes()
 
 
 def test_forged_naive_bayes_state_is_refused() -> None:

@@ -20,7 +20,7 @@ import sgt
 from sgt import SerializationError, SGTClassifier
 from sgt.calibration import LEARNING_RATE, SCALE_BOUNDS, STEP, Calibrator
 from tests.sgt.sgt_testkit import as_dicts, multiclass_stream, threshold_stream
-from tests.sgt.test_smoothing import _small, _stream, without_probability_state
+from tests.sgt.test_smoothing import _small, _stream
 
 # -- the step, by hand ----------------------------------------------------------------------------
 
@@ -158,18 +158,6 @@ def test_the_state_round_trips_and_a_forged_one_is_refused() -> None:
         Calibrator.restore({**state, "bias": [0.0] * 3, "grad_bias": [0.0] * 3}, 3)
     with pytest.raises(ValueError, match="pending"):
         Calibrator.restore({**state, "pending": STEP}, 3)
-
-
-def test_a_blob_without_calibration_state_restores_as_the_trees_alone() -> None:
-    records, labels = _stream()
-    tree, calibrated = _small("tree"), _small("calibrated")
-    for m in (tree, calibrated):
-        m.learn_many(records[:400], labels[:400])
-    old = sgt.load(without_probability_state(calibrated.to_bytes()))
-    assert old.proba == "tree" and old._calibrator is None
-    assert old.to_bytes() == tree.to_bytes()
-    restored = sgt.load(tree.to_bytes())  # a "tree" model (or an earlier release's) stays "tree"
-    assert restored.proba == "tree" and restored.to_bytes() == tree.to_bytes()
 
 
 def test_a_forged_calibration_state_is_refused_on_load() -> None:

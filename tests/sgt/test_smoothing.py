@@ -300,6 +300,25 @@ def test_a_model_saved_before_smoothing_loads_and_goes_on_with_the_trees_probabi
     assert again.to_bytes() == model.to_bytes()
 
 
+@pytest.mark.parametrize("proba", ["mixed", "calibrated"])
+def test_a_blob_without_the_modes_state_restores_as_the_trees_alone_and_goes_on_as_they_do(
+    proba: str,
+) -> None:
+    """A model saved before the mode existed (its state left out) is the trees' softmax, byte for byte."""
+    records, labels = _stream()
+    tree, model = _small("tree"), _small(proba)
+    for m in (tree, model):
+        m.learn_many(records[:400], labels[:400])
+    old = sgt.load(without_probability_state(model.to_bytes()))
+    assert old.proba == "tree" and old.get_params()["proba"] == "tree"
+    assert old.to_bytes() == tree.to_bytes()  # the trees learn the same in every mode
+    for m in (old, tree):
+        m.learn_many(records[400:], labels[400:])
+    assert old.to_bytes() == tree.to_bytes()
+    restored = sgt.load(tree.to_bytes())  # a "tree" model (or an earlier release's) stays "tree"
+    assert restored.proba == "tree" and restored.to_bytes() == tree.to_bytes()
+
+
 def without_probability_state(blob: bytes) -> bytes:
     """The blob as a release before the probability modes wrote it: no proba parameter, no smoothing or
     naive Bayes or calibration state (shared with test_bayes and test_calibration)."""
