@@ -123,25 +123,23 @@ class _Member(BaseSGT):
         if self._owner._is_classifier and len(self._trees) < int(target[_TARGET]):
             while len(self._trees) < int(target[_TARGET]):
                 self._new_tree()
-            self.set_delta(self._owner._member_delta(len(self._trees)))  # at the new class's row
-            self.set_linear_steps(self._owner._linear_steps_now(len(self._trees)))
-
-    def set_delta(self, delta: float) -> None:
-        """Give the member's trees (and those it adds later) the split confidence `delta`."""
-        if delta != self.delta:
-            self.delta = delta
-            for tree in self._trees:
-                tree.params = dataclasses.replace(tree.params, delta=delta)
+            n_trees = len(self._trees)  # at the new class's row
+            self.set_tree_params(
+                delta=self._owner._member_delta(n_trees),
+                linear_steps=self._owner._linear_steps_now(n_trees),
+            )
 
     def _params(self) -> Params:
         return dataclasses.replace(super()._params(), linear_steps=self.linear_steps)
 
-    def set_linear_steps(self, on: bool) -> None:
-        """Let the member's linear leaves step their linear terms (`on`) or keep them (at a fixed row)."""
-        if on != self.linear_steps:
-            self.linear_steps = on
-            for tree in self._trees:
-                tree.params = dataclasses.replace(tree.params, linear_steps=on)
+    def set_tree_params(self, **changes: Any) -> None:
+        """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
+        split confidence; `linear_steps`: whether linear leaves step their linear terms)."""
+        for name, value in changes.items():
+            setattr(self, name, value)
+        for tree in self._trees:
+            if any(getattr(tree.params, name) != value for name, value in changes.items()):
+                tree.params = dataclasses.replace(tree.params, **changes)
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         point = raw + targets[:, _OFFSETS : _OFFSETS + raw.shape[0]].T
@@ -241,7 +239,7 @@ class _Boosting(_Estimator):
     def _follow_linear_start(self) -> None:
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
-            member.set_linear_steps(self._linear_steps_now(len(member._trees)))
+            member.set_tree_params(linear_steps=self._linear_steps_now(len(member._trees)))
 
     def _member_delta(self, n_trees: int) -> float:
         """The split confidence of a member with `n_trees` trees (the classifier's follows the classes)."""
@@ -365,9 +363,7 @@ class _Boosting(_Estimator):
             member._trees = list(itertools.islice(trees, count))
             member._layout, member._layout_revision = self._layout, self._layout_revision
             # the trees were restored with the model's own parameters
-            on = member.linear_steps = self._linear_steps_now(count)
-            for tree in member._trees:
-                tree.params = dataclasses.replace(tree.params, linear_steps=on)
+            member.set_tree_params(linear_steps=self._linear_steps_now(count))
         self._detector.restore(extra["detector"])
         self._warning.restore(extra["warning"])
         self._n_drifts = int(extra["n_drifts"])
@@ -919,7 +915,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         """With `delta` None: the delta of the classes known now, for new members and every tree."""
         self.delta = self._member_delta(self._n_trees_per_member())
         for member in self._all_members():
-            member.set_delta(self._member_delta(len(member._trees)))
+            member.set_tree_params(delta=self._member_delta(len(member._trees)))
 
     def _n_raw(self, n_events: int) -> int:
         return max(1, len(self._classes) + n_events - 1)
