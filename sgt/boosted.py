@@ -59,11 +59,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
-from sgt.classifier import SGTClassifier, _check_label, softmax_with_reference
+from sgt.classifier import SGTClassifier, _check_label
 from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
+from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
 
 __all__ = [

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from sgt.softmax import softmax_one, softmax_with_reference
+from sgt.softmax import softmax_one, softmax_rows
 
 __all__ = ["LEARNING_RATE", "SCALE_BOUNDS", "STEP", "Calibrator"]
 
@@ -183,17 +183,10 @@ class Calibrator:
 
     def _predict(self, batch: _Batch, lo: int, hi: int) -> None:
         """Rows [lo, hi) predicted with the current parameters (the same for all of them)."""
-        known, out = batch.known, batch.out
-        while lo < hi:
-            k = int(known[lo])
-            other = np.flatnonzero(known[lo:hi] != k)
-            stop = lo + int(other[0]) if other.size else hi
-            if k <= 1:
-                out[lo:stop, :k] = 1.0  # no tree yet: certainty for the only class known, if any
-            else:
-                logits = self.scale * batch.raw[lo:stop, : k - 1] + np.array(self._padded(k - 1))
-                out[lo:stop, :k] = softmax_with_reference(logits.T).T
-            lo = stop
+        known = batch.known[lo:hi]
+        trees = max(0, int(known.max()) - 1)
+        logits = self.scale * batch.raw[lo:hi, :trees] + np.array(self._padded(trees))
+        batch.out[lo:hi] = softmax_rows(logits, known, batch.out.shape[1])
 
     def _learn(self, batch: _Batch, rows: np.ndarray) -> None:
         """Add the gradients of the learned `rows` (in order, predicted already)."""

@@ -13,7 +13,7 @@ from sgt.bayes import NaiveBayes
 from sgt.calibration import Calibrator
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
-from sgt.softmax import softmax_one, softmax_with_reference
+from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
 from sgt.tree import LeafInputs
 
 __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
@@ -302,14 +302,7 @@ class SGTClassifier(BaseSGT):
 
     def _proba_rows(self, raw: np.ndarray, classes_at: np.ndarray) -> np.ndarray:
         """Probabilities [rows, classes] from raw scores; rows predicted with fewer classes are padded."""
-        out = np.zeros((raw.shape[0], len(self._classes)))
-        for k in np.unique(classes_at).tolist():
-            rows = np.flatnonzero(classes_at == k)
-            if k <= 1:
-                out[rows, :k] = 1.0  # no tree yet: certainty for the only class known, if any
-            else:
-                out[rows, :k] = softmax_with_reference(raw[rows, : k - 1].T).T
-        return out
+        return softmax_rows(raw, classes_at, len(self._classes))
 
     def _proba_one(
         self, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray

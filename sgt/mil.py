@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT, _check_int
-from sgt.classifier import softmax_one
+from sgt.softmax import softmax_one
 
 __all__ = ["MILClassifier"]
 

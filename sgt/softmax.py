@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["softmax_one", "softmax_with_reference"]
+__all__ = ["softmax_one", "softmax_rows", "softmax_with_reference"]
 
 
 def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
@@ -22,6 +22,20 @@ def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
     for k in range(1, e.shape[0]):
         total += e[k]
     return e / total
+
+
+def softmax_rows(raw: np.ndarray, known: np.ndarray, n_classes: int) -> np.ndarray:
+    """Probabilities [rows, n_classes] of rows whose raw scores `raw` [rows, >= K - 1] were made with
+    `known[i]` classes known: the softmax over those classes, 0 beyond them; a row with one class known
+    (no tree yet) is certain of it."""
+    out = np.zeros((raw.shape[0], n_classes))
+    for k in np.unique(known).tolist():
+        rows = np.flatnonzero(known == k)
+        if k <= 1:
+            out[rows, :k] = 1.0
+        else:
+            out[rows, :k] = softmax_with_reference(raw[rows, : k - 1].T).T
+    return out
 
 
 def softmax_one(raw: list[float]) -> list[float]:
