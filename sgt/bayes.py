@@ -19,6 +19,11 @@ After a concept change the trees' log loss jumps and the naive Bayes takes over 
 not hold on to the old concept: after every `HALF_LIFE` learned records its statistics halve (each
 count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
+``proba="calibrated"`` mixes the same naive Bayes into the calibrated softmax while the trees are
+young, and retires it for good (`Retirement`) once its weight is at its floor (the difference at its
+bound: it has nothing left to add until a concept change) or after a set number of records, so that a
+long stream pays for it only at its start: `mix_until` is `mix` stopping at that record.
+
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
 the codes of records whose value was not missing. Each feature's mean and variance take one pseudo
@@ -51,7 +56,7 @@ import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
+__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "Mixed", "NaiveBayes", "Retirement"]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
@@ -514,10 +519,25 @@ class NaiveBayes:
         difference moves row by row, in order (Python floats, as `learn_one`); each row is mixed with the
         difference of the rows before it. A row predicted with fewer than two classes keeps `tree`.
         """
+        return self.mix_until(estimate, tree, tree_learned, targets).proba
+
+    def mix_until(
+        self,
+        estimate: Estimate,
+        tree: np.ndarray,
+        tree_learned: np.ndarray,
+        targets: np.ndarray,
+        retirement: Retirement | None = None,
+        learned_before: int = 0,
+    ) -> Mixed:
+        """`mix`, stopping after the learned row at which `retirement` says the naive Bayes retires
+        (`learned_before`: the records the model learned before the batch); the rows after it keep
+        `tree` exactly, and the difference is that after the retiring row."""
         learned = targets >= 0
         losses = -np.log(np.maximum(np.stack([estimate.learned[learned], tree_learned[learned]]), _TINY))
         ratio, bound = self.log_ratio, LOG_RATIO_BOUND
         path = [ratio]  # the difference after each learned row
+        retired = -1
         for step in (losses[0] - losses[1]).tolist():
             ratio += step
             if ratio > bound:
@@ -525,12 +545,20 @@ class NaiveBayes:
             elif ratio < -bound:
                 ratio = -bound
             path.append(ratio)
+            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1):
+                retired = len(path) - 2  # among the learned rows
+                break
         self.log_ratio = ratio
-        before = np.array(path)[np.cumsum(learned) - learned]  # each row: after the learned rows before it
-        r = np.exp(-before)[:, None]
+        order: np.ndarray = np.cumsum(learned) - learned  # each row: the learned rows before it
+        at = None if retired < 0 else int(np.flatnonzero(learned)[retired])  # the retiring row
+        if at is not None:
+            order = np.minimum(order, retired)  # (the rows after it are not mixed)
+        r = np.exp(-np.array(path)[order])[:, None]
         mixed = (tree + r * estimate.predicted) / (1.0 + r)
         alone = estimate.known < 2
-        return np.where(alone[:, None], tree, mixed) if alone.any() else mixed
+        if at is not None:
+            alone = alone | (np.arange(len(targets)) > at)
+        return Mixed(np.where(alone[:, None], tree, mixed) if alone.any() else mixed, at)
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -566,6 +594,29 @@ class NaiveBayes:
                 raise ValueError(f"naive Bayes array {name} has shape {loaded[name].shape}, expected {shape}")
             setattr(bayes, name, loaded[name])
         return bayes
+
+
+class Mixed(NamedTuple):
+    """`NaiveBayes.mix_until`'s result: the probabilities, and the row after which the naive Bayes
+    retired (None if it did not)."""
+
+    proba: np.ndarray
+    retired_at: int | None
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """When a young naive Bayes beside calibrated trees retires: once the trees' cumulative log loss
+    is `ratio` nats below its own (its weight is then below exp(-ratio)), or once the model has learned
+    `records` records, whichever comes first."""
+
+    ratio: float
+    records: int
+
+    def retires(self, log_ratio: float, learned: int) -> bool:
+        """Whether it retires after a learned record that leaves the difference at `log_ratio` and the
+        model with `learned` records learned."""
+        return log_ratio >= self.ratio or learned >= self.records
 
 
 @dataclass
