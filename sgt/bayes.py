@@ -193,12 +193,13 @@ class NaiveBayes:
         if j >= self.counts.shape[1]:
             return
         self._derived = None
-        old = self.histogram[:, j].copy()
-        new = np.zeros_like(old)
-        for code in range(old.shape[1]):  # integer counts: exact in any order
-            new[:, int(regrid.mapping[code])] += old[:, code]
-        codes = np.arange(self.bins + 1, dtype=np.int64)
-        self.histogram[:, j] = new
+        histogram = self.histogram
+        size = self.bins + 1
+        moves = np.zeros((size, size), dtype=np.int64)  # old code -> new code
+        moves[np.arange(size), regrid.mapping] = 1
+        new = histogram[:, j] @ moves  # integer counts: exact in any order
+        codes = np.arange(size, dtype=np.int64)
+        histogram[:, j] = new
         self.sums[:, j] = (new * codes).sum(axis=1)
         self.squares[:, j] = (new * codes * codes).sum(axis=1)
 
@@ -310,6 +311,13 @@ class NaiveBayes:
         return estimate
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
+        self._add_one(x, numeric, target)
+        self.since = (self.since + 1) % self.half_life
+        if self.since == 0:
+            self._halve()
+
+    def _add_one(self, x: list[int], numeric: list[int], target: int) -> None:
+        """Add one record's codes to the statistics (the halving's count is the caller's)."""
         positions = [j for j, v in enumerate(x) if v > 0]
         values = [x[j] for j in positions]
         self._pending.append(_Learned(target, [numeric[j] for j in positions], values))
@@ -319,9 +327,6 @@ class NaiveBayes:
         ):
             self._derived = None
         self._refresh(target, positions, values)
-        self.since = (self.since + 1) % self.half_life
-        if self.since == 0:
-            self._halve()
 
     def _halve(self) -> None:
         """Forget half of what was learned: every count of the histogram halves (rounding down), and the
@@ -370,16 +375,7 @@ class NaiveBayes:
         for row in sorted({*regrids, *halving}):
             if row in regrids:
                 self._rows(x, targets, numeric, first, row, out, predict=True)
-                # predicted on the old grid (its old codes, the statistics before the regrid), learned on
-                # the new one
-                old = x[row : row + 1].copy()
-                for regrid in regrids[row]:
-                    old[0, numeric == regrid.feature] = regrid.code_before
-                piece = self._piece(old, np.array([-1]), known[row : row + 1], numeric)
-                out.predicted[row] = piece.predicted[0]
-                for regrid in regrids[row]:
-                    self.regrid(regrid)
-                self._rows(x, targets, numeric, row, row + 1, out, predict=False)
+                self._regrid_row(x, targets, numeric, row, regrids[row], out)
             else:
                 self._rows(x, targets, numeric, first, row + 1, out, predict=True)
             if halving and row == halving[0]:
@@ -388,6 +384,35 @@ class NaiveBayes:
             first = row + 1
         self._rows(x, targets, numeric, first, m, out, predict=True)
         return out
+
+    def _regrid_row(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        numeric: np.ndarray,
+        row: int,
+        regrids: list[Regrid],
+        out: Estimate,
+    ) -> None:
+        """`estimate` of a row that grows grids, as the one-record path takes it (one row: Python floats
+        cost less than a piece's numpy calls, with the same bits): predicted on the old grid (its old
+        codes, the statistics before the regrid), learned on the new one."""
+        columns = numeric.tolist()
+        codes = x[row].tolist()
+        old = list(codes)
+        for regrid in regrids:
+            old[columns.index(regrid.feature)] = regrid.code_before
+        known, target = int(out.known[row]), int(targets[row])
+        self._derived = None  # the statistics changed since the last `_derive` (`_piece` learns in bulk)
+        predicted = self._estimate_one(old, columns, max(known, 1))
+        out.predicted[row, : len(predicted)] = predicted
+        for regrid in regrids:
+            self.regrid(regrid)
+        if target < 0:
+            return
+        # a row that brings a new class is learned with one class more than it was predicted with
+        out.learned[row] = self._estimate_one(codes, columns, max(known, target + 1))[target]
+        self._add_one(codes, columns, target)
 
     def _rows(
         self,
@@ -476,6 +501,7 @@ class NaiveBayes:
         state, [state, count | sum | sum of squares per feature]: the K classes' before the piece, then
         each class's after each of its rows (rows grouped by class, in order within a class; class c's
         from K + `starts[c]`). Integer sums: the same in any order."""
+        self._derived = None  # what `_derive` made of the statistics no longer holds
         k, f = len(per_class), x.shape[1]
         order = np.argsort(y, kind="stable")
         codes = x[order]
