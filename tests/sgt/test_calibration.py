@@ -65,6 +65,26 @@ def test_a_step_moves_the_parameters_by_the_summed_log_loss_gradient(classes: in
     assert one.proba_one(records[0][0]) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("classes", [2, 4])
+def test_a_batch_reports_each_learned_rows_probability_of_its_class_as_learned(classes: int) -> None:
+    rng = np.random.default_rng(10 + classes)
+    n = 3 * STEP + 7  # across steps
+    raw = rng.normal(0.0, 2.0, (n, classes - 1))
+    targets = rng.integers(classes, size=n)
+    targets[rng.uniform(size=n) < 0.1] = -1  # only predicted
+    loop, batch = Calibrator(), Calibrator()
+    expected = np.ones(n)
+    for i in range(n):
+        p = loop.proba_one(raw[i].tolist())
+        if targets[i] >= 0:
+            expected[i] = p[targets[i]]
+            loop.learn_one(raw[i].tolist(), int(targets[i]))
+    chosen = np.ones(n)
+    batch.run(raw, np.full(n, classes), targets, {}, classes, chosen)
+    assert chosen.tolist() == expected.tolist()
+    assert batch == loop
+
+
 def test_the_scale_stays_within_its_bounds() -> None:
     c = Calibrator()
     for _ in range(20 * STEP):
