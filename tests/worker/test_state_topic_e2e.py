@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_util import produce_records, read_all
+from tests.worker.fault_proxy import FaultProxy, proxied_broker_fixture
 from worker import state_log
 from worker.state_topic import (
     HEADROOM_BYTES,
@@ -26,6 +27,8 @@ from worker.state_topic import (
     StateWriteError,
     ensure_topic,
 )
+
+__all__ = ["proxied_broker_fixture"]
 
 SMALL = 3 * HEADROOM_BYTES  # chunks of 8 KiB
 
@@ -373,3 +376,33 @@ def test_stage_needs_a_state_topic_that_is_not_transactional_itself(make_config,
     states.acquire(0)
     with pytest.raises(StateTopicError, match="without transactional_id_prefix"):
         states.stage(0, b"x", _transactional_producer(config))
+
+
+@pytest.mark.kafka
+def test_writes_go_on_after_an_outage_longer_than_the_delivery_timeout(
+    proxied_broker: tuple[str, FaultProxy],
+) -> None:
+    """A write whose records time out (the broker unreachable for longer than message.timeout.ms) fails;
+    once the broker is back, the next writes are durable. Before, the idempotent producer whose records
+    had timed out got PRODUCER_FENCED for every later record, so no state was written again (and the
+    worker refused its final checkpoint)."""
+    bootstrap, proxy = proxied_broker
+    client = f"state-{uuid.uuid4().hex[:6]}"
+    config = StateTopicConfig(
+        bootstrap,
+        f"state-{uuid.uuid4().hex[:10]}",
+        max_message_bytes=SMALL,
+        timeout_s=20.0,
+        client_options={"client.id": client, "message.timeout.ms": 2000},
+    )
+    assert ensure_topic(config, 1)
+    with StateTopic(config) as states:
+        states.acquire(0)
+        states.write(0, payload(20_000, 1))
+        proxy.hold(client)
+        with pytest.raises(StateWriteError, match=r"state seq 1 not written.*Message timed out"):
+            states.write(0, payload(20_000, 2))
+        proxy.release()
+        assert [states.write(0, payload(20_000, 3 + i)).seq for i in range(2)] == [2, 3]
+    with StateTopic(config) as reader:
+        assert reader.read(0).newest.payload == payload(20_000, 4)
