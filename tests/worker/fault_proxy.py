@@ -80,8 +80,12 @@ class FaultProxy:
         while not self._closed:
             try:
                 client, _ = self._listener.accept()
-                upstream = socket.create_connection(("127.0.0.1", self.target_port))
             except OSError:
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:  # the broker is not listening (yet, or any more)
+                client.close()
                 continue
             with self._lock:
                 self._open += [client, upstream]
