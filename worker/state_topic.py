@@ -751,7 +751,9 @@ class StateTopic:
         if old is None or delivery.producer is not old:
             return
         old.purge()
-        old.flush(0)  # serves the purged records' delivery reports
+        # serves the purged records' delivery reports: all of them at once, as the purge queued them
+        # before returning; waiting (if one were still to come) beats a write that never finishes
+        old.flush(self.config.timeout_s)
         self._shared = Producer(self._producer_settings())
 
     def _drain(self, partition: int) -> None:

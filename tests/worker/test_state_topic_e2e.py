@@ -382,7 +382,7 @@ def test_stage_needs_a_state_topic_that_is_not_transactional_itself(make_config,
 def test_writes_go_on_after_an_outage_longer_than_the_delivery_timeout(
     proxied_broker: tuple[str, FaultProxy],
 ) -> None:
-    """A write whose records time out (the broker unreachable for longer than message.timeout.ms) fails;
+    """Writes whose records time out (the broker unreachable for longer than message.timeout.ms) fail;
     once the broker is back, the next writes are durable. Before, the idempotent producer whose records
     had timed out got PRODUCER_FENCED for every later record, so no state was written again (and the
     worker refused its final checkpoint)."""
@@ -395,14 +395,17 @@ def test_writes_go_on_after_an_outage_longer_than_the_delivery_timeout(
         timeout_s=20.0,
         client_options={"client.id": client, "message.timeout.ms": 2000},
     )
-    assert ensure_topic(config, 1)
+    assert ensure_topic(config, 2)
     with StateTopic(config) as states:
-        states.acquire(0)
-        states.write(0, payload(20_000, 1))
+        for p in (0, 1):
+            states.acquire(p)
+            states.write(p, payload(20_000, p))
         proxy.hold(client)
-        with pytest.raises(StateWriteError, match=r"state seq 1 not written.*Message timed out"):
-            states.write(0, payload(20_000, 2))
+        held = [states.start_write(p, payload(20_000, 10 + p)) for p in (0, 1)]
+        for p in (0, 1):  # the first failure replaces the producer; the second is reported all the same
+            with pytest.raises(StateWriteError, match=r"state seq 1 not written.*Message timed out"):
+                states.finish(held[p])
         proxy.release()
-        assert [states.write(0, payload(20_000, 3 + i)).seq for i in range(2)] == [2, 3]
+        assert [states.write(p, payload(20_000, 20 + p)).seq for p in (0, 1, 0)] == [2, 2, 3]
     with StateTopic(config) as reader:
-        assert reader.read(0).newest.payload == payload(20_000, 4)
+        assert [reader.read(p).newest.payload for p in (0, 1)] == [payload(20_000, 20), payload(20_000, 21)]
