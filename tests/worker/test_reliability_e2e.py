@@ -180,7 +180,7 @@ def test_the_state_topic_catches_up_after_an_outage_longer_than_the_delivery_tim
     produce_records(bootstrap, topics["features"], [_good(i) for i in range(300, 600)], partition=0)
     assert len(read_all(bootstrap, topics["predictions"], 1, expect=600, idle_s=30)) == 600
     wait_for(lambda: _failures(run, "state_topic") >= 1, 30, "a state write timed out")
-    assert _next_offsets(tmp_path) == [600, 0]  # the checkpoint files go on
+    wait_for(lambda: _next_offsets(tmp_path) == [600, 0], 30, "the checkpoint files to go on")
     assert _state_offsets(bootstrap, state_topic) == [300, 0] and committed() == 300  # nothing else does
     proxy.release()
     wait_for(lambda: _state_offsets(bootstrap, state_topic) == [600, 0], 60, "the state topic", interval=0.5)
