@@ -852,12 +852,13 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
             proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
+            linear_gate=None,  # the members' trees have their own parameters
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 
     def get_params(self) -> dict[str, Any]:
         params = SGTClassifier.get_params(self)
-        del params["proba"]  # not a parameter of the ensemble
+        del params["proba"], params["linear_gate"]  # not parameters of the ensemble
         if self._delta_by_classes:
             params["delta"] = None
         return {**self._boosting_params(), **params, "linear_start": self.linear_start}
@@ -865,7 +866,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
-        return super()._params_from_saved(params, loss)
+        params = super()._params_from_saved(params, loss)
+        del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
+        return params
 
     def _state_extra(self) -> dict[str, Any]:
         return {"classes": list(self._classes), **self._boosting_state()}
