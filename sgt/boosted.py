@@ -63,6 +63,7 @@ from sgt.classifier import SGTClassifier, _check_label
 from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
+from sgt.multioutput import MultiOutputTree, widened
 from sgt.regressor import SGTRegressor
 from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
@@ -74,6 +75,7 @@ __all__ = [
     "MULTICLASS_DELTA",
     "MULTICLASS_LINEAR_START",
     "MULTICLASS_MEMBERS",
+    "MULTICLASS_TREES",
     "BoostedClassifier",
     "BoostedRegressor",
 ]
@@ -94,6 +96,9 @@ MULTICLASS_DELTA = 0.03
 BINARY_MEMBERS = 6
 #: ... and from the third class on (the members added then learn from the next record)
 MULTICLASS_MEMBERS = 10
+#: the classifier's members from the third class on: one tree per class but one ("per-class"), or one
+#: multi-output tree ("multi-output", sgt.multioutput) for all of them
+MULTICLASS_TREES = ("per-class", "multi-output")
 #: records the classifier learns before its members' linear leaves step their linear terms when
 #: `linear_start` is None, from the third class on (see BoostedClassifier); with fewer classes: 0
 MULTICLASS_LINEAR_START = 100
@@ -111,23 +116,38 @@ class _Member(BaseSGT):
 
     def __init__(self, owner: _Boosting) -> None:
         # before BaseSGT's init, which may make trees
-        self.linear_steps = owner._linear_steps_now(owner._n_trees_per_member())
+        self.linear_steps = owner._linear_steps_now(owner._n_outputs_per_member())
         super().__init__(**owner._tree_params())
         self._owner = owner
         self._space = owner._space
         self._layout = owner._layout
         self._layout_revision = owner._layout_revision
-        for _ in range(owner._n_trees_per_member()):
-            self._new_tree()
+        self._grow_outputs(owner._n_outputs_per_member())
+
+    @property
+    def n_outputs(self) -> int:
+        """Raw scores per record: the outputs of its trees."""
+        return self._n_raw_scores()
+
+    def _grow_outputs(self, outputs: int) -> None:
+        """Trees for `outputs` outputs: one more tree per output, or, when the owner's members take
+        one multi-output tree from two outputs on, that tree (widened from the member's single tree, in
+        place in the list of trees, which a batch run in progress holds)."""
+        if not (self._owner._multi_output and outputs >= 2):
+            while len(self._trees) < outputs:
+                self._new_tree()
+        elif not self._trees:
+            self._trees.append(MultiOutputTree(self._params(), self._layout, outputs))
+        elif self.n_outputs < outputs:
+            self._trees[0] = widened(self._trees[0], outputs)
 
     def _register_target(self, target: Any) -> None:
-        if self._owner._is_classifier and len(self._trees) < int(target[_TARGET]):
-            while len(self._trees) < int(target[_TARGET]):
-                self._new_tree()
-            n_trees = len(self._trees)  # at the new class's row
+        if self._owner._is_classifier and self.n_outputs < int(target[_TARGET]):
+            self._grow_outputs(int(target[_TARGET]))
+            outputs = self.n_outputs  # at the new class's row
             self.set_tree_params(
-                delta=self._owner._member_delta(n_trees),
-                linear_steps=self._owner._linear_steps_now(n_trees),
+                delta=self._owner._member_delta(outputs),
+                linear_steps=self._owner._linear_steps_now(outputs),
             )
 
     def _params(self) -> Params:
@@ -159,6 +179,8 @@ class _Boosting(_Estimator):
     """What the boosted classifier and regressor share (a mixin over SGTClassifier / SGTRegressor)."""
 
     _is_classifier = False
+    #: whether a member takes one multi-output tree for two outputs or more (else a tree per output)
+    _multi_output = False
     #: whether a fresh ensemble started by a drift without a warning must first make fewer errors than
     #: the main one over a period to replace it (else it replaces the main one at once)
     _fresh_must_win = True
@@ -226,24 +248,25 @@ class _Boosting(_Estimator):
         params: dict[str, Any] = BaseSGT.get_params(self)
         return params
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
         raise NotImplementedError
 
-    def _linear_start(self, n_trees: int) -> int:
-        """Records learned before the linear leaves of a member with `n_trees` trees step their
+    def _linear_start(self, n_outputs: int) -> int:
+        """Records learned before the linear leaves of a member with `n_outputs` outputs step their
         linear terms (the classifier's depend on the classes; see BoostedClassifier's `linear_start`)."""
         return 0
 
-    def _linear_steps_now(self, n_trees: int) -> bool:
-        return self._n_seen >= self._linear_start(n_trees)
+    def _linear_steps_now(self, n_outputs: int) -> bool:
+        return self._n_seen >= self._linear_start(n_outputs)
 
     def _follow_linear_start(self) -> None:
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
-            member.set_tree_params(linear_steps=self._linear_steps_now(len(member._trees)))
+            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
 
-    def _member_delta(self, n_trees: int) -> float:
-        """The split confidence of a member with `n_trees` trees (the classifier's follows the classes)."""
+    def _member_delta(self, n_outputs: int) -> float:
+        """The split confidence of a member with `n_outputs` outputs (the classifier's follows the
+        classes)."""
         return self.delta
 
     def _member_count(self) -> int:
@@ -364,7 +387,7 @@ class _Boosting(_Estimator):
             member._trees = list(itertools.islice(trees, count))
             member._layout, member._layout_revision = self._layout, self._layout_revision
             # the trees were restored with the model's own parameters
-            member.set_tree_params(linear_steps=self._linear_steps_now(count))
+            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
         self._detector.restore(extra["detector"])
         self._warning.restore(extra["warning"])
         self._n_drifts = int(extra["n_drifts"])
@@ -377,11 +400,13 @@ class _Boosting(_Estimator):
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
-        width = self._n_trees_per_member()
+        width = self._n_outputs_per_member()
         total = self._base_columns(1, max(1, width), np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
         for member in self._members:
             raw = np.zeros_like(total)
-            raw[0, :width] = [tree.predict_one(tree.route_one(codes)[0], codes) for tree in member._trees]
+            raw[0, :width] = [
+                v for tree in member._trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
+            ]
             total = total + self.learning_rate * raw
         return total[0, :width].tolist()
 
@@ -816,7 +841,13 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
         linear_start: int | None = None,
+        multiclass_trees: str = "per-class",
     ) -> None:
+        if multiclass_trees not in MULTICLASS_TREES:
+            allowed = ", ".join(map(repr, MULTICLASS_TREES))
+            raise ValueError(f"multiclass_trees must be one of {allowed}, got {multiclass_trees!r}")
+        self.multiclass_trees = multiclass_trees
+        self._multi_output = multiclass_trees == "multi-output"
         if linear_start is not None:
             _check_int(
                 "linear_start",
@@ -860,11 +891,25 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         del params["proba"]  # not a parameter of the ensemble
         if self._delta_by_classes:
             params["delta"] = None
-        return {**self._boosting_params(), **params, "linear_start": self.linear_start}
+        return {
+            **self._boosting_params(),
+            **params,
+            "linear_start": self.linear_start,
+            "multiclass_trees": self.multiclass_trees,
+        }
+
+    def _saved_params(self) -> dict[str, Any]:
+        # "per-class" is what a save without the parameter restores to: left out, such a model saves the
+        # bytes of the format before the parameter
+        params = super()._saved_params()
+        if self.multiclass_trees == "per-class":
+            params.pop("multiclass_trees", None)  # (absent from the adaptive classifier's)
+        return params
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
+        params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
         return super()._params_from_saved(params, loss)
 
     def _state_extra(self) -> dict[str, Any]:
@@ -873,26 +918,26 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         self._restore_boosting(extra)
         classes = extra["classes"]
-        if any(len(m._trees) != max(0, len(classes) - 1) for m in self._all_members()):
-            raise ValueError(f"{len(classes)} classes need {max(0, len(classes) - 1)} trees per member")
+        if any(m.n_outputs != max(0, len(classes) - 1) for m in self._all_members()):
+            raise ValueError(f"{len(classes)} classes need {max(0, len(classes) - 1)} outputs per member")
         self._classes = [_check_label(c) for c in classes]
         self._class_index = {label: k for k, label in enumerate(self._classes)}
         self._follow_classes()  # the trees were restored with the model's delta before its classes
         if any(len(e) != self._member_count() for e in (self._members, self._background) if e is not None):
             raise ValueError(f"{len(self._members)} members do not match {len(classes)} classes")
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
         return max(0, len(self._classes) - 1)
 
-    def _member_delta(self, n_trees: int) -> float:
+    def _member_delta(self, n_outputs: int) -> float:
         if not self._delta_by_classes:
             return self.delta
-        return MULTICLASS_DELTA if n_trees >= 2 else BINARY_DELTA
+        return MULTICLASS_DELTA if n_outputs >= 2 else BINARY_DELTA
 
-    def _linear_start(self, n_trees: int) -> int:
+    def _linear_start(self, n_outputs: int) -> int:
         if self.linear_start is not None:
             return self.linear_start
-        return MULTICLASS_LINEAR_START if n_trees >= 2 else 0
+        return MULTICLASS_LINEAR_START if n_outputs >= 2 else 0
 
     def _member_count(self) -> int:
         if self.n_members is not None:
@@ -914,9 +959,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
 
     def _follow_classes(self) -> None:
         """With `delta` None: the delta of the classes known now, for new members and every tree."""
-        self.delta = self._member_delta(self._n_trees_per_member())
+        self.delta = self._member_delta(self._n_outputs_per_member())
         for member in self._all_members():
-            member.set_tree_params(delta=self._member_delta(len(member._trees)))
+            member.set_tree_params(delta=self._member_delta(member.n_outputs))
 
     def _n_raw(self, n_events: int) -> int:
         return max(1, len(self._classes) + n_events - 1)
@@ -1055,7 +1100,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             raise ValueError("every member of a regressor has one tree")
         SGTRegressor._restore_extra(self, extra)
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
         return 1
 
     def _n_raw(self, n_events: int) -> int:
