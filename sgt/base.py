@@ -225,7 +225,7 @@ class BaseSGT:
         """Whether a run may take its rows node by node (sgt.leafwise): with one tree, whose
         gradients then depend on its own output only, and hooks that need not see the rows in order
         (an estimator whose hooks watch them says no)."""
-        return len(self._trees) == 1 and self._trees[0].n_outputs == 1
+        return len(self._trees) == 1
 
     def _folds_fills(self) -> bool:
         """Whether a record that only fills leaves may be run as the last of the plain rows before it
