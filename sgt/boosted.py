@@ -97,8 +97,9 @@ BINARY_MEMBERS = 6
 #: ... and from the third class on (the members added then learn from the next record)
 MULTICLASS_MEMBERS = 10
 #: the classifier's members from the third class on: one tree per class but one ("per-class"), or one
-#: multi-output tree ("multi-output", sgt.multioutput) for all of them
-MULTICLASS_TREES = ("per-class", "multi-output")
+#: multi-output tree (sgt.multioutput) with a value per class ("multi-output"; a softmax over every
+#: class) or per class but the first ("multi-output-reference"; its score 0, as the committees')
+MULTICLASS_TREES = ("per-class", "multi-output", "multi-output-reference")
 #: records the classifier learns before its members' linear leaves step their linear terms when
 #: `linear_start` is None, from the third class on (see BoostedClassifier); with fewer classes: 0
 MULTICLASS_LINEAR_START = 100
@@ -131,19 +132,26 @@ class _Member(BaseSGT):
 
     def _grow_outputs(self, outputs: int) -> None:
         """Trees for `outputs` outputs: one more tree per output, or, when the owner's members take
-        one multi-output tree from two outputs on, that tree (widened from the member's single tree, in
-        place in the list of trees, which a batch run in progress holds)."""
-        if not (self._owner._multi_output and outputs >= 2):
+        one multi-output tree from two outputs on, that tree (widened from the member's tree, in place
+        in the list of trees, which a batch run in progress holds). With a softmax over every class,
+        a single tree's output scores class 1: it becomes the second of the multi-output tree's."""
+        owner = self._owner
+        if not (owner._multi_output and outputs >= 2):
             while len(self._trees) < outputs:
                 self._new_tree()
         elif not self._trees:
             self._trees.append(MultiOutputTree(self._params(), self._layout, outputs))
         elif self.n_outputs < outputs:
-            self._trees[0] = widened(self._trees[0], outputs)
+            old = self.n_outputs
+            positions = [1] if owner._first_column(old) == 1 else list(range(old))
+            self._trees[0] = widened(self._trees[0], outputs, positions)
 
     def _register_target(self, target: Any) -> None:
-        if self._owner._is_classifier and self.n_outputs < int(target[_TARGET]):
-            self._grow_outputs(int(target[_TARGET]))
+        if not self._owner._is_classifier:
+            return
+        needed = self._owner._outputs_for_classes(int(target[_TARGET]) + 1)
+        if self.n_outputs < needed:
+            self._grow_outputs(needed)
             outputs = self.n_outputs  # at the new class's row
             self.set_tree_params(
                 delta=self._owner._member_delta(outputs),
@@ -163,8 +171,11 @@ class _Member(BaseSGT):
                 tree.params = dataclasses.replace(tree.params, **changes)
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        point = raw + targets[:, _OFFSETS : _OFFSETS + raw.shape[0]].T
-        g, h = self._owner._loss_gradients(point, targets[:, _TARGET])
+        first = _OFFSETS + self._owner._first_column(self.n_outputs)
+        point = raw + targets[:, first : first + raw.shape[0]].T
+        g, h = self._owner._loss_gradients(
+            point, targets[:, _TARGET], self._owner._every_class(self.n_outputs)
+        )
         weight = targets[:, _WEIGHT]
         return g * weight, h * weight
 
@@ -181,6 +192,9 @@ class _Boosting(_Estimator):
     _is_classifier = False
     #: whether a member takes one multi-output tree for two outputs or more (else a tree per output)
     _multi_output = False
+    #: whether members score every class from the third class on (a softmax over K outputs), rather
+    #: than every class but the first against it (K - 1 outputs beside a reference score of 0)
+    _every_class_from_three = False
     #: whether a fresh ensemble started by a drift without a warning must first make fewer errors than
     #: the main one over a period to replace it (else it replaces the main one at once)
     _fresh_must_win = True
@@ -251,6 +265,29 @@ class _Boosting(_Estimator):
     def _n_outputs_per_member(self) -> int:
         raise NotImplementedError
 
+    def _outputs_for_classes(self, n_classes: int) -> int:
+        """Outputs a member has with `n_classes` classes known (a regressor's: 1)."""
+        return 1
+
+    def _every_class(self, n_outputs: int) -> bool:
+        """Whether a member with `n_outputs` outputs scores every class (see `_every_class_from_three`)."""
+        return self._every_class_from_three and n_outputs >= 3
+
+    def _first_column(self, n_outputs: int) -> int:
+        """The ensemble's score column of a member's first output. The columns are the raw scores the
+        members sum, one per output; with a softmax over every class they are one per class from the
+        first, and a member of fewer than three outputs (scoring classes from the second against the
+        first, whose score is 0) starts at column 1."""
+        return int(self._every_class_from_three and n_outputs < 3)
+
+    def _reference_scores(self, scores: np.ndarray) -> np.ndarray:
+        """The ensemble's raw scores [rows, columns] as the softmax with a reference class takes them:
+        with a score per class, each class's score less the first's (the same probabilities); else
+        as they are."""
+        if not self._every_class_from_three:
+            return scores
+        return scores[:, 1:] - scores[:, :1]
+
     def _linear_start(self, n_outputs: int) -> int:
         """Records learned before the linear leaves of a member with `n_outputs` outputs step their
         linear terms (the classifier's depend on the classes; see BoostedClassifier's `linear_start`)."""
@@ -279,8 +316,11 @@ class _Boosting(_Estimator):
         (after the row): none unless the member count follows the classes."""
         return events[:0]
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """g and h ([outputs, rows]) of the loss at raw scores `point` for targets (a float column)."""
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """g and h ([outputs, rows]) of the loss at raw scores `point` for targets (a float column);
+        `every_class`: the classifier's `point` holds every class's score."""
         raise NotImplementedError
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
@@ -400,15 +440,21 @@ class _Boosting(_Estimator):
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
-        width = self._n_outputs_per_member()
-        total = self._base_columns(1, max(1, width), np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
+        columns = self._n_raw(0) + int(self._every_class_from_three)
+        total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
         for member in self._members:
             raw = np.zeros_like(total)
-            raw[0, :width] = [
+            values = [
                 v for tree in member._trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
             ]
+            first = self._first_column(member.n_outputs)
+            raw[0, first : first + len(values)] = values
             total = total + self.learning_rate * raw
-        return total[0, :width].tolist()
+        return self._reference_scores(total)[0, : self._n_scores()].tolist()
+
+    def _n_scores(self) -> int:
+        """Raw scores of a record (the classifier's: one per class but the first)."""
+        return 1
 
     # -- learning ------------------------------------------------------------------------------
     def _learn_one(self, x: Any, y: Any) -> None:
@@ -488,15 +534,19 @@ class _Boosting(_Estimator):
         background one), then the detectors."""
         n = part.codes.shape[0]
         outputs_at = self._outputs_at(n, events)
+        width += int(self._every_class_from_three)  # the members' columns (see `_first_column`)
         base = self._base_columns(n, width, learn, targets, events)
         table = np.zeros((n, _OFFSETS + width))
         table[:, _TARGET] = targets
         weights = self._weights(learn)
         members = self._run_members
-        predicted = members(self._members, part, table, weights, base, learn, events, regrids)
+        predicted = self._reference_scores(
+            members(self._members, part, table, weights, base, learn, events, regrids)
+        )
         background = None
         if self._background is not None:
             background = members(self._background, part, table, weights, base, learn, events, regrids)
+            background = self._reference_scores(background)
         rows = np.flatnonzero(learn)
         self._n_seen += int(rows.size)
         self._register_events(targets, events)
@@ -531,12 +581,15 @@ class _Boosting(_Estimator):
             table[:, _WEIGHT] = weights[m]
             table[:, _OFFSETS:] = learned
             routes = part.routes(member) if n > ROW_BY_ROW_MAX else None
+            # the columns the rows are predicted in (a member that widens at a row of the segment does
+            # so at its last: see `_growth_cuts`)
+            first = self._first_column(member.n_outputs)
             member_raw, _ = member._run_codes(
                 part.codes, table, learn, events, None, regrids, part.inputs, routes
             )
             raw = np.zeros((n, width))
-            columns = min(width, member_raw.shape[1])
-            raw[:, :columns] = member_raw[:, :columns]
+            columns = min(width - first, member_raw.shape[1])
+            raw[:, first : first + columns] = member_raw[:, :columns]
             step = self.learning_rate * raw
             predicted = predicted + step
             learned = learned + step
@@ -847,7 +900,8 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             allowed = ", ".join(map(repr, MULTICLASS_TREES))
             raise ValueError(f"multiclass_trees must be one of {allowed}, got {multiclass_trees!r}")
         self.multiclass_trees = multiclass_trees
-        self._multi_output = multiclass_trees == "multi-output"
+        self._multi_output = multiclass_trees != "per-class"
+        self._every_class_from_three = multiclass_trees == "multi-output"
         if linear_start is not None:
             _check_int(
                 "linear_start",
@@ -918,8 +972,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         self._restore_boosting(extra)
         classes = extra["classes"]
-        if any(m.n_outputs != max(0, len(classes) - 1) for m in self._all_members()):
-            raise ValueError(f"{len(classes)} classes need {max(0, len(classes) - 1)} outputs per member")
+        outputs = self._outputs_for_classes(len(classes))
+        if any(m.n_outputs != outputs for m in self._all_members()):
+            raise ValueError(f"{len(classes)} classes need {outputs} outputs per member")
         self._classes = [_check_label(c) for c in classes]
         self._class_index = {label: k for k, label in enumerate(self._classes)}
         self._follow_classes()  # the trees were restored with the model's delta before its classes
@@ -927,6 +982,14 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             raise ValueError(f"{len(self._members)} members do not match {len(classes)} classes")
 
     def _n_outputs_per_member(self) -> int:
+        return self._outputs_for_classes(len(self._classes))
+
+    def _outputs_for_classes(self, n_classes: int) -> int:
+        if self._every_class_from_three and n_classes >= 3:
+            return n_classes
+        return max(0, n_classes - 1)
+
+    def _n_scores(self) -> int:
         return max(0, len(self._classes) - 1)
 
     def _member_delta(self, n_outputs: int) -> float:
@@ -945,8 +1008,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         return MULTICLASS_MEMBERS if len(self._classes) >= 3 else BINARY_MEMBERS
 
     def _growth_cuts(self, events: np.ndarray) -> np.ndarray:
+        """After the row that brings the third class when members are added there, or when members
+        then start scoring every class (their raw scores move to other columns)."""
         third = 2 - len(self._classes)  # the event that brings the third class, if in this batch
-        if self.n_members is not None or not 0 <= third < events.size:
+        if (self.n_members is not None and not self._every_class_from_three) or not 0 <= third < events.size:
             return events[:0]
         return events[third : third + 1] + 1
 
@@ -966,9 +1031,15 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     def _n_raw(self, n_events: int) -> int:
         return max(1, len(self._classes) + n_events - 1)
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = softmax_with_reference(point)[1:]
-        y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if every_class:  # the softmax over every class: the same as over the scores less the first's
+            p = softmax_with_reference(point[1:] - point[:1])
+            y = targets[None, :] == np.arange(point.shape[0])[:, None]
+        else:
+            p = softmax_with_reference(point)[1:]
+            y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
         return p - y, p * (1.0 - p)
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
@@ -1109,7 +1180,9 @@ class BoostedRegressor(_Boosting, SGTRegressor):
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         g, h = self.loss.gradient_hessian(targets, point[0])
         return g[None, :], h[None, :]
 

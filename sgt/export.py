@@ -65,15 +65,19 @@ def _labelled_trees(model: BaseSGT) -> list[tuple[str, Tree]]:
     out = []
     for group in model._tree_groups():
         prefix = f"{group.name} " if group.name else ""
-        first = 1  # the class of the group's next output
+        # the class of the group's next output: the second, unless its one tree scores every class
+        every = len(group.trees) == 1 and group.trees[0].n_outputs == len(classes) > 1
+        first = 0 if every else 1
         for t, tree in enumerate(group.trees):
             scored = classes[first : first + tree.n_outputs]
             first += tree.n_outputs
             if not scored:
                 versus = ""
+            elif every:  # a multi-output tree with a value per class
+                versus = f" (classes {', '.join(map(repr, scored))})"
             elif tree.n_outputs == 1:
                 versus = f" (class {scored[0]!r} against {classes[0]!r})"
-            else:  # a multi-output tree: a value per class
+            else:  # a multi-output tree with a value per class but the first
                 versus = f" (classes {', '.join(map(repr, scored))} against {classes[0]!r})"
             out.append((f"{prefix}tree {t}{versus}", tree))
     return out

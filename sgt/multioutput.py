@@ -160,16 +160,19 @@ def load_tree(
     return kind.from_saved(params, layout, prefix, counters, arrays)
 
 
-def widened(tree: Tree, outputs: int) -> MultiOutputTree:
-    """`tree` (single- or multi-output) with `outputs` outputs, the new ones after the old.
+def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) -> MultiOutputTree:
+    """`tree` (single- or multi-output) with `outputs` outputs, its own at `positions` (default: the
+    first ones, in order) and new ones elsewhere.
 
     The structure, the slots and the blocks stay; a new output starts at 0 in every node (value and
     linear term), and its statistics count the instances its leaves hold already with zero gradient
     and Hessian (so that every output keeps the same counts): it learns from the next record on.
     """
     old = tree.n_outputs
-    if outputs < old:
-        raise ValueError(f"a tree cannot shrink from {old} outputs to {outputs}")
+    kept = list(range(old)) if positions is None else [int(k) for k in positions]
+    if len(kept) != old or len(set(kept)) != old or not all(0 <= k < outputs for k in kept):
+        raise ValueError(f"{old} outputs cannot take the positions {kept} of {outputs}")
+    added = [k for k in range(outputs) if k not in kept]
     wide = MultiOutputTree(tree.params, tree.layout, outputs)
     for name in ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block"):
         setattr(wide, name, getattr(tree, name))
@@ -183,7 +186,7 @@ def widened(tree: Tree, outputs: int) -> MultiOutputTree:
         shape = list(array.shape)
         shape[axis] = outputs
         out = np.zeros(shape)
-        out[(slice(None),) * axis + (slice(0, old),)] = array
+        out[(slice(None),) * axis + (kept,)] = array
         return out
 
     wide.value = grown(tree.value, 1)
@@ -193,6 +196,6 @@ def widened(tree: Tree, outputs: int) -> MultiOutputTree:
     wide.stats = grown(tree.stats, 2)
     wide.total = grown(tree.total, 1)
     # the counts of the new outputs: the instances already merged
-    wide.stats[:, :, old:, N] = wide.stats[:, :, :1, N]
-    wide.total[:, old:, N] = wide.total[:, :1, N]
+    wide.stats[:, :, added, N] = wide.stats[:, :, kept[:1], N]
+    wide.total[:, added, N] = wide.total[:, kept[:1], N]
     return wide

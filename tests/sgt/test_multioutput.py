@@ -47,6 +47,7 @@ from tests.sgt.test_boosted import (
 
 LAMBDA, GAMMA = 0.1, 1.0
 MULTI = {"multiclass_trees": "multi-output"}
+REFERENCE = {"multiclass_trees": "multi-output-reference"}
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW_PROPERTY = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -163,19 +164,20 @@ def _grown_tree(outputs: int) -> tuple[Tree, np.ndarray]:
     return tree, codes
 
 
-@pytest.mark.parametrize("outputs", [1, 2])
-def test_a_widened_tree_keeps_its_outputs_and_adds_zeros(outputs: int) -> None:
+@pytest.mark.parametrize(("outputs", "positions"), [(1, [1]), (1, [0]), (2, [0, 1]), (2, [3, 1])])
+def test_a_widened_tree_keeps_its_outputs_and_adds_zeros(outputs: int, positions: list[int]) -> None:
     tree, codes = _grown_tree(outputs)
     assert tree.n_splits > 0 and tree.pending_n[: tree.n_slots].sum() > 0
-    wide = widened(tree, outputs + 2)
+    wide = widened(tree, outputs + 2, positions)
+    added = [k for k in range(outputs + 2) if k not in positions]
     nodes = wide.route(codes)[0]
     inputs = leaf_inputs_of(wide.layout, codes)
     before = tree.predict_outputs(tree.route(codes)[0], inputs)
     after = wide.predict_outputs(nodes, inputs)
-    assert after[:outputs].tolist() == before.tolist() and not after[outputs:].any()
+    assert after[positions].tolist() == before.tolist() and not after[added].any()
     slots = wide.n_slots
-    assert (wide.total[:slots, outputs:, 0] == wide.total[:slots, :1, 0]).all()  # the same counts
-    assert not wide.total[:slots, outputs:, 1:].any() and not wide.pending_g[:slots, :, outputs:].any()
+    assert (wide.total[:slots, added, 0] == wide.total[:slots, positions[:1], 0]).all()  # the same counts
+    assert not wide.total[:slots, added, 1:].any() and not wide.pending_g[:slots, :, added].any()
     counters, arrays = wide.saved("t")
     restored = load_tree(wide.params, wide.layout, "t", counters, dict(arrays))
     assert isinstance(restored, MultiOutputTree) and restored.n_outputs == outputs + 2
@@ -207,23 +209,43 @@ def _loop(name: str) -> tuple[bytes, list[dict]]:
 
 
 # the drifting stream whose third class comes at record 1100 (the members widen there), with constant
-# and linear leaves, and that of five classes with a nominal feature, missing values and unlabelled rows
+# and linear leaves, and that of five classes with a nominal feature, missing values and unlabelled
+# rows; members that score every class, and every class but the first
+_BY_CLASSES = {k: v for k, v in SMALL.items() if k != "n_members"}
 _STREAMS = {
     "small": ({**SMALL, **MULTI}, _RECORDS, _LABELS),
-    "by-classes": ({**{k: v for k, v in SMALL.items() if k != "n_members"}, **MULTI}, _RECORDS, _LABELS),
+    "by-classes": ({**_BY_CLASSES, **MULTI}, _RECORDS, _LABELS),
     "linear": ({**LINEAR, **MULTI}, _RECORDS, _LABELS),
     "five": ({**MANY_CUTS, **MULTI}, _RECORDS5, _LABELS5),
+    "small-reference": ({**SMALL, **REFERENCE}, _RECORDS, _LABELS),
+    "five-reference": ({**MANY_CUTS, **REFERENCE}, _RECORDS5, _LABELS5),
 }
 
 
-def test_the_members_hold_one_tree_from_the_third_class_on() -> None:
-    for name in ("small", "by-classes", "five"):
-        model = sgt.load(_loop(name)[0])
-        assert model.multiclass_trees == "multi-output" and len(model.classes_) >= 3
-        members = model._all_members()
-        assert all(len(m._trees) == 1 and m._trees[0].n_outputs == len(model.classes_) - 1 for m in members)
-        assert model.n_trees == len(members) and model.n_splits > 0
-    assert sgt.load(_loop("small")[0]).n_drifts > 0
+@pytest.mark.parametrize("name", ["small", "by-classes", "five", "small-reference", "five-reference"])
+def test_the_members_hold_one_tree_from_the_third_class_on(name: str) -> None:
+    model = sgt.load(_loop(name)[0])
+    every = model.multiclass_trees == "multi-output"
+    assert len(model.classes_) >= 3 and model.multiclass_trees == _STREAMS[name][0]["multiclass_trees"]
+    members = model._all_members()
+    outputs = len(model.classes_) - (0 if every else 1)
+    assert all(len(m._trees) == 1 and m._trees[0].n_outputs == outputs for m in members)
+    assert model.n_trees == len(members) and model.n_splits > 0
+    if name.startswith("small"):
+        assert model.n_drifts > 0
+
+
+def test_a_binary_stream_learns_the_same_whatever_the_multiclass_trees() -> None:
+    labels = [y if y in (0, 1) else 1 for y in _LABELS]  # no third class
+    models = [BoostedClassifier(**SMALL, multiclass_trees=kind) for kind in ("per-class", "multi-output")]
+    P = [model.predict_learn_many(_RECORDS, labels) for model in models]
+    assert P[0].tobytes() == P[1].tobytes()
+    saved = [decode(model.to_bytes()) for model in models]
+    assert [{k: a.tobytes() for k, a in d.arrays.items()} for d in saved[:1]] == [
+        {k: a.tobytes() for k, a in d.arrays.items()} for d in saved[1:]
+    ]
+    assert saved[1].header["params"].pop("multiclass_trees") == "multi-output"
+    assert saved[0].header == saved[1].header
 
 
 @SLOW_PROPERTY
@@ -283,12 +305,15 @@ def test_a_save_without_the_parameter_restores_as_a_committee_and_continues() ->
     assert decode(_loop("five")[0]).header["params"]["multiclass_trees"] == "multi-output"
 
 
-def test_the_views_show_a_value_per_class() -> None:
-    model = sgt.load(_loop("five")[0])
+@pytest.mark.parametrize(("name", "outputs"), [("five", 5), ("five-reference", 4)])
+def test_the_views_show_a_value_per_class(name: str, outputs: int) -> None:
+    model = sgt.load(_loop(name)[0])
+    classes = ", ".join(map(repr, model.classes_[5 - outputs :]))
+    against = "" if outputs == 5 else f" against {model.classes_[0]!r}"
     text = model.to_text()
-    assert "member 0 tree 0 (classes " in text and "leaf value=[" in text
-    leaf = next(node for node in _leaves(model.to_dict()["trees"][0]))
-    assert len(leaf["value"]) == 4
+    assert f"member 0 tree 0 (classes {classes}{against})" in text and "leaf value=[" in text
+    leaf = _leaves(model.to_dict()["trees"][0])[0]
+    assert len(leaf["value"]) == outputs and len(leaf["weights"]) == outputs
     assert "[" in model.to_dot()
 
 
@@ -297,7 +322,9 @@ def _leaves(node: dict) -> list[dict]:
 
 
 def test_an_unknown_member_tree_kind_is_refused() -> None:
-    with pytest.raises(ValueError, match="multiclass_trees must be one of 'per-class', 'multi-output'"):
+    with pytest.raises(
+        ValueError, match="multiclass_trees must be one of 'per-class', 'multi-output', 'multi-o"
+    ):
         BoostedClassifier(multiclass_trees="one")
     with pytest.raises(ValueError, match="outputs must be an integer >= 2"):
         MultiOutputTree(Params(0.1, 10, 0.1, 0.0, None), Layout(FeatureSpace(8, 10)), 1)
