@@ -293,7 +293,7 @@ def test_learning_methods_mixed_give_the_loop(cuts: list[int], methods: list[str
 
 def test_a_save_without_the_parameter_restores_as_a_committee_and_continues() -> None:
     # what the classifier wrote before it had the parameter: a committee per member, no parameter
-    model = BoostedClassifier(**MANY_CUTS, multiclass_trees="per-class")
+    model = BoostedClassifier(**{**MANY_CUTS, "multiclass_trees": "per-class"})
     model.learn_many(_RECORDS5[:500], _LABELS5[:500])
     blob = model.to_bytes()
     assert "multiclass_trees" not in decode(blob).header["params"]
