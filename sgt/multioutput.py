@@ -36,7 +36,7 @@ import numpy as np
 
 from sgt.split import Candidate, best_nominal_outputs, best_numeric_outputs, null_candidate_outputs
 from sgt.stats import WIDTH, N, block_stats, merge
-from sgt.tree import Layout, LeafInputs, Params, Tree, _sums_in_order
+from sgt.tree import Layout, LeafInputs, Params, Tree, _solve_positive_definite_many, _sums_in_order
 
 __all__ = ["MultiOutputTree", "load_tree", "widened"]
 
@@ -102,11 +102,37 @@ class MultiOutputTree(Tree):
         return [self.evaluate(node) for node in nodes]
 
     def _newton_linear(self, node: int, slot: int) -> None:
-        """Each output's Newton step of its linear term on the block (Tree._newton_linear)."""
-        size = int(self.pending_n[slot])
-        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
-        for k in range(self.n_outputs):
-            self._newton_step(node, (k,), slot, np.ascontiguousarray(g[:, k]), np.ascontiguousarray(h[:, k]))
+        """Each output's Newton step of its linear term on the block: Tree._newton_linear with the
+        outputs side by side (the same operations on each output's numbers, in the same order, so
+        each output gets the bits it would get alone), their systems solved together."""
+        size, k = int(self.pending_n[slot]), self.n_outputs
+        layout = self.layout
+        numeric = layout.numeric
+        if not numeric.size:
+            return
+        width = numeric.size
+        z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]  # [features, instances]
+        g, h = self.pending_g[slot, :size].T, self.pending_h[slot, :size].T  # [outputs, instances]
+        weighted = np.empty((k, width + 1, size))
+        weighted[:, 0] = h
+        np.multiply(z[None], h[:, None], out=weighted[:, 1:])
+        sums = _sums_in_order(weighted.reshape(-1, size).T).reshape(k, width + 1)
+        stepping = np.flatnonzero(sums[:, 0] > 0.0)  # (an output without a positive h sum: none)
+        if not stepping.size:
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            centre = sums[:, 1:] / sums[:, :1]
+        centred = z[None] - centre[:, :, None]
+        first, second = layout.pairs
+        products = np.empty((k, width + first.size, size))
+        np.multiply(centred, g[:, None], out=products[:, :width])
+        np.multiply(centred[:, first], centred[:, second], out=products[:, width:])
+        products[:, width:] *= h[:, None]
+        means = _sums_in_order(products.reshape(-1, size).T).reshape(k, -1) / size
+        hessian = means[:, width:][:, layout.pair_of] + self.params.linear_lambda * np.eye(width)
+        steps = _solve_positive_definite_many(hessian[stepping], means[stepping, :width])
+        for out, step in zip(stepping.tolist(), steps.tolist()):
+            self._linear_step(node, step, centre[out], (out,))
 
     def _merge_pending(self, slot: int) -> None:
         """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups

@@ -560,14 +560,6 @@ class Tree:
         candidate). It happens at the block boundary, which the algorithm fixes, so it is exact.
         """
         size = int(self.pending_n[slot])
-        self._newton_step(node, (), slot, self.pending_g[slot, :size], self.pending_h[slot, :size])
-
-    def _newton_step(
-        self, node: int, output: tuple[int, ...], slot: int, g: np.ndarray, h: np.ndarray
-    ) -> None:
-        """`_newton_linear` of the leaf's block with gradients `g` and `h`, for `output` (an index of
-        a multi-output tree's outputs, or () for the only one)."""
-        size = g.size
         layout = self.layout
         numeric = layout.numeric
         if not numeric.size:
@@ -576,6 +568,7 @@ class Tree:
         # one row per feature (or product) and one column per instance: numpy's elementwise steps run
         # along whole rows, not along short rows of a few features
         z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]
+        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
         weighted = np.empty((width + 1, size))
         weighted[0] = h
         np.multiply(z, h, out=weighted[1:])
@@ -593,7 +586,7 @@ class Tree:
         products[width:] *= h
         means = _sums_in_order(products.T) / size
         hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
-        self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre, output)
+        self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
 
     def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
         """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
@@ -1046,6 +1039,26 @@ def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:
         for j in range(k + 1, n):
             total -= row[j] * x[j]
         x[k] = total / row[k]
+    return x
+
+
+def _solve_positive_definite_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`_solve_positive_definite` of several systems side by side (`a` [m, n, n], `b` [m, n]): the
+    same elementwise steps in the same order on each system's numbers, so each gets its own bits
+    (numpy rounds each product and difference once, as Python floats do)."""
+    rows, rhs = a.astype(np.float64), b.astype(np.float64)
+    n = rhs.shape[1]
+    for k in range(n - 1):
+        below = slice(k + 1, n)
+        factor = rows[:, below, k] / rows[:, k, k][:, None]
+        rows[:, below, below] -= factor[:, :, None] * rows[:, None, k, below]
+        rhs[:, below] -= factor * rhs[:, k : k + 1]
+    x = np.zeros_like(rhs)
+    for k in range(n - 1, -1, -1):
+        total = rhs[:, k].copy()
+        for j in range(k + 1, n):
+            total -= rows[:, k, j] * x[:, j]
+        x[:, k] = total / rows[:, k, k]
     return x
 
 

@@ -30,7 +30,14 @@ from sgt.split import (
     null_candidate_outputs,
 )
 from sgt.stats import block_stats
-from sgt.tree import Layout, Params, Tree, leaf_inputs_of
+from sgt.tree import (
+    Layout,
+    Params,
+    Tree,
+    _solve_positive_definite,
+    _solve_positive_definite_many,
+    leaf_inputs_of,
+)
 from tests.sgt.test_boosted import (
     _LABELS,
     _LABELS5,
@@ -144,6 +151,35 @@ def test_the_null_candidate_of_several_outputs_sums_theirs() -> None:
     assert both.mean == alone[0].mean + alone[1].mean + alone[2].mean
     assert both.variance == alone[0].variance + alone[1].variance + alone[2].variance
     assert both.deltas.tolist() == [[c.deltas[0] for c in alone]]
+
+
+@given(seed=st.integers(0, 10_000), systems=st.integers(1, 4), n=st.integers(1, 9))
+def test_systems_solved_side_by_side_get_the_bits_of_each_alone(seed: int, systems: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(systems, n, n))
+    a = m @ m.transpose(0, 2, 1) + 0.01 * np.eye(n)
+    b = rng.normal(size=(systems, n))
+    together = _solve_positive_definite_many(a, b).tolist()
+    assert together == [_solve_positive_definite(a[k], b[k]) for k in range(systems)]
+
+
+def test_each_outputs_linear_step_is_a_single_trees_on_its_gradients() -> None:
+    rng = np.random.default_rng(4)
+    space = FeatureSpace(bins=16, warm_up=10)
+    codes = space.encode_array(rng.uniform(-1, 1, size=(60, 4)), np.ones(60, dtype=bool))
+    params, layout = Params(0.1, 100, 0.1, 0.0, None, 100, "linear"), Layout(space)
+    g, h = rng.normal(size=(3, 60)), rng.uniform(0.0, 1.0, size=(3, 60))
+    h[1] = 0.0  # an output without a positive Hessian sum takes no step
+    multi = MultiOutputTree(params, layout, 3)
+    multi.append(np.zeros(60, dtype=np.int32), codes, g, h)
+    multi._newton_linear(0, 0)
+    for k in range(3):
+        single = Tree(params, layout)
+        single.append(np.zeros(60, dtype=np.int32), codes, g[k], h[k])
+        single._newton_linear(0, 0)
+        assert multi.weights[0, k].tolist() == single.weights[0].tolist()
+        assert float(multi.value[0, k]) == float(single.value[0])
+    assert not multi.weights[0, 1].any() and multi.weights[0, 0].any()
 
 
 def _grown_tree(outputs: int) -> tuple[Tree, np.ndarray]:
