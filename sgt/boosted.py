@@ -852,15 +852,14 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         class but the first (whose score is 0). "per-class": one tree per class but the first, each
         with its own splits (SGTClassifier's committee; saves written before the parameter restore
         so). While fewer than three classes are known every member has one tree, whatever the choice
-        (the same model bit for bit). Measured side by side (20,000 records, one run, batches of 1,000):
-        RBF-5 86.7% in 5.6 s against 86.3% in 12.4 s per class (86.6% with the reference class),
-        ImageSegments 87.2% in 3.6 s against 87.2% in 10.8 s (83.0% with the reference class), RBF-5
-        on 2,000 records 68.0% against 66.2% (65.0%); River's Waveform 84.0% against 84.4% (84.6%) and
-        LED with 10% noise 67.6% against 65.8%, slower there (126.9 s against 86.5 s: ten outputs'
-        Newton steps of the linear leaves, one per class at each attempt, are most of the time). Of
-        the multi-output variants measured, linear terms stepping from the first record
-        (`linear_start` 0) gave ImageSegments 89.1% but RBF-5 85.9%, and `delta` 0.1 gave RBF-5 87.2%
-        but ImageSegments 87.0%.
+        (the same model bit for bit). Measured side by side (20,000 records, batches of 1,000; seconds
+        from three interleaved runs under load): RBF-5 86.7% in 5.1 to 6.0 s against 86.3% in 8.5 to 11.9
+        s per class (River's ARF 69.4%, 45 s), 86.6% with the reference class; ImageSegments 87.2% in 0.9
+        to 2.0 s against 87.2% in 2.7 to 5.3 s, 83.0% with the reference class; RBF-5 on 2,000 records
+        68.0% against 66.2% (65.0%); River's Waveform 84.0% in 8.0 s against 84.4% in 8.2 s (84.6%), LED
+        with 10% noise 67.6% in 29.6 s against 65.8% in 37.6 s. Of the multi-output variants measured,
+        linear terms stepping from the first record (`linear_start` 0) gave ImageSegments 89.1% but RBF-5
+        85.9%, and `delta` 0.1 gave RBF-5 87.2% but ImageSegments 87.0%.
 
     RBF with five classes (20,000 records) stays near MOA's SGBT, 86.7% against 86.8% (86.3% with a
     tree per class): SGBT learns one binary ensemble of 100 trees per class (500 trees here, against
