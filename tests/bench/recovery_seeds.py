@@ -85,22 +85,24 @@ def _figure(value: float | None) -> str:
     return "never" if value is None else f"{value:,.0f}"
 
 
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def table(stream: Stream, results: Sequence[SeededRecoveries]) -> str:
     """A Markdown table: per model, the mean headline and each drift's median recovery (every seed's)."""
-    drifts = [f"drift {i + 1} at {d.position:,}" for i, d in enumerate(stream.drifts)]
+    drifts = [f"drift {i + 1} at {d.position:,}: median (each seed)" for i, d in enumerate(stream.drifts)]
     metric = "MAE" if stream.spec.is_regression else "accuracy %"
     lines = [
-        f"| {stream.spec.name} | {metric} (mean) | "
-        + " | ".join(f"{d}: median (each seed)" for d in drifts)
-        + " |",
-        "|---|---:|" + "---:|" * len(drifts),
+        _row([stream.spec.name, f"{metric} (mean)", *drifts]),
+        _row(["---", *["---:"] * (1 + len(drifts))]),
     ]
     for result in results:
-        cells = []
+        cells = [result.model, f"{np.mean(result.headline):.2f}"]
         for j in range(len(drifts)):
             column = [seeded[j] for seeded in result.records]
             cells.append(f"{_figure(median_recovery(column))} ({', '.join(_figure(r) for r in column)})")
-        lines.append(f"| {result.model} | {np.mean(result.headline):.2f} | " + " | ".join(cells) + " |")
+        lines.append(_row(cells))
     return "\n".join(lines)
 
 
