@@ -171,6 +171,9 @@ VARIANTS += (
     Variant("ours-boosted-warn0.3", boosted_class(_EarlyWarningBoostedClassifier)),
     Variant("ours-boosted-race", boosted_class(_RacingBoostedClassifier)),
     Variant("ours-boosted-race-warn0.3", boosted_class(_RacingEarlyWarningBoostedClassifier)),
+    # heavier bagging weights: a fresh ensemble (after a drift) learns faster
+    Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
+    Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
     Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
     Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
     Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),
