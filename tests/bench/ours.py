@@ -113,6 +113,30 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
     )
 
 
+class _RacingBoostedClassifier(BoostedClassifier):
+    """The classifier whose warning's background ensemble replaces the main one as soon as it made fewer
+    errors over a drift period, without waiting for the drift test."""
+
+    _race_after_warning = True
+
+
+class _EarlyWarningBoostedClassifier(BoostedClassifier):
+    """The classifier with its warning test at 0.3 of the drift threshold (0.5 by default)."""
+
+    _warning_share = 0.3
+
+
+class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
+    """Both of the above."""
+
+    _warning_share = 0.3
+
+
+def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
+    """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
+    return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
+
+
 # the boosted models' defaults before they were measured on every stream
 PREVIOUS_BOOSTED = {
     "n_members": 10,
@@ -151,6 +175,14 @@ VARIANTS += (
     Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
     # the classifier's split and drift settings before and around its current defaults
     Variant("ours-boosted-drift-delta0.01", boosted_classifier(drift_delta=0.01)),
+    # the classifier's answer to a drift: earlier warnings, a background that may win before the alarm
+    Variant("ours-boosted-drift30", boosted_classifier(drift_threshold=30.0)),
+    Variant("ours-boosted-warn0.3", boosted_class(_EarlyWarningBoostedClassifier)),
+    Variant("ours-boosted-race", boosted_class(_RacingBoostedClassifier)),
+    Variant("ours-boosted-race-warn0.3", boosted_class(_RacingEarlyWarningBoostedClassifier)),
+    # heavier bagging weights: a fresh ensemble (after a drift) learns faster
+    Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
+    Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
     Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
     Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
     Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),

@@ -630,6 +630,71 @@ def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_li
     assert not model._pending and not model._detector.alarm
 
 
+@pytest.mark.parametrize("race", [False, True])
+def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift_alarm(race: bool) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", race)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model.learn_many(_RECORDS[300:500], _LABELS[300:500])
+        main, background = model._members, model._background
+        assert background is not None and model._background_since == 500
+        # the labels flipped at record 700; the background, learning since 500, leads over the period
+        # from 750 to 1000 (not over the one before)
+        model.learn_many(_RECORDS[500:999], _LABELS[500:999])
+        assert model._members is main and model._background is background
+        model.learn_many(_RECORDS[999:1010], _LABELS[999:1010])
+    assert not model._detector.alarm and not model._pending and model._lead == 0.0
+    if race:
+        assert model._members is background and model._background is None and model.n_drifts == 1
+    else:
+        assert model._members is main and model._background is background and model.n_drifts == 0
+
+
+# the racing classifier on the classification stream: a warning at 0.3 of a drift threshold of 300
+# starts a background ensemble after the flip, which replaces the main one by its lead at record 1250
+RACING = {**SMALL, "drift_threshold": 300.0}
+
+
+@functools.cache
+def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
+    """One record at a time, racing: the state, the predictions and where replacements happened."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", True)
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        model = BoostedClassifier(**RACING)
+        proba: list[dict] = []
+        replaced: list[int] = []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            drifts = model.n_drifts
+            model.learn_one(x, y)
+            if model.n_drifts != drifts:
+                assert not model._detector.alarm
+                replaced.append(model.n_seen)
+        return model.to_bytes(), proba, replaced
+
+
+def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
+    assert _racing_loop()[2] == [1250]
+    with pytest.MonkeyPatch.context() as patch:  # the same stream without the race: an alarm there
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        model = BoostedClassifier(**RACING)
+        model.learn_many(_RECORDS, _LABELS)
+    assert model.to_bytes() != _racing_loop()[0]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_a_racing_background_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, _ = _racing_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", True)
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _batches_and_restore_as_the_loop(RACING, cuts, at, expected, loop_proba)
+
+
 def test_version_never_decreases_across_replacements() -> None:
     model = BoostedRegressor(**SMALL)
     last = 0
