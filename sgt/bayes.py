@@ -19,6 +19,11 @@ After a concept change the trees' log loss jumps and the naive Bayes takes over 
 not hold on to the old concept: after every `HALF_LIFE` learned records its statistics halve (each
 count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
+``proba="calibrated"`` mixes the same naive Bayes into the calibrated softmax while the trees are
+young, and retires it for good (`Retirement`) once its weight is at its floor (the difference at its
+bound: it has nothing left to add until a concept change) or after a set number of records, so that a
+long stream pays for it only at its start: `mix_until` is `mix` stopping at that record.
+
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
 the codes of records whose value was not missing. Each feature's mean and variance take one pseudo
@@ -51,7 +56,7 @@ import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "NaiveBayes"]
+__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "Mixed", "NaiveBayes", "Retirement"]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
@@ -188,12 +193,13 @@ class NaiveBayes:
         if j >= self.counts.shape[1]:
             return
         self._derived = None
-        old = self.histogram[:, j].copy()
-        new = np.zeros_like(old)
-        for code in range(old.shape[1]):  # integer counts: exact in any order
-            new[:, int(regrid.mapping[code])] += old[:, code]
-        codes = np.arange(self.bins + 1, dtype=np.int64)
-        self.histogram[:, j] = new
+        histogram = self.histogram
+        size = self.bins + 1
+        moves = np.zeros((size, size), dtype=np.int64)  # old code -> new code
+        moves[np.arange(size), regrid.mapping] = 1
+        new = histogram[:, j] @ moves  # integer counts: exact in any order
+        codes = np.arange(size, dtype=np.int64)
+        histogram[:, j] = new
         self.sums[:, j] = (new * codes).sum(axis=1)
         self.squares[:, j] = (new * codes * codes).sum(axis=1)
 
@@ -305,6 +311,13 @@ class NaiveBayes:
         return estimate
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
+        self._add_one(x, numeric, target)
+        self.since = (self.since + 1) % self.half_life
+        if self.since == 0:
+            self._halve()
+
+    def _add_one(self, x: list[int], numeric: list[int], target: int) -> None:
+        """Add one record's codes to the statistics (the halving's count is the caller's)."""
         positions = [j for j, v in enumerate(x) if v > 0]
         values = [x[j] for j in positions]
         self._pending.append(_Learned(target, [numeric[j] for j in positions], values))
@@ -314,9 +327,6 @@ class NaiveBayes:
         ):
             self._derived = None
         self._refresh(target, positions, values)
-        self.since = (self.since + 1) % self.half_life
-        if self.since == 0:
-            self._halve()
 
     def _halve(self) -> None:
         """Forget half of what was learned: every count of the histogram halves (rounding down), and the
@@ -365,16 +375,7 @@ class NaiveBayes:
         for row in sorted({*regrids, *halving}):
             if row in regrids:
                 self._rows(x, targets, numeric, first, row, out, predict=True)
-                # predicted on the old grid (its old codes, the statistics before the regrid), learned on
-                # the new one
-                old = x[row : row + 1].copy()
-                for regrid in regrids[row]:
-                    old[0, numeric == regrid.feature] = regrid.code_before
-                piece = self._piece(old, np.array([-1]), known[row : row + 1], numeric)
-                out.predicted[row] = piece.predicted[0]
-                for regrid in regrids[row]:
-                    self.regrid(regrid)
-                self._rows(x, targets, numeric, row, row + 1, out, predict=False)
+                self._regrid_row(x, targets, numeric, row, regrids[row], out)
             else:
                 self._rows(x, targets, numeric, first, row + 1, out, predict=True)
             if halving and row == halving[0]:
@@ -383,6 +384,35 @@ class NaiveBayes:
             first = row + 1
         self._rows(x, targets, numeric, first, m, out, predict=True)
         return out
+
+    def _regrid_row(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        numeric: np.ndarray,
+        row: int,
+        regrids: list[Regrid],
+        out: Estimate,
+    ) -> None:
+        """`estimate` of a row that grows grids, as the one-record path takes it (one row: Python floats
+        cost less than a piece's numpy calls, with the same bits): predicted on the old grid (its old
+        codes, the statistics before the regrid), learned on the new one."""
+        columns = numeric.tolist()
+        codes = x[row].tolist()
+        old = list(codes)
+        for regrid in regrids:
+            old[columns.index(regrid.feature)] = regrid.code_before
+        known, target = int(out.known[row]), int(targets[row])
+        self._derived = None  # the statistics changed since the last `_derive` (`_piece` learns in bulk)
+        predicted = self._estimate_one(old, columns, max(known, 1))
+        out.predicted[row, : len(predicted)] = predicted
+        for regrid in regrids:
+            self.regrid(regrid)
+        if target < 0:
+            return
+        # a row that brings a new class is learned with one class more than it was predicted with
+        out.learned[row] = self._estimate_one(codes, columns, max(known, target + 1))[target]
+        self._add_one(codes, columns, target)
 
     def _rows(
         self,
@@ -471,6 +501,7 @@ class NaiveBayes:
         state, [state, count | sum | sum of squares per feature]: the K classes' before the piece, then
         each class's after each of its rows (rows grouped by class, in order within a class; class c's
         from K + `starts[c]`). Integer sums: the same in any order."""
+        self._derived = None  # what `_derive` made of the statistics no longer holds
         k, f = len(per_class), x.shape[1]
         order = np.argsort(y, kind="stable")
         codes = x[order]
@@ -514,10 +545,25 @@ class NaiveBayes:
         difference moves row by row, in order (Python floats, as `learn_one`); each row is mixed with the
         difference of the rows before it. A row predicted with fewer than two classes keeps `tree`.
         """
+        return self.mix_until(estimate, tree, tree_learned, targets).proba
+
+    def mix_until(
+        self,
+        estimate: Estimate,
+        tree: np.ndarray,
+        tree_learned: np.ndarray,
+        targets: np.ndarray,
+        retirement: Retirement | None = None,
+        learned_before: int = 0,
+    ) -> Mixed:
+        """`mix`, stopping after the learned row at which `retirement` says the naive Bayes retires
+        (`learned_before`: the records the model learned before the batch); the rows after it keep
+        `tree` exactly, and the difference is that after the retiring row."""
         learned = targets >= 0
         losses = -np.log(np.maximum(np.stack([estimate.learned[learned], tree_learned[learned]]), _TINY))
         ratio, bound = self.log_ratio, LOG_RATIO_BOUND
         path = [ratio]  # the difference after each learned row
+        retired = -1
         for step in (losses[0] - losses[1]).tolist():
             ratio += step
             if ratio > bound:
@@ -525,12 +571,20 @@ class NaiveBayes:
             elif ratio < -bound:
                 ratio = -bound
             path.append(ratio)
+            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1):
+                retired = len(path) - 2  # among the learned rows
+                break
         self.log_ratio = ratio
-        before = np.array(path)[np.cumsum(learned) - learned]  # each row: after the learned rows before it
-        r = np.exp(-before)[:, None]
+        order: np.ndarray = np.cumsum(learned) - learned  # each row: the learned rows before it
+        at = None if retired < 0 else int(np.flatnonzero(learned)[retired])  # the retiring row
+        if at is not None:
+            order = np.minimum(order, retired)  # (the rows after it are not mixed)
+        r = np.exp(-np.array(path)[order])[:, None]
         mixed = (tree + r * estimate.predicted) / (1.0 + r)
         alone = estimate.known < 2
-        return np.where(alone[:, None], tree, mixed) if alone.any() else mixed
+        if at is not None:
+            alone = alone | (np.arange(len(targets)) > at)
+        return Mixed(np.where(alone[:, None], tree, mixed) if alone.any() else mixed, at)
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -566,6 +620,29 @@ class NaiveBayes:
                 raise ValueError(f"naive Bayes array {name} has shape {loaded[name].shape}, expected {shape}")
             setattr(bayes, name, loaded[name])
         return bayes
+
+
+class Mixed(NamedTuple):
+    """`NaiveBayes.mix_until`'s result: the probabilities, and the row after which the naive Bayes
+    retired (None if it did not)."""
+
+    proba: np.ndarray
+    retired_at: int | None
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """When a young naive Bayes beside calibrated trees retires: once the trees' cumulative log loss
+    is `ratio` nats below its own (its weight is then below exp(-ratio)), or once the model has learned
+    `records` records, whichever comes first."""
+
+    ratio: float
+    records: int
+
+    def retires(self, log_ratio: float, learned: int) -> bool:
+        """Whether it retires after a learned record that leaves the difference at `log_ratio` and the
+        model with `learned` records learned."""
+        return log_ratio >= self.ratio or learned >= self.records
 
 
 @dataclass

@@ -120,13 +120,16 @@ class Calibrator:
         targets: np.ndarray,
         learned_raw: Mapping[int, list[float]],
         n_classes: int,
+        chosen: np.ndarray | None = None,
     ) -> np.ndarray:
         """Calibrate a batch and learn from it, as `proba_one` then `learn_one` row by row.
 
         `raw`: [rows, ≥ K - 1] each row's raw scores as predicted; `known`: the classes known when each
         row was predicted; `targets`: each row's class, -1 for a row only predicted; `learned_raw`: the
         raw scores of the rows learned with other scores than they were predicted with (a grid grew, a
-        class or a category was new), by row. Returns probabilities [rows, n_classes].
+        class or a category was new), by row. Returns probabilities [rows, n_classes]. If given,
+        `chosen` [rows] takes each learned row's calibrated probability of its class as the row is
+        learned (`proba_one(raw)[target]` before `learn_one`); other rows keep theirs.
         """
         n = raw.shape[0]
         out = np.zeros((n, n_classes))
@@ -136,7 +139,7 @@ class Calibrator:
             width[row] = len(scores)
             events[row] = True
         counted = np.flatnonzero(width > 0)
-        batch = _Batch(raw, known, targets, learned_raw, width, events, out)
+        batch = _Batch(raw, known, targets, learned_raw, width, events, out, chosen)
         events_before = np.concatenate([[0], np.cumsum(events)]).tolist()
         # a piece ends after each learned row that completes a step: its rows share the parameters
         ends = [*(counted[STEP - self.pending - 1 :: STEP] + 1).tolist(), n]
@@ -169,6 +172,8 @@ class Calibrator:
         np.divide(e, e[0] + e[1], out=proba)
         if not rows.size:
             return
+        if batch.chosen is not None:
+            batch.chosen[rows] = batch.out[rows, batch.targets[rows]]
         self._grow(1)
         p1 = proba[1]
         if rows.size < hi - lo:
@@ -208,6 +213,8 @@ class Calibrator:
                 z[i, : len(scores)] = scores
                 p[i] = 0.0
                 p[i, : len(scores) + 1] = softmax_one(self.logits_one(scores))
+        if batch.chosen is not None:
+            batch.chosen[rows] = p[np.arange(rows.size), batch.targets[rows]]
         g = p[:, 1:] - (batch.targets[rows][:, None] == np.arange(1, trees + 1))
         if not uniform:
             g *= columns  # no gradient for a class a row did not know
@@ -268,7 +275,8 @@ class Calibrator:
 
 class _Batch(NamedTuple):
     """A batch being calibrated: `Calibrator.run`'s arguments, each learned row's number of trees
-    (`width`), whether it was learned on the one-record path (`events`), and the probabilities (`out`)."""
+    (`width`), whether it was learned on the one-record path (`events`), the probabilities (`out`), and
+    where each learned row's probability of its class goes, if anywhere (`chosen`)."""
 
     raw: np.ndarray
     known: np.ndarray
@@ -277,6 +285,7 @@ class _Batch(NamedTuple):
     width: np.ndarray
     events: np.ndarray
     out: np.ndarray
+    chosen: np.ndarray | None
 
 
 def _fit(a: np.ndarray, width: int) -> np.ndarray:

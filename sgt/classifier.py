@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT
-from sgt.bayes import NaiveBayes
+from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement
 from sgt.calibration import Calibrator
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
@@ -20,6 +20,9 @@ __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
 
 #: how the classifier makes probabilities (see SGTClassifier's ``proba``)
 PROBA_MODES = ("calibrated", "mixed", *MODES)
+#: when the naive Bayes that ``proba="calibrated"`` mixes in while the trees are young retires: once its
+#: weight in the mixture is at its floor, exp(-LOG_RATIO_BOUND), or after 5,000 records at the latest
+YOUNG_BAYES = Retirement(ratio=LOG_RATIO_BOUND, records=5000)
 
 
 class SGTClassifier(BaseSGT):
@@ -77,7 +80,10 @@ class SGTClassifier(BaseSGT):
         (default): the trees' softmax with a temperature and a bias per class fitted online on the log
         loss of every learned record (sgt.calibration; Platt scaling with two classes): it starts as
         the softmax, and cools it when it is overconfident, as after a concept change, at about 1.05
-        times the time per record. ``"tree"``: the trees' softmax (the paper's model). ``"mixed"``:
+        times the time per record. While the trees are young it is mixed with a naive Bayes, as
+        ``"mixed"`` mixes the raw softmax, which retires for good once its weight in the mixture is at
+        its floor or after 5,000 learned records (`YOUNG_BAYES`); from then on the calibrated softmax
+        is published alone, at no extra cost. ``"tree"``: the trees' softmax (the paper's model). ``"mixed"``:
         the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf model
         of the Hoeffding trees), each weighted by its prequential log loss so far (sgt.bayes): the
         naive Bayes carries the first
@@ -146,8 +152,10 @@ class SGTClassifier(BaseSGT):
         self._incoming: dict[int, Any] = {}
         self.proba = proba
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
-        self._bayes = NaiveBayes(self.bins) if proba == "mixed" else None
+        self._bayes = NaiveBayes(self.bins) if proba in ("mixed", "calibrated") else None
         self._calibrator = Calibrator() if proba == "calibrated" else None
+        # with the calibration the naive Bayes is young: it retires for good once the trees lead it
+        self._retirement = YOUNG_BAYES if proba == "calibrated" else None
         # while a batch runs with the calibration: the rows learned on the one-record path, by row
         self._calibrating: _Calibrating | None = None
         # while a chunked batch runs with the naive Bayes: the trees' softmax of its event rows as learned
@@ -205,23 +213,28 @@ class SGTClassifier(BaseSGT):
         self._class_index = {label: k for k, label in enumerate(classes)}
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        if self._bayes is not None and "bayes" in extra:
-            bayes = NaiveBayes.restore(self.bins, extra["bayes"], arrays)
-            k, f = bayes.counts.shape
-            if k != len(self._classes) or f > self._layout.n_features:
-                raise ValueError(
-                    f"naive Bayes statistics of {k} classes and {f} features do not fit the model's "
-                    f"{len(self._classes)} classes and {self._layout.n_features} features"
-                )
-            self._bayes = bayes
-        elif self._calibrator is not None and "calibration" in extra:
+        if self._calibrator is not None and "calibration" in extra:
             self._calibrator = Calibrator.restore(extra["calibration"], len(self._classes))
+            # saved after its naive Bayes retired, or before the calibration had one: none from now on
+            self._bayes = self._restored_bayes(extra, arrays) if "bayes" in extra else None
+        elif self._bayes is not None and "bayes" in extra and self._calibrator is None:
+            self._bayes = self._restored_bayes(extra, arrays)
         elif "smoothing" not in extra:
             # saved with proba="tree", or before the calibration, smoothing or the naive Bayes existed:
             # nothing to calibrate, smooth or mix with, so the model goes on exactly as it was
             self.proba, self._smoother, self._bayes, self._calibrator = "tree", None, None, None
         elif self._smoother is not None:
             self._smoother = Smoother.restore(extra["smoothing"], arrays, self._trees, len(self._classes))
+
+    def _restored_bayes(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> NaiveBayes:
+        bayes = NaiveBayes.restore(self.bins, extra["bayes"], arrays)
+        k, f = bayes.counts.shape
+        if k != len(self._classes) or f > self._layout.n_features:
+            raise ValueError(
+                f"naive Bayes statistics of {k} classes and {f} features do not fit the model's "
+                f"{len(self._classes)} classes and {self._layout.n_features} features"
+            )
+        return bayes
 
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,9 +321,7 @@ class SGTClassifier(BaseSGT):
         self, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> list[float]:
         """Probabilities of a record at `nodes` with `codes` (two classes or more), as `proba` asks."""
-        if self._calibrator is not None:
-            return self._calibrator.proba_one(raw)
-        tree = softmax_one(raw)
+        tree = softmax_one(raw) if self._calibrator is None else self._calibrator.proba_one(raw)
         if self._bayes is not None:
             row = [int(c) for c in codes]
             return self._bayes.predict_one(row, tree, self._numeric_list(len(row)))
@@ -355,7 +366,8 @@ class SGTClassifier(BaseSGT):
 
     def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
         super()._apply_regrids(regrids)
-        if self._bayes is not None and self._mixing is None:  # a batch's estimate has regridded already
+        # a batch's estimate has regridded already
+        if self._bayes is not None and self._mixing is None and self._calibrating is None:
             for regrid in regrids:
                 self._bayes.regrid(regrid)
 
@@ -365,8 +377,10 @@ class SGTClassifier(BaseSGT):
         if self._calibrator is not None:
             if self._calibrating is not None:  # a batch calibrates every row at its end (_run_codes)
                 self._calibrating.learned[self._calibrating.row] = list(raw)
-            else:
-                self._calibrator.learn_one(raw, int(target))
+                return
+            if self._bayes is not None:  # with the calibrated softmax as it learns the record
+                self._learn_young(raw, int(target), codes)
+            self._calibrator.learn_one(raw, int(target))
             return
         if self._bayes is not None:
             softmax = softmax_one(raw) if self._trees else [1.0] * len(self._classes)
@@ -381,12 +395,23 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _learn_young(self, raw: list[float], target: int, codes: Sequence[int] | np.ndarray) -> None:
+        """The young naive Bayes learns a record (the calibration not yet); it retires if it is time."""
+        assert self._bayes is not None and self._calibrator is not None and self._retirement is not None
+        calibrated = self._calibrator.proba_one(raw) if raw else [1.0] * len(self._classes)
+        row = [int(c) for c in codes]
+        self._bayes.learn_one(row, calibrated, target, self._numeric_list(len(row)))
+        if self._retirement.retires(self._bayes.log_ratio, self._n_seen + 1):  # this record counted
+            self._bayes = None
+
     def _observe_event(self, row: int) -> None:
         if self._calibrating is not None:
             self._calibrating.row = row
 
     def _leafwise(self) -> bool:
-        return super()._leafwise() and self._smoother is None and self._bayes is None
+        # the calibration's and its young naive Bayes's batches need only the event rows' scores
+        quiet = self._bayes is None or self._calibrator is not None
+        return super()._leafwise() and self._smoother is None and quiet
 
     def _folds_fills(self) -> bool:
         return self._smoother is None  # the smoothing's hooks are then silent
@@ -479,6 +504,10 @@ class SGTClassifier(BaseSGT):
         """`_run_codes` with ``proba="calibrated"``: the trees' raw scores of the whole batch, then the
         calibration of every row (the rows learned on the one-record path with their scores then)."""
         assert self._calibrator is not None
+        rows = np.where(learn, targets, -1)
+        bayes, classes_before, seen_before = self._bayes, len(self._classes), self._n_seen
+        if bayes is not None:
+            estimate = bayes.estimate(codes, rows, classes_before, regrids or {}, self._numeric(codes))
         self._calibrating = _Calibrating()
         try:
             raw, outputs_at = super()._run_codes(
@@ -487,8 +516,13 @@ class SGTClassifier(BaseSGT):
             learned = self._calibrating.learned
         finally:
             self._calibrating = None
-        rows = np.where(learn, targets, -1)
-        proba = self._calibrator.run(raw, outputs_at, rows, learned, len(self._classes))
+        chosen = None if bayes is None else np.ones(codes.shape[0])
+        proba = self._calibrator.run(raw, outputs_at, rows, learned, len(self._classes), chosen)
+        if bayes is not None and chosen is not None:
+            mixed = bayes.mix_until(estimate, proba, chosen, rows, self._retirement, seen_before)
+            proba = mixed.proba
+            if mixed.retired_at is not None:
+                self._bayes = None
         if out is not None:
             out.put(slice(0, codes.shape[0]), proba)
         return raw, outputs_at

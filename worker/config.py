@@ -478,7 +478,8 @@ SETTINGS: tuple[Setting, ...] = (
         "proba",
         "calibrated",
         "SGT classification (model sgt): how probabilities are made: calibrated (the trees' softmax "
-        "with a temperature and per-class biases fitted online on its log loss), tree (the trees' "
+        "with a temperature and per-class biases fitted online on its log loss, mixed with a Gaussian "
+        "naive Bayes while the trees are young), tree (the trees' "
         "softmax), mixed (the softmax mixed with a Gaussian naive Bayes by their log losses), blend "
         "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",

@@ -269,7 +269,8 @@ class _Owned:
 class _Delivery:
     """Delivery reports of one batch of records: offsets in produce order, and the first failure."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, producer: Producer) -> None:
+        self.producer = producer  # the one the records were handed to
         self.offsets: list[int | None] = [None] * count
         self.errors: list[str] = []
         self.queued = 0  # records handed to the producer (a locally refused one ends the batch)
@@ -584,6 +585,8 @@ class StateTopic:
             return 0
         delivery = self._produce(partition, [(key, None) for key in keys])
         self._drain(partition)
+        if delivery.errors or delivery.missing:
+            self._renew_after_failure(delivery)
         owned.own_offsets.update(o for o in delivery.offsets if o is not None)
         return delivery.missing
 
@@ -681,6 +684,7 @@ class StateTopic:
         elif not delivery.acknowledged:
             self._drain(partition)
         if delivery.errors or delivery.missing:
+            self._renew_after_failure(delivery)
             first = (
                 delivery.errors[0]
                 if delivery.errors
@@ -712,7 +716,7 @@ class StateTopic:
         self, partition: int, records: list[tuple[bytes, bytes | None]], producer: Producer | None = None
     ) -> _Delivery:
         producer = producer or self._producer(partition)
-        delivery = _Delivery(len(records))
+        delivery = _Delivery(len(records), producer)
         for index, (key, value) in enumerate(records):
             while True:
                 try:
@@ -731,6 +735,26 @@ class StateTopic:
                     delivery.errors.append(exc.args[0].str())
                     return delivery
         return delivery
+
+    def _renew_after_failure(self, delivery: _Delivery) -> None:
+        """Replace the shared producer when records handed to it were not delivered.
+
+        An idempotent producer whose records timed out (the broker was out of reach for longer than
+        ``message.timeout.ms``) can stay unable to deliver anything: a broker may answer each of its
+        later requests with PRODUCER_FENCED, and then no state would ever be written again. The next
+        write goes through a new producer. What other partitions' writes still have in the old one
+        is purged first: their delivery reports fail, so those writes fail (and are written again
+        later) instead of waiting for reports that would never be served. Transactional producers
+        and a caller's producer (:meth:`stage`) are left alone.
+        """
+        old = self._shared
+        if old is None or delivery.producer is not old:
+            return
+        old.purge()
+        # serves the purged records' delivery reports: all of them at once, as the purge queued them
+        # before returning; waiting (if one were still to come) beats a write that never finishes
+        old.flush(self.config.timeout_s)
+        self._shared = Producer(self._producer_settings())
 
     def _drain(self, partition: int) -> None:
         """Wait for every delivery report (or the timeout); undelivered records are purged."""

@@ -62,6 +62,14 @@ def single(spec: StreamSpec, proba: str | None = None, **params: Any) -> Any:
     return SGTClassifier(**params) if proba is None else SGTClassifier(proba=proba, **params)
 
 
+def calibrated_alone(spec: StreamSpec) -> Any:
+    """The default without the naive Bayes it mixes in while young (the default before it had one)."""
+    model = single(spec)
+    if not spec.is_regression:
+        model._bayes = None  # retired before the first record
+    return model
+
+
 # release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
@@ -72,6 +80,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
+    Variant("ours-calibrated-alone", calibrated_alone),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),

@@ -2,8 +2,8 @@
 
 - the step against its formula, by hand, on both the one-record and the batch path (the binary fast
   path and the general one), and the parameters moving only every STEP learned records;
-- the identity at first (a young model publishes the trees' softmax), and what the calibration is for:
-  an overconfident softmax after a concept change is cooled, and the log loss drops;
+- what the calibration is for: an overconfident softmax after a concept change is cooled, and the log
+  loss drops (its identity at first, and the naive Bayes a young model mixes in, are test_young_bayes.py's);
 - saved states restore and are checked; a model saved without calibration state restores as "tree".
 The batch == loop and save-anywhere guarantees are tested with the other modes (test_smoothing.py,
 test_bayes.py).
@@ -65,6 +65,26 @@ def test_a_step_moves_the_parameters_by_the_summed_log_loss_gradient(classes: in
     assert one.proba_one(records[0][0]) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("classes", [2, 4])
+def test_a_batch_reports_each_learned_rows_probability_of_its_class_as_learned(classes: int) -> None:
+    rng = np.random.default_rng(10 + classes)
+    n = 3 * STEP + 7  # across steps
+    raw = rng.normal(0.0, 2.0, (n, classes - 1))
+    targets = rng.integers(classes, size=n)
+    targets[rng.uniform(size=n) < 0.1] = -1  # only predicted
+    loop, batch = Calibrator(), Calibrator()
+    expected = np.ones(n)
+    for i in range(n):
+        p = loop.proba_one(raw[i].tolist())
+        if targets[i] >= 0:
+            expected[i] = p[targets[i]]
+            loop.learn_one(raw[i].tolist(), int(targets[i]))
+    chosen = np.ones(n)
+    batch.run(raw, np.full(n, classes), targets, {}, classes, chosen)
+    assert chosen.tolist() == expected.tolist()
+    assert batch == loop
+
+
 def test_the_scale_stays_within_its_bounds() -> None:
     c = Calibrator()
     for _ in range(20 * STEP):
@@ -88,21 +108,6 @@ def test_rows_only_predicted_and_rows_without_trees_learn_nothing() -> None:
 
 
 # -- what it is for -------------------------------------------------------------------------------
-
-
-def test_a_young_model_publishes_the_trees_softmax() -> None:
-    X, y = multiclass_stream(STEP + 40, seed=3)
-    records, labels = as_dicts(X), y.tolist()
-    tree, calibrated = SGTClassifier(proba="tree"), SGTClassifier(proba="calibrated")
-    first = STEP + 1  # predicted before the first step (the first record knows no class)
-    assert np.array_equal(
-        tree.predict_learn_many(records[:first], labels[:first]),
-        calibrated.predict_learn_many(records[:first], labels[:first]),
-    )
-    assert not np.array_equal(
-        tree.predict_learn_many(records[first:], labels[first:]),
-        calibrated.predict_learn_many(records[first:], labels[first:]),
-    )
 
 
 def _log_loss(proba: np.ndarray, y: np.ndarray) -> float:

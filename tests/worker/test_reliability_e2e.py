@@ -1,15 +1,14 @@
 """Reliability end to end, against a real Kafka-protocol broker over loopback: a poison record and huge
 labels do not stop a partition, no output is lost across an outage longer than the producer's
-delivery timeout, offsets past a re-created topic's end are read again, and a final checkpoint that
-fails gives a non-zero exit code."""
+delivery timeout, the state topic catches up after such an outage of its own, offsets past a
+re-created topic's end are read again, and a final checkpoint that fails gives a non-zero exit code.
+The workers run in threads whose outcome each test asserts (a clean stop)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import signal
-import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,23 +19,27 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.kafka_util import produce_records, read_all
-from tests.worker.fault_proxy import FaultProxy
+from tests.worker.fault_proxy import FaultProxy, proxied_broker_fixture
 from tests.worker.worker_util import (
     WorkerProcess,
+    WorkerThread,
+    committed_offset,
     inprocess_settings,
     samples,
     start_worker_fixture,
     value,
     wait_for,
     worker_args,
+    worker_threads_fixture,
 )
 from worker import checkpoint
 from worker.config import WorkerSettings
-from worker.devtools.embedded_broker import broker_binary, create_topics, free_port, start_tansu
-from worker.loop import Worker
+from worker.devtools.embedded_broker import create_topics, start_tansu
 from worker.partition import load_state
+from worker.state import state_header
+from worker.state_topic import StateTopic, StateTopicConfig
 
-__all__ = ["start_worker_fixture"]
+__all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
 
 def _topics(bootstrap: str, partitions: int = 1) -> dict[str, str]:
@@ -46,33 +49,13 @@ def _topics(bootstrap: str, partitions: int = 1) -> dict[str, str]:
     return topics
 
 
-@pytest.fixture
-def running() -> Iterator[Callable[[WorkerSettings], Worker]]:
-    started: list[tuple[Worker, threading.Thread]] = []
-
-    def start(settings: WorkerSettings) -> Worker:
-        worker = Worker(settings)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        started.append((worker, thread))
-        return worker
-
-    yield start
-    for worker, thread in started:
-        worker.stop()
-        thread.join(60)
-
-
 def _good(i: int) -> tuple[bytes, bytes]:
     return f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i % 7)}, "y": i % 2})
 
 
 def _next_offsets(ckpt: Path) -> list[int] | None:
     loaded = checkpoint.read_newest(ckpt, 0)
-    if loaded is None:
-        return None
-    head = loaded.payload[4 : 4 + int.from_bytes(loaded.payload[:4], "big")]
-    return orjson.loads(head)["next_offsets"]
+    return None if loaded is None else list(state_header(loaded.payload)["next_offsets"])
 
 
 @pytest.fixture
@@ -84,7 +67,7 @@ def own_broker(tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.kafka
 def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bound(
-    own_broker: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+    own_broker: str, tmp_path: Path, worker_threads: Callable[[WorkerSettings], WorkerThread]
 ) -> None:
     """A 10 MB record and three records with 900 KB labels, among good ones: before, the first put the
     partition in a crash loop (the producer refused its dead letter) and the others made every later
@@ -99,7 +82,7 @@ def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bo
     for key, payload in records:
         big.produce(topics["features"], payload, key, partition=0)
     assert big.flush(60) == 0
-    worker = running(inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=10))
+    run = worker_threads(inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=10))
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=40, idle_s=30)
     docs = [orjson.loads(m.value()) for m in predictions]
     assert sorted(d["offset"] for d in docs) == list(range(20)) + list(range(24, 44))
@@ -115,55 +98,21 @@ def test_a_poison_record_and_huge_labels_are_dead_lettered_within_the_message_bo
     labels = [(dict(m.headers())["reason"], dict(m.headers())["source_offset"], m.value()) for m in dead[1:]]
     assert labels == [(b"label_too_long", str(21 + i).encode(), huge[i]) for i in range(3)]
     wait_for(lambda: _next_offsets(tmp_path) == [44, 0], 30, "a checkpoint past every record")
-    assert worker.owned[0].state.model.classes_ == [0, 1]
-
-
-@pytest.fixture
-def proxied_broker(tmp_path: Path) -> Iterator[tuple[str, FaultProxy]]:
-    """A broker of its own that advertises a fault-injecting proxy: every connection goes through it."""
-    broker_port = free_port()
-    proxy = FaultProxy(broker_port)
-    command = [
-        broker_binary(),
-        "broker",
-        "--cluster-id",
-        f"sgt-proxy-{uuid.uuid4().hex[:8]}",
-        "--listener-url",
-        f"tcp://127.0.0.1:{broker_port}",
-        "--advertised-listener-url",
-        f"tcp://127.0.0.1:{proxy.port}",
-        "--storage-engine",
-        "memory://tansu/",
-    ]
-    with open(tmp_path / "tansu.log", "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    bootstrap = f"127.0.0.1:{proxy.port}"
-    try:
-        wait_for(lambda: _answers(bootstrap), 30, "the proxied broker")
-        yield bootstrap, proxy
-    finally:
-        proxy.close()
-        process.terminate()
-        process.wait(10)
-
-
-def _answers(bootstrap: str) -> bool:
-    from confluent_kafka.admin import AdminClient
-
-    try:
-        AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 1000}).list_topics(timeout=1.0)
-    except Exception:
-        return False
-    return True
+    assert run.worker.owned[0].state.model.classes_ == [0, 1]
+    assert run.stop() is None  # a clean stop, its final checkpoint written
 
 
 @pytest.mark.kafka
 def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
-    proxied_broker: tuple[str, FaultProxy], tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+    proxied_broker: tuple[str, FaultProxy],
+    tmp_path: Path,
+    worker_threads: Callable[[WorkerSettings], WorkerThread],
 ) -> None:
     """The worker's produce path is cut for longer than message.timeout.ms while it goes on consuming.
     Before, the failed predictions counted as delivered, the next checkpoint moved past them and they
-    were never produced; now every record's prediction is in the topic once the broker is back."""
+    were never produced; now every record's prediction is in the topic once the broker is back, and
+    the worker stops cleanly. (When the cut also caught the first checkpoint's state-topic write, the
+    stop used to fail: see the next test.)"""
     bootstrap, proxy = proxied_broker
 
     topics = _topics(bootstrap)
@@ -177,7 +126,8 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
         kafka_options=f"client.id={client},message.timeout.ms=2000",
     )
     produce_records(bootstrap, topics["features"], [_good(i) for i in range(300)], partition=0)
-    worker = running(settings)
+    run = worker_threads(settings)
+    worker = run.worker
     assert len(read_all(bootstrap, topics["predictions"], 1, expect=300, idle_s=30)) == 300
     wait_for(lambda: _next_offsets(tmp_path) == [300, 0], 30, "the first checkpoint")
     proxy.hold(client)  # from here on, the worker's predictions do not reach the broker
@@ -191,10 +141,67 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
     assert offsets == set(range(600))
     parsed = samples(worker.metrics.render().decode())
     assert (value(parsed, "sgt_delivery_failures_total", topic=topics["predictions"]) or 0) >= 1
+    assert run.stop() is None  # a clean stop, its final checkpoint written
+
+
+@pytest.mark.kafka
+def test_the_state_topic_catches_up_after_an_outage_longer_than_the_delivery_timeout(
+    proxied_broker: tuple[str, FaultProxy],
+    tmp_path: Path,
+    worker_threads: Callable[[WorkerSettings], WorkerThread],
+) -> None:
+    """Only the state topic's produce path is cut, for longer than message.timeout.ms, while the
+    predictions flow and checkpoint files are written. Before, the state topic's producer never
+    delivered again once its records had timed out (PRODUCER_FENCED for every later one): no checkpoint
+    reached the state topic, no offset was committed, and the final checkpoint was refused
+    (FinalCheckpointError). Now the state topic and the committed offsets catch up once it is back."""
+    bootstrap, proxy = proxied_broker
+    topics = _topics(bootstrap)
+    client = f"worker-{uuid.uuid4().hex[:6]}"
+    settings = inprocess_settings(
+        bootstrap,
+        topics,
+        tmp_path,
+        checkpoint_records=100,
+        checkpoint_seconds=0.5,
+        kafka_options=f"client.id={client},message.timeout.ms=2000",
+    )
+    state_topic = settings.state_topic_name
+    assert state_topic is not None  # on by default
+
+    def committed() -> int:
+        return committed_offset(bootstrap, settings.group_id, topics["features"], 0)
+
+    produce_records(bootstrap, topics["features"], [_good(i) for i in range(300)], partition=0)
+    run = worker_threads(settings)
+    wait_for(lambda: _state_offsets(bootstrap, state_topic) == [300, 0], 60, "the state topic", interval=0.5)
+    wait_for(lambda: committed() == 300, 30, "the first commit", interval=0.5)
+    proxy.hold(client, topic=state_topic)  # from here on, the state topic's records do not reach it
+    produce_records(bootstrap, topics["features"], [_good(i) for i in range(300, 600)], partition=0)
+    assert len(read_all(bootstrap, topics["predictions"], 1, expect=600, idle_s=30)) == 600
+    wait_for(lambda: _failures(run, "state_topic") >= 1, 30, "a state write timed out")
+    wait_for(lambda: _next_offsets(tmp_path) == [600, 0], 30, "the checkpoint files to go on")
+    assert _state_offsets(bootstrap, state_topic) == [300, 0] and committed() == 300  # nothing else does
+    proxy.release()
+    wait_for(lambda: _state_offsets(bootstrap, state_topic) == [600, 0], 60, "the state topic", interval=0.5)
+    wait_for(lambda: committed() == 600, 30, "the offsets committed", interval=0.5)
+    assert run.stop() is None  # a clean stop, its final checkpoint written
+
+
+def _state_offsets(bootstrap: str, topic: str) -> list[int] | None:
+    """The next offsets of partition 0's newest state in the state topic (None: it holds none)."""
+    with StateTopic(StateTopicConfig(bootstrap, topic, timeout_s=20.0)) as states:
+        newest = states.read(0).newest
+    return None if newest is None else list(state_header(newest.payload)["next_offsets"])
+
+
+def _failures(run: WorkerThread, reason: str) -> float:
+    parsed = samples(run.worker.metrics.render().decode())
+    return value(parsed, "sgt_checkpoint_failures_total", reason=reason) or 0
 
 
 def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
-    kafka_bootstrap: str, tmp_path: Path, running: Callable[[WorkerSettings], Worker]
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Callable[[WorkerSettings], WorkerThread]
 ) -> None:
     """A checkpoint that read 5,000 records of a topic that now holds 50 (deleted and re-created):
     before, the worker waited for offset 5,000 and skipped every new record, with lag 0."""
@@ -204,12 +211,13 @@ def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
     state.next_offsets = [5000, 0]
     checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes(), checkpoint.Owner.of(settings))
     produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(50)], partition=0)
-    worker = running(settings)
+    run = worker_threads(settings)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=50, idle_s=30)
     assert sorted(orjson.loads(m.value())["offset"] for m in predictions) == list(range(50))
     wait_for(lambda: _next_offsets(tmp_path) == [50, 0], 30, "a checkpoint at the new end")
-    parsed = samples(worker.metrics.render().decode())
+    parsed = samples(run.worker.metrics.render().decode())
     assert value(parsed, "sgt_offset_resets_total", topic=topics["features"], reason="past_end") == 1
+    assert run.stop() is None  # a clean stop, its final checkpoint written
 
 
 def test_a_failed_final_checkpoint_exits_non_zero(

@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_util import produce_records, read_all
+from tests.worker.fault_proxy import FaultProxy, proxied_broker_fixture
 from worker import state_log
 from worker.state_topic import (
     HEADROOM_BYTES,
@@ -26,6 +27,8 @@ from worker.state_topic import (
     StateWriteError,
     ensure_topic,
 )
+
+__all__ = ["proxied_broker_fixture"]
 
 SMALL = 3 * HEADROOM_BYTES  # chunks of 8 KiB
 
@@ -373,3 +376,36 @@ def test_stage_needs_a_state_topic_that_is_not_transactional_itself(make_config,
     states.acquire(0)
     with pytest.raises(StateTopicError, match="without transactional_id_prefix"):
         states.stage(0, b"x", _transactional_producer(config))
+
+
+@pytest.mark.kafka
+def test_writes_go_on_after_an_outage_longer_than_the_delivery_timeout(
+    proxied_broker: tuple[str, FaultProxy],
+) -> None:
+    """Writes whose records time out (the broker unreachable for longer than message.timeout.ms) fail;
+    once the broker is back, the next writes are durable. Before, the idempotent producer whose records
+    had timed out got PRODUCER_FENCED for every later record, so no state was written again (and the
+    worker refused its final checkpoint)."""
+    bootstrap, proxy = proxied_broker
+    client = f"state-{uuid.uuid4().hex[:6]}"
+    config = StateTopicConfig(
+        bootstrap,
+        f"state-{uuid.uuid4().hex[:10]}",
+        max_message_bytes=SMALL,
+        timeout_s=20.0,
+        client_options={"client.id": client, "message.timeout.ms": 2000},
+    )
+    assert ensure_topic(config, 2)
+    with StateTopic(config) as states:
+        for p in (0, 1):
+            states.acquire(p)
+            states.write(p, payload(20_000, p))
+        proxy.hold(client)
+        held = [states.start_write(p, payload(20_000, 10 + p)) for p in (0, 1)]
+        for p in (0, 1):  # the first failure replaces the producer; the second is reported all the same
+            with pytest.raises(StateWriteError, match=r"state seq 1 not written.*Message timed out"):
+                states.finish(held[p])
+        proxy.release()
+        assert [states.write(p, payload(20_000, 20 + p)).seq for p in (0, 1, 0)] == [2, 2, 3]
+    with StateTopic(config) as reader:
+        assert [reader.read(p).newest.payload for p in (0, 1)] == [payload(20_000, 20), payload(20_000, 21)]

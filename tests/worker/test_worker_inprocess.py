@@ -1,25 +1,33 @@
 """The worker in-process against the real broker: co-partitioned assignment, live streams whose labels
-topic is still empty, regression, and clean shutdown with per-partition series removed."""
+topic is still empty, regression, and clean shutdown with per-partition series removed. Each worker
+runs as a WorkerThread whose outcome the test asserts."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-import pytest
 from confluent_kafka import Consumer
 
 from tests.kafka_util import produce_records, read_all
 from tests.worker.stub_model import StubModel
-from tests.worker.worker_util import inprocess_settings, samples, value, wait_for
+from tests.worker.worker_util import (
+    WorkerThread,
+    inprocess_settings,
+    samples,
+    value,
+    wait_for,
+    worker_threads_fixture,
+)
 from worker.clients import consumer_config
-from worker.config import WorkerSettings
 from worker.devtools.embedded_broker import create_topics
-from worker.loop import Worker
+
+__all__ = ["worker_threads_fixture"]
+
+Start = Callable[..., WorkerThread]
 
 
 def _topics(bootstrap: str, partitions: int, *kinds: str) -> dict[str, str]:
@@ -27,23 +35,6 @@ def _topics(bootstrap: str, partitions: int, *kinds: str) -> dict[str, str]:
     topics = {k: f"inproc-{k}-{tag}" for k in kinds}
     create_topics(bootstrap, list(topics.values()), partitions)
     return topics
-
-
-@pytest.fixture
-def running() -> Iterator[list[tuple[Worker, threading.Thread]]]:
-    started: list[tuple[Worker, threading.Thread]] = []
-    yield started
-    for worker, thread in started:
-        worker.stop()
-        thread.join(60)
-
-
-def _start(started: list, settings: WorkerSettings) -> Worker:
-    worker = Worker(settings)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    started.append((worker, thread))
-    return worker
 
 
 def test_the_range_assignor_keeps_equal_partition_numbers_together(
@@ -73,10 +64,11 @@ def test_the_range_assignor_keeps_equal_partition_numbers_together(
 
 
 def test_features_flow_while_the_labels_topic_is_still_empty(
-    kafka_bootstrap: str, tmp_path: Path, running: list
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "labels", "predictions", "dead")
-    worker = _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path))
+    run = worker_threads(inprocess_settings(kafka_bootstrap, topics, tmp_path))
+    worker = run.worker
     records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(200)]
     produce_records(kafka_bootstrap, topics["features"], records)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 2, expect=200, idle_s=20)
@@ -90,13 +82,15 @@ def test_features_flow_while_the_labels_topic_is_still_empty(
         "the labels to be learned",
     )
     assert sum(o.state.prequential.n for o in worker.owned.values()) == 200
+    assert run.stop() is None  # a clean stop, its final checkpoints written
 
 
 def test_regression_inline_labels_and_series_removed_at_shutdown(
-    kafka_bootstrap: str, tmp_path: Path, running: list
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
-    worker = _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path, task="regression"))
+    run = worker_threads(inprocess_settings(kafka_bootstrap, topics, tmp_path, task="regression"))
+    worker = run.worker
     records = [
         (f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": [float(i % 10), 1.0], "y": 2.0 * (i % 10)}))
         for i in range(500)
@@ -112,8 +106,7 @@ def test_regression_inline_labels_and_series_removed_at_shutdown(
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_assigned_partitions") == 2
     assert sum(value(parsed, "sgt_trained_total", partition=str(p)) or 0 for p in range(2)) == 500
-    worker.stop()
-    running[-1][1].join(60)
+    assert run.stop() is None  # a clean stop, its final checkpoints written
     text = worker.metrics.render().decode()
     assert 'partition="' not in text.replace('sgt_rebalances_total{event="', "")
     assert not worker.health.ready
@@ -129,24 +122,18 @@ class _BrokenGauges(StubModel):
         return 1
 
 
-def test_a_failing_loop_leaves_without_writing_a_checkpoint(kafka_bootstrap: str, tmp_path: Path) -> None:
+def test_a_failing_loop_leaves_without_writing_a_checkpoint(
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
+) -> None:
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
     settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, batch_size=10, checkpoint_records=10**6)
-    worker = Worker(settings, model_factory=_BrokenGauges, model_registry={"_BrokenGauges": _BrokenGauges})
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            worker.run()
-        except RuntimeError as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    run = worker_threads(
+        settings, model_factory=_BrokenGauges, model_registry={"_BrokenGauges": _BrokenGauges}
+    )
     records = [(None, orjson.dumps({"x": {"a": float(i)}, "y": i % 2})) for i in range(100)]
     produce_records(kafka_bootstrap, topics["features"], records)
-    thread.join(60)
-    assert not thread.is_alive() and [str(e) for e in errors] == ["gauge failure"]
+    error = run.join(60)
+    assert isinstance(error, RuntimeError) and str(error) == "gauge failure"
     assert not list(tmp_path.glob("partition-*"))
 
 
@@ -162,17 +149,15 @@ class _PoisonModel(StubModel):
 
 
 def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exactly(
-    kafka_bootstrap: str, tmp_path: Path, running: list
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
 ) -> None:
     from worker.checkpoint import read_newest
     from worker.state import split_state
 
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
     settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=5, batch_size=30)
-    worker = Worker(settings, model_factory=_PoisonModel, model_registry={"_PoisonModel": _PoisonModel})
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    running.append((worker, thread))
+    run = worker_threads(settings, model_factory=_PoisonModel, model_registry={"_PoisonModel": _PoisonModel})
+    worker = run.worker
     docs = [{"id": f"s{i}", "x": {"a": float(i)}, "y": i % 3} for i in range(200)]
     produce_records(kafka_bootstrap, topics["features"], [(None, orjson.dumps(d)) for d in docs])
     dead = read_all(kafka_bootstrap, topics["dead"], 1, expect=1, idle_s=30)
@@ -180,8 +165,7 @@ def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exact
         (orjson.dumps(docs[13]), b"model_error")
     ]
     wait_for(lambda: worker.owned and worker.owned[0].state.next_offsets == [200, 0], 30, "the end")
-    worker.stop()
-    thread.join(60)
+    assert run.stop() is None  # a clean stop, its final checkpoint written
     reference = StubModel()
     rows = [d for d in docs if d["x"]["a"] != 13.0]
     reference.predict_learn_many([d["x"] for d in rows], [d["y"] for d in rows])
@@ -196,11 +180,12 @@ def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exact
 
 
 def test_features_flow_when_the_labels_partitions_are_missing(
-    kafka_bootstrap: str, tmp_path: Path, running: list
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
 ) -> None:
     topics = _topics(kafka_bootstrap, 2, "features", "predictions", "dead")
     topics["labels"] = f"never-created-{uuid.uuid4().hex[:8]}"
-    _start(running, inprocess_settings(kafka_bootstrap, topics, tmp_path))
+    run = worker_threads(inprocess_settings(kafka_bootstrap, topics, tmp_path))
     records = [(f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i)}})) for i in range(100)]
     produce_records(kafka_bootstrap, topics["features"], records)
     assert len(read_all(kafka_bootstrap, topics["predictions"], 2, expect=100, idle_s=30)) == 100
+    assert run.stop() is None  # a clean stop, its final checkpoints written

@@ -1,7 +1,9 @@
-"""Helpers for the worker's end-to-end tests: worker processes, waiting, and the offline reference.
+"""Helpers for the worker's end-to-end tests: worker processes and threads, waiting, and the offline
+reference.
 
 Workers run as real ``python -m worker run`` processes (so SIGTERM and SIGKILL are real) against the
-session's broker on loopback; results are read back from the broker and the checkpoint files.
+session's broker on loopback, or as :class:`WorkerThread` inside the test process, whose outcome the
+test asserts; results are read back from the broker and the checkpoint files.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,10 +23,12 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from sgt.evaluation import Prequential
 from worker.checkpoint import read_newest
 from worker.config import WorkerSettings, load_settings
+from worker.loop import Worker
 from worker.model import new_model
 from worker.state import split_state
 
@@ -47,6 +52,69 @@ def inprocess_settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **ext
         **extra,
     }
     return load_settings(values, env={})
+
+
+class WorkerThread:
+    """A :class:`~worker.loop.Worker` running in a daemon thread of the test process.
+
+    What :meth:`Worker.run` raises is kept rather than left to the thread's excepthook (where pytest
+    only warns about it): :meth:`stop` and :meth:`join` return it, None for a clean stop, so the test
+    asserts the outcome, and the ``worker_threads`` fixture fails a test whose worker raised
+    something the test never read.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.error: BaseException | None = None
+        self.read = False  # the test has read the outcome
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as exc:  # the test's to assert: see join()
+            self.error = exc
+
+    def join(self, timeout: float = 60.0) -> BaseException | None:
+        """Wait for the worker to end by itself; what its run raised, or None."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the worker still runs after {timeout:g} s"
+        self.read = True
+        return self.error
+
+    def stop(self, timeout: float = 60.0) -> BaseException | None:
+        """Stop the worker and wait for it; what its run raised (None: a clean stop)."""
+        self.worker.stop()
+        return self.join(timeout)
+
+
+@pytest.fixture(name="worker_threads")
+def worker_threads_fixture() -> Iterator[Callable[..., WorkerThread]]:
+    """The ``worker_threads`` fixture, ``start(settings, **worker_options)``: import it into a test module
+    to use it there. At teardown the workers still running are stopped, and a worker that raised
+    without the test reading it fails the test."""
+    started: list[WorkerThread] = []
+
+    def start(settings: WorkerSettings, **options: Any) -> WorkerThread:
+        started.append(WorkerThread(Worker(settings, **options)))
+        return started[-1]
+
+    yield start
+    unread = [t for t in started if not t.read]
+    errors = [error for error in (t.stop() for t in unread) if error is not None]
+    if errors:
+        pytest.fail(f"a worker thread raised and the test did not check it: {errors!r}")
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    """The group's committed next offset of one topic partition (-1001 when none is)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (found,) = consumer.committed([TopicPartition(topic, partition)], timeout=30)
+    finally:
+        consumer.close()
+    return int(found.offset)
 
 
 def topic_args(bootstrap: str, group: str, topics: dict[str, str], ckpt: Path) -> list[str]:
