@@ -164,7 +164,7 @@ def _horizon(tree: Tree, rest: np.ndarray, run: Run, stop: int) -> int:
     learned = rest[run.learn[rest]]
     if not learned.size:
         return stop
-    at = np.unique(run.nodes[learned])
+    at = run.nodes[learned]  # (repeated nodes leave the smallest need as it is)
     slot = tree.slot[at]
     need = int(np.where(tree.feature[at] >= 0, 1, tree.block[slot] - tree.pending_n[slot]).min())
     return int(learned[need - 1]) if need <= learned.size else stop

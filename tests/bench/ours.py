@@ -169,6 +169,9 @@ VARIANTS += (
     Variant("ours-boosted-l2-0.3", boosted(lambda_=0.3)),
     Variant("ours-boosted-l2-1", boosted(lambda_=1.0)),
     Variant("ours-boosted-grace200", boosted(grace_period=200)),
+    Variant("ours-boosted-gs20", boosted_classifier(grace_start=20)),  # members' first blocks twice as long
+    Variant("ours-boosted-gs15", boosted_classifier(grace_start=15)),
+    Variant("ours-boosted-gs30", boosted_classifier(grace_start=30)),
     Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
     Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
     Variant("ours-boosted-drift50", boosted_classifier(drift_threshold=50.0, drift_delta=0.02)),
