@@ -203,6 +203,23 @@ VARIANTS += (
         "ours-boosted-m5-lr0.5-delta0.03", boosted_classifier(n_members=5, learning_rate=0.5, delta=0.03)
     ),
     Variant("ours-boosted-grace200-delta0.03", boosted_classifier(grace_period=200, delta=0.03)),
+    # multiclass: a tree per class but one in each member, or one multi-output tree (sgt.multioutput)
+    # scoring every class, or every class but the first
+    Variant("ours-boosted-per-class", boosted_classifier(multiclass_trees="per-class")),
+    Variant("ours-boosted-multi-output", boosted_classifier(multiclass_trees="multi-output")),
+    Variant(
+        "ours-boosted-multi-output-reference", boosted_classifier(multiclass_trees="multi-output-reference")
+    ),
+    Variant(
+        "ours-boosted-multi-output-linear0",
+        boosted_classifier(multiclass_trees="multi-output", linear_start=0),
+    ),
+    Variant(
+        "ours-boosted-multi-output-delta0.1", boosted_classifier(multiclass_trees="multi-output", delta=0.1)
+    ),
+    Variant(
+        "ours-boosted-multi-output-delta0.01", boosted_classifier(multiclass_trees="multi-output", delta=0.01)
+    ),
 )
 
 
