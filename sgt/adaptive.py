@@ -114,12 +114,13 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
             linear_start=0,  # the single tree's linear terms step from the first record, as SGTClassifier's
+            multiclass_trees="per-class",  # SGTClassifier's committee
             **_ONE_TREE,
         )
 
     def get_params(self) -> dict[str, Any]:
         params = self._without_ensemble(BoostedClassifier.get_params(self))
-        del params["linear_start"]  # always 0 (see __init__)
+        del params["linear_start"], params["multiclass_trees"]  # always 0 and "per-class" (see __init__)
         return params
 
     @classmethod

@@ -30,6 +30,7 @@ import numpy as np
 from sgt.batch import Events
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.leafwise import Run, run_leafwise
+from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
 from sgt.tree import Layout, LeafInputs, Params, Tree, leaf_inputs_of
 
@@ -169,7 +170,22 @@ class BaseSGT:
 
     def _n_outputs(self) -> int:
         """What `_run` records per row beside the raw scores (the classifier: classes known then)."""
-        return len(self._trees)
+        return self._n_raw_scores()
+
+    def _n_raw_scores(self) -> int:
+        """Raw scores per record: one per output of each tree."""
+        return sum(tree.n_outputs for tree in self._trees)
+
+    def _tree_columns(self) -> list[int | slice]:
+        """Each tree's rows of a model's raw scores and gradients ([outputs, rows], the trees' outputs
+        in tree order): an index for a single-output tree, a slice for a multi-output tree's."""
+        columns: list[int | slice] = []
+        start = 0
+        for tree in self._trees:
+            k = tree.n_outputs
+            columns.append(start if k == 1 else slice(start, start + k))
+            start += k
+        return columns
 
     # Hooks for state kept beside the trees, per record (the classifier's smoothing counts, its naive
     # Bayes). They see every record at the nodes it reaches, with its codes, in order, while the trees
@@ -353,7 +369,7 @@ class BaseSGT:
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision
             model._trees = [
-                Tree.from_saved(model._params(), model._layout, f"t{t}", counters, arrays)
+                load_tree(model._params(), model._layout, f"t{t}", counters, arrays)
                 for t, counters in enumerate(header["trees"])
             ]
             model._n_seen = int(header["n_seen"])
@@ -444,7 +460,11 @@ class BaseSGT:
     def _raw_one(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray) -> list[float]:
         """Raw scores (one per tree) of a record with `codes` that sits at `nodes`."""
         base = self._base()
-        return [tree.predict_one(node, codes) + base for tree, node in zip(self._trees, nodes)]
+        if len(nodes) == self._n_raw_scores():  # single-output trees only
+            return [tree.predict_one(node, codes) + base for tree, node in zip(self._trees, nodes)]
+        return [
+            v + base for tree, node in zip(self._trees, nodes) for v in tree.predict_outputs_one(node, codes)
+        ]
 
     def _gradients_one(self, raw: list[float], target: Any) -> tuple[list[float], list[float]]:
         """`_gradients` for one record (subclasses may avoid numpy, with identical arithmetic)."""
@@ -470,8 +490,8 @@ class BaseSGT:
         self._observe_learn(nodes, raw, target, codes)
         if self._trees:
             g, h = self._gradients_one(raw, target)
-            for t, tree in enumerate(self._trees):
-                if tree.learn_one(nodes[t], codes, g[t], h[t], self._space):
+            for t, (tree, c) in enumerate(zip(self._trees, self._tree_columns())):
+                if tree.learn_one(nodes[t], codes, g[c], h[c], self._space):
                     changed.append((t, nodes[t]))
         self._n_seen += 1
         return changed
@@ -531,7 +551,7 @@ class BaseSGT:
         """
         n = codes.shape[0]
         regrids = regrids or {}
-        capacity = len(self._trees) + len(target_events)
+        capacity = self._n_raw_scores() + len(target_events)
         raw = np.zeros((n, capacity))
         outputs_at = np.zeros(n, dtype=np.intp)
         if n <= ROW_BY_ROW_MAX:
@@ -582,7 +602,7 @@ class BaseSGT:
                 nodes = [int(r[0][end]) for r in routes]
                 row_raw = self._raw_one(nodes, codes[end])
                 self._observe_row(out, end, nodes, row_raw, codes[end])
-            raw[end, : len(self._trees)] = row_raw
+            raw[end, : len(row_raw)] = row_raw
             outputs_at[end] = self._n_outputs()
             if learn[end]:
                 self._observe_event(end)
@@ -628,7 +648,7 @@ class BaseSGT:
                 nodes = [tree.route_one(row)[0] for tree in self._trees]
                 row_raw = self._raw_one(nodes, row)
                 self._observe_row(out, i, nodes, row_raw, row)
-            raw[i, : len(self._trees)] = row_raw
+            raw[i, : len(row_raw)] = row_raw
             outputs_at[i] = self._n_outputs()
             if learn[i]:
                 self._observe_event(i)
@@ -651,18 +671,17 @@ class BaseSGT:
         """Rows [start, end) hold no event: predict them all, then learn the labelled ones. With
         `fills`, the last row (labelled) fills a leaf instead: it is learned last, as one record, on
         the gradients computed with the others; return the (tree, node) pairs whose routing changed."""
-        n_trees = len(self._trees)
         outputs_at[start:end] = self._n_outputs()
-        if not n_trees:
+        if not self._trees:
             self._observe_plain(out, start, end, [], None, targets, learn, codes[start:end])
             self._n_seen += int(learn[start:end].sum())
             return []
         base = self._base()
         chunk = [nodes[start:end] for nodes, _ in routes]
-        raw = np.stack(
-            [tree.predict_rows(nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
+        raw = np.concatenate(
+            [tree.predict_outputs(nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
         )
-        raw_out[start:end, :n_trees] = raw.T
+        raw_out[start:end, : raw.shape[0]] = raw.T
         self._observe_plain(out, start, end, chunk, raw, targets, learn, codes[start:end])
         rows = np.flatnonzero(learn[start:end])
         if not rows.size:
@@ -671,8 +690,8 @@ class BaseSGT:
         plain = rows.size - 1 if fills else rows.size
         if plain:
             block = codes[start:end][rows[:plain]]
-            for t, tree in enumerate(self._trees):
-                tree.append(chunk[t][rows[:plain]], block, g[t, :plain], h[t, :plain])
+            for t, (tree, c) in enumerate(zip(self._trees, self._tree_columns())):
+                tree.append(chunk[t][rows[:plain]], block, g[c, :plain], h[c, :plain])
             self._n_seen += plain
         if not fills:
             return []
@@ -684,8 +703,9 @@ class BaseSGT:
         """`_learn_codes` for a record that fills a leaf (no new target, no new category) whose nodes
         and gradients are known; return the (tree, node) pairs whose routing changed."""
         changed = []
-        for t, (tree, node) in enumerate(zip(self._trees, nodes)):
-            if tree.learn_one(node, codes, float(g[t]), float(h[t]), self._space):
+        for t, (tree, node, c) in enumerate(zip(self._trees, nodes, self._tree_columns())):
+            g_t, h_t = (float(g[c]), float(h[c])) if isinstance(c, int) else (g[c].tolist(), h[c].tolist())
+            if tree.learn_one(node, codes, g_t, h_t, self._space):
                 changed.append((t, node))
         self._n_seen += 1
         return changed

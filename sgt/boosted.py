@@ -1,7 +1,9 @@
 """Online gradient boosting of Stochastic Gradient Trees, with online bagging and drift detection.
 
-An ensemble of M *members*, each a committee of SGTs with one tree per output (K - 1 for K classes, as
-in SGTClassifier; one for regression). With learning rate eta and base score b (regression: the loss's
+An ensemble of M *members*, each one SGT per output (one for regression; K - 1 for K classes, as in
+SGTClassifier's committee, while fewer than three classes are known) or, for three classes or more,
+by default one multi-output SGT (sgt.multioutput) with a value per class (see BoostedClassifier's
+`multiclass_trees`). With learning rate eta and base score b (regression: the loss's
 base score of the first target; classification: 0), the ensemble's raw score is
 
     F(x) = b + eta f_1(x) + eta f_2(x) + ... + eta f_M(x)
@@ -39,6 +41,22 @@ a single false warning doubles the cost of every later record (measured on SEA, 
 warning at record 1,500 kept one learning to the end). The life does not change the answers to true
 drifts (lives of 1,000, 2,500 and 5,000 records and an unbounded one gave the same predictions on SEA
 and Agrawal with three abrupt drifts).
+How fast the ensemble recovers from a drift is mostly how fast a fresh ensemble learns the new concept,
+and it swings with the bagging seed alone. On SEA with three abrupt drifts (20,000 records, seeds 0 to
+5) the records needed after the third drift until the recent error (1,000 records) was back within a
+point of its pre-drift level ranged from 2,080 to 2,863 (median 2,537; River's ARF with the same seeds
+2,522 to 2,854), although the warning came within 250 records of the drift and the replacement 250
+later; a fresh ensemble started exactly at the drift needed 1,397 to 2,770. Measured with the same
+seeds and left off: a warning at 0.3 of the drift threshold (`_warning_share`; Agrawal with three
+gradual drifts 86.9% against 88.2%, from false alarms), a background ensemble that replaces the main
+one as soon as it makes fewer errors over a period, without waiting for the drift test
+(`_race_after_warning`; SEA's first abrupt drift 3,158 records against 3,452 and the hyperplane
+91.8% against 91.7%, but stationary SEA 87.75% against 87.83% and Agrawal with gradual drifts 88.07%
+against 88.20%), both together (stationary SEA 87.2%, from false replacements), a drift threshold of 30
+(SEA's abrupt drifts 3,036 / 1,494 / 2,433 records against 3,452 / 1,364 / 2,538, but Agrawal with
+gradual drifts 88.08%, and twice the false warnings on stationary SEA), and bagging at rate 2 or 3
+(SEA's third abrupt drift 2,368 and 1,984 records, but the hyperplane 91.4% and 91.0% against 91.7%
+and Agrawal with gradual drifts 87.8% and 86.5%).
 Warnings and drifts are acted on only at multiples of `DRIFT_PERIOD` records learned, points fixed by
 the record sequence: a batch is cut there, so every batching gives the same model.
 
@@ -63,6 +81,7 @@ from sgt.classifier import SGTClassifier, _check_label
 from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
+from sgt.multioutput import MultiOutputTree, widened
 from sgt.regressor import SGTRegressor
 from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
@@ -74,6 +93,7 @@ __all__ = [
     "MULTICLASS_DELTA",
     "MULTICLASS_LINEAR_START",
     "MULTICLASS_MEMBERS",
+    "MULTICLASS_TREES",
     "BoostedClassifier",
     "BoostedRegressor",
 ]
@@ -94,6 +114,10 @@ MULTICLASS_DELTA = 0.03
 BINARY_MEMBERS = 6
 #: ... and from the third class on (the members added then learn from the next record)
 MULTICLASS_MEMBERS = 10
+#: the classifier's members from the third class on: one tree per class but one ("per-class"), or one
+#: multi-output tree (sgt.multioutput) with a value per class ("multi-output"; a softmax over every
+#: class) or per class but the first ("multi-output-reference"; its score 0, as the committees')
+MULTICLASS_TREES = ("per-class", "multi-output", "multi-output-reference")
 #: records the classifier learns before its members' linear leaves step their linear terms when
 #: `linear_start` is None, from the third class on (see BoostedClassifier); with fewer classes: 0
 MULTICLASS_LINEAR_START = 100
@@ -111,23 +135,45 @@ class _Member(BaseSGT):
 
     def __init__(self, owner: _Boosting) -> None:
         # before BaseSGT's init, which may make trees
-        self.linear_steps = owner._linear_steps_now(owner._n_trees_per_member())
+        self.linear_steps = owner._linear_steps_now(owner._n_outputs_per_member())
         super().__init__(**owner._tree_params())
         self._owner = owner
         self._space = owner._space
         self._layout = owner._layout
         self._layout_revision = owner._layout_revision
-        for _ in range(owner._n_trees_per_member()):
-            self._new_tree()
+        self._grow_outputs(owner._n_outputs_per_member())
+
+    @property
+    def n_outputs(self) -> int:
+        """Raw scores per record: the outputs of its trees."""
+        return self._n_raw_scores()
+
+    def _grow_outputs(self, outputs: int) -> None:
+        """Trees for `outputs` outputs: one more tree per output, or, when the owner's members take
+        one multi-output tree from two outputs on, that tree (widened from the member's tree, in place
+        in the list of trees, which a batch run in progress holds). With a softmax over every class,
+        a single tree's output scores class 1: it becomes the second of the multi-output tree's."""
+        owner = self._owner
+        if not (owner._multi_output and outputs >= 2):
+            while len(self._trees) < outputs:
+                self._new_tree()
+        elif not self._trees:
+            self._trees.append(MultiOutputTree(self._params(), self._layout, outputs))
+        elif self.n_outputs < outputs:
+            old = self.n_outputs
+            positions = [1] if owner._first_column(old) == 1 else list(range(old))
+            self._trees[0] = widened(self._trees[0], outputs, positions)
 
     def _register_target(self, target: Any) -> None:
-        if self._owner._is_classifier and len(self._trees) < int(target[_TARGET]):
-            while len(self._trees) < int(target[_TARGET]):
-                self._new_tree()
-            n_trees = len(self._trees)  # at the new class's row
+        if not self._owner._is_classifier:
+            return
+        needed = self._owner._outputs_for_classes(int(target[_TARGET]) + 1)
+        if self.n_outputs < needed:
+            self._grow_outputs(needed)
+            outputs = self.n_outputs  # at the new class's row
             self.set_tree_params(
-                delta=self._owner._member_delta(n_trees),
-                linear_steps=self._owner._linear_steps_now(n_trees),
+                delta=self._owner._member_delta(outputs),
+                linear_steps=self._owner._linear_steps_now(outputs),
             )
 
     def _params(self) -> Params:
@@ -143,8 +189,11 @@ class _Member(BaseSGT):
                 tree.params = dataclasses.replace(tree.params, **changes)
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        point = raw + targets[:, _OFFSETS : _OFFSETS + raw.shape[0]].T
-        g, h = self._owner._loss_gradients(point, targets[:, _TARGET])
+        first = _OFFSETS + self._owner._first_column(self.n_outputs)
+        point = raw + targets[:, first : first + raw.shape[0]].T
+        g, h = self._owner._loss_gradients(
+            point, targets[:, _TARGET], self._owner._every_class(self.n_outputs)
+        )
         weight = targets[:, _WEIGHT]
         return g * weight, h * weight
 
@@ -159,9 +208,20 @@ class _Boosting(_Estimator):
     """What the boosted classifier and regressor share (a mixin over SGTClassifier / SGTRegressor)."""
 
     _is_classifier = False
+    #: whether a member takes one multi-output tree for two outputs or more (else a tree per output)
+    _multi_output = False
+    #: whether members score every class from the third class on (a softmax over K outputs), rather
+    #: than every class but the first against it (K - 1 outputs beside a reference score of 0)
+    _every_class_from_three = False
     #: whether a fresh ensemble started by a drift without a warning must first make fewer errors than
     #: the main one over a period to replace it (else it replaces the main one at once)
     _fresh_must_win = True
+    #: whether a background ensemble started by a warning also replaces the main one, before any drift
+    #: alarm, at the first fixed point where it made fewer errors than the main one over the period
+    #: before (off; measured in the module docstring)
+    _race_after_warning = False
+    #: the warning test's threshold, as a share of the drift test's (measured in the module docstring)
+    _warning_share = WARNING_SHARE
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -218,7 +278,7 @@ class _Boosting(_Estimator):
         self._pending = False  # a drift without a warning: a fresh background must beat the main one
         self._lead = 0.0  # while pending: the main ensemble's errors minus the background's, this period
         self._detector = self._new_detector(1.0)
-        self._warning = self._new_detector(WARNING_SHARE)
+        self._warning = self._new_detector(self._warning_share)
         self._refresh_trees()
 
     # -- hooks the concrete classes give ---------------------------------------------------------
@@ -226,24 +286,48 @@ class _Boosting(_Estimator):
         params: dict[str, Any] = BaseSGT.get_params(self)
         return params
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
         raise NotImplementedError
 
-    def _linear_start(self, n_trees: int) -> int:
-        """Records learned before the linear leaves of a member with `n_trees` trees step their
+    def _outputs_for_classes(self, n_classes: int) -> int:
+        """Outputs a member has with `n_classes` classes known (a regressor's: 1)."""
+        return 1
+
+    def _every_class(self, n_outputs: int) -> bool:
+        """Whether a member with `n_outputs` outputs scores every class (see `_every_class_from_three`)."""
+        return self._every_class_from_three and n_outputs >= 3
+
+    def _first_column(self, n_outputs: int) -> int:
+        """The ensemble's score column of a member's first output. The columns are the raw scores the
+        members sum, one per output; with a softmax over every class they are one per class from the
+        first, and a member of fewer than three outputs (scoring classes from the second against the
+        first, whose score is 0) starts at column 1."""
+        return int(self._every_class_from_three and n_outputs < 3)
+
+    def _reference_scores(self, scores: np.ndarray) -> np.ndarray:
+        """The ensemble's raw scores [rows, columns] as the softmax with a reference class takes them:
+        with a score per class, each class's score less the first's (the same probabilities); else
+        as they are."""
+        if not self._every_class_from_three:
+            return scores
+        return scores[:, 1:] - scores[:, :1]
+
+    def _linear_start(self, n_outputs: int) -> int:
+        """Records learned before the linear leaves of a member with `n_outputs` outputs step their
         linear terms (the classifier's depend on the classes; see BoostedClassifier's `linear_start`)."""
         return 0
 
-    def _linear_steps_now(self, n_trees: int) -> bool:
-        return self._n_seen >= self._linear_start(n_trees)
+    def _linear_steps_now(self, n_outputs: int) -> bool:
+        return self._n_seen >= self._linear_start(n_outputs)
 
     def _follow_linear_start(self) -> None:
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
-            member.set_tree_params(linear_steps=self._linear_steps_now(len(member._trees)))
+            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
 
-    def _member_delta(self, n_trees: int) -> float:
-        """The split confidence of a member with `n_trees` trees (the classifier's follows the classes)."""
+    def _member_delta(self, n_outputs: int) -> float:
+        """The split confidence of a member with `n_outputs` outputs (the classifier's follows the
+        classes)."""
         return self.delta
 
     def _member_count(self) -> int:
@@ -256,8 +340,11 @@ class _Boosting(_Estimator):
         (after the row): none unless the member count follows the classes."""
         return events[:0]
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """g and h ([outputs, rows]) of the loss at raw scores `point` for targets (a float column)."""
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """g and h ([outputs, rows]) of the loss at raw scores `point` for targets (a float column);
+        `every_class`: the classifier's `point` holds every class's score."""
         raise NotImplementedError
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
@@ -364,7 +451,7 @@ class _Boosting(_Estimator):
             member._trees = list(itertools.islice(trees, count))
             member._layout, member._layout_revision = self._layout, self._layout_revision
             # the trees were restored with the model's own parameters
-            member.set_tree_params(linear_steps=self._linear_steps_now(count))
+            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
         self._detector.restore(extra["detector"])
         self._warning.restore(extra["warning"])
         self._n_drifts = int(extra["n_drifts"])
@@ -377,13 +464,21 @@ class _Boosting(_Estimator):
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
-        width = self._n_trees_per_member()
-        total = self._base_columns(1, max(1, width), np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
+        columns = self._n_raw(0) + int(self._every_class_from_three)
+        total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), _NO_EVENTS)[0]
         for member in self._members:
             raw = np.zeros_like(total)
-            raw[0, :width] = [tree.predict_one(tree.route_one(codes)[0], codes) for tree in member._trees]
+            values = [
+                v for tree in member._trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
+            ]
+            first = self._first_column(member.n_outputs)
+            raw[0, first : first + len(values)] = values
             total = total + self.learning_rate * raw
-        return total[0, :width].tolist()
+        return self._reference_scores(total)[0, : self._n_scores()].tolist()
+
+    def _n_scores(self) -> int:
+        """Raw scores of a record (the classifier's: one per class but the first)."""
+        return 1
 
     # -- learning ------------------------------------------------------------------------------
     def _learn_one(self, x: Any, y: Any) -> None:
@@ -463,15 +558,19 @@ class _Boosting(_Estimator):
         background one), then the detectors."""
         n = part.codes.shape[0]
         outputs_at = self._outputs_at(n, events)
+        width += int(self._every_class_from_three)  # the members' columns (see `_first_column`)
         base = self._base_columns(n, width, learn, targets, events)
         table = np.zeros((n, _OFFSETS + width))
         table[:, _TARGET] = targets
         weights = self._weights(learn)
         members = self._run_members
-        predicted = members(self._members, part, table, weights, base, learn, events, regrids)
+        predicted = self._reference_scores(
+            members(self._members, part, table, weights, base, learn, events, regrids)
+        )
         background = None
         if self._background is not None:
             background = members(self._background, part, table, weights, base, learn, events, regrids)
+            background = self._reference_scores(background)
         rows = np.flatnonzero(learn)
         self._n_seen += int(rows.size)
         self._register_events(targets, events)
@@ -479,7 +578,7 @@ class _Boosting(_Estimator):
             errors = self._errors(predicted[rows], targets[rows], outputs_at[rows])
             self._detector.update(errors)
             self._warning.update(errors)
-            if self._pending and background is not None:
+            if (self._pending or self._race_after_warning) and background is not None:
                 lead = errors - self._errors(background[rows], targets[rows], outputs_at[rows])
                 self._lead = float(np.cumsum(np.concatenate(([self._lead], lead)))[-1])  # in order
             if self._n_seen % DRIFT_PERIOD == 0 and learn[-1]:
@@ -506,12 +605,15 @@ class _Boosting(_Estimator):
             table[:, _WEIGHT] = weights[m]
             table[:, _OFFSETS:] = learned
             routes = part.routes(member) if n > ROW_BY_ROW_MAX else None
+            # the columns the rows are predicted in (a member that widens at a row of the segment does
+            # so at its last: see `_growth_cuts`)
+            first = self._first_column(member.n_outputs)
             member_raw, _ = member._run_codes(
                 part.codes, table, learn, events, None, regrids, part.inputs, routes
             )
             raw = np.zeros((n, width))
-            columns = min(width, member_raw.shape[1])
-            raw[:, :columns] = member_raw[:, :columns]
+            columns = min(width - first, member_raw.shape[1])
+            raw[:, first : first + columns] = member_raw[:, :columns]
             step = self.learning_rate * raw
             predicted = predicted + step
             learned = learned + step
@@ -541,7 +643,8 @@ class _Boosting(_Estimator):
         the regressor's (`_fresh_must_win`) leaves the main one predicting until the fresh one makes
         fewer errors over a period (`DRIFT_PERIOD` records), since a fresh ensemble predicts worse than
         the old one for its first records, even after a drift, and the old one adapts by itself to
-        some drifts.
+        some drifts. With `_race_after_warning`, a background ensemble that made fewer errors than the
+        main one over the period replaces it without a drift alarm.
         """
         if self._pending:
             if self._lead > 0.0:
@@ -549,18 +652,20 @@ class _Boosting(_Estimator):
             elif self._background_expired():
                 self._drop_background()  # the main ensemble adapted: no replacement needed
                 self._reset_detectors()
-            self._lead = 0.0
         elif self._detector.alarm:
             if self._background is None:
                 self._start_background()
                 self._pending = self._fresh_must_win
             if not self._pending:
                 self._replace()
+        elif self._race_after_warning and self._background is not None and self._lead > 0.0:
+            self._replace()  # the warning's background already predicts better: answered before an alarm
         elif self._warning.alarm:
             self._start_background()
             self._warning.reset()
         elif self._background is not None and self._background_expired():
             self._drop_background()  # no drift confirmed the warning: stop paying for it
+        self._lead = 0.0  # a lead counts over one period
 
     def _background_expired(self) -> bool:
         """Whether the background ensemble has learned for `BACKGROUND_LIFE` records."""
@@ -660,10 +765,11 @@ class _Part:
 
 
 class BoostedClassifier(_Boosting, SGTClassifier):
-    """Online gradient boosting of SGT committees, with online bagging and drift detection.
+    """Online gradient boosting of SGTs, with online bagging and drift detection.
 
-    Member m (a committee of K - 1 trees for K classes) learns from the softmax cross-entropy's
-    gradients at the shrunken sum of the members before it plus its own output; see sgt.boosted for
+    Member m (one multi-output tree for K >= 3 classes, one tree while K <= 2; see `multiclass_trees`)
+    learns from the softmax cross-entropy's gradients at the shrunken sum of the members before it
+    plus its own output; see sgt.boosted for
     the algorithm. Same methods and guarantees as SGTClassifier (batching never changes the model,
     `predict_learn_many` is strictly prequential, `to_bytes` restores exactly), plus `n_trees` and
     `n_drifts`.
@@ -763,15 +869,33 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         cost: waiting 1,000 records took the rotating hyperplane from 91.9% to 89.8% and Friedman #1's
         MAE (the regressor) from 1.23 to 1.82.
 
-    RBF with five classes (20,000 records) stays near MOA's SGBT, 86.3% against 86.8%: SGBT learns
-    one binary ensemble of 100 trees per class (500 trees here, against 40), splitting eagerly, and
-    leads in the first 4,000 records. Nothing else measured that keeps the trees and the time per
-    record closed the gap (with `delta` 1e-3): learning rate 0.2 or 0.5, `lambda_` 0.1 to 1, `gamma` 0
-    or 0.5, `linear_lambda` 0.003 to 0.1, `grace_start` 5 or 50, `grace_period` 200, bagging rate 2
-    or none, 32 to 256 bins, the softmax Hessian scaled by K / (K - 1), (K - 1) / K or 2 (K - 1) / K
-    or floored at 0.05 all gave 79.9% to 83.4%; `delta` 0.03 with `grace_period` 50 gave 85.9% at 1.5
-    times the time per record; fewer members with a larger learning rate are faster but less
-    accurate (5 members at 0.5 with `delta` 0.03: 82.3%, 3 at 0.6 with 1e-3: 79.5%).
+    multiclass_trees
+        A member's trees from the third class on. "multi-output" (default): one tree whose leaves hold
+        a value and a linear term per class, under the softmax over every class; its splits take the
+        loss change summed over the classes (sgt.multioutput), so each record is routed once and each
+        leaf attempts once for all classes. "multi-output-reference": the same tree with a value per
+        class but the first (whose score is 0). "per-class": one tree per class but the first, each
+        with its own splits (SGTClassifier's committee; saves written before the parameter restore
+        so). While fewer than three classes are known every member has one tree, whatever the choice
+        (the same model bit for bit). Measured side by side (20,000 records, batches of 1,000; seconds
+        from three interleaved runs under load): RBF-5 86.7% in 5.1 to 6.0 s against 86.3% in 8.5 to 11.9
+        s per class (River's ARF 69.4%, 45 s), 86.6% with the reference class; ImageSegments 87.2% in 0.9
+        to 2.0 s against 87.2% in 2.7 to 5.3 s, 83.0% with the reference class; RBF-5 on 2,000 records
+        68.0% against 66.2% (65.0%); River's Waveform 84.0% in 8.0 s against 84.4% in 8.2 s (84.6%), LED
+        with 10% noise 67.6% in 29.6 s against 65.8% in 37.6 s. Of the multi-output variants measured,
+        linear terms stepping from the first record (`linear_start` 0) gave ImageSegments 89.1% but RBF-5
+        85.9%, and `delta` 0.1 gave RBF-5 87.2% but ImageSegments 87.0%.
+
+    RBF with five classes (20,000 records) stays near MOA's SGBT, 86.7% against 86.8% (86.3% with a
+    tree per class): SGBT learns one binary ensemble of 100 trees per class (500 trees here, against
+    10), splitting eagerly, and leads in the first 4,000 records. With a tree per class, nothing else
+    measured that keeps the trees and the time per record closed the gap (with `delta` 1e-3): learning
+    rate 0.2 or 0.5, `lambda_` 0.1 to 1, `gamma` 0 or 0.5, `linear_lambda` 0.003 to 0.1, `grace_start` 5
+    or 50, `grace_period` 200, bagging rate 2 or none, 32 to 256 bins, the softmax Hessian scaled by K /
+    (K - 1), (K - 1) / K or 2 (K - 1) / K or floored at 0.05 all gave 79.9% to 83.4%; `delta` 0.03 with
+    `grace_period` 50 gave 85.9% at 1.5 times the time per record; fewer members with a larger learning
+    rate are faster but less accurate (5 members at 0.5 with `delta` 0.03: 82.3%, 3 at 0.6 with 1e-3:
+    79.5%).
 
     The other parameters are SGTClassifier's and apply to every tree.
 
@@ -816,7 +940,14 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
         linear_start: int | None = None,
+        multiclass_trees: str = "multi-output",
     ) -> None:
+        if multiclass_trees not in MULTICLASS_TREES:
+            allowed = ", ".join(map(repr, MULTICLASS_TREES))
+            raise ValueError(f"multiclass_trees must be one of {allowed}, got {multiclass_trees!r}")
+        self.multiclass_trees = multiclass_trees
+        self._multi_output = multiclass_trees != "per-class"
+        self._every_class_from_three = multiclass_trees == "multi-output"
         if linear_start is not None:
             _check_int(
                 "linear_start",
@@ -861,11 +992,25 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         del params["proba"], params["linear_gate"]  # not parameters of the ensemble
         if self._delta_by_classes:
             params["delta"] = None
-        return {**self._boosting_params(), **params, "linear_start": self.linear_start}
+        return {
+            **self._boosting_params(),
+            **params,
+            "linear_start": self.linear_start,
+            "multiclass_trees": self.multiclass_trees,
+        }
+
+    def _saved_params(self) -> dict[str, Any]:
+        # "per-class" is what a save without the parameter restores to: left out, such a model saves the
+        # bytes of the format before the parameter
+        params = super()._saved_params()
+        if self.multiclass_trees == "per-class":
+            params.pop("multiclass_trees", None)  # (absent from the adaptive classifier's)
+        return params
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
+        params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
         params = super()._params_from_saved(params, loss)
         del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
         return params
@@ -876,26 +1021,35 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         self._restore_boosting(extra)
         classes = extra["classes"]
-        if any(len(m._trees) != max(0, len(classes) - 1) for m in self._all_members()):
-            raise ValueError(f"{len(classes)} classes need {max(0, len(classes) - 1)} trees per member")
+        outputs = self._outputs_for_classes(len(classes))
+        if any(m.n_outputs != outputs for m in self._all_members()):
+            raise ValueError(f"{len(classes)} classes need {outputs} outputs per member")
         self._classes = [_check_label(c) for c in classes]
         self._class_index = {label: k for k, label in enumerate(self._classes)}
         self._follow_classes()  # the trees were restored with the model's delta before its classes
         if any(len(e) != self._member_count() for e in (self._members, self._background) if e is not None):
             raise ValueError(f"{len(self._members)} members do not match {len(classes)} classes")
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
+        return self._outputs_for_classes(len(self._classes))
+
+    def _outputs_for_classes(self, n_classes: int) -> int:
+        if self._every_class_from_three and n_classes >= 3:
+            return n_classes
+        return max(0, n_classes - 1)
+
+    def _n_scores(self) -> int:
         return max(0, len(self._classes) - 1)
 
-    def _member_delta(self, n_trees: int) -> float:
+    def _member_delta(self, n_outputs: int) -> float:
         if not self._delta_by_classes:
             return self.delta
-        return MULTICLASS_DELTA if n_trees >= 2 else BINARY_DELTA
+        return MULTICLASS_DELTA if n_outputs >= 2 else BINARY_DELTA
 
-    def _linear_start(self, n_trees: int) -> int:
+    def _linear_start(self, n_outputs: int) -> int:
         if self.linear_start is not None:
             return self.linear_start
-        return MULTICLASS_LINEAR_START if n_trees >= 2 else 0
+        return MULTICLASS_LINEAR_START if n_outputs >= 2 else 0
 
     def _member_count(self) -> int:
         if self.n_members is not None:
@@ -903,8 +1057,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         return MULTICLASS_MEMBERS if len(self._classes) >= 3 else BINARY_MEMBERS
 
     def _growth_cuts(self, events: np.ndarray) -> np.ndarray:
+        """After the row that brings the third class when members are added there, or when members
+        then start scoring every class (their raw scores move to other columns)."""
         third = 2 - len(self._classes)  # the event that brings the third class, if in this batch
-        if self.n_members is not None or not 0 <= third < events.size:
+        if (self.n_members is not None and not self._every_class_from_three) or not 0 <= third < events.size:
             return events[:0]
         return events[third : third + 1] + 1
 
@@ -917,16 +1073,22 @@ class BoostedClassifier(_Boosting, SGTClassifier):
 
     def _follow_classes(self) -> None:
         """With `delta` None: the delta of the classes known now, for new members and every tree."""
-        self.delta = self._member_delta(self._n_trees_per_member())
+        self.delta = self._member_delta(self._n_outputs_per_member())
         for member in self._all_members():
-            member.set_tree_params(delta=self._member_delta(len(member._trees)))
+            member.set_tree_params(delta=self._member_delta(member.n_outputs))
 
     def _n_raw(self, n_events: int) -> int:
         return max(1, len(self._classes) + n_events - 1)
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = softmax_with_reference(point)[1:]
-        y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if every_class:  # the softmax over every class: the same as over the scores less the first's
+            p = softmax_with_reference(point[1:] - point[:1])
+            y = targets[None, :] == np.arange(point.shape[0])[:, None]
+        else:
+            p = softmax_with_reference(point)[1:]
+            y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
         return p - y, p * (1.0 - p)
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
@@ -1058,7 +1220,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             raise ValueError("every member of a regressor has one tree")
         SGTRegressor._restore_extra(self, extra)
 
-    def _n_trees_per_member(self) -> int:
+    def _n_outputs_per_member(self) -> int:
         return 1
 
     def _n_raw(self, n_events: int) -> int:
@@ -1067,7 +1229,9 @@ class BoostedRegressor(_Boosting, SGTRegressor):
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F
 
-    def _loss_gradients(self, point: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         g, h = self.loss.gradient_hessian(targets, point[0])
         return g[None, :], h[None, :]
 

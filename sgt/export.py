@@ -61,26 +61,42 @@ def _committee_classes(model: BaseSGT) -> list[Any] | None:
 def _labelled_trees(model: BaseSGT) -> list[tuple[str, Tree]]:
     """Each tree a view shows, with its heading: "tree t", or "member m tree t" in an ensemble, and
     for a committee classifier the class the tree scores against the reference class."""
-    classes = _committee_classes(model)
+    classes = _committee_classes(model) or []
     out = []
     for group in model._tree_groups():
         prefix = f"{group.name} " if group.name else ""
+        # the class of the group's next output: the second, unless its one tree scores every class
+        every = len(group.trees) == 1 and group.trees[0].n_outputs == len(classes) > 1
+        first = 0 if every else 1
         for t, tree in enumerate(group.trees):
-            versus = "" if not classes else f" (class {classes[t + 1]!r} against {classes[0]!r})"
+            scored = classes[first : first + tree.n_outputs]
+            first += tree.n_outputs
+            if not scored:
+                versus = ""
+            elif every:  # a multi-output tree with a value per class
+                versus = f" (classes {', '.join(map(repr, scored))})"
+            elif tree.n_outputs == 1:
+                versus = f" (class {scored[0]!r} against {classes[0]!r})"
+            else:  # a multi-output tree with a value per class but the first
+                versus = f" (classes {', '.join(map(repr, scored))} against {classes[0]!r})"
             out.append((f"{prefix}tree {t}{versus}", tree))
     return out
 
 
 def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
     base = model._base()
+    multi = tree.n_outputs > 1  # a multi-output tree: a value (and weights) per output, in a list
+    values = [float(v) + base for v in tree.value[node].reshape(-1)]
     out: dict[str, Any] = {
         "id": node,
-        "value": float(tree.value[node]) + base,
+        "value": values if multi else values[0],
         "depth": int(tree.depth[node]),
     }
     feature = int(tree.feature[node])
     if tree.linear:  # linear leaves: the weight of each numeric feature's input (sgt.tree.leaf_inputs)
-        out["weights"] = {model._space.names[j]: float(tree.weights[node, j]) for j in tree.layout.numeric}
+        names, rows = model._space.names, tree.weights[node].reshape(tree.n_outputs, -1)
+        weights = [{names[j]: float(row[j]) for j in tree.layout.numeric} for row in rows]
+        out["weights"] = weights if multi else weights[0]
     if feature < 0:
         out.update(leaf=True, n=tree.leaf_count(node))
         return out
@@ -116,7 +132,7 @@ def to_text(model: BaseSGT) -> str:
 def _text(node: dict[str, Any], indent: int, lines: list[str]) -> None:
     pad = "  " * indent
     if node["leaf"]:
-        lines.append(f"{pad}leaf value={node['value']:.6g} n={node['n']}")
+        lines.append(f"{pad}leaf value={_format(node['value'], '.6g')} n={node['n']}")
         return
     for k, child in enumerate(node["children"]):
         condition = _condition(node, k)
@@ -150,7 +166,7 @@ def to_dot(model: BaseSGT) -> str:
 def _dot(node: dict[str, Any], prefix: str, lines: list[str]) -> None:
     me = f"{prefix}n{node['id']}"
     if node["leaf"]:
-        lines.append(f'    {me} [label="{node["value"]:.4g}\\nn={node["n"]}", style=rounded];')
+        lines.append(f'    {me} [label="{_format(node["value"], ".4g")}\\nn={node["n"]}", style=rounded];')
         return
     lines.append(f'    {me} [label="{_escape(node["feature"])}"];')
     for k, child in enumerate(node["children"]):
@@ -159,6 +175,13 @@ def _dot(node: dict[str, Any], prefix: str, lines: list[str]) -> None:
             condition += " (missing)"
         lines.append(f'    {me} -> {prefix}n{child["id"]} [label="{_escape(condition)}"];')
         _dot(child, prefix, lines)
+
+
+def _format(value: float | list[float], spec: str) -> str:
+    """A leaf's value, or a multi-output leaf's values in brackets."""
+    if isinstance(value, list):
+        return "[" + ", ".join(format(v, spec) for v in value) + "]"
+    return format(value, spec)
 
 
 def _escape(text: str) -> str:

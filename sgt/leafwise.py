@@ -1,12 +1,13 @@
 """The exact batch path of a model with one tree, taken node by node (sgt.base's `_run_codes` uses it).
 
-A model with one tree (a binary classifier, a regressor, a member of a binary or regression ensemble)
-computes a row's gradient from the tree's prediction of that row alone, and the prediction from the
-node the row reaches. Learning a row changes that node only: the row joins its leaf's pending block,
-and when the block fills, the leaf's attempt changes the leaf (its value, its linear term, or a split
-into children); a row that stops at a nominal branch with a category the branch has never learned
-gives the branch a child for it. So a row's prediction and gradient depend only on the *events* of
-its own node before it (attempts, new category children), never on rows at other nodes.
+A model with one tree (a binary classifier, a regressor, a member of an ensemble with one tree per
+member, multi-output ones included) computes a row's gradient from the tree's prediction of that row
+alone, and the prediction from the node the row reaches. Learning a row changes that node only: the
+row joins its leaf's pending block, and when the block fills, the leaf's attempt changes the leaf (its
+value, its linear term, or a split into children); a row that stops at a nominal branch with a
+category the branch has never learned gives the branch a child for it. So a row's prediction and
+gradient depend only on the *events* of its own node before it (attempts, new category children),
+never on rows at other nodes.
 
 The chunked path (sgt.base) cuts the whole run at every event of any leaf, and pays numpy's fixed cost
 per call in every chunk. This path instead takes, in one numpy pass, the rows of every node up to that
@@ -51,7 +52,7 @@ class Run(NamedTuple):
     codes: np.ndarray
     targets: np.ndarray
     learn: np.ndarray
-    raw_out: np.ndarray  # [rows, trees]: the raw score each row was predicted with
+    raw_out: np.ndarray  # [rows, outputs]: the raw scores each row was predicted with
     outputs_at: np.ndarray
     inputs: LeafInputs
 
@@ -116,15 +117,17 @@ def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, run: Run
     tree: Tree = model._trees[0]
     nodes = run.nodes[rows]
     inputs = LeafInputs(run.inputs.columns, run.inputs.values[rows], run.inputs.every_column)
-    raw = tree.predict_rows(nodes, inputs) + model._base()
-    run.raw_out[rows, 0] = raw
+    raw = tree.predict_outputs(nodes, inputs) + model._base()  # [outputs, rows]
+    run.raw_out[rows, : raw.shape[0]] = raw.T
     run.outputs_at[rows] = model._n_outputs()
     appended = np.flatnonzero(run.learn[rows] & leaf)
     if not appended.size:
         return
     learned = rows[appended]
-    g, h = model._gradients(raw[appended][None, :], run.targets[learned])
-    tree.append(nodes[appended], run.codes[learned], g[0], h[0])
+    g, h = model._gradients(raw[:, appended], run.targets[learned])
+    if tree.n_outputs == 1:
+        g, h = g[0], h[0]
+    tree.append(nodes[appended], run.codes[learned], g, h)
     model._n_seen += int(appended.size)
 
 
@@ -161,7 +164,7 @@ def _horizon(tree: Tree, rest: np.ndarray, run: Run, stop: int) -> int:
     learned = rest[run.learn[rest]]
     if not learned.size:
         return stop
-    at = np.unique(run.nodes[learned])
+    at = run.nodes[learned]  # (repeated nodes leave the smallest need as it is)
     slot = tree.slot[at]
     need = int(np.where(tree.feature[at] >= 0, 1, tree.block[slot] - tree.pending_n[slot]).min())
     return int(learned[need - 1]) if need <= learned.size else stop

@@ -41,13 +41,16 @@ from sgt.stats import CGH, M2G, M2H, MG, MH, N, merge
 __all__ = [
     "Candidate",
     "best_nominal",
+    "best_nominal_outputs",
     "best_numeric",
     "best_numeric_leaves",
+    "best_numeric_outputs",
     "best_numeric_planes",
     "f_test",
     "loss_change",
     "newton_step",
     "null_candidate",
+    "null_candidate_outputs",
     "pooled",
     "pooled_variance",
 ]
@@ -59,9 +62,9 @@ class Candidate:
 
     `mean` is the penalised mean loss change per instance, `variance` the pooled sample variance of
     the per-instance loss changes, `deltas` the value change of each child (one entry for the null
-    candidate). A numeric split sends bins `<= threshold` (0-based) left; a nominal split has one
-    child per entry of `categories` (category codes). `missing_child` takes instances whose value
-    is missing.
+    candidate; a multi-output leaf's: [children, outputs]). A numeric split sends bins `<= threshold`
+    (0-based) left; a nominal split has one child per entry of `categories` (category codes).
+    `missing_child` takes instances whose value is missing.
     """
 
     feature: int
@@ -144,6 +147,19 @@ def null_candidate(total: np.ndarray, lambda_: float) -> Candidate:
     delta, mean, within = _group_loss(mg, mh, m2g, m2h, cgh, lambda_)
     variance = within / (n - 1.0) if n > 1 else math.nan
     return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([delta]))
+
+
+def null_candidate_outputs(total: np.ndarray, lambda_: float) -> Candidate:
+    """`null_candidate` of a multi-output leaf (`total` [outputs, 6]): each output's step, the sum of
+    their mean loss changes and of their variances (`deltas` [1, outputs])."""
+    mean = variance = 0.0
+    deltas = []
+    for n, mg, mh, m2g, m2h, cgh in total.tolist():
+        delta, mu, within = _group_loss(mg, mh, m2g, m2h, cgh, lambda_)
+        deltas.append(delta)
+        mean += mu
+        variance += within / (n - 1.0) if n > 1 else math.nan
+    return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([deltas]))
 
 
 def best_numeric(
@@ -231,6 +247,87 @@ def best_numeric_leaves(
     leaf's instances. The same steps with one more leading axis: every element sees the same
     operations, and every sum runs along the same contiguous last axis, so each leaf gets the bits
     it gets alone."""
+    scores = _threshold_scores(planes, lambda_)
+    # counts are never NaN: min > 0 is "both > 0"; mean == mean is "not NaN"
+    usable = scores.usable & (scores.mean == scores.mean)
+    mean = np.where(usable, scores.mean + (gamma * 2.0 / n)[:, None, None], np.inf)
+    thresholds = mean.shape[2]
+    winners = np.argmin(mean.reshape(mean.shape[0], -1), axis=1).tolist()
+    out: list[Candidate | None] = []
+    for k, winner in enumerate(winners):
+        f, t = divmod(winner, thresholds)
+        best = float(mean[k, f, t])
+        if not math.isfinite(best):
+            out.append(None)
+            continue
+        to_left = bool(scores.missing_left[k, f, t])
+        out.append(
+            Candidate(
+                feature=int(features[f]) if features is not None else f,
+                mean=best,
+                variance=scores.variance(k, f, t, lambda_),
+                deltas=scores.delta[k, :, f, t].copy(),
+                threshold=t,
+                missing_child=0 if to_left else 1,
+            )
+        )
+    return out
+
+
+def best_numeric_outputs(
+    planes: np.ndarray, lambda_: float, gamma: float, n: float, features: np.ndarray | None = None
+) -> Candidate | None:
+    """The best threshold of a multi-output leaf: `planes` [outputs, 6, F, B + 1], each output's
+    statistics of the same instances (so the same counts). A threshold's mean loss change is the sum
+    of the outputs' (one step per output and side), plus the penalty once; its variance is the sum of
+    the outputs' variances (the statistics hold no covariance between outputs: taken as independent).
+    The winner's `deltas` are [2, outputs]: each side's step of each output."""
+    scores = _threshold_scores(planes, lambda_)
+    usable = scores.usable[0] & (scores.mean == scores.mean).all(axis=0)
+    total = np.add.reduce(scores.mean, axis=0, initial=-0.0)  # outputs in order (rows of [K, F, T])
+    mean = np.where(usable, total + gamma * 2.0 / n, np.inf)
+    f, t = divmod(int(np.argmin(mean)), mean.shape[1])
+    best = float(mean[f, t])
+    if not math.isfinite(best):
+        return None
+    variance = 0.0
+    for k in range(planes.shape[0]):
+        variance += scores.variance(k, f, t, lambda_)
+    return Candidate(
+        feature=int(features[f]) if features is not None else f,
+        mean=best,
+        variance=variance,
+        deltas=scores.delta[:, :, f, t].T.copy(),
+        threshold=t,
+        missing_child=0 if scores.missing_left[0, f, t] else 1,
+    )
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """Every threshold's unpenalised mean loss change and steps for several statistics [L, 6, F, B + 1]
+    (leaves, or a leaf's outputs), and what the winner's variance is computed from."""
+
+    planes: np.ndarray
+    first: np.ndarray
+    dev: np.ndarray
+    sides: np.ndarray
+    centre: np.ndarray
+    missing_left: np.ndarray  # [L, F, T]
+    delta: np.ndarray  # [L, 2, F, T]: each side's step
+    mean: np.ndarray  # [L, F, T]
+    usable: np.ndarray  # [L, F, T]: both sides hold a known value
+
+    def variance(self, k: int, f: int, t: int, lambda_: float) -> float:
+        to_left = bool(self.missing_left[k, f, t])
+        return _winner_variance(
+            self.planes[k], self.first[k], self.dev[k], self.sides[k], self.centre[k], f, t, to_left, lambda_
+        )
+
+
+def _threshold_scores(planes: np.ndarray, lambda_: float) -> _Scores:
+    """The steps of `best_numeric_planes` for [L, 6, F, B + 1] statistics, with one more leading axis:
+    every element sees the same operations, and every sum runs along the same contiguous last axis."""
     # C order: the sums over bins below must run along the fast axis in memory (numpy sums pairwise
     # there), as they did on the per-feature arrays
     planes = np.ascontiguousarray(planes)
@@ -258,31 +355,8 @@ def best_numeric_leaves(
     mu = means[:, 0] * delta + 0.5 * means[:, 1] * delta * delta
     weighted = sides[:, 0] * mu
     mean = (weighted[:, 0] + weighted[:, 1]) / np.maximum(sides[:, 0, 0] + sides[:, 0, 1], 1.0)
-    # counts are never NaN: min > 0 is "both > 0"; mean == mean is "not NaN"
-    usable = (np.minimum(known_left[:, 0], known_right[:, 0]) > 0) & (mean == mean)
-    mean = np.where(usable, mean + (gamma * 2.0 / n)[:, None, None], np.inf)
-    thresholds = mean.shape[2]
-    winners = np.argmin(mean.reshape(mean.shape[0], -1), axis=1).tolist()
-    out: list[Candidate | None] = []
-    for k, winner in enumerate(winners):
-        f, t = divmod(winner, thresholds)
-        best = float(mean[k, f, t])
-        if not math.isfinite(best):
-            out.append(None)
-            continue
-        to_left = bool(missing_left[k, f, t])
-        variance = _winner_variance(planes[k], first[k], dev[k], sides[k], centre[k], f, t, to_left, lambda_)
-        out.append(
-            Candidate(
-                feature=int(features[f]) if features is not None else f,
-                mean=best,
-                variance=variance,
-                deltas=delta[k, :, f, t].copy(),
-                threshold=t,
-                missing_child=0 if to_left else 1,
-            )
-        )
-    return out
+    usable = np.minimum(known_left[:, 0], known_right[:, 0]) > 0  # counts are never NaN
+    return _Scores(planes, first, dev, sides, centre, missing_left, delta, mean, usable)
 
 
 def _winner_variance(
@@ -370,6 +444,31 @@ def best_nominal(block: np.ndarray, lambda_: float, gamma: float, n: float, feat
         mean=float(mean) + gamma * categories.size / n,
         variance=float(variance),
         deltas=delta,
+        categories=categories.astype(np.int64),
+        missing_child=missing_child,
+    )
+
+
+def best_nominal_outputs(
+    block: np.ndarray, lambda_: float, gamma: float, n: float, feature: int
+) -> Candidate | None:
+    """`best_nominal` of a multi-output leaf: `block` [K + 1, outputs, 6]. The children's mean loss
+    changes and variances are summed over the outputs (as `best_numeric_outputs`); `deltas` are
+    [children, outputs]."""
+    counts = block[1:, 0, N]
+    categories = np.flatnonzero(counts > 0) + 1
+    if categories.size < 2:
+        return None
+    children = block[categories].copy()  # [m, outputs, 6]
+    missing_child = int(np.argmax(children[:, 0, N]))
+    if block[0, 0, N] > 0:
+        children[missing_child] = merge(children[missing_child], block[0])
+    mean, variance, delta = pooled(np.ascontiguousarray(children.transpose(1, 0, 2)), lambda_)
+    return Candidate(
+        feature=feature,
+        mean=float(np.add.reduce(mean, initial=-0.0)) + gamma * categories.size / n,
+        variance=float(np.add.reduce(variance, initial=-0.0)),
+        deltas=delta.T.copy(),
         categories=categories.astype(np.int64),
         missing_child=missing_child,
     )

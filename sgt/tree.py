@@ -135,7 +135,11 @@ def leaf_inputs_of(layout: Layout, codes: np.ndarray) -> LeafInputs:
 class Tree:
     """A single SGT: nodes, leaf slots and the split attempt. Used through the estimators."""
 
+    #: raw scores per record (sgt.multioutput.MultiOutputTree has several)
+    n_outputs = 1
+
     def __init__(self, params: Params, layout: Layout, root_value: float = 0.0) -> None:
+        out = self._output_axes()
         self.params = params
         self.layout = layout
         self.n_splits = 0
@@ -148,35 +152,43 @@ class Tree:
         self.right = np.empty(0, dtype=np.int32)
         self.table = np.empty(0, dtype=np.int32)
         self.missing = np.empty(0, dtype=np.int32)
-        self.value = np.empty(0, dtype=np.float64)
+        self.value = np.empty((0, *out), dtype=np.float64)
         self.depth = np.empty(0, dtype=np.int32)
         self.parent = np.empty(0, dtype=np.int32)
         self.slot = np.empty(0, dtype=np.int32)
         self.tables: list[np.ndarray] = []
         # linear leaves: one weight per feature and node (numeric features only; see leaf_inputs)
         self.linear = params.leaf_model == "linear"
-        self.weights = np.zeros((0, layout.n_features))
+        self.weights = np.zeros((0, *out, layout.n_features))
         self._mirror: tuple[list[Any], ...] | None = None
         # leaf slots
         self.n_slots = 0
         self.slot_node = np.empty(0, dtype=np.int32)
-        self.stats = np.zeros((0, layout.n_columns, WIDTH))
-        self.total = np.zeros((0, WIDTH))
+        self.stats = np.zeros((0, layout.n_columns, *out, WIDTH))
+        self.total = np.zeros((0, *out, WIDTH))
         self.pending_n = np.zeros(0, dtype=np.int64)
         self.block = np.zeros(0, dtype=np.int64)  # instances of the slot's next block
         # pending rows grow on demand up to grace_period (a large grace period costs memory only
         # when leaves actually hold that many instances)
         rows = min(params.grace_period, INITIAL_PENDING_ROWS)
         self.pending_codes = np.zeros((0, rows, layout.n_features), dtype=CODE_DTYPE)
-        self.pending_g = np.zeros((0, rows))
-        self.pending_h = np.zeros((0, rows))
+        self.pending_g = np.zeros((0, rows, *out))
+        self.pending_h = np.zeros((0, rows, *out))
         self._new_leaf(parent=NO_NODE, value=root_value, depth=0)
 
+    def _output_axes(self) -> tuple[int, ...]:
+        """The axes values, linear terms, statistics and gradients have per output: none for one."""
+        return ()
+
+    def merged_count(self, slot: int) -> float:
+        """Instances merged into a slot's statistics since its last reset."""
+        return float(self.total[slot, N])
+
     # -- structure -----------------------------------------------------------------------------
-    def _new_leaf(self, parent: int, value: float, depth: int, slot: int | None = None) -> int:
+    def _new_leaf(self, parent: int, value: Any, depth: int, slot: int | None = None) -> int:
         self._mirror = None  # the structure changes: rebuild the routing mirror when next needed
         node = self.n_nodes
-        if node == self.value.size:
+        if node == self.feature.size:
             self._grow_nodes(max(8, 2 * node))
         self.n_nodes += 1
         self.feature[node] = -1
@@ -205,10 +217,7 @@ class Tree:
 
     def _grow_nodes(self, capacity: int) -> None:
         for name in NODE_ARRAYS:
-            old = getattr(self, name)
-            new = np.zeros(capacity, dtype=old.dtype)
-            new[: old.size] = old
-            setattr(self, name, new)
+            setattr(self, name, _grow(getattr(self, name), capacity))
         if self.linear:
             self.weights = _grow(self.weights, capacity)
 
@@ -253,7 +262,7 @@ class Tree:
         feature block keeps summarising every instance of the leaf.
         """
         old = self.layout
-        stats = np.zeros((self.stats.shape[0], layout.n_columns, WIDTH))
+        stats = np.zeros((self.stats.shape[0], layout.n_columns, *self.stats.shape[2:]))
         for j in range(layout.n_features):
             start = int(layout.offsets[j])
             if j < old.n_features:
@@ -265,8 +274,8 @@ class Tree:
         codes[:, :, : old.n_features] = self.pending_codes
         self.stats, self.pending_codes, self.layout = stats, codes, layout
         if self.linear:
-            weights = np.zeros((self.weights.shape[0], layout.n_features))
-            weights[:, : old.n_features] = self.weights
+            weights = np.zeros((*self.weights.shape[:-1], layout.n_features))
+            weights[..., : old.n_features] = self.weights
             self.weights = weights
 
     def regrid(self, regrid: Regrid) -> None:
@@ -309,15 +318,15 @@ class Tree:
         """
         j, n = regrid.feature, self.n_nodes
         (lo, hi), (new_lo, new_hi) = regrid.old_range, regrid.new_range
-        w = self.weights[:n, j]
+        w = self.weights[:n, ..., j]
         span, new_span = hi - lo, new_hi - new_lo
         scale = new_span / span if hi != lo else math.inf
         if not math.isfinite(scale):
             self.value[:n] += w * _input(1, self.layout.bins)
-            self.weights[:n, j] = 0.0
+            self.weights[:n, ..., j] = 0.0
             return
         self.value[:n] += w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
-        self.weights[:n, j] = w * scale
+        self.weights[:n, ..., j] = w * scale
 
     # -- prediction ----------------------------------------------------------------------------
     def predict_rows(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
@@ -338,6 +347,14 @@ class Tree:
         terms[0] = out
         np.multiply(weights.T, inputs.values[first : first + out.size].T, out=terms[1:])
         return _sums_in_order(terms)
+
+    def predict_outputs(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
+        """`predict_rows` as [outputs, rows] (what an estimator with multi-output trees stacks)."""
+        return self.predict_rows(nodes, inputs, first)[None]
+
+    def predict_outputs_one(self, node: int, codes: Sequence[int] | np.ndarray) -> list[float]:
+        """`predict_one` as a list of the outputs' raw scores."""
+        return [self.predict_one(node, codes)]
 
     def predict_one(self, node: int, codes: Sequence[int] | np.ndarray) -> float:
         """`predict_rows` for one row, in Python floats (the same operations in the same order)."""
@@ -417,7 +434,7 @@ class Tree:
             grown[: lookup.size] = lookup
             self.tables[self.table[branch]] = lookup = grown
         child = self._new_leaf(
-            parent=branch, value=float(self.value[branch]), depth=int(self.depth[branch]) + 1
+            parent=branch, value=self.value[branch].copy(), depth=int(self.depth[branch]) + 1
         )
         lookup[code] = child
         return child
@@ -466,9 +483,11 @@ class Tree:
             window *= 4
 
     def learn_one(
-        self, node: int, codes: Sequence[int] | np.ndarray, g: float, h: float, space: FeatureSpace
+        self, node: int, codes: Sequence[int] | np.ndarray, g: Any, h: Any, space: FeatureSpace
     ) -> bool:
-        """Add one instance to leaf `node`; attempt a split when its block fills. True if split."""
+        """Add one instance to leaf `node`; attempt a split when its block fills. True if split.
+
+        `g` and `h`: a float each, or one per output."""
         slot = int(self.slot[node])
         position = int(self.pending_n[slot])
         if position >= self.pending_g.shape[1]:
@@ -512,7 +531,7 @@ class Tree:
         or a split, which hands out node ids and slots: so attempts act in the order of their rows).
         True if the leaf split."""
         slot = int(self.slot[node])
-        n = float(self.total[slot, N])
+        n = self.merged_count(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
             self.block[slot] = min(2 * int(self.block[slot]), self.params.grace_period)
@@ -640,15 +659,19 @@ class Tree:
         self.value[node] += shift
         self.weights[node] = 0.0
 
-    def _linear_step(self, node: int, step: list[float], centre: np.ndarray) -> None:
-        """Apply a Newton step of the linear term (unless it overflowed): w -= s, value += s . c."""
+    def _linear_step(
+        self, node: int, step: list[float], centre: np.ndarray, output: tuple[int, ...] = ()
+    ) -> None:
+        """Apply a Newton step of the linear term (unless it overflowed): w -= s, value += s . c
+        (of `output`: see `_newton_step`)."""
         if not all(math.isfinite(v) for v in step):
             return
-        self.weights[node, self.layout.numeric] -= step
+        index: tuple[Any, ...] = (node, *output, self.layout.numeric)
+        self.weights[index] -= step
         shift = step[0] * float(centre[0])  # summed in order, as np.cumsum does
         for s_j, c_j in zip(step[1:], centre[1:].tolist()):
             shift += s_j * c_j
-        self.value[node] += shift
+        self.value[(node, *output)] += shift
 
     def _merge_leaves(self, slots: np.ndarray) -> None:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own
@@ -695,7 +718,7 @@ class Tree:
         """Each leaf's best candidate (the null one, the best numeric split, each nominal split), the
         numeric splits of all the leaves searched in one pass (sgt.split.best_numeric_leaves)."""
         params, layout = self.params, self.layout
-        bests = [null_candidate(self.total[slot], params.lambda_) for slot in slots]
+        bests = [self._null_candidate(slot) for slot in slots]
         open_ = [
             k
             for k, node in enumerate(nodes)
@@ -717,6 +740,12 @@ class Tree:
                     bests[k] = candidate
         return bests
 
+    def _null_candidate(self, slot: int) -> Candidate:
+        return null_candidate(self.total[slot], self.params.lambda_)
+
+    def _nominal_candidate(self, block: np.ndarray, n: float, feature: int) -> Candidate | None:
+        return best_nominal(block, self.params.lambda_, self.params.gamma, n, feature)
+
     def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
         """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
         at once for several slots: [slots, 6, F, B + 1])."""
@@ -732,17 +761,17 @@ class Tree:
 
     def _nominal_candidates(self, node: int, slot: int, by_feature: dict[int, Candidate | None]) -> None:
         """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one)."""
-        layout, params = self.layout, self.params
+        layout = self.layout
         if not layout.nominal:
             return
-        n = float(self.total[slot, N])
+        n = self.merged_count(slot)
         # a walk to the root (about 30% of a split search on deep trees): only with nominal features
         used = self._nominal_on_path(node)
         for j in layout.nominal:
             if j not in used:
                 start = int(layout.offsets[j])
                 block = self.stats[slot, start : start + layout.widths[j]]
-                by_feature[j] = best_nominal(block, params.lambda_, params.gamma, n, j)
+                by_feature[j] = self._nominal_candidate(block, n, j)
 
     def _nominal_on_path(self, node: int) -> set[int]:
         """Nominal features already split on between the root and `node` (split once per path)."""
@@ -755,10 +784,10 @@ class Tree:
         return used
 
     def _split(self, node: int, slot: int, candidate: Candidate, space: FeatureSpace) -> None:
-        value = float(self.value[node])
+        value = self.value[node].copy()  # a float, or one per output: each child adds its step
         depth = int(self.depth[node]) + 1
         children = [
-            self._new_leaf(node, value + float(d), depth, slot=slot if k == 0 else None)
+            self._new_leaf(node, value + d, depth, slot=slot if k == 0 else None)
             for k, d in enumerate(candidate.deltas)
         ]
         self.feature[node] = candidate.feature
@@ -788,7 +817,7 @@ class Tree:
     def leaf_count(self, node: int) -> int:
         """Instances at a leaf since its last reset (merged plus pending)."""
         slot = int(self.slot[node])
-        return int(self.total[slot, N]) + int(self.pending_n[slot])
+        return int(self.merged_count(slot)) + int(self.pending_n[slot])
 
     def nbytes(self) -> int:
         """Bytes of the live state: node arrays and the slots of the current leaves."""
@@ -855,32 +884,38 @@ class Tree:
         arrays: dict[str, np.ndarray],
     ) -> Tree:
         """The tree `saved` wrote, checked so that routing can walk it (SerializationError if not)."""
-        tree = cls(params, layout)
+        tree = cls._empty(params, layout, counters)
+        out = tree._output_axes()
         n, s = int(counters["n_nodes"]), int(counters["n_slots"])
         for name in NODE_ARRAYS:
-            values = expect_shape(f"{prefix}.{name}", arrays[f"{prefix}.{name}"], (n,))
+            shape = (n, *out) if name == "value" else (n,)
+            values = expect_shape(f"{prefix}.{name}", arrays[f"{prefix}.{name}"], shape)
             setattr(tree, name, values.astype(getattr(tree, name).dtype))
         tree.n_nodes, tree.n_slots = n, s
         tree.n_splits, tree.n_updates = int(counters["n_splits"]), int(counters["n_updates"])
         tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
-        tree.stats = _dense_stats(prefix, arrays, s, layout.n_columns)
-        tree.total = arrays[f"{prefix}.total"].reshape(s, WIDTH)
+        tree.stats = _dense_stats(prefix, arrays, (s, layout.n_columns, *out))
+        tree.total = arrays[f"{prefix}.total"].reshape(s, *out, WIDTH)
         tree._load_pending(prefix, arrays)
         tree.tables = [
             arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(counters["n_tables"]))
         ]
         if tree.linear:
-            tree.weights = np.zeros((n, layout.n_features))
+            shape = (n, *out, layout.n_features)
+            tree.weights = np.zeros(shape)
             if f"{prefix}.weights" in arrays:  # (absent: written with constant leaves)
                 weights = arrays[f"{prefix}.weights"]
-                if weights.shape != (n, layout.n_features):
-                    raise SerializationError(
-                        f"{prefix}: weights of shape {weights.shape}, not ({n}, {layout.n_features})"
-                    )
+                if weights.shape != shape:
+                    raise SerializationError(f"{prefix}: weights of shape {weights.shape}, not {shape}")
                 tree.weights = weights.astype(np.float64)
         tree._mirror = None
         _check_structure(prefix, tree)
         return tree
+
+    @classmethod
+    def _empty(cls, params: Params, layout: Layout, counters: dict[str, Any]) -> Tree:
+        """A fresh tree of the kind `counters` describe, for `from_saved` to fill."""
+        return cls(params, layout)
 
     def _load_pending(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
         """The slots' block sizes and pending blocks, from `saved`'s arrays (after the slot count)."""
@@ -902,12 +937,14 @@ class Tree:
             raise SerializationError(
                 f"{prefix}: pending codes have shape {codes.shape}, not [n, {n_features}]"
             )
-        if not (codes.shape[0] == g.size == h.size == int(self.pending_n.sum())):
+        out = self._output_axes()
+        count = int(self.pending_n.sum())
+        if not (codes.shape[0] == count and g.shape == h.shape == (count, *out)):
             raise SerializationError(f"{prefix}: pending blocks disagree in size")
         rows = min(grace, max(INITIAL_PENDING_ROWS, int(self.pending_n.max(initial=0))))
         self.pending_codes = np.zeros((s, rows, n_features), dtype=codes.dtype)
-        self.pending_g = np.zeros((s, rows))
-        self.pending_h = np.zeros((s, rows))
+        self.pending_g = np.zeros((s, rows, *out))
+        self.pending_h = np.zeros((s, rows, *out))
         ends = np.cumsum(self.pending_n)
         for k in range(s):
             size = int(self.pending_n[k])
@@ -928,20 +965,21 @@ def _sparse_stats(prefix: str, stats: np.ndarray) -> list[NamedArray]:
     return [(f"{prefix}.stats_index", index), (f"{prefix}.stats_rows", rows[index])]
 
 
-def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], slots: int, columns: int) -> np.ndarray:
-    """The [slots, columns, 6] statistics of a tree from either format, checked against its layout."""
+def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """The [slots, columns, (outputs,) 6] statistics of a tree from either format, checked against its
+    layout (`shape`: all but the last axis)."""
     if f"{prefix}.stats" in arrays:  # format 1
-        return arrays[f"{prefix}.stats"].reshape(slots, columns, WIDTH)
+        return arrays[f"{prefix}.stats"].reshape(*shape, WIDTH)
     index = arrays[f"{prefix}.stats_index"]
     values = arrays[f"{prefix}.stats_rows"]
-    total = slots * columns
+    total = math.prod(shape)
     if index.ndim != 1 or values.shape != (index.size, WIDTH):
         raise SerializationError(f"{prefix}: sparse statistics disagree in size")
     if index.size and (index[0] < 0 or index[-1] >= total or (np.diff(index) <= 0).any()):
         raise SerializationError(f"{prefix}: sparse statistics index out of order or range")
     dense = np.zeros((total, WIDTH))
     dense[index] = values
-    return dense.reshape(slots, columns, WIDTH)
+    return dense.reshape(*shape, WIDTH)
 
 
 def _check_structure(prefix: str, tree: Tree) -> None:
@@ -1058,6 +1096,26 @@ def _solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:
         for j in range(k + 1, n):
             total -= row[j] * x[j]
         x[k] = total / row[k]
+    return x
+
+
+def _solve_positive_definite_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`_solve_positive_definite` of several systems side by side (`a` [m, n, n], `b` [m, n]): the
+    same elementwise steps in the same order on each system's numbers, so each gets its own bits
+    (numpy rounds each product and difference once, as Python floats do)."""
+    rows, rhs = a.astype(np.float64), b.astype(np.float64)
+    n = rhs.shape[1]
+    for k in range(n - 1):
+        below = slice(k + 1, n)
+        factor = rows[:, below, k] / rows[:, k, k][:, None]
+        rows[:, below, below] -= factor[:, :, None] * rows[:, None, k, below]
+        rhs[:, below] -= factor * rhs[:, k : k + 1]
+    x = np.zeros_like(rhs)
+    for k in range(n - 1, -1, -1):
+        total = rhs[:, k].copy()
+        for j in range(k + 1, n):
+            total -= rows[:, k, j] * x[:, j]
+        x[:, k] = total / rows[:, k, k]
     return x
 
 

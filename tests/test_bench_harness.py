@@ -90,6 +90,31 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out
 
 
+def test_median_recovery_counts_never_as_longer_than_any() -> None:
+    from tests.bench.recovery_seeds import median_recovery
+
+    assert median_recovery([1000, None, 2000]) == 2000.0
+    assert median_recovery([1000, 1500, 2000, 2500]) == 1750.0
+    assert median_recovery([None, 5, None]) is None
+    assert median_recovery([None, 5, 7, None]) is None  # the median lies between 7 and never
+
+
+def test_recovery_over_seeds_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each seed's recoveries and their median, for ours and River's ARF, on a tiny drift stream."""
+    pytest.importorskip("river")
+    from tests.bench.recovery_seeds import main as seeds_main
+
+    argv = ["--records", "1200", "--window", "100", "--streams", "sea-abrupt", "--seeds", "0,1,2"]
+    assert seeds_main([*argv, "--models", "ours-boosted,river-arf"]) == 0
+    rows = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    assert rows[0].startswith("| sea-abrupt | accuracy % (mean) | drift 1 at 300: median (each seed)")
+    assert [row.split(" | ")[0] for row in rows[1:]] == ["| ours-boosted", "| river-arf"]
+    for row in rows[1:]:
+        assert all(cell.count(",") == 2 for cell in row.split(" | ")[2:])  # three seeds per drift
+
+
 def test_saved_runs_merge_by_stream_with_ours_first() -> None:
     """Two runs split by model render as one: each stream holds both runs' models, ours first, and a
     model run again replaces the earlier result; runs of different lengths do not merge."""

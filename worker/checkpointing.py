@@ -21,6 +21,11 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    like) commits nothing and makes the partition due again, as a failed file write does; a write
    fenced by a newer owner (:class:`StateTopicFenced`) puts the partition in :attr:`Checkpointer.fenced`
    for the shell to give it up.
+3c. **Backoff** after a failed write (file or state topic): the partition is due again, but its next
+   attempt waits for :class:`worker.backoff.Backoff` (0.5 s, doubling to 5 s, reset by a checkpoint
+   that succeeds), so an outage that fails every write at once neither rewrites the file nor logs an
+   error on every turn of the loop. Revoke and shutdown (:meth:`Checkpointer.checkpoint_now`) do not
+   wait for it.
 4. **Offsets committed** to Kafka, only once the file is durable (and the state topic's copy, when
    there is one) (informational: restore trusts the checkpoint, but monitoring reads the group's
    offsets).
@@ -117,6 +122,7 @@ class Checkpointer:
         self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
         self.fenced: dict[int, str] = {}  # partitions a newer owner claimed in the state topic: why
+        self.clock: Callable[[], float] = time.monotonic  # the schedule's and backoff's time (tests set it)
 
     def close(self) -> None:
         """Wait for the write in flight, if any (its offsets are not committed any more)."""
@@ -159,7 +165,7 @@ class Checkpointer:
         """Advance every partition's checkpoint by the steps that are ready, without waiting."""
         offsets = self._finished_writes()  # step 3 done: step 3b, or 4, for those partitions
         offsets += self._finished_mirrors()  # step 3b done: step 4
-        now = time.monotonic()
+        now = self.clock()
         due = [
             p
             for p, o in owned.items()
@@ -167,6 +173,7 @@ class Checkpointer:
             and p not in self._writing
             and p not in self._mirroring
             and o.latch.failed is None
+            and o.retry.ready(now)  # step 3c: not while a failed attempt's pause lasts
             and (
                 o.since_checkpoint >= self.settings.checkpoint_records
                 or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
@@ -299,7 +306,7 @@ class Checkpointer:
             time.perf_counter() - started,
         )
         owned.since_checkpoint = 0
-        owned.last_checkpoint = time.monotonic()
+        owned.last_checkpoint = self.clock()
         return snapshot
 
     def write(self, partition: int, owned: Owned, snapshot: Snapshot) -> bool:
@@ -323,8 +330,7 @@ class Checkpointer:
             raise error  # a bug, not the disk: the loop fails as it would on the loop's thread
         if error is not None:
             self.metrics.checkpoint_failures.labels(reason="write").inc()
-            self.log.error("checkpoint write failed", extra=fields(partition=partition, error=str(error)))
-            write.owned.since_checkpoint += write.snapshot.records  # due again: the next attempt writes them
+            self.failed(partition, write.owned, write.snapshot, "checkpoint write failed", str(error))
             return False
         self.metrics.checkpoint_seconds.observe(write.snapshot.seconds + write.future.result())
         self.metrics.last_checkpoint.labels(partition=str(partition)).set(time.time())
@@ -340,7 +346,7 @@ class Checkpointer:
         """Step 3b after a durable file: the offsets to commit now (none while the state topic's copy
         travels, or when it failed)."""
         if self.mirror is None:
-            return self._offsets(partition, snapshot.next_offsets)
+            return self.succeeded(partition, owned, snapshot)
         try:
             mirror = _Mirror(owned, snapshot, self.mirror.start(partition, snapshot.blob))
         except StateTopicError as exc:
@@ -358,7 +364,7 @@ class Checkpointer:
         except StateTopicError as exc:
             self._mirror_failed(partition, mirror.owned, mirror.snapshot, exc)
             return []
-        return self._offsets(partition, mirror.snapshot.next_offsets)
+        return self.succeeded(partition, mirror.owned, mirror.snapshot)
 
     def _mirror_failed(
         self, partition: int, owned: Owned, snapshot: Snapshot, error: StateTopicError
@@ -371,11 +377,29 @@ class Checkpointer:
             self.fenced[partition] = str(error)
             return
         self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
-        self.log.error(
-            "checkpoint not written to the state topic; offsets not committed",
-            extra=fields(partition=partition, error=str(error)),
-        )
+        message = "checkpoint not written to the state topic; offsets not committed"
+        self.failed(partition, owned, snapshot, message, str(error))
+
+    def failed(self, partition: int, owned: Owned, snapshot: Snapshot, message: str, error: str) -> None:
+        """A checkpoint attempt failed: the partition is due again, once its backoff's pause is over
+        (step 3c). Logged at the start of a streak of failures, then at most once a minute."""
         owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
+        failure = owned.retry.failed(self.clock())
+        if failure.log:
+            self.log.error(
+                message,
+                extra=fields(
+                    partition=partition, error=error, failures=failure.failures, retry_in_s=failure.delay
+                ),
+            )
+
+    def succeeded(self, partition: int, owned: Owned, snapshot: Snapshot) -> list[TopicPartition]:
+        """A checkpoint is complete (file, and state topic when there is one): the backoff's streak ends;
+        returns the offsets to commit."""
+        failures = owned.retry.succeeded()
+        if failures:
+            self.log.info("checkpoint written again", extra=fields(partition=partition, failures=failures))
+        return self._offsets(partition, snapshot.next_offsets)
 
     def commit_restored(self, offsets: list[TopicPartition]) -> None:
         """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable

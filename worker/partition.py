@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from sgt.registry import MODEL_TYPES
+from worker.backoff import Backoff
 from worker.checkpoint import CheckpointStore, Owner
 from worker.clients import Clients
 from worker.config import WorkerSettings
@@ -87,6 +88,7 @@ class Owned:
     snapshot: Snapshot | None = None  # taken, waiting for its outputs' acknowledgements to be written
     latch: DeliveryLatch = field(default_factory=DeliveryLatch)  # set when an output is lost for good
     ahead_since: list[float | None] = field(default_factory=lambda: [None, None])  # per topic rank
+    retry: Backoff = field(default_factory=Backoff)  # when a checkpoint may be tried again after failures
 
     def advance_acks(self) -> int:
         """Drop fully acknowledged runs from the front; return how many runs are acknowledged so far."""

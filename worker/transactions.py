@@ -153,11 +153,12 @@ class TransactionalCheckpointer(Checkpointer):
             o.advance_acks()  # acknowledged runs must not pile up in memory
         if any(o.latch.failed is not None for o in owned.values()):
             return  # the transaction cannot commit: the loop aborts it and rewinds (renew_producer)
-        now = time.monotonic()
+        now = self.clock()
         if any(
             o.since_checkpoint >= self.settings.checkpoint_records
             or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
             for o in owned.values()
+            if o.retry.ready(now)  # a partition whose file write failed waits for its backoff's pause
         ):
             self._commit_transaction(owned)
 
@@ -272,12 +273,14 @@ class TransactionalCheckpointer(Checkpointer):
 
     def _await_writes(self, partitions: list[int]) -> None:
         """Wait for the partitions' file writes and account for them. A failed write makes the partition
-        due again (its offsets are committed already; the next commit writes its file anew)."""
+        due again once its backoff's pause is over (its offsets are committed already; the next commit
+        writes its file anew)."""
         for p in partitions:
             write = self._writing.pop(p, None)
             if write is not None:
                 write.future.exception()  # waits
-                self._written(p, write)
+                if self._written(p, write):
+                    self.succeeded(p, write.owned, write.snapshot)  # its offsets were committed before
 
     def commit_restored(self, offsets: list[TopicPartition]) -> None:
         """Nothing: the offsets are committed in transactions only. A restored checkpoint is at or

@@ -121,6 +121,30 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
     )
 
 
+class _RacingBoostedClassifier(BoostedClassifier):
+    """The classifier whose warning's background ensemble replaces the main one as soon as it made fewer
+    errors over a drift period, without waiting for the drift test."""
+
+    _race_after_warning = True
+
+
+class _EarlyWarningBoostedClassifier(BoostedClassifier):
+    """The classifier with its warning test at 0.3 of the drift threshold (0.5 by default)."""
+
+    _warning_share = 0.3
+
+
+class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
+    """Both of the above."""
+
+    _warning_share = 0.3
+
+
+def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
+    """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
+    return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
+
+
 # the boosted models' defaults before they were measured on every stream
 PREVIOUS_BOOSTED = {
     "n_members": 10,
@@ -153,12 +177,23 @@ VARIANTS += (
     Variant("ours-boosted-l2-0.3", boosted(lambda_=0.3)),
     Variant("ours-boosted-l2-1", boosted(lambda_=1.0)),
     Variant("ours-boosted-grace200", boosted(grace_period=200)),
+    Variant("ours-boosted-gs20", boosted_classifier(grace_start=20)),  # members' first blocks twice as long
+    Variant("ours-boosted-gs15", boosted_classifier(grace_start=15)),
+    Variant("ours-boosted-gs30", boosted_classifier(grace_start=30)),
     Variant("ours-boosted-no-bagging", boosted(poisson_rate=None)),
     Variant("ours-boosted-no-drift", boosted(drift_threshold=None)),
     Variant("ours-boosted-drift50", boosted_classifier(drift_threshold=50.0, drift_delta=0.02)),
     Variant("ours-boosted-drift100", boosted(drift_threshold=100.0)),
     # the classifier's split and drift settings before and around its current defaults
     Variant("ours-boosted-drift-delta0.01", boosted_classifier(drift_delta=0.01)),
+    # the classifier's answer to a drift: earlier warnings, a background that may win before the alarm
+    Variant("ours-boosted-drift30", boosted_classifier(drift_threshold=30.0)),
+    Variant("ours-boosted-warn0.3", boosted_class(_EarlyWarningBoostedClassifier)),
+    Variant("ours-boosted-race", boosted_class(_RacingBoostedClassifier)),
+    Variant("ours-boosted-race-warn0.3", boosted_class(_RacingEarlyWarningBoostedClassifier)),
+    # heavier bagging weights: a fresh ensemble (after a drift) learns faster
+    Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
+    Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
     Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
     Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
     Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),
@@ -176,6 +211,23 @@ VARIANTS += (
         "ours-boosted-m5-lr0.5-delta0.03", boosted_classifier(n_members=5, learning_rate=0.5, delta=0.03)
     ),
     Variant("ours-boosted-grace200-delta0.03", boosted_classifier(grace_period=200, delta=0.03)),
+    # multiclass: a tree per class but one in each member, or one multi-output tree (sgt.multioutput)
+    # scoring every class, or every class but the first
+    Variant("ours-boosted-per-class", boosted_classifier(multiclass_trees="per-class")),
+    Variant("ours-boosted-multi-output", boosted_classifier(multiclass_trees="multi-output")),
+    Variant(
+        "ours-boosted-multi-output-reference", boosted_classifier(multiclass_trees="multi-output-reference")
+    ),
+    Variant(
+        "ours-boosted-multi-output-linear0",
+        boosted_classifier(multiclass_trees="multi-output", linear_start=0),
+    ),
+    Variant(
+        "ours-boosted-multi-output-delta0.1", boosted_classifier(multiclass_trees="multi-output", delta=0.1)
+    ),
+    Variant(
+        "ours-boosted-multi-output-delta0.01", boosted_classifier(multiclass_trees="multi-output", delta=0.01)
+    ),
 )
 
 

@@ -48,6 +48,9 @@ SMALL = {
     "drift_delta": 0.01,
     "gamma": 0.1,
 }
+# the classifier's members as committees of a tree per class but one (the multi-output members these
+# streams are run with in test_multioutput.py are the default)
+COMMITTEE = {**SMALL, "multiclass_trees": "per-class"}
 N = 1500
 FLIP = 700
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -80,7 +83,7 @@ def batches(n: int, cuts: list[int]) -> list[slice]:
 
 @functools.cache
 def _classifier_loop() -> tuple[bytes, list[dict], list]:
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     proba = []
     for x, y in zip(_RECORDS, _LABELS, strict=True):
         proba.append(model.predict_proba_one(x))
@@ -118,7 +121,7 @@ def test_the_streams_make_the_detectors_fire() -> None:
     methods=st.lists(st.sampled_from(["learn_many", "predict_learn_many", "loop"]), min_size=11),
 )
 def test_any_batching_gives_a_byte_identical_classifier(cuts: list[int], methods: list[str]) -> None:
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     for part, method in zip(batches(N, cuts), methods, strict=False):
         if method == "loop":
             for x, y in zip(_RECORDS[part], _LABELS[part], strict=True):
@@ -131,7 +134,7 @@ def test_any_batching_gives_a_byte_identical_classifier(cuts: list[int], methods
 @PROPERTY
 @given(cuts=cut_points(N))
 def test_predict_learn_many_is_strictly_prequential_whatever_the_chunks(cuts: list[int]) -> None:
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     rows = []
     for part in batches(N, cuts):
         P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
@@ -158,10 +161,10 @@ def test_regressor_batches_equal_the_prequential_loop(cuts: list[int]) -> None:
 @given(at=st.integers(0, N), kind=st.sampled_from(["classifier", "regressor"]))
 def test_a_round_trip_at_any_point_continues_byte_for_byte(at: int, kind: str) -> None:
     if kind == "classifier":
-        X, y, make, expected = _RECORDS, _LABELS, BoostedClassifier, _classifier_loop()[0]
+        X, y, make, expected, params = _RECORDS, _LABELS, BoostedClassifier, _classifier_loop()[0], COMMITTEE
     else:
-        X, y, make, expected = _XR, _YR, BoostedRegressor, _regressor_loop()[0]
-    model = make(**SMALL)
+        X, y, make, expected, params = _XR, _YR, BoostedRegressor, _regressor_loop()[0], SMALL
+    model = make(**params)
     model.learn_many(X[:at], y[:at])
     restored = make.from_bytes(model.to_bytes())
     assert restored.to_bytes() == model.to_bytes()
@@ -178,7 +181,7 @@ def _deltas(model: BoostedClassifier) -> set[float]:
 def test_the_default_delta_follows_the_classes_from_the_record_that_brings_the_third() -> None:
     # (the batching and restore property tests above run across this switch: the third class comes
     # at row 1106, a background ensemble is learning at the end)
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     assert model.get_params()["delta"] is None and "late" not in _LABELS[:1106]
     model.learn_many(_RECORDS[:1106], _LABELS[:1106])
     assert _deltas(model) == {BINARY_DELTA} and model.delta == BINARY_DELTA
@@ -194,8 +197,8 @@ def test_the_default_delta_follows_the_classes_from_the_record_that_brings_the_t
 
 def test_with_two_classes_the_default_delta_is_the_binary_one_bit_for_bit() -> None:
     records, labels = mixed_records(N, seed=94)
-    given = BoostedClassifier(**{**SMALL, "delta": BINARY_DELTA})
-    default = BoostedClassifier(**SMALL)
+    given = BoostedClassifier(**{**COMMITTEE, "delta": BINARY_DELTA})
+    default = BoostedClassifier(**COMMITTEE)
     assert np.array_equal(
         default.predict_learn_many(records, labels), given.predict_learn_many(records, labels)
     )
@@ -217,7 +220,7 @@ def test_with_three_classes_from_the_first_records_the_default_delta_is_the_mult
 
 
 def test_a_given_delta_applies_to_every_tree_whatever_the_classes() -> None:
-    model = BoostedClassifier(**{**SMALL, "delta": 0.01})
+    model = BoostedClassifier(**{**COMMITTEE, "delta": 0.01})
     model.learn_many(_RECORDS, _LABELS)
     assert len(model.classes_) == 3 and _deltas(model) == {0.01} and model.get_params()["delta"] == 0.01
     assert _deltas(BoostedClassifier.from_bytes(model.to_bytes())) == {0.01}
@@ -285,7 +288,7 @@ def test_a_bad_linear_start_is_named_with_the_allowed_values(value: object) -> N
 
 
 # the member count by the number of classes (SMALL's n_members left to the default)
-BY_CLASSES = {k: v for k, v in SMALL.items() if k != "n_members"}
+BY_CLASSES = {k: v for k, v in COMMITTEE.items() if k != "n_members"}
 
 
 @functools.cache
@@ -583,7 +586,7 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
 
 
 def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
     model._detector._state.alarm = True  # as if the drift test had fired at record 600
     main, drifts = model._members, model.n_drifts
@@ -625,6 +628,71 @@ def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_li
         model.learn_many(X[999:1010], y[999:1010])
     assert model._members is main and model._background is None and model.n_drifts == 0
     assert not model._pending and not model._detector.alarm
+
+
+@pytest.mark.parametrize("race", [False, True])
+def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift_alarm(race: bool) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", race)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model.learn_many(_RECORDS[300:500], _LABELS[300:500])
+        main, background = model._members, model._background
+        assert background is not None and model._background_since == 500
+        # the labels flipped at record 700; the background, learning since 500, leads over the period
+        # from 750 to 1000 (not over the one before)
+        model.learn_many(_RECORDS[500:999], _LABELS[500:999])
+        assert model._members is main and model._background is background
+        model.learn_many(_RECORDS[999:1010], _LABELS[999:1010])
+    assert not model._detector.alarm and not model._pending and model._lead == 0.0
+    if race:
+        assert model._members is background and model._background is None and model.n_drifts == 1
+    else:
+        assert model._members is main and model._background is background and model.n_drifts == 0
+
+
+# the racing classifier on the classification stream: a warning at 0.3 of a drift threshold of 300
+# starts a background ensemble after the flip, which replaces the main one by its lead at record 1250
+RACING = {**SMALL, "drift_threshold": 300.0}
+
+
+@functools.cache
+def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
+    """One record at a time, racing: the state, the predictions and where replacements happened."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", True)
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        model = BoostedClassifier(**RACING)
+        proba: list[dict] = []
+        replaced: list[int] = []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            drifts = model.n_drifts
+            model.learn_one(x, y)
+            if model.n_drifts != drifts:
+                assert not model._detector.alarm
+                replaced.append(model.n_seen)
+        return model.to_bytes(), proba, replaced
+
+
+def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
+    assert _racing_loop()[2] == [1250]
+    with pytest.MonkeyPatch.context() as patch:  # the same stream without the race: an alarm there
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        model = BoostedClassifier(**RACING)
+        model.learn_many(_RECORDS, _LABELS)
+    assert model.to_bytes() != _racing_loop()[0]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_a_racing_background_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, _ = _racing_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_race_after_warning", True)
+        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _batches_and_restore_as_the_loop(RACING, cuts, at, expected, loop_proba)
 
 
 def test_version_never_decreases_across_replacements() -> None:
@@ -669,7 +737,7 @@ def test_counters_cover_all_members() -> None:
 
 
 def test_a_bad_record_anywhere_in_a_batch_changes_nothing() -> None:
-    model = BoostedClassifier(**SMALL)
+    model = BoostedClassifier(**COMMITTEE)
     model.learn_many(_RECORDS[:300], _LABELS[:300])
     before = model.to_bytes()
     bad = [*_RECORDS[300:310], {"a": "not a number"}]
@@ -734,6 +802,7 @@ def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:
 # are cut every few records, by any of its trees, by splits on numeric and nominal features, by rare
 # categories first learned at a nominal branch, by grids growing, and by unlabelled rows between them.
 MANY_CUTS = {
+    "multiclass_trees": "per-class",  # (multi-output members: test_multioutput.py)
     "grace_period": 8,
     "grace_start": 6,
     "delta": 0.3,

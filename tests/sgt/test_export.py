@@ -209,7 +209,8 @@ def test_the_export_functions_show_an_ensemble_member_by_member() -> None:
     from sgt import BoostedClassifier, export
 
     Xm, ym = multiclass_stream(3000, seed=71)
-    model = BoostedClassifier(n_members=3, **SMALL)
+    model = BoostedClassifier(n_members=3, multiclass_trees="per-class", **SMALL)  # (multi-output members:
+    # test_multioutput.py)
     model.learn_many(Xm, ym)
     per_member = model.n_trees // 3
     text = export.to_text(model)

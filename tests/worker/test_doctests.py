@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 MODULES = [
+    "worker.backoff",
     "worker.checkpoint",
     "worker.checkpointing",
     "worker.clients",

@@ -3,6 +3,8 @@ producer whose deliveries fail, a slow disk, positions past a topic's end, readi
 
 from __future__ import annotations
 
+import errno
+import logging
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 from tests.worker.stub_model import StubModel
 from tests.worker.worker_util import samples, value
 from worker import checkpoint
+from worker.backoff import FIRST_RETRY_S
 from worker.config import load_settings
 from worker.loop import Worker
 from worker.merge import FEATURES
@@ -210,8 +213,10 @@ class FakeMirror:
         self.error: Exception | None = None
         self.written: list[tuple[int, bytes]] = []
         self.released: list[int] = []
+        self.attempts = 0
 
     def start(self, partition: int, blob: bytes) -> Any:
+        self.attempts += 1
         return SimpleNamespace(pending=SimpleNamespace(acknowledged=True), partition=partition, blob=blob)
 
     def poll(self) -> None:
@@ -232,9 +237,21 @@ def _mirrored(worker: Worker) -> FakeMirror:
     return mirror
 
 
+class FakeClock:
+    """The checkpointer's clock, moved by hand (it starts where the partition's schedule started)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.now = time.monotonic()
+        worker.checkpointer.clock = self
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_a_failed_state_topic_write_commits_nothing_and_is_retried(tmp_path: Path) -> None:
     worker, consumer, _ = _worker(tmp_path)
     mirror = _mirrored(worker)
+    clock = FakeClock(worker)
     _feed(worker, consumer, range(0, 10))
     assert consumer.commits[-1] == [("f", 0, 10)] and len(mirror.written) == 1
     mirror.error = StateWriteError("3 of 3 records unacknowledged")
@@ -245,9 +262,81 @@ def test_a_failed_state_topic_write_commits_nothing_and_is_retried(tmp_path: Pat
     assert value(parsed, "sgt_checkpoint_failures_total", reason="state_topic") == 1
     assert value(parsed, "sgt_restores_total", source="fresh") == 1
     mirror.error = None
-    _turn(worker)  # no new record: the partition is due again all the same
+    _turn(worker)  # no new record: the partition is due again, but only after the backoff's first pause
+    assert consumer.commits[-1] == [("f", 0, 10)] and mirror.attempts == 2
+    clock.now += FIRST_RETRY_S
+    _turn(worker)
+    assert consumer.commits[-1] == [("f", 0, 20)] and mirror.attempts == 3
+    assert orjson.loads(state_header_of(mirror.written[-1][1]))["next_offsets"] == [20, 0]
+
+
+def test_failed_state_topic_writes_are_retried_with_a_capped_exponential_backoff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state topic that refuses every write at once: before, the partition was due again on every turn
+    of the loop (its file rewritten, an error logged each time, about 20 a second). Now the attempts
+    are 0.5, 1, 2, 4, then 5 s apart, only the first failure is logged, and the first attempt after the
+    outage, at most 5 s later, commits."""
+    worker, consumer, _ = _worker(tmp_path)
+    mirror = _mirrored(worker)
+    clock = FakeClock(worker)
+    _feed(worker, consumer, range(0, 10))
+    mirror.error = StateWriteError("3 of 3 records unacknowledged")
+    with caplog.at_level(logging.ERROR, logger="worker"):
+        _feed(worker, consumer, range(10, 20))  # the first failed attempt, at 0 s
+        attempts = []
+        for quarter in range(1, 81):  # 20 s of turns, 0.25 s apart
+            clock.now += 0.25
+            before = mirror.attempts
+            _turn(worker)
+            if mirror.attempts > before:
+                attempts.append(quarter / 4)
+    assert attempts == [0.5, 1.5, 3.5, 7.5, 12.5, 17.5]
+    assert [r.getMessage() for r in caplog.records] == [
+        "checkpoint not written to the state topic; offsets not committed"
+    ]
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="state_topic") == 7
+    assert consumer.commits[-1] == [("f", 0, 10)]
+    mirror.error = None  # the outage is over: the next attempt, 22.5 s, succeeds
+    clock.now += 2.25
+    _turn(worker)
+    assert consumer.commits[-1] == [("f", 0, 10)]
+    clock.now += 0.25
+    _turn(worker)
     assert consumer.commits[-1] == [("f", 0, 20)]
     assert orjson.loads(state_header_of(mirror.written[-1][1]))["next_offsets"] == [20, 0]
+
+
+def test_a_full_disk_is_retried_with_backoff_and_a_stop_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, consumer, _ = _worker(tmp_path)
+    clock = FakeClock(worker)
+    _feed(worker, consumer, range(0, 10))
+    write, full, writes = checkpoint.write_checkpoint, [True], [0]
+
+    def disk(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
+        writes[0] += 1
+        if full[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(directory, partition, payload, owner)
+
+    monkeypatch.setattr(checkpoint, "write_checkpoint", disk)
+    _feed(worker, consumer, range(10, 20))  # the first failed write, at 0 s
+    for _ in range(12):  # 3 s of turns: attempts at 0.5 s and 1.5 s (the next one is at 3.5 s)
+        clock.now += 0.25
+        _turn(worker)
+    assert writes[0] == 3 and _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
+    # a stop (or revoke) inside the pause attempts its checkpoint at once: failing, then succeeding
+    assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is False
+    assert writes[0] == 4
+    full[0] = False
+    assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is True
+    assert writes[0] == 5 and _checkpointed(tmp_path) == [20, 0] and consumer.commits[-1] == [("f", 0, 20)]
+    assert worker.owned[0].retry.failures == 0  # the streak ended with it
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 4
 
 
 def test_a_fenced_state_topic_write_gives_the_partition_up(tmp_path: Path) -> None:
