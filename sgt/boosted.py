@@ -983,12 +983,13 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
             proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
+            linear_gate=None,  # the members' trees have their own parameters
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 
     def get_params(self) -> dict[str, Any]:
         params = SGTClassifier.get_params(self)
-        del params["proba"]  # not a parameter of the ensemble
+        del params["proba"], params["linear_gate"]  # not parameters of the ensemble
         if self._delta_by_classes:
             params["delta"] = None
         return {
@@ -1010,7 +1011,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
         params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
-        return super()._params_from_saved(params, loss)
+        params = super()._params_from_saved(params, loss)
+        del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
+        return params
 
     def _state_extra(self) -> dict[str, Any]:
         return {"classes": list(self._classes), **self._boosting_state()}

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from sgt.base import ROW_BY_ROW_MAX, BaseSGT
+from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_real
 from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement
 from sgt.calibration import Calibrator
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
 from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
-from sgt.tree import LeafInputs
+from sgt.tree import LeafInputs, Params
 
 __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
 
@@ -96,6 +97,14 @@ class SGTClassifier(BaseSGT):
         few records. ``"hgs"``: the smoothed counts alone. docs/library.md has the measurements. A
         model saved without the naive Bayes or smoothing state (``"tree"``, or before these modes
         existed) restores as ``"tree"``; so does one saved without calibration state.
+    linear_gate
+        None (default), or a number t > 0: with linear leaves, each attempt first tests the leaf's
+        linear term on the leaf's new block, which the term was not fitted on, and drops it (its mean
+        moves into the value) when the block's loss is lower without it by more than t standard
+        errors (a one-sided t test on the second-order loss change of each record). It guards against
+        a term fitted where the classes do not vary linearly, which the leaf's children would inherit
+        (Bananas' Brier score 0.290 without it, 0.283 with t = 1.5). None: every term is kept (a model
+        saved before the gate restores so). Opt-in: its sums cost about 3-4% of the batched time.
 
     Examples
     --------
@@ -129,9 +138,12 @@ class SGTClassifier(BaseSGT):
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
         proba: str = "calibrated",
+        linear_gate: float | None = None,
     ) -> None:
         if proba not in PROBA_MODES:
             raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
+        if linear_gate is not None:
+            _check_real("linear_gate", linear_gate, low=0.0, low_open=True, allowed="None or a number > 0")
         super().__init__(
             delta,
             grace_period,
@@ -151,6 +163,7 @@ class SGTClassifier(BaseSGT):
         self._class_index: dict[Any, int] = {}
         self._incoming: dict[int, Any] = {}
         self.proba = proba
+        self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
         self._bayes = NaiveBayes(self.bins) if proba in ("mixed", "calibrated") else None
         self._calibrator = Calibrator() if proba == "calibrated" else None
@@ -167,7 +180,15 @@ class SGTClassifier(BaseSGT):
         return list(self._classes)
 
     def get_params(self) -> dict[str, Any]:
-        return {**super().get_params(), "proba": self.proba}
+        return {**super().get_params(), "proba": self.proba, "linear_gate": self.linear_gate}
+
+    @classmethod
+    def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
+        params.setdefault("linear_gate", None)  # saved before the gate: its terms are all kept, as then
+        return super()._params_from_saved(params, loss)
+
+    def _params(self) -> Params:
+        return dataclasses.replace(super()._params(), linear_gate=self.linear_gate)
 
     def _saved_params(self) -> dict[str, Any]:
         # without smoothing state a model restores as "tree": its bytes stay those of the format
@@ -175,6 +196,8 @@ class SGTClassifier(BaseSGT):
         params = super()._saved_params()
         if self.proba == "tree":
             params.pop("proba", None)  # absent where a subclass has no such parameter (the ensemble)
+        if self.linear_gate is None:
+            params.pop("linear_gate", None)  # so too without the gate (the parameter's absence means None)
         return params
 
     @property

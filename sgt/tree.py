@@ -80,6 +80,9 @@ class Params:
     leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
     linear_lambda: float = 0.01  # L2 regularisation of the linear term's Newton steps
     linear_steps: bool = True  # whether a linear leaf's attempts step its linear term (else it stays)
+    # None, or t: an attempt drops a linear leaf's term when its block's loss is significantly lower
+    # without it (a t statistic below -t; see Tree._newton_linear and _drop_changes)
+    linear_gate: float | None = None
 
 
 class Layout:
@@ -578,14 +581,23 @@ class Tree:
             return
         centre = sums[1:] / h_sum
         z = z - centre[:, None]
-        # the Hessian is symmetric: its upper triangle only
+        # the Hessian is symmetric: its upper triangle only; with the gate, two more rows (the loss
+        # changes of dropping the term and their squares, see _drop_changes) summed in the same pass
         first, second = layout.pairs
-        products = np.empty((width + first.size, size))
+        gate = self.params.linear_gate if size > 1 else None
+        quantities = width + first.size
+        products = np.empty((quantities + (0 if gate is None else 2), size))
         np.multiply(z, g, out=products[:width])
-        np.multiply(z[first], z[second], out=products[width:])
-        products[width:] *= h
-        means = _sums_in_order(products.T) / size
-        hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
+        np.multiply(z[first], z[second], out=products[width:quantities])
+        products[width:quantities] *= h
+        if gate is not None:
+            _drop_changes(self.weights[node, numeric][:, None], z, g, h, products[quantities:])
+        sums = _sums_in_order(products.T)
+        if gate is not None and _rejects(sums[quantities:].tolist(), size, gate):
+            self._drop_linear(node, centre)
+            return
+        means = sums / size
+        hessian = means[width:quantities][layout.pair_of] + self.params.linear_lambda * np.eye(width)
         self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
 
     def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
@@ -616,17 +628,36 @@ class Tree:
         with np.errstate(divide="ignore", invalid="ignore"):  # leaves without a positive h sum: unused
             centre = sums[:, 1:] / sums[:, :1]
         z = z - centre[:, :, None]
-        # the Hessian is symmetric: its upper triangle only
+        # the Hessian is symmetric: its upper triangle only; with the gate, two more rows per leaf
         first, second = layout.pairs
-        products = np.empty((index.size, width + first.size, longest))
+        gate = self.params.linear_gate
+        quantities = width + first.size
+        products = np.empty((index.size, quantities + (0 if gate is None else 2), longest))
         np.multiply(z, g[:, None], out=products[:, :width])
-        np.multiply(z[:, first], z[:, second], out=products[:, width:])
-        products[:, width:] *= h[:, None]
-        means = _leaf_sums_in_order(products, padding) / sizes[:, None]
+        np.multiply(z[:, first], z[:, second], out=products[:, width:quantities])
+        products[:, width:quantities] *= h[:, None]
+        if gate is not None:
+            weights = self.weights[np.array(nodes, dtype=np.intp)][:, numeric, None]
+            _drop_changes(weights, z, g, h, products[:, quantities:])
+        sums = _leaf_sums_in_order(products, padding)
+        means = sums / sizes[:, None]
         eye = self.params.linear_lambda * np.eye(width)
         for k in np.flatnonzero(ok).tolist():
-            hessian = means[k, width:][layout.pair_of] + eye
+            size = int(sizes[k])
+            if gate is not None and size > 1 and _rejects(sums[k, quantities:].tolist(), size, gate):
+                self._drop_linear(nodes[k], centre[k])
+                continue
+            hessian = means[k, width:quantities][layout.pair_of] + eye
             self._linear_step(nodes[k], _solve_positive_definite(hessian, means[k, :width]), centre[k])
+
+    def _drop_linear(self, node: int, centre: np.ndarray) -> None:
+        """Drop the leaf's linear term, its value at the block's centre kept: value += w . c, w = 0."""
+        weights = self.weights[node, self.layout.numeric].tolist()
+        shift = weights[0] * float(centre[0])  # summed in order, as `_linear_step` sums its shift
+        for w_j, c_j in zip(weights[1:], centre[1:].tolist()):
+            shift += w_j * c_j
+        self.value[node] += shift
+        self.weights[node] = 0.0
 
     def _linear_step(
         self, node: int, step: list[float], centre: np.ndarray, output: tuple[int, ...] = ()
@@ -983,6 +1014,32 @@ def _check_structure(prefix: str, tree: Tree) -> None:
             raise SerializationError(
                 f"{prefix}: node {node} sends missing values to a node that is not its child"
             )
+
+
+def _drop_changes(weights: np.ndarray, z: np.ndarray, g: np.ndarray, h: np.ndarray, out: np.ndarray) -> None:
+    """Into `out` [2, instances]: the second-order loss change of each instance of a block if its
+    leaf's linear term were dropped with its value at the block's centre kept, and its square.
+    `weights` [features, 1] and `z` [features, instances] centred on the block, or with a leading
+    axis of leaves (`g`, `h` and `out` too).
+
+    With d = w . (z - c) the instance's share of the term, dropping it moves the instance's score by
+    -d, which changes its loss by e = (h d / 2 - g) d (g and h were computed at the scores with the
+    term). Elementwise steps, and d summed feature by feature in layout order (down the rows of a
+    C-contiguous array of two or more instances, as `_sums_in_order` sums): the same bits for any shape.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow drops nothing (see _rejects)
+        d = np.add.reduce(weights * z, axis=-2, initial=-0.0)
+        change = np.multiply(0.5 * h * d - g, d, out=out[..., 0, :])
+        np.multiply(change, change, out=out[..., 1, :])
+
+
+def _rejects(sums: list[float], size: int, gate: float) -> bool:
+    """Whether a block of `size` instances whose loss changes e sum to sums[0] (their squares to
+    sums[1]) says a leaf's loss is lower without its linear term: a one-sided t test, the mean of e
+    below -gate standard errors. Python floats from the sums, so every path decides alike."""
+    mean = sums[0] / size
+    variance = (sums[1] - sums[0] * mean) / (size - 1)
+    return variance > 0.0 and mean < -gate * math.sqrt(variance / size)  # False if either is NaN
 
 
 def _sums_in_order(terms: np.ndarray) -> np.ndarray:

@@ -70,6 +70,11 @@ def calibrated_alone(spec: StreamSpec) -> Any:
     return model
 
 
+def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
+    """``linear_gate=t`` on a classification stream (the regressor has no such parameter)."""
+    return {} if spec.is_regression else {"linear_gate": t}
+
+
 # release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
@@ -90,6 +95,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-lambda-0.005", lambda spec: single(spec, linear_lambda=0.005)),
     Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
     Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
+    # the classifier's linear terms dropped when a leaf's new block rejects them (t = 1.5, t = 2)
+    Variant("ours-gate-1.5", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 1.5))),
+    Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
 )

@@ -9,6 +9,7 @@ so a kernel that reorders a sum, or rounds one step differently, fails here befo
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -329,12 +330,16 @@ def same_candidates(a: Candidate, b: Candidate) -> bool:
     max_depth=st.sampled_from([None, 2]),
     pick=st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
     seed=st.integers(0, 2**32 - 1),
+    gate=st.sampled_from([None, 0.5, -1.0]),  # -1: most blocks drop their terms
 )
-def test_evaluating_leaves_together_equals_one_at_a_time(n_numeric, linear, max_depth, pick, seed) -> None:
+def test_evaluating_leaves_together_equals_one_at_a_time(
+    n_numeric, linear, max_depth, pick, seed, gate
+) -> None:
     """Catches a batched attempt (Newton steps padded to the longest block, one merge, one numeric
-    search) that gives any leaf other bits than its own attempt: values, weights, statistics,
-    candidates."""
+    search, linear terms dropped by `linear_gate`) that gives any leaf other bits than its own
+    attempt: values, weights, statistics, candidates."""
     tree, leaves = leaves_tree(seed, n_numeric, linear, max_depth)
+    tree.params = dataclasses.replace(tree.params, linear_gate=gate)
     nodes = [leaves[k] for k in pick]
     alone = copy.deepcopy(tree)
     together = tree.evaluate_leaves(nodes)
@@ -364,3 +369,47 @@ def test_leaf_sums_equal_each_leafs_own_sums(sizes, quantities, seed) -> None:
     got = _leaf_sums_in_order(terms, padding)
     for k, size in enumerate(sizes):
         assert np.array_equal(bits(got[k]), bits(_sums_in_order(terms[k, :, :size].T)))
+
+
+def gated_leaf(slope: float, seed: int) -> Tree:
+    """A one-feature tree whose root's linear term has weight 2 and whose full block of 100 records
+    has gradients g = slope * input (plus noise) at h = 1/4: the term's loss falls along -g."""
+    tree, rng = linear_tree(seed, 1)
+    tree.params = dataclasses.replace(tree.params, linear_gate=2.0)
+    tree.weights[0] = 2.0
+    codes = rng.integers(1, tree.layout.bins + 1, size=(100, 1))
+    g = slope * tree.layout.inputs[codes[:, 0]] + rng.normal(0.0, 0.01, 100)
+    tree.reserve_pending(100)
+    tree.append(np.zeros(100, dtype=np.intp), codes, g, np.full(100, 0.25))
+    return tree
+
+
+def test_a_linear_term_its_new_block_rejects_is_dropped_and_its_mean_kept_in_the_value() -> None:
+    """Catches a gate that keeps a term the block says is wrong, that still steps it, or that drops it
+    without keeping the score at the block's h-weighted centre."""
+    tree = gated_leaf(slope=1.0, seed=5)  # g grows with the input: the loss falls with less slope
+    slot = int(tree.slot[0])
+    z = tree.layout.inputs[tree.pending_codes[slot, :100, 0]]
+    centre = float((z * 0.25).sum() / 25.0)
+    value = float(tree.value[0])
+    tree._newton_linear(0, slot)
+    assert tree.weights[0].tolist() == [0.0] * tree.weights.shape[1]
+    assert math.isclose(float(tree.value[0]), value + 2.0 * centre, rel_tol=1e-12, abs_tol=1e-15)
+
+
+def test_a_linear_term_its_new_block_supports_is_stepped_as_without_the_gate() -> None:
+    """Catches a gate that drops a term whose slope the block confirms (g falls as the input grows)."""
+    gated, plain = gated_leaf(slope=-1.0, seed=6), gated_leaf(slope=-1.0, seed=6)
+    plain.params = dataclasses.replace(plain.params, linear_gate=None)
+    gated._newton_linear(0, int(gated.slot[0]))
+    plain._newton_linear(0, int(plain.slot[0]))
+    assert gated.weights[0, 0] != 2.0 and np.array_equal(bits(gated.weights), bits(plain.weights))
+    assert bits(gated.value[0]) == bits(plain.value[0])
+
+
+def test_without_the_gate_a_rejected_term_is_stepped() -> None:
+    """Catches a gate that acts with `linear_gate` None."""
+    tree = gated_leaf(slope=1.0, seed=5)
+    tree.params = dataclasses.replace(tree.params, linear_gate=None)
+    tree._newton_linear(0, int(tree.slot[0]))
+    assert tree.weights[0, 0] != 0.0

@@ -182,3 +182,66 @@ def test_grids_growing_at_one_record_give_the_loops_bytes_whatever_the_key_order
         loop.learn_one(x, target)
     batch.learn_many(records, y)
     assert batch.to_bytes() == loop.to_bytes()
+
+
+def _gated() -> SGTClassifier:
+    return SGTClassifier(leaf_model="linear", grace_period=40, linear_gate=1.0)
+
+
+def test_the_linear_gate_drops_terms_on_the_mixed_stream() -> None:
+    """Without a drop the exactness test below would not exercise the gate."""
+    gated, plain = _gated(), SGTClassifier(leaf_model="linear", grace_period=40, linear_gate=None)
+    gated.learn_many(_RECORDS, _LABELS)
+    plain.learn_many(_RECORDS, _LABELS)
+    assert gated._trees[0].weights.tolist() != plain._trees[0].weights.tolist()
+
+
+@PROPERTY
+@given(
+    cuts=st.lists(st.integers(1, N - 1), max_size=12, unique=True).map(sorted),
+    methods=st.lists(st.sampled_from(["predict_learn_many", "loop", "restore"]), min_size=13),
+)
+def test_a_gated_linear_classifier_gives_the_loops_predictions_and_bytes_however_batched_and_restored(
+    cuts: list[int], methods: list[str]
+) -> None:
+    reference = _gated()
+    expected = _loop(reference, _RECORDS, _LABELS)
+    model = _gated()
+    got: list[Any] = []
+    for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
+        if method == "restore":
+            model = SGTClassifier.from_bytes(model.to_bytes())
+            method = "predict_learn_many"
+        if method == "loop":
+            got += _loop(model, _RECORDS[a:b], _LABELS[a:b])
+        else:
+            proba = model.predict_learn_many(_RECORDS[a:b], _LABELS[a:b])
+            got += [
+                dict(zip(model.classes_[: len(e)], row[: len(e)])) for row, e in zip(proba, expected[a:b])
+            ]
+    assert model.get_params()["linear_gate"] == 1.0
+    assert model.to_bytes() == reference.to_bytes()
+    assert got == expected
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "2", True])
+def test_a_bad_linear_gate_is_named_with_the_allowed_values(value: object) -> None:
+    with pytest.raises(ValueError, match=r"linear_gate must be None or a number > 0"):
+        SGTClassifier(linear_gate=value)  # type: ignore[arg-type]
+
+
+def test_a_model_saved_without_a_linear_gate_restores_without_one_and_saves_back_the_same_bytes() -> None:
+    """A model saved before `linear_gate` existed has no such parameter: it keeps every linear term,
+    as it did then (catches a restore that takes today's default)."""
+    model = SGTClassifier(linear_gate=None, grace_period=40)
+    model.learn_many(_RECORDS[:600], _LABELS[:600])
+    blob = model.to_bytes()
+    assert b"linear_gate" not in blob
+    restored = SGTClassifier.from_bytes(blob)
+    assert restored.linear_gate is None and restored.to_bytes() == blob
+    restored.learn_many(_RECORDS[600:], _LABELS[600:])
+    model.learn_many(_RECORDS[600:], _LABELS[600:])
+    assert restored.to_bytes() == model.to_bytes()
+    gated = SGTClassifier(grace_period=40, linear_gate=1.5)
+    gated.learn_many(_RECORDS, _LABELS)
+    assert gated.get_params()["linear_gate"] == 1.5 and gated.to_bytes() != model.to_bytes()
