@@ -134,27 +134,3 @@ def test_saved_runs_merge_by_stream_with_ours_first() -> None:
     assert merged.models[1] is again.results[0].models[0]
     with pytest.raises(ValueError, match="sea-1k: 300 records in one run, 400 in another"):
         saved.merge([peers_run, run(["ours"], 400)])
-
-
-def test_multioutput_prototype_with_one_output_is_the_tree_per_output() -> None:
-    """With two classes and a reference class each member has one output: the multi-output tree and
-    the tree per output must then be the same model (the prototype's two structures differ in
-    structure only), and a five-class stream gives the multi-output members four times fewer trees."""
-    from types import SimpleNamespace
-
-    from tests.bench.multioutput_prototype import parse_variant, run
-
-    rng = np.random.default_rng(3)
-    X = rng.uniform(0, 1, size=(600, 3))
-    binary = SimpleNamespace(X=X, classes=[0, 1], target=(X[:, 0] + X[:, 1] > 1).astype(int))
-    split = run(binary, *parse_variant("split:M=3"))
-    multi = run(binary, *parse_variant("multi:M=3"))
-    assert {k: v for k, v in split.items() if k != "seconds"} == {
-        k: v for k, v in multi.items() if k != "seconds"
-    }
-    assert split["splits"] > 0 and split["accuracy"] > 60.0
-    five = SimpleNamespace(X=X, classes=[0, 1, 2, 3, 4], target=np.minimum((X[:, 0] * 5).astype(int), 4))
-    assert run(five, *parse_variant("split:M=3"))["trees"] == 12
-    assert run(five, *parse_variant("multi:M=3"))["trees"] == 3
-    with pytest.raises(ValueError, match="unknown setting 'depth'"):
-        parse_variant("multi:depth=3")
