@@ -95,8 +95,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-lambda-0.005", lambda spec: single(spec, linear_lambda=0.005)),
     Variant("ours-lambda-0.003", lambda spec: single(spec, linear_lambda=0.003)),
     Variant("ours-start-50", lambda spec: single(spec, grace_start=50)),
-    # the classifier's linear terms dropped when a leaf's new block rejects them (t = 1.5, t = 2)
-    Variant("ours-gate-1.5", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 1.5))),
+    # the classifier's linear terms all kept (the default before linear_gate), or dropped at t = 2
+    Variant("ours-no-gate", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, None))),
     Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),

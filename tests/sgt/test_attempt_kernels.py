@@ -24,6 +24,8 @@ from sgt.tree import (
     Params,
     Tree,
     _leaf_sums_in_order,
+    _may_reject,
+    _rejects_block,
     _solve_positive_definite,
     _sums_in_order,
     leaf_inputs_of,
@@ -413,3 +415,35 @@ def test_without_the_gate_a_rejected_term_is_stepped() -> None:
     tree.params = dataclasses.replace(tree.params, linear_gate=None)
     tree._newton_linear(0, int(tree.slot[0]))
     assert tree.weights[0, 0] != 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_numeric=st.integers(1, 6),
+    size=st.integers(2, 60),
+    gate=st.floats(0.0, 3.0),
+    drift=st.floats(-2.0, 2.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_gates_screen_passes_every_block_the_t_test_rejects(n_numeric, size, gate, drift, seed) -> None:
+    """Catches a screen that skips the t test of a block it would reject (w . G of the wrong sign, or
+    of the wrong sums), which would keep a term the block says is wrong."""
+    tree, rng = linear_tree(seed, n_numeric)
+    first, second = tree.layout.pairs
+    weights = rng.normal(size=n_numeric)
+    z = rng.uniform(-0.5, 0.5, size=(n_numeric, size))
+    h = rng.uniform(0.01, 0.25, size=size)
+    z -= (z * h).sum(axis=1, keepdims=True) / h.sum()
+    g = drift * (weights @ z) + rng.normal(size=size) * 0.1  # drift > 0: the block rejects the term
+    sums = _sums_in_order(np.concatenate([z * g, z[first] * z[second] * h]).T)
+    if _rejects_block(weights, z, g, h, gate):
+        assert _may_reject(weights.tolist(), sums[:n_numeric].tolist(), gate)
+
+
+def test_the_gates_screen_sends_to_the_t_test_only_blocks_that_could_reject() -> None:
+    """Catches a screen that skips a block whose w . G is positive or NaN, or a negative gate (which
+    can reject a block whose loss is higher without its term)."""
+    assert not _may_reject([1.0, 2.0], [-1.0, 0.25], 1.5) and not _may_reject([1.0], [0.0], 1.5)
+    assert _may_reject([1.0, 2.0], [-1.0, 0.75], 1.5)
+    assert _may_reject([1.0, 2.0], [-1.0, 0.25], -1.0)
+    assert _may_reject([math.inf, 1.0], [0.0, -1.0], 1.5)

@@ -242,6 +242,6 @@ def test_a_model_saved_without_a_linear_gate_restores_without_one_and_saves_back
     restored.learn_many(_RECORDS[600:], _LABELS[600:])
     model.learn_many(_RECORDS[600:], _LABELS[600:])
     assert restored.to_bytes() == model.to_bytes()
-    gated = SGTClassifier(grace_period=40, linear_gate=1.5)
+    gated = SGTClassifier(grace_period=40)
     gated.learn_many(_RECORDS, _LABELS)
     assert gated.get_params()["linear_gate"] == 1.5 and gated.to_bytes() != model.to_bytes()
