@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgt.boosted import MULTICLASS_TREES
 from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
@@ -486,6 +487,22 @@ SETTINGS: tuple[Setting, ...] = (
         _choice(*PROBA_MODES),
     ),
     Setting(
+        "linear_gate",
+        1.5,
+        "SGT classification (model sgt): a linear leaf's term is dropped when the leaf's new block, "
+        "which it was not fitted on, has a lower loss without it with a t statistic above this (> 0); "
+        "none keeps every term.",
+        _optional_float(0.0, open_low=True),
+    ),
+    Setting(
+        "multiclass_trees",
+        "multi-output",
+        "Boosted classification from a third class on: multi-output (each member one tree with a value "
+        "per class), multi-output-reference (a value per class but the first) or per-class (each member "
+        "one tree per class but the first).",
+        _choice(*MULTICLASS_TREES),
+    ),
+    Setting(
         "model",
         "sgt",
         "Model of each partition: sgt (one tree, a committee for more than two classes) or boosted "
@@ -589,6 +606,8 @@ class WorkerSettings:
     leaf_model: str | None
     linear_lambda: float | None
     proba: str
+    linear_gate: float | None
+    multiclass_trees: str
     max_depth: int | None
     max_categories: int
     model: str

@@ -26,8 +26,12 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     names = _DEFAULT_WHEN_NONE + (_ENSEMBLE_DEFAULT_WHEN_NONE if boosted else ())
     chosen: dict[str, Any] = {name: getattr(settings, name) for name in names}
     params = {name: value for name, value in chosen.items() if value is not None}
-    if not boosted and settings.task == "classification":
-        params["proba"] = settings.proba
+    if settings.task == "classification":
+        if boosted:
+            params["multiclass_trees"] = settings.multiclass_trees
+        else:
+            params["proba"] = settings.proba
+            params["linear_gate"] = settings.linear_gate  # none is a value here: every term kept
     # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
     # picked here)
     return cast(

@@ -276,6 +276,7 @@ def test_model_defaults_are_the_librarys() -> None:
         ):
             assert getattr(defaults, name) == params[name], (cls.__name__, name)
     assert SGTClassifier().get_params()["proba"] == defaults.proba
+    assert SGTClassifier().get_params()["linear_gate"] == defaults.linear_gate
     assert defaults.delta is None  # each model class's own default (the boosted ones' differ)
     assert defaults.leaf_model is None  # each model class's own default
     assert defaults.lambda_ is None  # each model class's own default (the boosted classifier's differs)
@@ -286,8 +287,12 @@ def test_model_defaults_are_the_librarys() -> None:
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
-        ({}, {"leaf_model": "linear", "proba": "calibrated", "grace_start": 10}),
+        ({}, {"leaf_model": "linear", "proba": "calibrated", "grace_start": 10, "linear_gate": 1.5}),
         ({"proba": "tree"}, {"proba": "tree"}),
+        ({"linear_gate": "none"}, {"linear_gate": None}),
+        ({"linear_gate": "2"}, {"linear_gate": 2.0}),
+        ({"model": "boosted"}, {"multiclass_trees": "multi-output"}),
+        ({"model": "boosted", "multiclass_trees": "per-class"}, {"multiclass_trees": "per-class"}),
         (
             {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
             {"leaf_model": "constant", "proba": "hgs", "grace_start": 50},
@@ -339,6 +344,8 @@ def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> N
     [
         ("leaf_model", "cubic", "none or one of linear, constant"),
         ("proba", "smooth", "one of calibrated, mixed, blend, hgs, tree"),
+        ("linear_gate", "0", "none or a number > 0"),
+        ("multiclass_trees", "shared", "one of per-class, multi-output, multi-output-reference"),
     ],
 )
 def test_bad_model_settings_name_the_allowed_values(name: str, value: str, allowed: str) -> None:
