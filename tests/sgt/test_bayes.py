@@ -22,7 +22,7 @@ import sgt
 from sgt import SerializationError, SGTClassifier
 from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes
 from sgt.features import Regrid
-from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream
+from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, run_rows
 
 # -- the estimate and the mixture -----------------------------------------------------------------
 
@@ -167,20 +167,7 @@ def test_any_batching_gives_the_loops_bytes_and_probabilities(cuts: list[int], m
     expected, blob = _loop("mixed")
     model = _small("mixed")
     for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
-        if method == "loop":
-            for i in range(a, b):
-                assert model.predict_proba_one(records[i]) == expected[i]
-                if labels[i] is not None:
-                    model.learn_one(records[i], labels[i])
-            continue
-        if method == "learn_many":
-            model.learn_many(records[a:b], labels[a:b])
-            continue
-        proba_rows = model.predict_learn_many(records[a:b], labels[a:b])
-        for i, row in enumerate(proba_rows):
-            want = expected[a + i]
-            got = {c: row[j] for j, c in enumerate(model.classes_) if c in want or row[j] != 0.0}
-            assert got == want
+        run_rows(model, records, labels, expected, range(a, b), method)
     assert model.to_bytes() == blob
 
 

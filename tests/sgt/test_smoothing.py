@@ -211,6 +211,29 @@ def _loop(proba: str) -> tuple[list[dict], bytes]:
     return out, model.to_bytes()
 
 
+def run_rows(
+    model: SGTClassifier, records: list, labels: list, expected: list, rows: range, method: str
+) -> None:
+    """Run ``rows`` of the stream through ``model`` by ``method`` ("loop": one record at a time,
+    "learn_many", or "predict_learn_many"), checking every predicted row against the loop's
+    ``expected`` probabilities (a class absent from an expected row must be predicted 0)."""
+    a, b = rows.start, rows.stop
+    if method == "loop":
+        for i in rows:
+            assert model.predict_proba_one(records[i]) == expected[i]
+            if labels[i] is not None:
+                model.learn_one(records[i], labels[i])
+        return
+    if method == "learn_many":
+        model.learn_many(records[a:b], labels[a:b])
+        return
+    proba_rows = model.predict_learn_many(records[a:b], labels[a:b])
+    for i, row in enumerate(proba_rows):
+        want = expected[a + i]
+        got = {c: row[j] for j, c in enumerate(model.classes_) if c in want or row[j] != 0.0}
+        assert got == want
+
+
 def _cuts(n: int) -> st.SearchStrategy[list[int]]:
     return st.lists(st.integers(1, n - 1), max_size=10, unique=True).map(sorted)
 
@@ -228,20 +251,7 @@ def test_any_batching_gives_the_loops_bytes_and_probabilities(
     expected, blob = _loop(proba)
     model = _small(proba)
     for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
-        if method == "loop":
-            for i in range(a, b):
-                assert model.predict_proba_one(records[i]) == expected[i]
-                if labels[i] is not None:
-                    model.learn_one(records[i], labels[i])
-            continue
-        if method == "learn_many":
-            model.learn_many(records[a:b], labels[a:b])
-            continue
-        proba_rows = model.predict_learn_many(records[a:b], labels[a:b])
-        for i, row in enumerate(proba_rows):
-            want = expected[a + i]
-            got = {c: row[j] for j, c in enumerate(model.classes_) if c in want or row[j] != 0.0}
-            assert got == want
+        run_rows(model, records, labels, expected, range(a, b), method)
     assert model.to_bytes() == blob
 
 

@@ -31,7 +31,7 @@ from sgt.bayes import LOG_RATIO_BOUND, Retirement
 from sgt.calibration import STEP
 from tests.sgt.sgt_testkit import as_dicts, multiclass_stream
 from tests.sgt.test_serialization import _pack, _unpack
-from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _small, _stream
+from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _small, _stream, run_rows
 
 #: retirements inside `_stream`: by the weight's floor (about record 370) and by the record count
 BY_RATIO = Retirement(LOG_RATIO_BOUND, 10**9)
@@ -154,20 +154,7 @@ def test_any_batching_and_saves_give_the_loops_bytes_and_probabilities(
                     if labels[i] is not None:
                         model.learn_one(records[i], labels[i])
                 a = min(b, a + 3)
-            if method == "loop":
-                for i in range(a, b):
-                    assert model.predict_proba_one(records[i]) == expected[i]
-                    if labels[i] is not None:
-                        model.learn_one(records[i], labels[i])
-                continue
-            if method == "learn_many":
-                model.learn_many(records[a:b], labels[a:b])
-                continue
-            proba_rows = model.predict_learn_many(records[a:b], labels[a:b])
-            for i, row in enumerate(proba_rows):
-                want = expected[a + i]
-                got = {c: row[j] for j, c in enumerate(model.classes_) if c in want or row[j] != 0.0}
-                assert got == want
+            run_rows(model, records, labels, expected, range(a, b), method)
     assert model.to_bytes() == blob.to_bytes()
 
 

@@ -308,32 +308,38 @@ def test_failed_state_topic_writes_are_retried_with_a_capped_exponential_backoff
     assert orjson.loads(state_header_of(mirror.written[-1][1]))["next_offsets"] == [20, 0]
 
 
+class FullDisk:
+    """Checkpoint file writes that fail with ENOSPC while ``full``; ``writes`` counts the attempts."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full, self.writes, self._write = True, 0, checkpoint.write_checkpoint
+        monkeypatch.setattr(checkpoint, "write_checkpoint", self)
+
+    def __call__(self, directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
+        self.writes += 1
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self._write(directory, partition, payload, owner)
+
+
 def test_a_full_disk_is_retried_with_backoff_and_a_stop_does_not_wait_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker, consumer, _ = _worker(tmp_path)
     clock = FakeClock(worker)
     _feed(worker, consumer, range(0, 10))
-    write, full, writes = checkpoint.write_checkpoint, [True], [0]
-
-    def disk(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
-        writes[0] += 1
-        if full[0]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return write(directory, partition, payload, owner)
-
-    monkeypatch.setattr(checkpoint, "write_checkpoint", disk)
+    disk = FullDisk(monkeypatch)
     _feed(worker, consumer, range(10, 20))  # the first failed write, at 0 s
     for _ in range(12):  # 3 s of turns: attempts at 0.5 s and 1.5 s (the next one is at 3.5 s)
         clock.now += 0.25
         _turn(worker)
-    assert writes[0] == 3 and _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
+    assert disk.writes == 3 and _checkpointed(tmp_path) == [10, 0] and consumer.commits[-1] == [("f", 0, 10)]
     # a stop (or revoke) inside the pause attempts its checkpoint at once: failing, then succeeding
     assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is False
-    assert writes[0] == 4
-    full[0] = False
+    assert disk.writes == 4
+    disk.full = False
     assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is True
-    assert writes[0] == 5 and _checkpointed(tmp_path) == [20, 0] and consumer.commits[-1] == [("f", 0, 20)]
+    assert disk.writes == 5 and _checkpointed(tmp_path) == [20, 0] and consumer.commits[-1] == [("f", 0, 20)]
     assert worker.owned[0].retry.failures == 0  # the streak ended with it
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 4

@@ -3,7 +3,6 @@ fenced producer and lost partitions do to the open transaction and the partition
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,12 @@ from tests.worker.test_reliability import (
     FakeClock,
     FakeConsumer,
     FakeProducer,
+    FullDisk,
     _checkpointed,
     _feed,
     _turn,
 )
 from tests.worker.worker_util import samples, value
-from worker import checkpoint
 from worker.config import load_settings
 from worker.loop import Worker
 from worker.transactions import TransactionalCheckpointer, TransactionFenced
@@ -191,24 +190,16 @@ def test_a_full_disk_spaces_the_transactions_that_write_the_file_again(
     worker, consumer, producer = _worker(tmp_path)
     clock = FakeClock(worker)
     _feed(worker, consumer, range(0, 10))
-    write, full, writes = checkpoint.write_checkpoint, [True], [0]
-
-    def disk(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
-        writes[0] += 1
-        if full[0]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return write(directory, partition, payload, owner)
-
-    monkeypatch.setattr(checkpoint, "write_checkpoint", disk)
+    disk = FullDisk(monkeypatch)
     _feed(worker, consumer, range(10, 20))  # committed, then its file write fails, at 0 s
-    assert consumer.committed_offsets == {("f", 0): 20} and writes[0] == 1
+    assert consumer.committed_offsets == {("f", 0): 20} and disk.writes == 1
     for _ in range(12):  # 3 s of turns: attempts at 0.5 s and 1.5 s (the next one is at 3.5 s)
         clock.now += 0.25
         _turn(worker)
-    assert writes[0] == 3 and producer.calls.count("commit") == 4
+    assert disk.writes == 3 and producer.calls.count("commit") == 4
     assert _checkpointed(tmp_path) == [10, 0]
-    full[0] = False
+    disk.full = False
     clock.now += 0.5
     _turn(worker)
-    assert writes[0] == 4 and producer.calls.count("commit") == 5 and _checkpointed(tmp_path) == [20, 0]
+    assert disk.writes == 4 and producer.calls.count("commit") == 5 and _checkpointed(tmp_path) == [20, 0]
     assert worker.owned[0].retry.failures == 0
