@@ -161,6 +161,14 @@ class Checkpointer:
 
     # -- while running: the steps across turns of the loop ---------------------------------------------
 
+    def _due(self, owned: Owned, now: float) -> bool:
+        """Whether a partition's checkpoint is due at ``now``: enough records or enough time since its
+        last one, and no failed attempt's pause lasting (step 3c)."""
+        return owned.retry.ready(now) and bool(
+            owned.since_checkpoint >= self.settings.checkpoint_records
+            or (owned.since_checkpoint and now - owned.last_checkpoint >= self.settings.checkpoint_seconds)
+        )
+
     def maybe_checkpoint(self, owned: dict[int, Owned]) -> None:
         """Advance every partition's checkpoint by the steps that are ready, without waiting."""
         offsets = self._finished_writes()  # step 3 done: step 3b, or 4, for those partitions
@@ -173,11 +181,7 @@ class Checkpointer:
             and p not in self._writing
             and p not in self._mirroring
             and o.latch.failed is None
-            and o.retry.ready(now)  # step 3c: not while a failed attempt's pause lasts
-            and (
-                o.since_checkpoint >= self.settings.checkpoint_records
-                or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
-            )
+            and self._due(o, now)
         ]
         if due:  # step 1, at most one partition per turn (those assigned together fall due together)
             p = min(due, key=lambda p: owned[p].last_checkpoint)

@@ -154,12 +154,7 @@ class TransactionalCheckpointer(Checkpointer):
         if any(o.latch.failed is not None for o in owned.values()):
             return  # the transaction cannot commit: the loop aborts it and rewinds (renew_producer)
         now = self.clock()
-        if any(
-            o.since_checkpoint >= self.settings.checkpoint_records
-            or (o.since_checkpoint and now - o.last_checkpoint >= self.settings.checkpoint_seconds)
-            for o in owned.values()
-            if o.retry.ready(now)  # a partition whose file write failed waits for its backoff's pause
-        ):
+        if any(self._due(o, now) for o in owned.values()):  # a failed file write waits out its pause
             self._commit_transaction(owned)
 
     def checkpoint_now(self, owned: dict[int, Owned], partitions: list[int], force: bool) -> bool:
