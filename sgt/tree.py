@@ -657,13 +657,9 @@ class Tree:
             self._linear_step(nodes[k], _solve_positive_definite(hessian, means[k, :width]), centre[k])
 
     def _drop_linear(self, node: int, centre: np.ndarray) -> None:
-        """Drop the leaf's linear term, its value at the block's centre kept: value += w . c, w = 0."""
-        weights = self.weights[node, self.layout.numeric].tolist()
-        shift = weights[0] * float(centre[0])  # summed in order, as `_linear_step` sums its shift
-        for w_j, c_j in zip(weights[1:], centre[1:].tolist()):
-            shift += w_j * c_j
-        self.value[node] += shift
-        self.weights[node] = 0.0
+        """Drop the leaf's linear term, its value at the block's centre kept: value += w . c, w = 0,
+        which is the Newton step s = w (the gate only drops finite terms, so w - w is 0 exactly)."""
+        self._linear_step(node, self.weights[node, self.layout.numeric].tolist(), centre)
 
     def _linear_step(
         self, node: int, step: list[float], centre: np.ndarray, output: tuple[int, ...] = ()
