@@ -36,7 +36,15 @@ import numpy as np
 
 from sgt.split import Candidate, best_nominal_outputs, best_numeric_outputs, null_candidate_outputs
 from sgt.stats import WIDTH, N, block_stats, merge
-from sgt.tree import Layout, LeafInputs, Params, Tree, _solve_positive_definite_many, _sums_in_order
+from sgt.tree import (
+    NODE_ARRAYS,
+    Layout,
+    LeafInputs,
+    Params,
+    Tree,
+    _solve_positive_definite_many,
+    _sums_in_order,
+)
 
 __all__ = ["MultiOutputTree", "load_tree", "widened"]
 
@@ -200,11 +208,10 @@ def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) ->
         raise ValueError(f"{old} outputs cannot take the positions {kept} of {outputs}")
     added = [k for k in range(outputs) if k not in kept]
     wide = MultiOutputTree(tree.params, tree.layout, outputs)
-    for name in ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block"):
+    structure = [name for name in NODE_ARRAYS if name != "value"]  # (the values widen below)
+    counters = ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block")
+    for name in (*counters, *structure, "pending_codes"):
         setattr(wide, name, getattr(tree, name))
-    for name in ("feature", "threshold", "left", "right", "table", "missing", "depth", "parent", "slot"):
-        setattr(wide, name, getattr(tree, name))
-    wide.pending_codes = tree.pending_codes
 
     def grown(array: np.ndarray, axis: int) -> np.ndarray:  # the output axis at `axis`, widened
         if old == 1:

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-from sgt.stats import CGH, M2G, M2H, MG, MH, N, merge
+from sgt.stats import CGH, M2G, M2H, MG, MH, WIDTH, N, merge
 
 __all__ = [
     "Candidate",
@@ -430,22 +431,17 @@ def best_nominal(block: np.ndarray, lambda_: float, gamma: float, n: float, feat
     join the child with most instances (ties: the earliest category). At least two categories
     must be present; |Q| is the number of children.
     """
-    counts = block[1:, N]
-    categories = np.flatnonzero(counts > 0) + 1
-    if categories.size < 2:
+    grouped = _nominal_children(block)
+    if grouped is None:
         return None
-    children = block[categories].copy()
-    missing_child = int(np.argmax(children[:, N]))
-    if block[0, N] > 0:
-        children[missing_child] = merge(children[missing_child], block[0])
-    mean, variance, delta = pooled(children, lambda_)
+    mean, variance, delta = pooled(grouped.children, lambda_)
     return Candidate(
         feature=feature,
-        mean=float(mean) + gamma * categories.size / n,
+        mean=float(mean) + gamma * grouped.categories.size / n,
         variance=float(variance),
         deltas=delta,
-        categories=categories.astype(np.int64),
-        missing_child=missing_child,
+        categories=grouped.categories.astype(np.int64),
+        missing_child=grouped.missing_child,
     )
 
 
@@ -455,20 +451,40 @@ def best_nominal_outputs(
     """`best_nominal` of a multi-output leaf: `block` [K + 1, outputs, 6]. The children's mean loss
     changes and variances are summed over the outputs (as `best_numeric_outputs`); `deltas` are
     [children, outputs]."""
-    counts = block[1:, 0, N]
-    categories = np.flatnonzero(counts > 0) + 1
-    if categories.size < 2:
+    grouped = _nominal_children(block)
+    if grouped is None:
         return None
-    children = block[categories].copy()  # [m, outputs, 6]
-    missing_child = int(np.argmax(children[:, 0, N]))
-    if block[0, 0, N] > 0:
-        children[missing_child] = merge(children[missing_child], block[0])
+    children = grouped.children  # [m, outputs, 6]
     mean, variance, delta = pooled(np.ascontiguousarray(children.transpose(1, 0, 2)), lambda_)
     return Candidate(
         feature=feature,
-        mean=float(np.add.reduce(mean, initial=-0.0)) + gamma * categories.size / n,
+        mean=float(np.add.reduce(mean, initial=-0.0)) + gamma * grouped.categories.size / n,
         variance=float(np.add.reduce(variance, initial=-0.0)),
         deltas=delta.T.copy(),
-        categories=categories.astype(np.int64),
-        missing_child=missing_child,
+        categories=grouped.categories.astype(np.int64),
+        missing_child=grouped.missing_child,
     )
+
+
+class _NominalChildren(NamedTuple):
+    """A nominal split's children: the category codes seen at the leaf, their statistics (missing
+    values merged into `missing_child`), and which child takes missing values."""
+
+    categories: np.ndarray
+    children: np.ndarray
+    missing_child: int
+
+
+def _nominal_children(block: np.ndarray) -> _NominalChildren | None:
+    """The children of a nominal split of `block` ([K + 1, 6], or [K + 1, outputs, 6]: every output
+    counts the same instances): one per category seen, missing values joining the child with most
+    instances (ties: the earliest category); None with fewer than two categories."""
+    counts = block.reshape(block.shape[0], -1, WIDTH)[:, 0, N]
+    categories = np.flatnonzero(counts[1:] > 0) + 1
+    if categories.size < 2:
+        return None
+    children = block[categories].copy()
+    missing_child = int(np.argmax(counts[categories]))
+    if counts[0] > 0:
+        children[missing_child] = merge(children[missing_child], block[0])
+    return _NominalChildren(categories, children, missing_child)
