@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 import pytest
@@ -114,17 +115,7 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
     the worker stops cleanly. (When the cut also caught the first checkpoint's state-topic write, the
     stop used to fail: see the next test.)"""
     bootstrap, proxy = proxied_broker
-
-    topics = _topics(bootstrap)
-    client = f"worker-{uuid.uuid4().hex[:6]}"
-    settings = inprocess_settings(
-        bootstrap,
-        topics,
-        tmp_path,
-        checkpoint_records=100,
-        checkpoint_seconds=0.5,
-        kafka_options=f"client.id={client},message.timeout.ms=2000",
-    )
+    topics, client, settings = _outage_setup(bootstrap, tmp_path)
     produce_records(bootstrap, topics["features"], [_good(i) for i in range(300)], partition=0)
     run = worker_threads(settings)
     worker = run.worker
@@ -156,16 +147,7 @@ def test_the_state_topic_catches_up_after_an_outage_longer_than_the_delivery_tim
     reached the state topic, no offset was committed, and the final checkpoint was refused
     (FinalCheckpointError). Now the state topic and the committed offsets catch up once it is back."""
     bootstrap, proxy = proxied_broker
-    topics = _topics(bootstrap)
-    client = f"worker-{uuid.uuid4().hex[:6]}"
-    settings = inprocess_settings(
-        bootstrap,
-        topics,
-        tmp_path,
-        checkpoint_records=100,
-        checkpoint_seconds=0.5,
-        kafka_options=f"client.id={client},message.timeout.ms=2000",
-    )
+    topics, client, settings = _outage_setup(bootstrap, tmp_path)
     state_topic = settings.state_topic_name
     assert state_topic is not None  # on by default
 
@@ -186,6 +168,28 @@ def test_the_state_topic_catches_up_after_an_outage_longer_than_the_delivery_tim
     wait_for(lambda: _state_offsets(bootstrap, state_topic) == [600, 0], 60, "the state topic", interval=0.5)
     wait_for(lambda: committed() == 600, 30, "the offsets committed", interval=0.5)
     assert run.stop() is None  # a clean stop, its final checkpoint written
+
+
+class _Outage(NamedTuple):
+    topics: dict[str, str]
+    client: str  # the worker's client.id, which the fault proxy holds
+    settings: WorkerSettings
+
+
+def _outage_setup(bootstrap: str, tmp_path: Path) -> _Outage:
+    """A worker's topics and settings for an outage test: checkpoints every 100 records or 0.5 s, a
+    client.id of its own for the fault proxy to hold, and deliveries that fail after 2 s."""
+    topics = _topics(bootstrap)
+    client = f"worker-{uuid.uuid4().hex[:6]}"
+    settings = inprocess_settings(
+        bootstrap,
+        topics,
+        tmp_path,
+        checkpoint_records=100,
+        checkpoint_seconds=0.5,
+        kafka_options=f"client.id={client},message.timeout.ms=2000",
+    )
+    return _Outage(topics, client, settings)
 
 
 def _state_offsets(bootstrap: str, topic: str) -> list[int] | None:
