@@ -122,6 +122,33 @@ MULTICLASS_TREES = ("per-class", "multi-output", "multi-output-reference")
 #: `linear_start` is None, from the third class on (see BoostedClassifier); with fewer classes: 0
 MULTICLASS_LINEAR_START = 100
 _MAX_SEED = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Youth:
+    """Parameters a young ensemble (the first, or one a warning or drift started) learns with, moving to
+    the model's own as it ages: at age a (records it has learned, taken at the start of each
+    `DRIFT_PERIOD`, so a fixed function of the record sequence) a parameter is its young value moved a
+    share min(1, a / records) of the way to the model's (geometrically for `delta`). None: the model's.
+    A model takes one by its class (`_youth`), as the other variants of the drift response:
+
+    >>> class EagerWhenYoung(BoostedClassifier):
+    ...     _youth = Youth(records=2000, delta_factor=10.0, first=False)
+    >>> model = EagerWhenYoung()
+    >>> model.learn_many([[0.1], [0.9]], [0, 1])
+    >>> model.n_seen
+    2
+    """
+
+    records: int
+    poisson_rate: float | None = None
+    lambda_: float | None = None
+    delta_factor: float | None = None  # the young split confidence, as a multiple of the model's
+    grace_period: int | None = None
+    grace_start: int | None = None
+    first: bool = True  # whether the first ensemble is young too (else only those started later)
+
+
 # columns of a member's target table before the offsets: target, weight
 _TARGET, _WEIGHT, _OFFSETS = 0, 1, 2
 
@@ -138,6 +165,7 @@ class _Member(BaseSGT):
         self.linear_steps = owner._linear_steps_now(owner._n_outputs_per_member())
         super().__init__(**owner._tree_params())
         self._owner = owner
+        self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
         self._space = owner._space
         self._layout = owner._layout
         self._layout_revision = owner._layout_revision
@@ -172,7 +200,7 @@ class _Member(BaseSGT):
             self._grow_outputs(needed)
             outputs = self.n_outputs  # at the new class's row
             self.set_tree_params(
-                delta=self._owner._member_delta(outputs),
+                delta=self._owner._member_delta(outputs) * self._delta_scale,
                 linear_steps=self._owner._linear_steps_now(outputs),
             )
 
@@ -222,6 +250,8 @@ class _Boosting(_Estimator):
     _race_after_warning = False
     #: the warning test's threshold, as a share of the drift test's (measured in the module docstring)
     _warning_share = WARNING_SHARE
+    #: the parameters a young ensemble learns with (None: the model's from the start; see Youth)
+    _youth: Youth | None = None
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -275,6 +305,7 @@ class _Boosting(_Estimator):
         self._members = self._new_members()
         self._background: list[_Member] | None = None  # learning since the last warning, if any
         self._background_since = 0  # records learned when it started
+        self._members_since = 0  # records learned when the main ensemble started
         self._pending = False  # a drift without a warning: a fresh background must beat the main one
         self._lead = 0.0  # while pending: the main ensemble's errors minus the background's, this period
         self._detector = self._new_detector(1.0)
@@ -324,6 +355,41 @@ class _Boosting(_Estimator):
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
             member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+
+    def _follow_youth(self) -> None:
+        """Every ensemble's parameters for its age (at a fixed row: see `_run_encoded`)."""
+        youth = self._youth
+        if youth is None:
+            return
+        for ensemble, since in self._ensembles():
+            share = self._youth_share(since)
+            scale = 1.0 if youth.delta_factor is None else youth.delta_factor ** (1.0 - share)
+            changes: dict[str, Any] = {}
+            for name in ("lambda_", "grace_period", "grace_start"):
+                young = getattr(youth, name)
+                if young is not None:
+                    value = young + share * (getattr(self, name) - young)
+                    changes[name] = value if name == "lambda_" else round(value)
+            for member in ensemble:
+                member._delta_scale = scale
+                member.set_tree_params(delta=self._member_delta(member.n_outputs) * scale, **changes)
+
+    def _youth_share(self, since: int) -> float:
+        """How far an ensemble started at `since` has moved from its young parameters (0 to 1), by its
+        age at the start of the current `DRIFT_PERIOD`."""
+        assert self._youth is not None
+        if since == 0 and not self._youth.first:
+            return 1.0
+        age = (self._n_seen - since) // DRIFT_PERIOD * DRIFT_PERIOD
+        return min(1.0, age / self._youth.records)
+
+    def _ensembles(self) -> list[tuple[list[_Member], int]]:
+        """The main ensemble and the background one (if any), each with the records learned when it
+        started."""
+        pairs = [(self._members, self._members_since)]
+        if self._background is not None:
+            pairs.append((self._background, self._background_since))
+        return pairs
 
     def _member_delta(self, n_outputs: int) -> float:
         """The split confidence of a member with `n_outputs` outputs (the classifier's follows the
@@ -425,6 +491,7 @@ class _Boosting(_Estimator):
             "members": [len(m._trees) for m in self._members],
             "background": None if self._background is None else [len(m._trees) for m in self._background],
             "background_since": self._background_since,
+            "members_since": self._members_since,
             "pending": self._pending,
             "lead": self._lead,
             "detector": self._detector.state(),
@@ -457,6 +524,7 @@ class _Boosting(_Estimator):
         self._n_drifts = int(extra["n_drifts"])
         # states saved before backgrounds had a bounded life: the life counts from the restore
         self._background_since = int(extra.get("background_since", self._n_seen))
+        self._members_since = int(extra.get("members_since", 0))  # saved before: the first ensemble's
         self._pending = bool(extra.get("pending", False))
         self._lead = float(extra.get("lead", 0.0))
         self._retired_version = int(extra["retired_version"])
@@ -527,8 +595,8 @@ class _Boosting(_Estimator):
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
         cuts = np.flatnonzero(learn & (learned % DRIFT_PERIOD == 0)) + 1
-        if self.drift_threshold is None:
-            cuts = cuts[:0]  # the model changes at those points only to answer a drift
+        if self.drift_threshold is None and self._youth is None:
+            cuts = cuts[:0]  # the model changes at those points only to answer a drift or to age
         cuts = np.union1d(cuts, self._growth_cuts(events))
         # linear terms may start stepping after a fixed learned record: a batch is cut there
         multiclass_start = self._linear_start(2)  # (members of one tree start at 0 unless given)
@@ -536,6 +604,7 @@ class _Boosting(_Estimator):
         batch = _Batch(codes, leaf_inputs_of(self._layout, codes))
         for start, end in itertools.pairwise([0, *cuts[cuts < n].tolist(), n]):
             self._follow_linear_start()
+            self._follow_youth()
             inside = events[(events >= start) & (events < end)] - start
             grown = {row - start: r for row, r in regrids.items() if start <= row < end and r}
             out[start:end], outputs_at[start:end] = self._run_segment(
@@ -569,6 +638,8 @@ class _Boosting(_Estimator):
         )
         background = None
         if self._background is not None:
+            if self._youth is not None:
+                weights = self._weights(learn, self._background_since)
             background = members(self._background, part, table, weights, base, learn, events, regrids)
             background = self._reference_scores(background)
         rows = np.flatnonzero(learn)
@@ -623,16 +694,22 @@ class _Boosting(_Estimator):
         """Outputs (classes) known when each row is predicted: an event counts from the row after it."""
         return self._n_outputs() + np.searchsorted(events, np.arange(n), side="left")
 
-    def _weights(self, learn: np.ndarray) -> np.ndarray:
-        """Bagging weight of every row for every member ([members, rows]; 0 for rows not learned)."""
+    def _weights(self, learn: np.ndarray, since: int | None = None) -> np.ndarray:
+        """Bagging weight of every row for every member of the ensemble started at `since` (None: the
+        main one) ([members, rows]; 0 for rows not learned)."""
         weights = np.zeros((self._member_count(), learn.size))
         rows = np.flatnonzero(learn)
         if self._poisson_cdf is None:
             weights[:, rows] = 1.0
             return weights
+        cdf = self._poisson_cdf
+        if self._youth is not None and self._youth.poisson_rate is not None and self.poisson_rate is not None:
+            young = self._youth.poisson_rate
+            share = self._youth_share(self._members_since if since is None else since)
+            cdf = _poisson_cdf(young + share * (self.poisson_rate - young))
         index = (self._n_seen + np.arange(rows.size)).astype(np.uint64)
         uniform = _uniform(self.seed, index, weights.shape[0])
-        weights[:, rows] = np.searchsorted(self._poisson_cdf, uniform, side="right")
+        weights[:, rows] = np.searchsorted(cdf, uniform, side="right")
         return weights
 
     def _answer_drift(self) -> None:
@@ -681,6 +758,7 @@ class _Boosting(_Estimator):
         assert self._background is not None
         self._retire(self._members)
         self._members, self._background = self._background, None
+        self._members_since = self._background_since
         self._reset_detectors()
         self._n_drifts += 1
 
@@ -1075,7 +1153,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         """With `delta` None: the delta of the classes known now, for new members and every tree."""
         self.delta = self._member_delta(self._n_outputs_per_member())
         for member in self._all_members():
-            member.set_tree_params(delta=self._member_delta(member.n_outputs))
+            member.set_tree_params(delta=self._member_delta(member.n_outputs) * member._delta_scale)
 
     def _n_raw(self, n_events: int) -> int:
         return max(1, len(self._classes) + n_events - 1)

@@ -33,6 +33,7 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
+from sgt.boosted import Youth
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -140,6 +141,37 @@ class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
     _warning_share = 0.3
 
 
+class _YoungEagerBoostedClassifier(BoostedClassifier):
+    """Every ensemble (the first, and those a warning or drift starts) splits with ten times the split
+    confidence at first, back to the model's over its first 2,000 records (geometrically)."""
+
+    _youth = Youth(records=2000, delta_factor=10.0)
+
+
+class _LateYoungEagerBoostedClassifier(BoostedClassifier):
+    """As above for the ensembles a warning or drift starts only."""
+
+    _youth = Youth(records=2000, delta_factor=10.0, first=False)
+
+
+class _YoungEager30BoostedClassifier(BoostedClassifier):
+    """Thirty times the split confidence at first."""
+
+    _youth = Youth(records=2000, delta_factor=30.0)
+
+
+class _YoungBaggedBoostedClassifier(BoostedClassifier):
+    """Bagging at rate 3 at first, back to 1 over the first 2,000 records."""
+
+    _youth = Youth(records=2000, poisson_rate=3.0)
+
+
+class _YoungLightBoostedClassifier(BoostedClassifier):
+    """`lambda_` 0.1 at first, back to the model's over the first 2,000 records."""
+
+    _youth = Youth(records=2000, lambda_=0.1)
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -191,6 +223,12 @@ VARIANTS += (
     Variant("ours-boosted-warn0.3", boosted_class(_EarlyWarningBoostedClassifier)),
     Variant("ours-boosted-race", boosted_class(_RacingBoostedClassifier)),
     Variant("ours-boosted-race-warn0.3", boosted_class(_RacingEarlyWarningBoostedClassifier)),
+    # a young ensemble learning with other parameters than the model's at first (sgt.boosted.Youth)
+    Variant("ours-boosted-young-delta10", boosted_class(_YoungEagerBoostedClassifier)),
+    Variant("ours-boosted-young-delta10-late", boosted_class(_LateYoungEagerBoostedClassifier)),
+    Variant("ours-boosted-young-delta30", boosted_class(_YoungEager30BoostedClassifier)),
+    Variant("ours-boosted-young-rate3", boosted_class(_YoungBaggedBoostedClassifier)),
+    Variant("ours-boosted-young-lambda0.1", boosted_class(_YoungLightBoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),

@@ -7,6 +7,7 @@ members are replaced inside the tested runs; the tests check that they did.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Any
@@ -29,6 +30,7 @@ from sgt.boosted import (
     MULTICLASS_DELTA,
     MULTICLASS_LINEAR_START,
     MULTICLASS_MEMBERS,
+    Youth,
 )
 from sgt.serialization import decode
 from sgt.tree import Tree
@@ -894,3 +896,101 @@ def test_many_classes_and_many_cuts_batch_and_restore_as_the_loop(cuts: list[int
     restored = BoostedClassifier.from_bytes(restored.to_bytes())
     restored.learn_many(_RECORDS5[at:], _LABELS5[at:])
     assert restored.to_bytes() == expected_bytes
+
+
+# a young ensemble (sgt.boosted.Youth) with every parameter it can change, young for 500 records
+YOUNG = Youth(records=500, poisson_rate=3.0, lambda_=0.05, delta_factor=20.0, grace_period=20, grace_start=5)
+
+
+def _tree_params(members: list[Any]) -> set[tuple[float, float, int, int | None]]:
+    return {
+        (t.params.delta, t.params.lambda_, t.params.grace_period, t.params.grace_start)
+        for m in members
+        for t in m._trees
+    }
+
+
+def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_youth", YOUNG)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": None})
+        model.learn_many(_RECORDS[:20], _LABELS[:20])  # (both classes: a tree per member)
+        assert _tree_params(model._members) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        model.learn_many(_RECORDS[20:251], _LABELS[20:251])  # age 250 from record 251 on: half way
+        assert _tree_params(model._members) == {(BINARY_DELTA * 20.0**0.5, 0.05 + 0.5 * 0.45, 30, 22)}
+        model.learn_many(_RECORDS[251:501], _LABELS[251:501])
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}  # the model's from 500 on
+        # a background ensemble starts young whatever the main one's age
+        model._start_background()
+        model.learn_many(_RECORDS[501:502], _LABELS[501:502])
+        assert model._background is not None
+        assert _tree_params(model._background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
+
+
+def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_youth", dataclasses.replace(YOUNG, first=False))
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
+        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model.learn_many(_RECORDS[300:501], _LABELS[300:501])
+        background = model._background
+        assert background is not None and model._background_since == 500
+        assert _tree_params(background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        model._detector._state.alarm = True
+        model.learn_many(_RECORDS[501:751], _LABELS[501:751])  # replaced at 750, at age 250
+        assert model._members is background and model._members_since == 500
+        restored = BoostedClassifier.from_bytes(model.to_bytes())
+        for m in (model, restored):
+            m.learn_many(_RECORDS[751:752], _LABELS[751:752])
+            assert _tree_params(m._members) == {(BINARY_DELTA * 20.0**0.5, 0.05 + 0.5 * 0.45, 30, 22)}
+        assert restored.to_bytes() == model.to_bytes()
+
+
+def test_a_young_ensemble_bags_at_its_rate() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedRegressor, "_youth", YOUNG)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": None})
+        young = model._weights(np.ones(20_000, dtype=bool))
+        model._n_seen = 500
+        old = model._weights(np.ones(20_000, dtype=bool))
+    plain = BoostedRegressor(**SMALL)
+    plain._n_seen = 500
+    assert abs(young.mean() - 3.0) < 0.05 and abs(young.var() - 3.0) < 0.15
+    assert np.array_equal(old, plain._weights(np.ones(20_000, dtype=bool)))  # the model's rate from 500
+
+
+@functools.cache
+def _young_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
+    """One record at a time with YOUNG: the classifier's state and probabilities, and the regressor's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
+        classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
+        proba, predictions = [], []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(classifier.predict_proba_one(x))
+            classifier.learn_one(x, y)
+        for x, y in zip(_XR, _YR, strict=True):
+            predictions.append(regressor.predict_one(x))
+            regressor.learn_one(x, y)
+        assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+        return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_young_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, expected_regressor, loop_values = _young_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
+        regressor = BoostedRegressor(**SMALL)
+        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+        assert values == loop_values and regressor.to_bytes() == expected_regressor
+        regressor = BoostedRegressor(**SMALL)
+        regressor.learn_many(_XR[:at], _YR[:at])
+        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+        restored.learn_many(_XR[at:], _YR[at:])
+        assert restored.to_bytes() == expected_regressor
