@@ -82,6 +82,7 @@ from sgt.drift import PageHinkley
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.losses import Loss
 from sgt.multioutput import MultiOutputTree, widened
+from sgt.recent import RecentRecords
 from sgt.regressor import SGTRegressor
 from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
@@ -252,6 +253,11 @@ class _Boosting(_Estimator):
     _warning_share = WARNING_SHARE
     #: the parameters a young ensemble learns with (None: the model's from the start; see Youth)
     _youth: Youth | None = None
+    #: the most recent learned records kept for an ensemble a warning or drift starts to learn first,
+    #: those since the detector's estimated change (0: none kept; see sgt.recent)
+    _replay = 0
+    #: records learned between the points where drifts are answered (a divisor of `BACKGROUND_LIFE`)
+    _drift_period = DRIFT_PERIOD
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -306,6 +312,7 @@ class _Boosting(_Estimator):
         self._background: list[_Member] | None = None  # learning since the last warning, if any
         self._background_since = 0  # records learned when it started
         self._members_since = 0  # records learned when the main ensemble started
+        self._recent = RecentRecords(self._replay)
         self._pending = False  # a drift without a warning: a fresh background must beat the main one
         self._lead = 0.0  # while pending: the main ensemble's errors minus the background's, this period
         self._detector = self._new_detector(1.0)
@@ -380,7 +387,7 @@ class _Boosting(_Estimator):
         assert self._youth is not None
         if since == 0 and not self._youth.first:
             return 1.0
-        age = (self._n_seen - since) // DRIFT_PERIOD * DRIFT_PERIOD
+        age = (self._n_seen - since) // self._drift_period * self._drift_period
         return min(1.0, age / self._youth.records)
 
     def _ensembles(self) -> list[tuple[list[_Member], int]]:
@@ -529,6 +536,17 @@ class _Boosting(_Estimator):
         self._lead = float(extra.get("lead", 0.0))
         self._retired_version = int(extra["retired_version"])
 
+    def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
+        arrays: list[tuple[str, np.ndarray]] = super()._state_arrays()
+        if self._replay:
+            arrays += self._recent.arrays("recent", self._layout.n_features)
+        return arrays
+
+    def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        super()._restore_arrays(extra, arrays)
+        if self._replay and "recent.codes" in arrays:  # (else saved without: none kept)
+            self._recent.restore("recent", arrays, self._layout.n_features)
+
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_one(self, x: Any) -> list[float]:
         codes = self._space.encode_one(x, learn=False)
@@ -594,7 +612,7 @@ class _Boosting(_Estimator):
         out = np.zeros((n, width))
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
-        cuts = np.flatnonzero(learn & (learned % DRIFT_PERIOD == 0)) + 1
+        cuts = np.flatnonzero(learn & (learned % self._drift_period == 0)) + 1
         if self.drift_threshold is None and self._youth is None:
             cuts = cuts[:0]  # the model changes at those points only to answer a drift or to age
         cuts = np.union1d(cuts, self._growth_cuts(events))
@@ -644,6 +662,9 @@ class _Boosting(_Estimator):
             background = self._reference_scores(background)
         rows = np.flatnonzero(learn)
         self._n_seen += int(rows.size)
+        if self._replay:
+            regridded = int(np.searchsorted(rows, max(regrids))) if regrids else None
+            self._recent.remember(part.codes[rows], targets[rows], regridded)
         self._register_events(targets, events)
         if self.drift_threshold is not None and rows.size:
             errors = self._errors(predicted[rows], targets[rows], outputs_at[rows])
@@ -652,7 +673,7 @@ class _Boosting(_Estimator):
             if (self._pending or self._race_after_warning) and background is not None:
                 lead = errors - self._errors(background[rows], targets[rows], outputs_at[rows])
                 self._lead = float(np.cumsum(np.concatenate(([self._lead], lead)))[-1])  # in order
-            if self._n_seen % DRIFT_PERIOD == 0 and learn[-1]:
+            if self._n_seen % self._drift_period == 0 and learn[-1]:
                 self._answer_drift()
         self._refresh_trees()
         return predicted, outputs_at
@@ -694,9 +715,10 @@ class _Boosting(_Estimator):
         """Outputs (classes) known when each row is predicted: an event counts from the row after it."""
         return self._n_outputs() + np.searchsorted(events, np.arange(n), side="left")
 
-    def _weights(self, learn: np.ndarray, since: int | None = None) -> np.ndarray:
+    def _weights(self, learn: np.ndarray, since: int | None = None, first: int | None = None) -> np.ndarray:
         """Bagging weight of every row for every member of the ensemble started at `since` (None: the
-        main one) ([members, rows]; 0 for rows not learned)."""
+        main one) ([members, rows]; 0 for rows not learned); the first learned row is record `first`
+        (None: the next one)."""
         weights = np.zeros((self._member_count(), learn.size))
         rows = np.flatnonzero(learn)
         if self._poisson_cdf is None:
@@ -707,7 +729,7 @@ class _Boosting(_Estimator):
             young = self._youth.poisson_rate
             share = self._youth_share(self._members_since if since is None else since)
             cdf = _poisson_cdf(young + share * (self.poisson_rate - young))
-        index = (self._n_seen + np.arange(rows.size)).astype(np.uint64)
+        index = ((self._n_seen if first is None else first) + np.arange(rows.size)).astype(np.uint64)
         uniform = _uniform(self.seed, index, weights.shape[0])
         weights[:, rows] = np.searchsorted(cdf, uniform, side="right")
         return weights
@@ -731,14 +753,14 @@ class _Boosting(_Estimator):
                 self._reset_detectors()
         elif self._detector.alarm:
             if self._background is None:
-                self._start_background()
+                self._start_background(self._detector)
                 self._pending = self._fresh_must_win
             if not self._pending:
                 self._replace()
         elif self._race_after_warning and self._background is not None and self._lead > 0.0:
             self._replace()  # the warning's background already predicts better: answered before an alarm
         elif self._warning.alarm:
-            self._start_background()
+            self._start_background(self._warning)
             self._warning.reset()
         elif self._background is not None and self._background_expired():
             self._drop_background()  # no drift confirmed the warning: stop paying for it
@@ -748,10 +770,31 @@ class _Boosting(_Estimator):
         """Whether the background ensemble has learned for `BACKGROUND_LIFE` records."""
         return self._n_seen - self._background_since >= BACKGROUND_LIFE
 
-    def _start_background(self) -> None:
+    def _start_background(self, detector: PageHinkley | None = None) -> None:
+        """A new background ensemble; with `_replay`, it first learns the recent records since the
+        change `detector` estimates."""
         self._retire(self._background or [])
         self._background = self._new_members()
         self._background_since = self._n_seen
+        if self._replay and detector is not None:
+            self._learn_recent(self._background, detector.rising)
+
+    def _learn_recent(self, members: list[_Member], k: int) -> None:
+        """`members` (a new ensemble, young) learn the last k records kept (as many as are), with the
+        bagging weights of those records."""
+        codes, targets = self._recent.last(k, self._layout.n_features)
+        k = targets.size
+        if not k:
+            return
+        self._follow_youth()
+        learn = np.ones(k, dtype=bool)
+        width = self._n_raw(0) + int(self._every_class_from_three)
+        table = np.zeros((k, _OFFSETS + width))
+        table[:, _TARGET] = targets
+        weights = self._weights(learn, self._background_since, first=self._n_seen - k)
+        base = self._base_columns(k, width, learn, targets, _NO_EVENTS)
+        part = _Batch(codes, leaf_inputs_of(self._layout, codes)).part(0, k)
+        self._run_members(members, part, table, weights, base, learn, _NO_EVENTS, {})
 
     def _replace(self) -> None:
         """The background ensemble becomes the main one: a drift answered."""

@@ -172,6 +172,31 @@ class _YoungLightBoostedClassifier(BoostedClassifier):
     _youth = Youth(records=2000, lambda_=0.1)
 
 
+class _ReplayingBoostedClassifier(BoostedClassifier):
+    """An ensemble a warning or drift starts first learns the last records since the detector's estimated
+    change, of the 2,500 most recent kept (sgt.recent)."""
+
+    _replay = 2500
+
+
+class _ShortReplayingBoostedClassifier(BoostedClassifier):
+    """As above, of the 1,000 most recent."""
+
+    _replay = 1000
+
+
+class _Replaying125BoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying, with drifts answered every 125 records learned (250 by default)."""
+
+    _drift_period = 125
+
+
+class _Answering125BoostedClassifier(BoostedClassifier):
+    """Drifts answered every 125 records learned, without replay."""
+
+    _drift_period = 125
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -229,6 +254,11 @@ VARIANTS += (
     Variant("ours-boosted-young-delta30", boosted_class(_YoungEager30BoostedClassifier)),
     Variant("ours-boosted-young-rate3", boosted_class(_YoungBaggedBoostedClassifier)),
     Variant("ours-boosted-young-lambda0.1", boosted_class(_YoungLightBoostedClassifier)),
+    # a new ensemble first learns the recent records since the detected change (sgt.recent)
+    Variant("ours-boosted-replay", boosted_class(_ReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay1000", boosted_class(_ShortReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay-period125", boosted_class(_Replaying125BoostedClassifier)),
+    Variant("ours-boosted-period125", boosted_class(_Answering125BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),

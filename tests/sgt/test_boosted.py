@@ -994,3 +994,70 @@ def test_young_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int)
         restored = BoostedRegressor.from_bytes(regressor.to_bytes())
         restored.learn_many(_XR[at:], _YR[at:])
         assert restored.to_bytes() == expected_regressor
+
+
+# recent records kept for a new ensemble to learn first (sgt.recent): more than a drift period
+REPLAY = 300
+
+
+@pytest.mark.parametrize("replay", [0, REPLAY])
+def test_a_warning_background_first_learns_the_kept_records_since_the_rise(replay: int) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", replay)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_XR[:300], _YR[:300])
+        # as if the warning test had fired at record 300, after a rise over its last 25 records
+        model._warning._state.alarm = True
+        model._warning._state.low_n = model._warning.n - 25
+        model.learn_many(_XR[300:510], _YR[300:510])
+    assert model._background is not None and model._background_since == 500
+    assert len(model._recent) == replay
+    # the replayed records are those up to 500 (the detector ignores values while its alarm stands)
+    learned = 10 + (25 if replay else 0)
+    assert all(tree.leaf_count(0) == learned for m in model._background for tree in m._trees)
+
+
+def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_rise() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._detector._state.alarm = True
+        model._detector._state.low_n = model._detector.n - 30
+        model.learn_many(_RECORDS[300:500], _LABELS[300:500])
+    assert model.n_drifts == 1 and model._members_since == 500
+    assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
+
+
+@functools.cache
+def _replay_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
+    """One record at a time, replaying: the classifier's state and probabilities, and the regressor's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
+        proba, predictions = [], []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(classifier.predict_proba_one(x))
+            classifier.learn_one(x, y)
+        for x, y in zip(_XR, _YR, strict=True):
+            predictions.append(regressor.predict_one(x))
+            regressor.learn_one(x, y)
+        assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+        return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, expected_regressor, loop_values = _replay_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
+        regressor = BoostedRegressor(**SMALL)
+        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+        assert values == loop_values and regressor.to_bytes() == expected_regressor
+        regressor = BoostedRegressor(**SMALL)
+        regressor.learn_many(_XR[:at], _YR[:at])
+        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+        restored.learn_many(_XR[at:], _YR[at:])
+        assert restored.to_bytes() == expected_regressor
