@@ -256,8 +256,16 @@ class _Boosting(_Estimator):
     #: the most recent learned records kept for an ensemble a warning or drift starts to learn first,
     #: those since the detector's estimated change (0: none kept; see sgt.recent)
     _replay = 0
+    #: the share of the records since the estimated change that a new ensemble learns first (the most
+    #: recent), and at most how many of them one that a warning starts learns (a drift without a warning:
+    #: all)
+    _replay_share = 1.0
+    _replay_warned: int | None = None
     #: records learned between the points where drifts are answered (a divisor of `BACKGROUND_LIFE`)
     _drift_period = DRIFT_PERIOD
+    #: records learned between the points where a drift alarm that no warning came before is answered
+    #: by a fresh ensemble at once (a divisor of `_drift_period`; the classifier's answer only)
+    _alarm_period = DRIFT_PERIOD
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -612,7 +620,7 @@ class _Boosting(_Estimator):
         out = np.zeros((n, width))
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
-        cuts = np.flatnonzero(learn & (learned % self._drift_period == 0)) + 1
+        cuts = np.flatnonzero(learn & (learned % self._alarm_period == 0)) + 1
         if self.drift_threshold is None and self._youth is None:
             cuts = cuts[:0]  # the model changes at those points only to answer a drift or to age
         cuts = np.union1d(cuts, self._growth_cuts(events))
@@ -675,6 +683,8 @@ class _Boosting(_Estimator):
                 self._lead = float(np.cumsum(np.concatenate(([self._lead], lead)))[-1])  # in order
             if self._n_seen % self._drift_period == 0 and learn[-1]:
                 self._answer_drift()
+            elif self._n_seen % self._alarm_period == 0 and learn[-1]:
+                self._answer_alarm()
         self._refresh_trees()
         return predicted, outputs_at
 
@@ -760,24 +770,33 @@ class _Boosting(_Estimator):
         elif self._race_after_warning and self._background is not None and self._lead > 0.0:
             self._replace()  # the warning's background already predicts better: answered before an alarm
         elif self._warning.alarm:
-            self._start_background(self._warning)
+            self._start_background(self._warning, self._replay_warned)
             self._warning.reset()
         elif self._background is not None and self._background_expired():
             self._drop_background()  # no drift confirmed the warning: stop paying for it
         self._lead = 0.0  # a lead counts over one period
 
+    def _answer_alarm(self) -> None:
+        """Between the points where drifts are answered (every `_alarm_period` records): a drift alarm
+        with no background ensemble learning, which a fresh ensemble would replace at once at the next
+        such point, replaces it now (what a warning started waits for the drift period)."""
+        if self._detector.alarm and self._background is None and not self._fresh_must_win:
+            self._start_background(self._detector)
+            self._replace()
+
     def _background_expired(self) -> bool:
         """Whether the background ensemble has learned for `BACKGROUND_LIFE` records."""
         return self._n_seen - self._background_since >= BACKGROUND_LIFE
 
-    def _start_background(self, detector: PageHinkley | None = None) -> None:
+    def _start_background(self, detector: PageHinkley | None = None, most: int | None = None) -> None:
         """A new background ensemble; with `_replay`, it first learns the recent records since the
-        change `detector` estimates."""
+        change `detector` estimates (at most `most`)."""
         self._retire(self._background or [])
         self._background = self._new_members()
         self._background_since = self._n_seen
         if self._replay and detector is not None:
-            self._learn_recent(self._background, detector.rising)
+            k = math.ceil(self._replay_share * detector.rising)
+            self._learn_recent(self._background, k if most is None else min(k, most))
 
     def _learn_recent(self, members: list[_Member], k: int) -> None:
         """`members` (a new ensemble, young) learn the last k records kept (as many as are), with the

@@ -197,6 +197,29 @@ class _Answering125BoostedClassifier(BoostedClassifier):
     _drift_period = 125
 
 
+class _HalfReplayingBoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying the later half of the records since the estimated change only."""
+
+    _replay_share = 0.5
+
+
+class _WarnedReplayingBoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying at most 250 records after a warning, all since the change after a drift without one,
+    which is answered every 125 records learned."""
+
+    _replay_warned = 250
+    _alarm_period = 125
+
+
+class _FreshReplayingBoostedClassifier(BoostedClassifier):
+    """Only an ensemble a drift without a warning starts replays (of the 500 most recent records), and
+    such a drift is answered every 125 records learned."""
+
+    _replay = 500
+    _replay_warned = 0
+    _alarm_period = 125
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -259,6 +282,9 @@ VARIANTS += (
     Variant("ours-boosted-replay1000", boosted_class(_ShortReplayingBoostedClassifier)),
     Variant("ours-boosted-replay-period125", boosted_class(_Replaying125BoostedClassifier)),
     Variant("ours-boosted-period125", boosted_class(_Answering125BoostedClassifier)),
+    Variant("ours-boosted-replay-half", boosted_class(_HalfReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay-warned250", boosted_class(_WarnedReplayingBoostedClassifier)),
+    Variant("ours-boosted-fresh-replay", boosted_class(_FreshReplayingBoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),

@@ -1061,3 +1061,77 @@ def test_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: 
         restored = BoostedRegressor.from_bytes(regressor.to_bytes())
         restored.learn_many(_XR[at:], _YR[at:])
         assert restored.to_bytes() == expected_regressor
+
+
+def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_alarm_period", 125)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but those set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._warning._state.alarm = True  # a warning waits for the drift period ...
+        model.learn_many(_RECORDS[300:499], _LABELS[300:499])
+        assert model._background is None
+        model.learn_many(_RECORDS[499:501], _LABELS[499:501])
+        background = model._background
+        assert background is not None and model._background_since == 500
+        model._detector._state.alarm = True  # ... and so does a drift with a background learning
+        model.learn_many(_RECORDS[501:749], _LABELS[501:749])
+        assert model._members is not background
+        model.learn_many(_RECORDS[749:751], _LABELS[749:751])
+        assert model._members is background and model.n_drifts == 1
+        model._detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
+        main = model._members
+        model.learn_many(_RECORDS[751:874], _LABELS[751:874])
+        assert model._members is main
+        model.learn_many(_RECORDS[874:876], _LABELS[874:876])
+    assert model._members is not main and model._members_since == 875 and model.n_drifts == 2
+    assert not model._detector.alarm and model._background is None
+
+
+def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        patch.setattr(sgt.boosted._Boosting, "_replay_warned", 7)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})
+        model.learn_many(_XR[:300], _YR[:300])
+        model._warning._state.alarm = True
+        model._warning._state.low_n = model._warning.n - 25
+        model.learn_many(_XR[300:510], _YR[300:510])
+    assert model._background is not None
+    assert all(tree.leaf_count(0) == 10 + 7 for m in model._background for tree in m._trees)
+
+
+# a fresh ensemble at a drift without a warning (none comes before the drift alarm), answered every 125
+# records learned, replaying the records since the estimated change
+FRESH = {"_replay": REPLAY, "_replay_warned": 0, "_alarm_period": 125, "_warning_share": 2.0}
+
+
+@functools.cache
+def _fresh_loop() -> tuple[bytes, list[dict], list[int]]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FRESH.items():
+            patch.setattr(BoostedClassifier, name, value)
+        model = BoostedClassifier(**SMALL)
+        proba: list[dict] = []
+        replaced: list[int] = []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            drifts = model.n_drifts
+            model.learn_one(x, y)
+            if model.n_drifts != drifts:
+                replaced.append(model.n_seen)
+        return model.to_bytes(), proba, replaced
+
+
+def test_the_fresh_stream_replaces_the_main_one_between_drift_periods() -> None:
+    assert _fresh_loop()[2] == [875]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_fresh_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, _ = _fresh_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FRESH.items():
+            patch.setattr(BoostedClassifier, name, value)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
