@@ -88,6 +88,7 @@ from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
 
 __all__ = [
+    "ALARM_PERIOD",
     "BINARY_DELTA",
     "BINARY_MEMBERS",
     "DRIFT_PERIOD",
@@ -95,12 +96,18 @@ __all__ = [
     "MULTICLASS_LINEAR_START",
     "MULTICLASS_MEMBERS",
     "MULTICLASS_TREES",
+    "REPLAY",
     "BoostedClassifier",
     "BoostedRegressor",
 ]
 
 #: records learned between the points where detected drifts are answered
 DRIFT_PERIOD = 250
+#: records learned between the points where the classifier answers a drift alarm that no warning came
+#: before (by a fresh ensemble at once)
+ALARM_PERIOD = DRIFT_PERIOD // 2
+#: the recent learned records the classifier keeps for such a fresh ensemble to learn first (sgt.recent)
+REPLAY = 2 * DRIFT_PERIOD
 #: records a detector needs before it can raise an alarm
 DRIFT_MIN_RECORDS = 250
 #: the warning test's threshold, as a share of the drift test's
@@ -264,7 +271,7 @@ class _Boosting(_Estimator):
     #: records learned between the points where drifts are answered (a divisor of `BACKGROUND_LIFE`)
     _drift_period = DRIFT_PERIOD
     #: records learned between the points where a drift alarm that no warning came before is answered
-    #: by a fresh ensemble at once (a divisor of `_drift_period`; the classifier's answer only)
+    #: by a fresh ensemble at once (the classifier's answer only)
     _alarm_period = DRIFT_PERIOD
     _space: Any
     _layout: Any
@@ -620,7 +627,8 @@ class _Boosting(_Estimator):
         out = np.zeros((n, width))
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
-        cuts = np.flatnonzero(learn & (learned % self._alarm_period == 0)) + 1
+        period = math.gcd(self._drift_period, self._alarm_period)
+        cuts = np.flatnonzero(learn & (learned % period == 0)) + 1
         if self.drift_threshold is None and self._youth is None:
             cuts = cuts[:0]  # the model changes at those points only to answer a drift or to age
         cuts = np.union1d(cuts, self._growth_cuts(events))
@@ -1057,6 +1065,11 @@ class BoostedClassifier(_Boosting, SGTClassifier):
 
     _is_classifier = True
     _fresh_must_win = False
+    # a drift that no warning came before (an abrupt one) is answered at half the drift period by a
+    # fresh ensemble that first learns the records since the detected change (see the module docstring)
+    _replay = REPLAY
+    _replay_warned = 0
+    _alarm_period = ALARM_PERIOD
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
-from sgt.boosted import Youth
+from sgt.boosted import DRIFT_PERIOD, Youth
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -122,14 +122,23 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
     )
 
 
-class _RacingBoostedClassifier(BoostedClassifier):
+class _UnreplayingBoostedClassifier(BoostedClassifier):
+    """The classifier's drift response before replay: every alarm answered at the drift period, and no
+    new ensemble learning records from before it started (the variants below change this one)."""
+
+    _replay = 0
+    _replay_warned = None
+    _alarm_period = DRIFT_PERIOD
+
+
+class _RacingBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier whose warning's background ensemble replaces the main one as soon as it made fewer
     errors over a drift period, without waiting for the drift test."""
 
     _race_after_warning = True
 
 
-class _EarlyWarningBoostedClassifier(BoostedClassifier):
+class _EarlyWarningBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier with its warning test at 0.3 of the drift threshold (0.5 by default)."""
 
     _warning_share = 0.3
@@ -141,45 +150,45 @@ class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
     _warning_share = 0.3
 
 
-class _YoungEagerBoostedClassifier(BoostedClassifier):
+class _YoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
     """Every ensemble (the first, and those a warning or drift starts) splits with ten times the split
     confidence at first, back to the model's over its first 2,000 records (geometrically)."""
 
     _youth = Youth(records=2000, delta_factor=10.0)
 
 
-class _LateYoungEagerBoostedClassifier(BoostedClassifier):
+class _LateYoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
     """As above for the ensembles a warning or drift starts only."""
 
     _youth = Youth(records=2000, delta_factor=10.0, first=False)
 
 
-class _YoungEager30BoostedClassifier(BoostedClassifier):
+class _YoungEager30BoostedClassifier(_UnreplayingBoostedClassifier):
     """Thirty times the split confidence at first."""
 
     _youth = Youth(records=2000, delta_factor=30.0)
 
 
-class _YoungBaggedBoostedClassifier(BoostedClassifier):
+class _YoungBaggedBoostedClassifier(_UnreplayingBoostedClassifier):
     """Bagging at rate 3 at first, back to 1 over the first 2,000 records."""
 
     _youth = Youth(records=2000, poisson_rate=3.0)
 
 
-class _YoungLightBoostedClassifier(BoostedClassifier):
+class _YoungLightBoostedClassifier(_UnreplayingBoostedClassifier):
     """`lambda_` 0.1 at first, back to the model's over the first 2,000 records."""
 
     _youth = Youth(records=2000, lambda_=0.1)
 
 
-class _ReplayingBoostedClassifier(BoostedClassifier):
+class _ReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
     """An ensemble a warning or drift starts first learns the last records since the detector's estimated
     change, of the 2,500 most recent kept (sgt.recent)."""
 
     _replay = 2500
 
 
-class _ShortReplayingBoostedClassifier(BoostedClassifier):
+class _ShortReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
     """As above, of the 1,000 most recent."""
 
     _replay = 1000
@@ -189,12 +198,14 @@ class _Replaying125BoostedClassifier(_ReplayingBoostedClassifier):
     """Replaying, with drifts answered every 125 records learned (250 by default)."""
 
     _drift_period = 125
+    _alarm_period = 125
 
 
-class _Answering125BoostedClassifier(BoostedClassifier):
+class _Answering125BoostedClassifier(_UnreplayingBoostedClassifier):
     """Drifts answered every 125 records learned, without replay."""
 
     _drift_period = 125
+    _alarm_period = 125
 
 
 class _HalfReplayingBoostedClassifier(_ReplayingBoostedClassifier):
@@ -211,13 +222,10 @@ class _WarnedReplayingBoostedClassifier(_ReplayingBoostedClassifier):
     _alarm_period = 125
 
 
-class _FreshReplayingBoostedClassifier(BoostedClassifier):
-    """Only an ensemble a drift without a warning starts replays (of the 500 most recent records), and
-    such a drift is answered every 125 records learned."""
+class _FreshReplaying2500BoostedClassifier(BoostedClassifier):
+    """The default with 2,500 recent records kept (500 by default)."""
 
-    _replay = 500
-    _replay_warned = 0
-    _alarm_period = 125
+    _replay = 2500
 
 
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
@@ -284,7 +292,8 @@ VARIANTS += (
     Variant("ours-boosted-period125", boosted_class(_Answering125BoostedClassifier)),
     Variant("ours-boosted-replay-half", boosted_class(_HalfReplayingBoostedClassifier)),
     Variant("ours-boosted-replay-warned250", boosted_class(_WarnedReplayingBoostedClassifier)),
-    Variant("ours-boosted-fresh-replay", boosted_class(_FreshReplayingBoostedClassifier)),
+    Variant("ours-boosted-unreplaying", boosted_class(_UnreplayingBoostedClassifier)),  # the previous default
+    Variant("ours-boosted-fresh-replay2500", boosted_class(_FreshReplaying2500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
