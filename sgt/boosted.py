@@ -57,19 +57,22 @@ against 88.20%), both together (stationary SEA 87.2%, from false replacements), 
 gradual drifts 88.08%, and twice the false warnings on stationary SEA), and bagging at rate 2 or 3
 (SEA's third abrupt drift 2,368 and 1,984 records, but the hyperplane 91.4% and 91.0% against 91.7%
 and Agrawal with gradual drifts 87.8% and 86.5%).
-The classifier answers a drift that no warning came before (an abrupt one: every drift of Agrawal's)
-sooner, at every `ALARM_PERIOD` records learned, and its fresh ensemble first learns the records since
-the change the drift test estimates (where its accumulated excess was last at its minimum:
-`PageHinkley.rising`), of the `REPLAY` most recent ones kept (sgt.recent): the records between the
-change and the answer, which the old ensemble predicted badly, are not lost to the new one. Agrawal with
-three abrupt drifts (20,000 records, bagging seeds 0 to 5, medians): recovered in 2,607 / never / 1,022
-records against 3,470 / never / 1,198 before (River's ARF with the same seeds: never / never / 1,068),
-accuracy 92.41% against 90.64%; answering at 125 records without replay gave 2,860 / never / 1,024
-records and 91.16%, replay at 250 records 2,951 / never / 1,170 and 90.85%. SEA's drifts all come after
-a warning: unchanged (3,452 / 1,364 / 2,538; ARF 3,226 / 2,990 / 2,680), as are the gradual streams
-(Agrawal 88.22% against 88.20%) and the stationary ones. The finer points cut batches into shorter
-segments: 20,000 records in three interleaved runs took 0.97 to 1.57 s against 0.85 to 0.87 s on the
-rotating hyperplane, 2.89 to 3.34 s against 2.69 to 3.51 s on RBF-5. Measured with the same seeds and
+The classifier's fresh ensemble, after a drift that no warning came before (an abrupt one: every
+drift of Agrawal's), first learns the records since the change the drift test estimates (where its
+accumulated excess was last at its minimum: `PageHinkley.rising`), of the `REPLAY` most recent ones
+kept (sgt.recent): the records between the change and the answer, which the old ensemble predicted
+badly, are not lost to the new one. Agrawal with three abrupt drifts (20,000 records, bagging seeds 0
+to 5, medians): recovered in 2,951 / never / 1,170 records against 3,470 / never / 1,198 without it
+(River's ARF with the same seeds: never / never / 1,068), accuracy 90.85% against 90.64%, at no cost
+measurable in records/s; SEA's drifts all come after a warning: unchanged (3,452 / 1,364 / 2,538; ARF
+3,226 / 2,990 / 2,680), as are the gradual streams and the stationary ones. Answering such a drift
+at every 125 records learned instead of 250 (`_alarm_period`, bench variant `ours-boosted-fresh-replay125`)
+recovered faster still, 2,607 / never / 1,022 records and 92.41%, but the finer points cut every
+batch into segments half as long, whose fixed costs per member made the ensemble 13% to 35% slower on
+every stream, drifting or not (one process, interleaved: hyperplane 18,600 against 25,000 records/s,
+SEA 28,700 against 39,000, the worker's batches 14,300 against 19,000), which would take the binary
+streams below twenty times ARF's speed; it is left off until an alarm can be answered between the
+points without cutting every batch there. Measured with the same seeds and
 left off (bench variants): a background ensemble that a warning starts also learning the records since
 the warning test's change (`_replay_warned`): SEA's abrupt drifts 3,150 / 1,422 / 1,456 records and
 86.55% against 86.29%, but the gradual streams lost (SEA 85.89% against 86.11%, Agrawal 87.67% against
@@ -82,9 +85,8 @@ after the first were young), and (seed 0) the hyperplane 91.3% against 91.6% and
 against 88.1%; thirty times lost the hyperplane (90.4%); (seeds 0 to 2) bagging at rate 3 or `lambda_`
 0.1 lost Agrawal with abrupt drifts (89.7% against 90.9%), `grace_period` 50 or `grace_start` 5 SEA's
 first drift (4,190 and 4,008 records against 3,153).
-Warnings and drifts are acted on only at multiples of `DRIFT_PERIOD` records learned (the classifier's
-drifts without a warning at multiples of `ALARM_PERIOD`), points fixed by the record sequence: a batch
-is cut there, so every batching gives the same model.
+Warnings and drifts are acted on only at multiples of `DRIFT_PERIOD` records learned, points fixed by
+the record sequence: a batch is cut there, so every batching gives the same model.
 
 Exactness: in a one-record loop member m's prediction of record i depends only on records before i
 (prequential) and its learning of record i only on its own state and the predictions of members
@@ -114,7 +116,6 @@ from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
 
 __all__ = [
-    "ALARM_PERIOD",
     "BINARY_DELTA",
     "BINARY_MEMBERS",
     "DRIFT_PERIOD",
@@ -129,9 +130,6 @@ __all__ = [
 
 #: records learned between the points where detected drifts are answered
 DRIFT_PERIOD = 250
-#: records learned between the points where the classifier answers a drift alarm that no warning came
-#: before (by a fresh ensemble at once)
-ALARM_PERIOD = DRIFT_PERIOD // 2
 #: the recent learned records the classifier keeps for such a fresh ensemble to learn first (sgt.recent)
 REPLAY = 2 * DRIFT_PERIOD
 #: records a detector needs before it can raise an alarm
@@ -1091,11 +1089,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
 
     _is_classifier = True
     _fresh_must_win = False
-    # a drift that no warning came before (an abrupt one) is answered at half the drift period by a
-    # fresh ensemble that first learns the records since the detected change (see the module docstring)
+    # a fresh ensemble after a drift that no warning came before (an abrupt one) first learns the
+    # records since the detected change (see the module docstring)
     _replay = REPLAY
     _replay_warned = 0
-    _alarm_period = ALARM_PERIOD
 
     def __init__(
         self,

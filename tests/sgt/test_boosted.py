@@ -546,10 +546,9 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
 # drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
 # drops a background ensemble: 5, drifts without a warning (at records 500 and 750), each answered at
 # once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone.
-# (Built with every alarm answered at the drift period and no replay, the classifier's response before
-# ALARM_PERIOD and REPLAY, which the scenario keeps: with them, 5 gives a third drift and no drop.)
+# (Built without replay, the classifier's response before REPLAY, which the scenario keeps.)
 DROPPING = {**SMALL, "drift_threshold": 5.0}
-PERIODIC = {"_alarm_period": DRIFT_PERIOD, "_replay": 0}
+NO_REPLAY = {"_replay": 0}
 DROPPED_AT = {5.0: [1500], 10.0: [1500]}
 DRIFTS_AT = {5.0: 2, 10.0: 1}
 
@@ -560,7 +559,7 @@ def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]
     records learned when a background ensemble was dropped."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in PERIODIC.items():
+        for name, value in NO_REPLAY.items():
             patch.setattr(BoostedClassifier, name, value)
         model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
         proba: list[dict] = []
@@ -589,7 +588,7 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
     params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in PERIODIC.items():
+        for name, value in NO_REPLAY.items():
             patch.setattr(BoostedClassifier, name, value)
         _batches_and_restore_as_the_loop(params, cuts, at, expected, loop_proba)
 
@@ -600,11 +599,11 @@ def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at
     model._detector._state.alarm = True  # as if the drift test had fired at record 600 ...
     model._detector._state.low_n = model._detector.n  # ... without a rise (nothing to replay)
     main, drifts = model._members, model.n_drifts
-    model.learn_many(_RECORDS[600:624], _LABELS[600:624])
-    assert model._members is main  # acted on only at the next alarm point, record 625
-    model.learn_many(_RECORDS[624:635], _LABELS[624:635])
+    model.learn_many(_RECORDS[600:749], _LABELS[600:749])
+    assert model._members is main  # acted on only at the next fixed point, record 750
+    model.learn_many(_RECORDS[749:760], _LABELS[749:760])
     assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
-    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 625
+    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 750
     assert not model._pending and not model._detector.alarm
 
 
@@ -1029,11 +1028,11 @@ def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_ris
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})
-        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model.learn_many(_RECORDS[:450], _LABELS[:450])
         model._detector._state.alarm = True
         model._detector._state.low_n = model._detector.n - 30
-        model.learn_many(_RECORDS[300:375], _LABELS[300:375])
-    assert model.n_drifts == 1 and model._members_since == 375
+        model.learn_many(_RECORDS[450:500], _LABELS[450:500])
+    assert model.n_drifts == 1 and model._members_since == 500
     assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
 
 
