@@ -440,14 +440,25 @@ class Tree:
         return child
 
     # -- learning ------------------------------------------------------------------------------
-    def append(self, nodes: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
-        """Add instances (in order) to their leaves' pending blocks; none may fill a block."""
+    def append(
+        self,
+        nodes: np.ndarray,
+        codes: np.ndarray,
+        g: np.ndarray,
+        h: np.ndarray,
+        rank: np.ndarray | None = None,
+    ) -> None:
+        """Add instances (in order) to their leaves' pending blocks; none may fill a block.
+
+        `rank`: each instance's place among the given instances of its leaf (0, 1, ...), where the
+        caller knows it already (sgt.leafwise ranks its rows by node); computed here otherwise."""
         slots = self.slot[nodes]
-        order = np.argsort(slots, kind="stable")
-        sorted_slots = slots[order]
-        first = np.searchsorted(sorted_slots, sorted_slots, side="left")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size) - first
+        if rank is None:
+            order = np.argsort(slots, kind="stable")
+            sorted_slots = slots[order]
+            first = np.searchsorted(sorted_slots, sorted_slots, side="left")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size) - first
         position = self.pending_n[slots] + rank
         self.reserve_pending(int(position.max()) + 1 if position.size else 0)
         self.pending_codes[slots, position, : codes.shape[1]] = codes
