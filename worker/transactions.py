@@ -8,7 +8,8 @@ processed records since the last commit is checkpointed at once, between two run
 
 1. **Snapshot** of each such partition (its state as bytes and the next offsets it reflects); with a
    state topic (:mod:`worker.state_mirror`) each snapshot's state records are staged in the same
-   transaction (:meth:`worker.state_topic.StateTopic.stage`).
+   transaction (:meth:`worker.state_topic.StateTopic.stage`), once the group has committed offsets
+   for the partition (see below).
 2. **Offsets into the transaction**: ``send_offsets_to_transaction`` with those next offsets and the
    consumer's group metadata (the broker refuses them from a member of an older group generation: a
    zombie cannot commit).
@@ -22,6 +23,16 @@ processed again without producing anything (their outputs are committed;
 :attr:`worker.partition.Owned.replay_until`), which brings the model, byte for byte, to where it was.
 A file ahead of the committed offsets would instead hold learning whose outputs were aborted, and
 they would never be produced again; docs/reliability.md has the whole argument.
+
+The state topic's copy must never be ahead either. Kafka hides an aborted transaction's state records
+from the restoring reader (read_committed); a broker that does not filter them (the embedded test
+broker) shows them, and a restore skips a state past the group's committed offsets
+(:meth:`worker.partition.PartitionRuntime.assign`). That check needs committed offsets to compare
+with, so a partition's state is staged only from the transaction after the first one that commits
+its offsets: before, an aborted first transaction left a state the check could not tell from a
+committed one, and its partition restarted past outputs that were never committed. (When the group has
+no offsets for a partition, e.g. after Kafka expired an idle group's offsets, the topic's state is
+trusted, as it must be on a broker that filters aborted records.)
 
 Errors: an output not delivered for good, or an abortable error of the transaction, aborts it and
 rewinds every partition of the worker to its last commit, through the same path as at_least_once's
@@ -104,6 +115,8 @@ class TransactionalCheckpointer(Checkpointer):
         # the open transaction was begun after an abort that latched every owned partition, so it holds
         # no output of theirs: the rewinds that follow need no second abort
         self._just_aborted = False
+        # partitions whose offsets the group is known to have committed: their states may be staged
+        self._has_commit: set[int] = set()
 
     # -- the producer -----------------------------------------------------------------------------------
 
@@ -208,6 +221,7 @@ class TransactionalCheckpointer(Checkpointer):
             self._abort(str(exc), staged)
             return False
         self._just_aborted = False
+        self._has_commit.update(snapshots)
         self._call(producer.begin_transaction)
         producer.poll(0)  # the delivery reports of the committed outputs and states
         self._confirm(staged)
@@ -219,11 +233,14 @@ class TransactionalCheckpointer(Checkpointer):
         """Step 1b, with a state topic: each snapshot's state records into the open transaction. A
         partition whose state cannot be staged commits without it (the topic's copy stays older: a
         restore from it processes the records since without producing their outputs again); one that
-        another worker claimed is marked in :attr:`fenced`."""
+        another worker claimed is marked in :attr:`fenced`. A partition without committed offsets yet
+        commits without it too (see the module docstring)."""
         staged: dict[int, Mirroring] = {}
         if self.mirror is None:
             return staged
         for p, snapshot in snapshots.items():
+            if p not in self._has_commit:
+                continue
             try:
                 staged[p] = mirroring = self.mirror.stage(p, snapshot.blob, producer)
             except StateTopicFenced as exc:
@@ -284,13 +301,21 @@ class TransactionalCheckpointer(Checkpointer):
 
     def committed_offsets(self, partition: int) -> list[int] | None:
         """The group's committed next offsets of the partition's topics (per topic rank): the outputs of
-        the records below them are committed. None when the group has committed nothing for it."""
+        the records below them are committed. None when the group has committed nothing for it. A
+        partition the broker answers with an error for raises (as a failed request does): a restore
+        that took "unknown" for "nothing" would produce committed outputs again."""
         consumer = self.clients.consumer
         assert consumer is not None
         topics = [self.settings.features_topic] + [t for t in [self.settings.labels_topic] if t]
         found = consumer.committed([TopicPartition(t, partition) for t in topics], _CALL_TIMEOUT_S)
+        for tp in found:  # not knowing is not "nothing committed": stop rather than guess
+            if tp.error is not None:
+                raise KafkaException(tp.error)
         offsets = [max(tp.offset, 0) for tp in found] + [0] * (2 - len(found))
-        return offsets if any(offsets) else None
+        if not any(offsets):
+            return None
+        self._has_commit.add(partition)
+        return offsets
 
     def as_fenced(self, exc: BaseException) -> TransactionFenced | None:
         """The error as :class:`TransactionFenced` (logged) when it is a fatal one of the transactional

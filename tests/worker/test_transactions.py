@@ -4,6 +4,7 @@ fenced producer and lost partitions do to the open transaction and the partition
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -82,6 +83,33 @@ class TransactionalConsumer(FakeConsumer):
                 tp.topic, tp.partition, self.committed_offsets.get((tp.topic, tp.partition), -1001)
             )
             for tp in tps
+        ]
+
+
+class RecordingMirror:
+    """Stands for the state topic in the checkpointer: records which partitions' states were staged."""
+
+    def __init__(self) -> None:
+        self.staged: list[int] = []
+
+    def stage(self, partition: int, _blob: bytes, _producer: Any) -> Any:
+        self.staged.append(partition)
+        return SimpleNamespace(pending=SimpleNamespace(delivery=SimpleNamespace(errors=[])))
+
+    def confirm(self, _mirroring: Any) -> None:
+        pass
+
+    def discard(self, _mirroring: Any) -> None:
+        pass
+
+
+class ErringConsumer(TransactionalConsumer):
+    """Answers the committed-offsets request with a partition error, as a broker loading the group does."""
+
+    def committed(self, tps: list[TopicPartition], timeout: float = 0) -> list[Any]:
+        error = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, "loading", retriable=True)
+        return [
+            SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1001, error=error) for tp in tps
         ]
 
 
@@ -203,3 +231,29 @@ def test_a_full_disk_spaces_the_transactions_that_write_the_file_again(
     _turn(worker)
     assert disk.writes == 4 and producer.calls.count("commit") == 5 and _checkpointed(tmp_path) == [20, 0]
     assert worker.owned[0].retry.failures == 0
+
+
+def test_a_partition_state_is_staged_only_once_the_group_has_committed_its_offsets(tmp_path: Path) -> None:
+    """A state staged in a partition's first transaction could not be told from a committed one if that
+    transaction aborted on a broker that shows aborted records (nothing committed to compare with)."""
+    worker, consumer, _ = _worker(tmp_path)
+    mirror = RecordingMirror()
+    worker.checkpointer.mirror = mirror  # type: ignore[assignment]
+    _feed(worker, consumer, range(0, 10))
+    assert consumer.committed_offsets == {("f", 0): 10} and mirror.staged == []
+    _feed(worker, consumer, range(10, 20))
+    assert consumer.committed_offsets == {("f", 0): 20} and mirror.staged == [0]
+    worker.rebalancer.on_revoke(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    restarted, consumer2, _ = _worker(tmp_path / "next")
+    consumer2.committed_offsets = {("f", 0): 20}  # the group committed before: staged from the first commit
+    restarted.rebalancer.on_assign(consumer2, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    restarted.checkpointer.mirror = second = RecordingMirror()  # type: ignore[assignment]
+    _feed(restarted, consumer2, range(20, 30))
+    assert second.staged == [0]
+
+
+def test_an_error_reading_the_committed_offsets_is_not_taken_for_no_commit(tmp_path: Path) -> None:
+    worker, _, _ = _worker(tmp_path)
+    worker.clients.consumer = ErringConsumer({"f": 0})  # type: ignore[assignment]
+    with pytest.raises(KafkaException, match="loading"):
+        worker.checkpointer.committed_offsets(0)
