@@ -46,6 +46,7 @@ class _State:
     total: float = 0.0  # their sum
     cum: float = 0.0  # m_t
     low: float = 0.0  # min over s <= t of m_s (m_0 = 0)
+    low_n: int = 0  # the last s at which m_s fell to that minimum: the rise began after it
     abs_n: int = 0  # relative mode: absolute errors seen, and their sum (the scale)
     abs_total: float = 0.0
     alarm: bool = False
@@ -82,6 +83,12 @@ class PageHinkley:
     def n(self) -> int:
         return self._state.n
 
+    @property
+    def rising(self) -> int:
+        """Values since the accumulated excess was last at its minimum: the estimated length of the rise
+        that an alarm reports (all values when it never fell below its start)."""
+        return self._state.n - self._state.low_n
+
     def reset(self) -> None:
         """Forget everything (after the drift was answered)."""
         self._state = _State()
@@ -101,9 +108,14 @@ class PageHinkley:
         n = state.n + k
         total = np.cumsum(np.concatenate(([state.total], x)))[1:]
         cum = np.cumsum(np.concatenate(([state.cum], x - total / n - self.delta)))[1:]
-        low = np.minimum.accumulate(np.concatenate(([state.low], cum)))[1:]
+        low = np.minimum.accumulate(np.concatenate(([state.low], cum)))
+        fell = np.flatnonzero(cum < low[:-1])  # a new minimum (strictly lower: the same in any split)
+        low = low[1:]
         hits = np.flatnonzero((n >= self.min_n) & (cum - low > self.threshold))
         last = int(hits[0]) if hits.size else x.size - 1
+        fell = fell[fell <= last]
+        if fell.size:
+            state.low_n = int(n[fell[-1]])
         state.n = int(n[last])
         state.total = float(total[last])
         state.cum = float(cum[last])
@@ -137,6 +149,7 @@ class PageHinkley:
             total=float(state["total"]),
             cum=float(state["cum"]),
             low=float(state["low"]),
+            low_n=int(state.get("low_n", state["n"])),  # saved before it was kept: from the restore
             abs_n=int(state["abs_n"]),
             abs_total=float(state["abs_total"]),
             alarm=bool(state["alarm"]),

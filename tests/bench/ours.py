@@ -33,6 +33,7 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
+from sgt.boosted import DRIFT_PERIOD, Youth
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -121,14 +122,23 @@ def boosted_pair(classifier: dict[str, Any], regressor: dict[str, Any]) -> Calla
     )
 
 
-class _RacingBoostedClassifier(BoostedClassifier):
+class _UnreplayingBoostedClassifier(BoostedClassifier):
+    """The classifier's drift response before replay: every alarm answered at the drift period, and no
+    new ensemble learning records from before it started (the variants below change this one)."""
+
+    _replay = 0
+    _replay_warned = None
+    _alarm_period = DRIFT_PERIOD
+
+
+class _RacingBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier whose warning's background ensemble replaces the main one as soon as it made fewer
     errors over a drift period, without waiting for the drift test."""
 
     _race_after_warning = True
 
 
-class _EarlyWarningBoostedClassifier(BoostedClassifier):
+class _EarlyWarningBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier with its warning test at 0.3 of the drift threshold (0.5 by default)."""
 
     _warning_share = 0.3
@@ -138,6 +148,84 @@ class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
     """Both of the above."""
 
     _warning_share = 0.3
+
+
+class _YoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
+    """Every ensemble (the first, and those a warning or drift starts) splits with ten times the split
+    confidence at first, back to the model's over its first 2,000 records (geometrically)."""
+
+    _youth = Youth(records=2000, delta_factor=10.0)
+
+
+class _LateYoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
+    """As above for the ensembles a warning or drift starts only."""
+
+    _youth = Youth(records=2000, delta_factor=10.0, first=False)
+
+
+class _YoungEager30BoostedClassifier(_UnreplayingBoostedClassifier):
+    """Thirty times the split confidence at first."""
+
+    _youth = Youth(records=2000, delta_factor=30.0)
+
+
+class _YoungBaggedBoostedClassifier(_UnreplayingBoostedClassifier):
+    """Bagging at rate 3 at first, back to 1 over the first 2,000 records."""
+
+    _youth = Youth(records=2000, poisson_rate=3.0)
+
+
+class _YoungLightBoostedClassifier(_UnreplayingBoostedClassifier):
+    """`lambda_` 0.1 at first, back to the model's over the first 2,000 records."""
+
+    _youth = Youth(records=2000, lambda_=0.1)
+
+
+class _ReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
+    """An ensemble a warning or drift starts first learns the last records since the detector's estimated
+    change, of the 2,500 most recent kept (sgt.recent)."""
+
+    _replay = 2500
+
+
+class _ShortReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
+    """As above, of the 1,000 most recent."""
+
+    _replay = 1000
+
+
+class _Replaying125BoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying, with drifts answered every 125 records learned (250 by default)."""
+
+    _drift_period = 125
+    _alarm_period = 125
+
+
+class _Answering125BoostedClassifier(_UnreplayingBoostedClassifier):
+    """Drifts answered every 125 records learned, without replay."""
+
+    _drift_period = 125
+    _alarm_period = 125
+
+
+class _HalfReplayingBoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying the later half of the records since the estimated change only."""
+
+    _replay_share = 0.5
+
+
+class _WarnedReplayingBoostedClassifier(_ReplayingBoostedClassifier):
+    """Replaying at most 250 records after a warning, all since the change after a drift without one,
+    which is answered every 125 records learned."""
+
+    _replay_warned = 250
+    _alarm_period = 125
+
+
+class _FreshReplaying2500BoostedClassifier(BoostedClassifier):
+    """The default with 2,500 recent records kept (500 by default)."""
+
+    _replay = 2500
 
 
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
@@ -191,6 +279,21 @@ VARIANTS += (
     Variant("ours-boosted-warn0.3", boosted_class(_EarlyWarningBoostedClassifier)),
     Variant("ours-boosted-race", boosted_class(_RacingBoostedClassifier)),
     Variant("ours-boosted-race-warn0.3", boosted_class(_RacingEarlyWarningBoostedClassifier)),
+    # a young ensemble learning with other parameters than the model's at first (sgt.boosted.Youth)
+    Variant("ours-boosted-young-delta10", boosted_class(_YoungEagerBoostedClassifier)),
+    Variant("ours-boosted-young-delta10-late", boosted_class(_LateYoungEagerBoostedClassifier)),
+    Variant("ours-boosted-young-delta30", boosted_class(_YoungEager30BoostedClassifier)),
+    Variant("ours-boosted-young-rate3", boosted_class(_YoungBaggedBoostedClassifier)),
+    Variant("ours-boosted-young-lambda0.1", boosted_class(_YoungLightBoostedClassifier)),
+    # a new ensemble first learns the recent records since the detected change (sgt.recent)
+    Variant("ours-boosted-replay", boosted_class(_ReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay1000", boosted_class(_ShortReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay-period125", boosted_class(_Replaying125BoostedClassifier)),
+    Variant("ours-boosted-period125", boosted_class(_Answering125BoostedClassifier)),
+    Variant("ours-boosted-replay-half", boosted_class(_HalfReplayingBoostedClassifier)),
+    Variant("ours-boosted-replay-warned250", boosted_class(_WarnedReplayingBoostedClassifier)),
+    Variant("ours-boosted-unreplaying", boosted_class(_UnreplayingBoostedClassifier)),  # the previous default
+    Variant("ours-boosted-fresh-replay2500", boosted_class(_FreshReplaying2500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),

@@ -7,6 +7,7 @@ members are replaced inside the tested runs; the tests check that they did.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Any
@@ -29,6 +30,7 @@ from sgt.boosted import (
     MULTICLASS_DELTA,
     MULTICLASS_LINEAR_START,
     MULTICLASS_MEMBERS,
+    Youth,
 )
 from sgt.serialization import decode
 from sgt.tree import Tree
@@ -543,8 +545,11 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
 
 # drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
 # drops a background ensemble: 5, drifts without a warning (at records 500 and 750), each answered at
-# once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone
+# once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone.
+# (Built with every alarm answered at the drift period and no replay, the classifier's response before
+# ALARM_PERIOD and REPLAY, which the scenario keeps: with them, 5 gives a third drift and no drop.)
 DROPPING = {**SMALL, "drift_threshold": 5.0}
+PERIODIC = {"_alarm_period": DRIFT_PERIOD, "_replay": 0}
 DROPPED_AT = {5.0: [1500], 10.0: [1500]}
 DRIFTS_AT = {5.0: 2, 10.0: 1}
 
@@ -555,6 +560,8 @@ def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]
     records learned when a background ensemble was dropped."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        for name, value in PERIODIC.items():
+            patch.setattr(BoostedClassifier, name, value)
         model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
         proba: list[dict] = []
         dropped: list[int] = []
@@ -582,19 +589,22 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
     params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        for name, value in PERIODIC.items():
+            patch.setattr(BoostedClassifier, name, value)
         _batches_and_restore_as_the_loop(params, cuts, at, expected, loop_proba)
 
 
 def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
     model = BoostedClassifier(**COMMITTEE)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    model._detector._state.alarm = True  # as if the drift test had fired at record 600 ...
+    model._detector._state.low_n = model._detector.n  # ... without a rise (nothing to replay)
     main, drifts = model._members, model.n_drifts
-    model.learn_many(_RECORDS[600:749], _LABELS[600:749])
-    assert model._members is main  # acted on only at the next fixed point, record 750
-    model.learn_many(_RECORDS[749:760], _LABELS[749:760])
+    model.learn_many(_RECORDS[600:624], _LABELS[600:624])
+    assert model._members is main  # acted on only at the next alarm point, record 625
+    model.learn_many(_RECORDS[624:635], _LABELS[624:635])
     assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
-    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 750
+    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 625
     assert not model._pending and not model._detector.alarm
 
 
@@ -894,3 +904,242 @@ def test_many_classes_and_many_cuts_batch_and_restore_as_the_loop(cuts: list[int
     restored = BoostedClassifier.from_bytes(restored.to_bytes())
     restored.learn_many(_RECORDS5[at:], _LABELS5[at:])
     assert restored.to_bytes() == expected_bytes
+
+
+# a young ensemble (sgt.boosted.Youth) with every parameter it can change, young for 500 records
+YOUNG = Youth(records=500, poisson_rate=3.0, lambda_=0.05, delta_factor=20.0, grace_period=20, grace_start=5)
+
+
+def _tree_params(members: list[Any]) -> set[tuple[float, float, int, int | None]]:
+    return {
+        (t.params.delta, t.params.lambda_, t.params.grace_period, t.params.grace_start)
+        for m in members
+        for t in m._trees
+    }
+
+
+def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_youth", YOUNG)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": None})
+        model.learn_many(_RECORDS[:20], _LABELS[:20])  # (both classes: a tree per member)
+        assert _tree_params(model._members) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        model.learn_many(_RECORDS[20:251], _LABELS[20:251])  # age 250 from record 251 on: half way
+        assert _tree_params(model._members) == {(BINARY_DELTA * 20.0**0.5, 0.05 + 0.5 * 0.45, 30, 22)}
+        model.learn_many(_RECORDS[251:501], _LABELS[251:501])
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}  # the model's from 500 on
+        # a background ensemble starts young whatever the main one's age
+        model._start_background()
+        model.learn_many(_RECORDS[501:502], _LABELS[501:502])
+        assert model._background is not None
+        assert _tree_params(model._background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
+
+
+def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_youth", dataclasses.replace(YOUNG, first=False))
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
+        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model.learn_many(_RECORDS[300:501], _LABELS[300:501])
+        background = model._background
+        assert background is not None and model._background_since == 500
+        assert _tree_params(background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
+        model._detector._state.alarm = True
+        model.learn_many(_RECORDS[501:751], _LABELS[501:751])  # replaced at 750, at age 250
+        assert model._members is background and model._members_since == 500
+        restored = BoostedClassifier.from_bytes(model.to_bytes())
+        for m in (model, restored):
+            m.learn_many(_RECORDS[751:752], _LABELS[751:752])
+            assert _tree_params(m._members) == {(BINARY_DELTA * 20.0**0.5, 0.05 + 0.5 * 0.45, 30, 22)}
+        assert restored.to_bytes() == model.to_bytes()
+
+
+def test_a_young_ensemble_bags_at_its_rate() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedRegressor, "_youth", YOUNG)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": None})
+        young = model._weights(np.ones(20_000, dtype=bool))
+        model._n_seen = 500
+        old = model._weights(np.ones(20_000, dtype=bool))
+    plain = BoostedRegressor(**SMALL)
+    plain._n_seen = 500
+    assert abs(young.mean() - 3.0) < 0.05 and abs(young.var() - 3.0) < 0.15
+    assert np.array_equal(old, plain._weights(np.ones(20_000, dtype=bool)))  # the model's rate from 500
+
+
+@functools.cache
+def _young_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
+    """One record at a time with YOUNG: the classifier's state and probabilities, and the regressor's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
+        classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
+        proba, predictions = [], []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(classifier.predict_proba_one(x))
+            classifier.learn_one(x, y)
+        for x, y in zip(_XR, _YR, strict=True):
+            predictions.append(regressor.predict_one(x))
+            regressor.learn_one(x, y)
+        assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+        return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_young_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, expected_regressor, loop_values = _young_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
+        regressor = BoostedRegressor(**SMALL)
+        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+        assert values == loop_values and regressor.to_bytes() == expected_regressor
+        regressor = BoostedRegressor(**SMALL)
+        regressor.learn_many(_XR[:at], _YR[:at])
+        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+        restored.learn_many(_XR[at:], _YR[at:])
+        assert restored.to_bytes() == expected_regressor
+
+
+# recent records kept for a new ensemble to learn first (sgt.recent): more than a drift period
+REPLAY = 300
+
+
+@pytest.mark.parametrize("replay", [0, REPLAY])
+def test_a_warning_background_first_learns_the_kept_records_since_the_rise(replay: int) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", replay)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
+        model.learn_many(_XR[:300], _YR[:300])
+        # as if the warning test had fired at record 300, after a rise over its last 25 records
+        model._warning._state.alarm = True
+        model._warning._state.low_n = model._warning.n - 25
+        model.learn_many(_XR[300:510], _YR[300:510])
+    assert model._background is not None and model._background_since == 500
+    assert len(model._recent) == replay
+    # the replayed records are those up to 500 (the detector ignores values while its alarm stands)
+    learned = 10 + (25 if replay else 0)
+    assert all(tree.leaf_count(0) == learned for m in model._background for tree in m._trees)
+
+
+def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_rise() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._detector._state.alarm = True
+        model._detector._state.low_n = model._detector.n - 30
+        model.learn_many(_RECORDS[300:375], _LABELS[300:375])
+    assert model.n_drifts == 1 and model._members_since == 375
+    assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
+
+
+@functools.cache
+def _replay_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
+    """One record at a time, replaying: the classifier's state and probabilities, and the regressor's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
+        proba, predictions = [], []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(classifier.predict_proba_one(x))
+            classifier.learn_one(x, y)
+        for x, y in zip(_XR, _YR, strict=True):
+            predictions.append(regressor.predict_one(x))
+            regressor.learn_one(x, y)
+        assert classifier.n_drifts > 0 and regressor.n_drifts > 0
+        return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, expected_regressor, loop_values = _replay_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
+        regressor = BoostedRegressor(**SMALL)
+        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+        assert values == loop_values and regressor.to_bytes() == expected_regressor
+        regressor = BoostedRegressor(**SMALL)
+        regressor.learn_many(_XR[:at], _YR[:at])
+        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+        restored.learn_many(_XR[at:], _YR[at:])
+        assert restored.to_bytes() == expected_regressor
+
+
+def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_alarm_period", 125)
+        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but those set)
+        model.learn_many(_RECORDS[:300], _LABELS[:300])
+        model._warning._state.alarm = True  # a warning waits for the drift period ...
+        model.learn_many(_RECORDS[300:499], _LABELS[300:499])
+        assert model._background is None
+        model.learn_many(_RECORDS[499:501], _LABELS[499:501])
+        background = model._background
+        assert background is not None and model._background_since == 500
+        model._detector._state.alarm = True  # ... and so does a drift with a background learning
+        model.learn_many(_RECORDS[501:749], _LABELS[501:749])
+        assert model._members is not background
+        model.learn_many(_RECORDS[749:751], _LABELS[749:751])
+        assert model._members is background and model.n_drifts == 1
+        model._detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
+        main = model._members
+        model.learn_many(_RECORDS[751:874], _LABELS[751:874])
+        assert model._members is main
+        model.learn_many(_RECORDS[874:876], _LABELS[874:876])
+    assert model._members is not main and model._members_since == 875 and model.n_drifts == 2
+    assert not model._detector.alarm and model._background is None
+
+
+def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        patch.setattr(sgt.boosted._Boosting, "_replay_warned", 7)
+        model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})
+        model.learn_many(_XR[:300], _YR[:300])
+        model._warning._state.alarm = True
+        model._warning._state.low_n = model._warning.n - 25
+        model.learn_many(_XR[300:510], _YR[300:510])
+    assert model._background is not None
+    assert all(tree.leaf_count(0) == 10 + 7 for m in model._background for tree in m._trees)
+
+
+# a fresh ensemble at a drift without a warning (none comes before the drift alarm), answered every 125
+# records learned, replaying the records since the estimated change
+FRESH = {"_replay": REPLAY, "_replay_warned": 0, "_alarm_period": 125, "_warning_share": 2.0}
+
+
+@functools.cache
+def _fresh_loop() -> tuple[bytes, list[dict], list[int]]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FRESH.items():
+            patch.setattr(BoostedClassifier, name, value)
+        model = BoostedClassifier(**SMALL)
+        proba: list[dict] = []
+        replaced: list[int] = []
+        for x, y in zip(_RECORDS, _LABELS, strict=True):
+            proba.append(model.predict_proba_one(x))
+            drifts = model.n_drifts
+            model.learn_one(x, y)
+            if model.n_drifts != drifts:
+                replaced.append(model.n_seen)
+        return model.to_bytes(), proba, replaced
+
+
+def test_the_fresh_stream_replaces_the_main_one_between_drift_periods() -> None:
+    assert _fresh_loop()[2] == [875]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_fresh_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
+    expected, loop_proba, _ = _fresh_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FRESH.items():
+            patch.setattr(BoostedClassifier, name, value)
+        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)

@@ -145,3 +145,45 @@ def test_relative_errors_raise_no_alarm_on_stationary_noise(seed: int) -> None:
 def test_a_single_outlier_counts_for_at_most_the_cap() -> None:
     detector = PageHinkley(delta=0.0, threshold=RELATIVE_CAP, min_n=1, relative=True)
     assert detector.update(np.array([1.0] * 100 + [1e12])) == -1
+
+
+def _reference_rise(values: np.ndarray, delta: float) -> int:
+    """Values since the excess was last at a new minimum, one value at a time (no alarm)."""
+    n, total, cum, low, low_n = 0, 0.0, 0.0, 0.0, 0
+    for x in values.tolist():
+        n += 1
+        total += x
+        cum += x - total / n - delta
+        if cum < low:
+            low, low_n = cum, n
+    return n - low_n
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_rise_is_counted_from_the_last_minimum_in_any_split(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([rng.random(1500) < 0.1, rng.random(30) < 0.7]).astype(float)
+    whole = PageHinkley(delta=0.005, threshold=1e9, min_n=1)
+    whole.update(values)
+    assert whole.rising == _reference_rise(values, 0.005)
+    parts = PageHinkley(delta=0.005, threshold=1e9, min_n=1)
+    for a, b in itertools.pairwise([0, *sorted(rng.choice(1529, 9, replace=False) + 1), 1530]):
+        parts.update(values[a:b])
+    assert parts.rising == whole.rising and parts.state() == whole.state()
+
+
+def test_an_alarm_reports_a_rise_from_about_the_step() -> None:
+    rng = np.random.default_rng(7)
+    values = np.concatenate([rng.random(2000) < 0.1, rng.random(1000) < 0.6]).astype(float)
+    detector = PageHinkley(**DEFAULT)
+    alarm = detector.update(values)
+    assert detector.alarm and abs((alarm + 1 - detector.rising) - 2000) < 30
+
+
+def test_a_state_saved_before_the_rise_was_kept_counts_it_from_the_restore() -> None:
+    detector = PageHinkley(**DEFAULT)
+    detector.update(np.zeros(300))
+    saved = detector.state()
+    del saved["low_n"]
+    detector.restore(saved)
+    assert detector.rising == 0
