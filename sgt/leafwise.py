@@ -97,7 +97,10 @@ def _take(model: BaseSGT, rows: np.ndarray, run: Run, stop: int) -> list[tuple[i
     limit = np.full(tree.n_nodes, stop)
     limit[at[hit]] = rows[hit]
     taken = rows <= limit[at]
-    _predict_append(model, rows[taken], leaf[taken], run)
+    # a learned row's place among its node's learned rows: where it goes in the leaf's pending block
+    place = np.empty_like(rank)
+    place[order] = rank - 1
+    _predict_append(model, rows[taken], leaf[taken], place[taken], run)
     return events
 
 
@@ -111,9 +114,10 @@ def _evaluate(tree: Tree, events: list[tuple[int, int]]) -> list[Event]:
     return [Event(row, node, next(candidates) if tree.feature[node] < 0 else None) for row, node in events]
 
 
-def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, run: Run) -> None:
+def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, place: np.ndarray, run: Run) -> None:
     """Predict `rows` at their nodes, then append the learned ones at leaves to their pending blocks
-    (a learned row at a branch is an event: it is learned by the one-record path)."""
+    (a learned row at a branch is an event: it is learned by the one-record path), each learned row
+    at `place` among the rows its leaf takes."""
     tree: Tree = model._trees[0]
     nodes = run.nodes[rows]
     inputs = LeafInputs(run.inputs.columns, run.inputs.values[rows], run.inputs.every_column)
@@ -127,7 +131,7 @@ def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, run: Run
     g, h = model._gradients(raw[:, appended], run.targets[learned])
     if tree.n_outputs == 1:
         g, h = g[0], h[0]
-    tree.append(nodes[appended], run.codes[learned], g, h)
+    tree.append(nodes[appended], run.codes[learned], g, h, place[appended])
     model._n_seen += int(appended.size)
 
 

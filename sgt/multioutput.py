@@ -102,9 +102,16 @@ class MultiOutputTree(Tree):
         return out
 
     # -- learning ------------------------------------------------------------------------------
-    def append(self, nodes: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
+    def append(
+        self,
+        nodes: np.ndarray,
+        codes: np.ndarray,
+        g: np.ndarray,
+        h: np.ndarray,
+        rank: np.ndarray | None = None,
+    ) -> None:
         """Tree.append with `g` and `h` [outputs, instances]."""
-        super().append(nodes, codes, g.T, h.T)
+        super().append(nodes, codes, g.T, h.T, rank)
 
     def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
         return [self.evaluate(node) for node in nodes]

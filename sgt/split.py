@@ -292,8 +292,8 @@ def best_numeric_outputs(
     if not math.isfinite(best):
         return None
     variance = 0.0
-    for k in range(planes.shape[0]):
-        variance += scores.variance(k, f, t, lambda_)
+    for output_variance in scores.variances(f, t, lambda_):
+        variance += output_variance
     return Candidate(
         feature=int(features[f]) if features is not None else f,
         mean=best,
@@ -324,6 +324,29 @@ class _Scores:
         return _winner_variance(
             self.planes[k], self.first[k], self.dev[k], self.sides[k], self.centre[k], f, t, to_left, lambda_
         )
+
+    def variances(self, f: int, t: int, lambda_: float) -> list[float]:
+        """`variance` of every statistics at the same split (a multi-output leaf's outputs), their
+        sums in one numpy pass (measured on RBF-5's five outputs: 5 x 35 us down to about 60 us)."""
+        # `_winner_variance`'s steps with the outputs' axis in front
+        second = np.empty((self.planes.shape[0], 3, self.planes.shape[3]))
+        np.multiply(self.first[:, 1:, f], self.dev[:, :, f], out=second[:, :2])
+        np.multiply(self.first[:, 1, f], self.dev[:, 1, f], out=second[:, 2])
+        np.add(self.planes[:, M2G:, f], second, out=second)
+        cumulative = np.cumsum(second[:, :, 1:], axis=2)  # along the bins, in order, as for one
+        return [
+            _winner_variance_of_sums(at, last, missed, left, right, centre_g, centre_h, to_left, lambda_)
+            for at, last, missed, left, right, centre_g, centre_h, to_left in zip(
+                cumulative[:, :, t].tolist(),
+                cumulative[:, :, -1].tolist(),
+                second[:, :, 0].tolist(),
+                self.sides[:, :, 0, f, t].tolist(),
+                self.sides[:, :, 1, f, t].tolist(),
+                self.centre[:, 0, f].tolist(),
+                self.centre[:, 1, f].tolist(),
+                self.missing_left[:, f, t].tolist(),
+            )
+        ]
 
 
 def _threshold_scores(planes: np.ndarray, lambda_: float) -> _Scores:
@@ -372,23 +395,43 @@ def _winner_variance(
     lambda_: float,
 ) -> float:
     """The variance of the winning split (feature f, threshold t) of one leaf: its second-order power
-    sums (g g, h h, g h), cumulated as the first-order ones were."""
+    sums (g g, h h, g h), cumulated as the first-order ones were. (Written for one leaf beside
+    `_Scores.variances`: with its leading axis, the binary profile run took 0.2 to 0.5% more
+    instructions.)"""
     second = np.empty((3, planes.shape[2]))
     np.multiply(first[1:, f], dev[:, f], out=second[:2])
     np.multiply(first[1, f], dev[1, f], out=second[2])
     np.add(planes[M2G:, f], second, out=second)
-    second_cumulative = np.cumsum(second[:, 1:], axis=1)
-    at, last = second_cumulative[:, t].tolist(), second_cumulative[:, -1].tolist()
-    missed = second[:, 0].tolist()
-    second_left = [c + (m if to_left else 0.0) for c, m in zip(at, missed)]
-    second_right = [e - c + (0.0 if to_left else m) for c, e, m in zip(at, last, missed)]
-    return _split_variance(
-        sides[:, 0, f, t].tolist() + second_left,
-        sides[:, 1, f, t].tolist() + second_right,
+    cumulative = np.cumsum(second[:, 1:], axis=1)
+    return _winner_variance_of_sums(
+        cumulative[:, t].tolist(),
+        cumulative[:, -1].tolist(),
+        second[:, 0].tolist(),
+        sides[:, 0, f, t].tolist(),
+        sides[:, 1, f, t].tolist(),
         float(centre[0, f]),
         float(centre[1, f]),
+        to_left,
         lambda_,
     )
+
+
+def _winner_variance_of_sums(
+    at: list[float],
+    last: list[float],
+    missed: list[float],
+    left: list[float],
+    right: list[float],
+    centre_g: float,
+    centre_h: float,
+    to_left: bool,
+    lambda_: float,
+) -> float:
+    """The winning split's variance from its second-order sums up to its threshold (`at`), over all
+    known bins (`last`) and of the missing values (`missed`), and each side's first-order sums."""
+    second_left = [c + (m if to_left else 0.0) for c, m in zip(at, missed)]
+    second_right = [e - c + (0.0 if to_left else m) for c, e, m in zip(at, last, missed)]
+    return _split_variance(left + second_left, right + second_right, centre_g, centre_h, lambda_)
 
 
 def _split_variance(

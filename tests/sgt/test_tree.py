@@ -58,3 +58,28 @@ def test_a_nominal_split_writes_the_same_lookup_table_batched_as_in_a_loop() -> 
             loop.learn_one(x, y)
     assert any(t.tables for t in loop._trees)  # a nominal split happened
     assert batch.to_bytes() == loop.to_bytes()
+
+
+def test_spare_slots_change_neither_the_saved_state_nor_nbytes() -> None:
+    """Catches a save or a size that counts the slot arrays' capacity (which grows by doubling) rather
+    than the live slots: a tree with spare slots and its restored copy, which has none, must save the
+    same arrays and keep doing so as both learn on, and report the same nbytes once their pending
+    rows (which nbytes counts as allocated, and a restore allocates as needed) are as long."""
+    from sgt import BoostedClassifier, load
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(3000, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=3000) > 0.5).astype(int)
+    model = BoostedClassifier()
+    model.learn_many(X[:1500], y[:1500])
+    trees = [tree for member in model._members for tree in member._trees]
+    assert any(tree.stats.shape[0] > tree.n_slots for tree in trees)  # spare slots exist
+    restored = load(model.to_bytes())
+    copies = [tree for member in restored._members for tree in member._trees]
+    assert all(copy.stats.shape[0] == copy.n_slots for copy in copies)
+    for tree, copy in zip(trees, copies, strict=True):
+        copy.reserve_pending(tree.pending_g.shape[1])
+    assert restored.nbytes == model.nbytes
+    model.learn_many(X[1500:], y[1500:])
+    restored.learn_many(X[1500:], y[1500:])
+    assert restored.to_bytes() == model.to_bytes()
