@@ -969,40 +969,6 @@ def test_a_young_ensemble_bags_at_its_rate() -> None:
     assert np.array_equal(old, plain._weights(np.ones(20_000, dtype=bool)))  # the model's rate from 500
 
 
-@functools.cache
-def _young_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
-    """One record at a time with YOUNG: the classifier's state and probabilities, and the regressor's."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
-        classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
-        proba, predictions = [], []
-        for x, y in zip(_RECORDS, _LABELS, strict=True):
-            proba.append(classifier.predict_proba_one(x))
-            classifier.learn_one(x, y)
-        for x, y in zip(_XR, _YR, strict=True):
-            predictions.append(regressor.predict_one(x))
-            regressor.learn_one(x, y)
-        assert classifier.n_drifts > 0 and regressor.n_drifts > 0
-        return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cuts=cut_points(N), at=st.integers(0, N))
-def test_young_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
-    expected, loop_proba, expected_regressor, loop_values = _young_loop()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_youth", YOUNG)
-        _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
-        regressor = BoostedRegressor(**SMALL)
-        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
-        assert values == loop_values and regressor.to_bytes() == expected_regressor
-        regressor = BoostedRegressor(**SMALL)
-        regressor.learn_many(_XR[:at], _YR[:at])
-        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
-        restored.learn_many(_XR[at:], _YR[at:])
-        assert restored.to_bytes() == expected_regressor
-
-
 # recent records kept for a new ensemble to learn first (sgt.recent): more than a drift period
 REPLAY = 300
 
@@ -1025,22 +991,31 @@ def test_a_warning_background_first_learns_the_kept_records_since_the_rise(repla
 
 
 def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_rise() -> None:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
-        model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})
-        model.learn_many(_RECORDS[:450], _LABELS[:450])
-        model._detector._state.alarm = True
-        model._detector._state.low_n = model._detector.n - 30
-        model.learn_many(_RECORDS[450:500], _LABELS[450:500])
+    model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # replays by default
+    model.learn_many(_RECORDS[:450], _LABELS[:450])
+    model._detector._state.alarm = True
+    model._detector._state.low_n = model._detector.n - 30
+    model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model.n_drifts == 1 and model._members_since == 500
     assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
 
 
+# the ensembles' drift-response hooks the exactness test below runs with, each on both models
+HOOKS = {"young": ("_youth", YOUNG), "replay": ("_replay", REPLAY)}
+
+
+def _hooked(patch: pytest.MonkeyPatch, hook: str) -> None:
+    name, value = HOOKS[hook]
+    for model in (BoostedClassifier, BoostedRegressor):
+        patch.setattr(model, name, value)
+
+
 @functools.cache
-def _replay_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
-    """One record at a time, replaying: the classifier's state and probabilities, and the regressor's."""
+def _hooked_loop(hook: str) -> tuple[bytes, list[dict], bytes, list[float]]:
+    """One record at a time with a hook of HOOKS: the classifier's state and probabilities, and the
+    regressor's."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        _hooked(patch, hook)
         classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
         proba, predictions = [], []
         for x, y in zip(_RECORDS, _LABELS, strict=True):
@@ -1053,12 +1028,15 @@ def _replay_loop() -> tuple[bytes, list[dict], bytes, list[float]]:
         return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
 
 
+@pytest.mark.parametrize("hook", sorted(HOOKS))
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cuts=cut_points(N), at=st.integers(0, N))
-def test_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
-    expected, loop_proba, expected_regressor, loop_values = _replay_loop()
+def test_young_and_replaying_ensembles_batch_and_restore_as_the_loop(
+    hook: str, cuts: list[int], at: int
+) -> None:
+    expected, loop_proba, expected_regressor, loop_values = _hooked_loop(hook)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
+        _hooked(patch, hook)
         _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
         regressor = BoostedRegressor(**SMALL)
         values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
