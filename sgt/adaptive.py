@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sgt.base import TreeGroup
-from sgt.boosted import BoostedClassifier, BoostedRegressor
+from sgt.boosted import DRIFT_PERIOD, BoostedClassifier, BoostedRegressor
 from sgt.losses import Loss
 
 __all__ = ["AdaptiveSGTClassifier", "AdaptiveSGTRegressor"]
@@ -77,8 +77,10 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
     # fewer errors (the ensemble's classifier replaces at once; for one tree that lost 2.8 points on
     # Agrawal with three abrupt drifts, 20,000 records: 88.6% against 91.4%)
     _fresh_must_win = True
-    # the ensemble's replay was measured for the ensemble only: left off
+    # the ensemble's replay was measured for the ensemble only: left off (and with a fresh tree that
+    # must win first, an alarm waits for the drift period)
     _replay = 0
+    _alarm_period = DRIFT_PERIOD
 
     def __init__(
         self,

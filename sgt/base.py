@@ -206,6 +206,10 @@ class BaseSGT:
         `_observe_learn` sees it); the other learned rows are learned with the scores they were
         predicted with."""
 
+    def _before_changes(self, row: int) -> None:
+        """The trees may change next at row `row` of a `_run` (a split attempt acts, or a record is
+        learned on the one-record path), and at no earlier row any more: changes come in row order."""
+
     def _observe_plain(
         self,
         out: Any,
@@ -580,6 +584,7 @@ class BaseSGT:
                     continue
             end, fill = events.next(start, n)
             if fill and fold:  # the filling row learns at the end of the plain rows before it
+                self._before_changes(end)
                 changed = self._run_plain(
                     start, end + 1, routes, codes, targets, learn, raw, outputs_at, out, inputs, fills=True
                 )
@@ -606,6 +611,7 @@ class BaseSGT:
             outputs_at[end] = self._n_outputs()
             if learn[end]:
                 self._observe_event(end)
+                self._before_changes(end)
                 changed = self._learn_codes(codes[end], targets[end])
                 self._reroute(end + 1, routes, codes, changed)
                 events.forget(t for t, _ in changed)
@@ -652,6 +658,7 @@ class BaseSGT:
             outputs_at[i] = self._n_outputs()
             if learn[i]:
                 self._observe_event(i)
+                self._before_changes(i)
                 self._learn_codes(row, targets[i])
 
     def _run_plain(

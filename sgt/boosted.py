@@ -65,14 +65,14 @@ badly, are not lost to the new one. Agrawal with three abrupt drifts (20,000 rec
 to 5, medians): recovered in 2,951 / never / 1,170 records against 3,470 / never / 1,198 without it
 (River's ARF with the same seeds: never / never / 1,068), accuracy 90.85% against 90.64%, at no cost
 measurable in records/s; SEA's drifts all come after a warning: unchanged (3,452 / 1,364 / 2,538; ARF
-3,226 / 2,990 / 2,680), as are the gradual streams and the stationary ones. Answering such a drift
-at every 125 records learned instead of 250 (`_alarm_period`, bench variant `ours-boosted-fresh-replay125`)
-recovered faster still, 2,607 / never / 1,022 records and 92.41%, but the finer points cut every
-batch into segments half as long, whose fixed costs per member made the ensemble 13% to 35% slower on
-every stream, drifting or not (one process, interleaved: hyperplane 18,600 against 25,000 records/s,
-SEA 28,700 against 39,000, the worker's batches 14,300 against 19,000), which would take the binary
-streams below twenty times ARF's speed; it is left off until an alarm can be answered between the
-points without cutting every batch there. Measured with the same seeds and
+3,226 / 2,990 / 2,680), as are the gradual streams and the stationary ones. Such a drift is
+answered at every `ALARM_PERIOD` (125) records learned, a warning at every `DRIFT_PERIOD` (250): with
+the same seeds Agrawal's drifts were recovered from in 2,607 / never / 1,022 records against 2,951 /
+never / 1,170 when it waited for the drift period (ARF's third: 1,068), accuracy 92.41% against
+90.85%; the other streams of the benchmarks gave the same predictions (their drifts come after a
+warning), and with batches run through the points where nothing is answered (below) it costs up to
+9% of the records per second (the hyperplane; 0% to 4% elsewhere), where cutting every batch at each
+point had cost 13% to 35%. Measured with the same seeds and
 left off (bench variants): a background ensemble that a warning starts also learning the records since
 the warning test's change (`_replay_warned`): SEA's abrupt drifts 3,150 / 1,422 / 1,456 records and
 86.55% against 86.29%, but the gradual streams lost (SEA 85.89% against 86.11%, Agrawal 87.67% against
@@ -85,8 +85,20 @@ after the first were young), and (seed 0) the hyperplane 91.3% against 91.6% and
 against 88.1%; thirty times lost the hyperplane (90.4%); (seeds 0 to 2) bagging at rate 3 or `lambda_`
 0.1 lost Agrawal with abrupt drifts (89.7% against 90.9%), `grace_period` 50 or `grace_start` 5 SEA's
 first drift (4,190 and 4,008 records against 3,153).
-Warnings and drifts are acted on only at multiples of `DRIFT_PERIOD` records learned, points fixed by
-the record sequence: a batch is cut there, so every batching gives the same model.
+Warnings and drifts are answered only at multiples of `DRIFT_PERIOD` (and `ALARM_PERIOD`) records
+learned, points fixed by the record sequence, so every batching gives the same model. A batch is not
+cut at each point: each ensemble runs a span of rows at once, through the points, and the detectors
+then take the span's errors a window at a time, answering at each point as if the batch had been cut
+there (`_Boosting._run_span`). That is exact because an ensemble learns the same way whatever the
+detectors decide: an answer only chooses whose scores count from its point on, starts an ensemble
+(which runs the rest of the span from there) or drops one, and a dropped ensemble's changes count in
+`version` as of its point (`_Marks`). A span saves each member its fixed costs per run; it may waste
+the rest of the span run by an ensemble dropped inside it, so a span stops at each point while an
+answer is likely (`_Boosting._quiet`). Measured against cutting at every point (20,000 records,
+batches of 1,000, interleaved in one process): SEA 50,000 against 39,000 records/s, Agrawal 45,000
+against 32,000, the hyperplane 27,000 against 24,000, RBF-5 8,500 against 7,500, and the worker
+benchmark's stream (batches of 2,000, drifting all along) 20,300 against 18,700; running every span
+through regardless was slower there (17,600), from ensembles dropped inside spans.
 
 Exactness: in a one-record loop member m's prediction of record i depends only on records before i
 (prequential) and its learning of record i only on its own state and the predictions of members
@@ -116,6 +128,7 @@ from sgt.softmax import softmax_with_reference
 from sgt.tree import LeafInputs, Params, leaf_inputs_of
 
 __all__ = [
+    "ALARM_PERIOD",
     "BINARY_DELTA",
     "BINARY_MEMBERS",
     "DRIFT_PERIOD",
@@ -130,8 +143,15 @@ __all__ = [
 
 #: records learned between the points where detected drifts are answered
 DRIFT_PERIOD = 250
+#: records learned between the points where the classifier answers a drift alarm that no warning came
+#: before (its fresh ensemble replaces the main one at once; see the module docstring)
+ALARM_PERIOD = DRIFT_PERIOD // 2
 #: the recent learned records the classifier keeps for such a fresh ensemble to learn first (sgt.recent)
 REPLAY = 2 * DRIFT_PERIOD
+#: a drift test's excess, as a share of its threshold, up to which a batch is run through without stopping
+#: at the points where drifts are answered (see `_Boosting._quiet`; speed only: 0.25 and 0.75 measured the
+#: same on the worker benchmark's stream)
+QUIET_SHARE = 0.5
 #: records a detector needs before it can raise an alarm
 DRIFT_MIN_RECORDS = 250
 #: the warning test's threshold, as a share of the drift test's
@@ -202,6 +222,7 @@ class _Member(BaseSGT):
         self._layout = owner._layout
         self._layout_revision = owner._layout_revision
         self._grow_outputs(owner._n_outputs_per_member())
+        self._marks: _Marks | None = None  # set for a run whose changes are wanted at some rows
 
     @property
     def n_outputs(self) -> int:
@@ -239,6 +260,14 @@ class _Member(BaseSGT):
     def _params(self) -> Params:
         return dataclasses.replace(super()._params(), linear_steps=self.linear_steps)
 
+    def changes(self) -> int:
+        """Splits and leaf-value updates its trees have made."""
+        return sum(t.n_splits + t.n_updates for t in self._trees)
+
+    def _before_changes(self, row: int) -> None:
+        if self._marks is not None:
+            self._marks.reach(row, self)
+
     def set_tree_params(self, **changes: Any) -> None:
         """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
         split confidence; `linear_steps`: whether linear leaves step their linear terms)."""
@@ -256,6 +285,19 @@ class _Member(BaseSGT):
         )
         weight = targets[:, _WEIGHT]
         return g * weight, h * weight
+
+
+class _Marks:
+    """A member's changes (`_Member.changes`) at given rows of a run: at each, those made before it."""
+
+    def __init__(self, rows: list[int]) -> None:
+        self.rows = rows  # ascending
+        self.changes: list[int] = []
+
+    def reach(self, row: int, member: _Member) -> None:
+        """The member may change next at `row`: the rows up to it have their count."""
+        while len(self.changes) < len(self.rows) and self.rows[len(self.changes)] <= row:
+            self.changes.append(member.changes())
 
 
 if TYPE_CHECKING:  # the mixin is always combined with a BaseSGT subclass, whose members it uses
@@ -347,6 +389,9 @@ class _Boosting(_Estimator):
         self._poisson_cdf = None if self.poisson_rate is None else _poisson_cdf(self.poisson_rate)
         self._n_drifts = 0
         self._retired_version = 0  # changes made by members since replaced, so `version` never decreases
+        # while a stop inside a span is answered: the ensembles that ran past it, with their changes as
+        # of the stop (see `_run_span`)
+        self._ran_past: list[tuple[list[_Member], int]] = []
         self._members = self._new_members()
         self._background: list[_Member] | None = None  # learning since the last warning, if any
         self._background_since = 0  # records learned when it started
@@ -652,73 +697,163 @@ class _Boosting(_Estimator):
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
         period = math.gcd(self._drift_period, self._alarm_period)
-        cuts = np.flatnonzero(learn & (learned % period == 0)) + 1
+        stops = np.flatnonzero(learn & (learned % period == 0)) + 1
         if self.drift_threshold is None and self._youth is None:
-            cuts = cuts[:0]  # the model changes at those points only to answer a drift or to age
+            stops = stops[:0]  # the model changes at those points only to answer a drift or to age
+        # where the members' parameters change a batch is cut: at every stop while ensembles age (Youth),
+        # where members are added, and where linear terms may start stepping (a fixed learned record)
+        cuts = stops if self._youth is not None else stops[:0]
         cuts = np.union1d(cuts, self._growth_cuts(events))
-        # linear terms may start stepping after a fixed learned record: a batch is cut there
         multiclass_start = self._linear_start(2)  # (members of one tree start at 0 unless given)
         cuts = np.union1d(cuts, np.flatnonzero(learn & (learned == multiclass_start)) + 1).astype(np.intp)
-        batch = _Batch(codes, leaf_inputs_of(self._layout, codes))
+        drift_points = set(stops[learned[stops - 1] % self._drift_period == 0].tolist())
+        rows = _Rows(_Batch(codes, leaf_inputs_of(self._layout, codes)), targets, learn, events, regrids)
         for start, end in itertools.pairwise([0, *cuts[cuts < n].tolist(), n]):
             self._follow_linear_start()
             self._follow_youth()
-            inside = events[(events >= start) & (events < end)] - start
-            grown = {row - start: r for row, r in regrids.items() if start <= row < end and r}
-            out[start:end], outputs_at[start:end] = self._run_segment(
-                batch.part(start, end), targets[start:end], learn[start:end], inside, width, grown
-            )
-            if grown:  # thresholds moved: the batch's routes are out of date
-                batch.forget_routes()
+            inside = stops[(stops > start) & (stops < end)].tolist()
+            while start < end:
+                span_end = self._span_end(start, inside, end, drift_points)
+                windows = [s for s in inside if start < s < span_end]
+                out[start:span_end], outputs_at[start:span_end] = self._run_span(
+                    rows, start, span_end, windows, width
+                )
+                if rows.regrids_in(start, span_end):  # thresholds moved: the batch's routes are stale
+                    rows.batch.forget_routes()
+                start = span_end
         return out, outputs_at
 
-    def _run_segment(
-        self,
-        part: _Part,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        events: np.ndarray,
-        width: int,
-        regrids: dict[int, list[Regrid]],
+    def _span_end(self, start: int, stops: list[int], end: int, drift_points: set[int]) -> int:
+        """Where the span of rows from `start` that every ensemble runs at once ends: at `end` while
+        the ensemble is `_quiet`, else at the next stop where an answer may change it (a stop between
+        the drift period's, `drift_points`, answers only an alarm with no background ensemble, by a
+        fresh one replacing the main one at once)."""
+        if self._quiet():
+            return end
+        alarms_wait = self._background is not None or self._fresh_must_win
+        return next((s for s in stops if s > start and (s in drift_points or not alarms_wait)), end)
+
+    def _quiet(self) -> bool:
+        """Whether nothing is likely to change at the next stops: no background ensemble learns (an
+        answer may replace or drop either ensemble) and each drift test's excess is at most
+        `QUIET_SHARE` of its threshold.
+
+        Only the speed depends on it: the answers at stops inside a span are taken as if the span were
+        cut there (`_run_span`). A span saves each member its fixed costs per run; what it may waste is
+        the rest of the span run by an ensemble that an answer drops or replaces.
+        """
+        if self._background is not None or self._pending:
+            return False
+        return self.drift_threshold is None or not any(
+            d.alarm or d.excess > QUIET_SHARE * d.threshold for d in (self._detector, self._warning)
+        )
+
+    def _run_span(
+        self, rows: _Rows, start: int, end: int, stops: list[int], width: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Rows up to (at most) the next point where drifts are answered: the ensemble (and the
-        background one), then the detectors."""
-        n = part.codes.shape[0]
-        outputs_at = self._outputs_at(n, events)
+        """Rows [start, end): every ensemble runs them at once (member after member); then the detectors
+        take them a window at a time, up to each of `stops` and to `end`, answering drifts after each.
+
+        The result is the same as cutting the span at each stop: an ensemble learns the same way
+        whatever happens to the others (its members depend only on its own state and on the rows), and
+        the detectors see the same errors in the same windows. An answer only chooses which ensemble's
+        scores count from its stop on; an ensemble it starts runs the rest of the span from there.
+        """
         width += int(self._every_class_from_three)  # the members' columns (see `_first_column`)
-        base = self._base_columns(n, width, learn, targets, events)
+        runs: list[_EnsembleRun] = []
+        out = np.zeros((end - start, width - int(self._every_class_from_three)))
+        outputs_at = np.zeros(end - start, dtype=np.intp)
+        first = start
+        for last in [*stops, end]:
+            predicted = self._scores_of(runs, self._members, rows, first, last, stops, end, width)
+            background = None
+            if self._background is not None:
+                background = self._scores_of(runs, self._background, rows, first, last, stops, end, width)
+            out[first - start : last - start] = predicted
+            self._ran_past = [(run.members, run.changes[last]) for run in runs if last in run.changes]
+            outputs_at[first - start : last - start] = self._close_window(
+                rows, first, last, predicted, background
+            )
+            self._ran_past = []
+            first = last
+        return out, outputs_at
+
+    def _scores_of(
+        self,
+        runs: list[_EnsembleRun],
+        ensemble: list[_Member],
+        rows: _Rows,
+        first: int,
+        last: int,
+        stops: list[int],
+        end: int,
+        width: int,
+    ) -> np.ndarray:
+        """The ensemble's raw scores of rows [first, last), from its run of the span (made now from
+        `first` to `end` if it has none: it started at `first`)."""
+        run = next((r for r in runs if r.members is ensemble), None)
+        if run is None:
+            run = self._run_ensemble(ensemble, rows, first, end, [s for s in stops if s > first], width)
+            runs.append(run)
+        return run.scores[first - run.first : last - run.first]
+
+    def _run_ensemble(
+        self, ensemble: list[_Member], rows: _Rows, start: int, end: int, stops: list[int], width: int
+    ) -> _EnsembleRun:
+        """The ensemble learns rows [start, end): its raw scores of them, as predicted, and its changes
+        as of each of `stops` (rows inside)."""
+        n = end - start
+        learn, targets = rows.learn[start:end], rows.targets[start:end]
+        events = rows.events_in(start, end)
         table = np.zeros((n, _OFFSETS + width))
         table[:, _TARGET] = targets
-        weights = self._weights(learn)
-        members = self._run_members
-        predicted = self._reference_scores(
-            members(self._members, part, table, weights, base, learn, events, regrids)
-        )
-        background = None
-        if self._background is not None:
-            if self._youth is not None:
-                weights = self._weights(learn, self._background_since)
-            background = members(self._background, part, table, weights, base, learn, events, regrids)
-            background = self._reference_scores(background)
-        rows = np.flatnonzero(learn)
-        self._n_seen += int(rows.size)
+        since = self._background_since if ensemble is self._background else None
+        weights = self._weights(learn, since)
+        base = self._base_columns(n, width, learn, targets, events)
+        part = rows.batch.part(start, end)
+        marks = [stop - start for stop in stops]
+        for member in ensemble:
+            member._marks = _Marks(marks)
+        regrids = rows.regrids_in(start, end)
+        raw = self._run_members(ensemble, part, table, weights, base, learn, events, regrids)
+        changes = [0] * len(stops)
+        for member in ensemble:
+            assert member._marks is not None
+            member._marks.reach(n, member)
+            changes = [a + b for a, b in zip(changes, member._marks.changes, strict=True)]
+            member._marks = None
+        scores = self._reference_scores(raw)
+        return _EnsembleRun(ensemble, start, scores, dict(zip(stops, changes, strict=True)))
+
+    def _close_window(
+        self, rows: _Rows, first: int, last: int, predicted: np.ndarray, background: np.ndarray | None
+    ) -> np.ndarray:
+        """After the ensembles ran rows [first, last): count them, keep them for a replay, register their
+        events, feed the detectors and answer a drift if a fixed point is reached; the outputs known
+        when each row was predicted."""
+        learn, targets = rows.learn[first:last], rows.targets[first:last]
+        events = rows.events_in(first, last)
+        outputs_at = self._outputs_at(last - first, events)
+        learned = np.flatnonzero(learn)
+        self._n_seen += int(learned.size)
         if self._replay:
-            regridded = int(np.searchsorted(rows, max(regrids))) if regrids else None
-            self._recent.remember(part.codes[rows], targets[rows], regridded)
+            regrids = rows.regrids_in(first, last)
+            regridded = int(np.searchsorted(learned, max(regrids))) if regrids else None
+            self._recent.remember(rows.batch.codes[first:last][learned], targets[learned], regridded)
         self._register_events(targets, events)
-        if self.drift_threshold is not None and rows.size:
-            errors = self._errors(predicted[rows], targets[rows], outputs_at[rows])
+        if self.drift_threshold is not None and learned.size:
+            errors = self._errors(predicted[learned], targets[learned], outputs_at[learned])
             self._detector.update(errors)
             self._warning.update(errors)
             if (self._pending or self._race_after_warning) and background is not None:
-                lead = errors - self._errors(background[rows], targets[rows], outputs_at[rows])
+                lead = errors - self._errors(background[learned], targets[learned], outputs_at[learned])
                 self._lead = float(np.cumsum(np.concatenate(([self._lead], lead)))[-1])  # in order
             if self._n_seen % self._drift_period == 0 and learn[-1]:
                 self._answer_drift()
             elif self._n_seen % self._alarm_period == 0 and learn[-1]:
                 self._answer_alarm()
         self._refresh_trees()
-        return predicted, outputs_at
+        return outputs_at
 
     def _run_members(
         self,
@@ -739,7 +874,7 @@ class _Boosting(_Estimator):
             table[:, _WEIGHT] = weights[m]
             table[:, _OFFSETS:] = learned
             routes = part.routes(member) if n > ROW_BY_ROW_MAX else None
-            # the columns the rows are predicted in (a member that widens at a row of the segment does
+            # the columns the rows are predicted in (a member that widens at a row of the span does
             # so at its last: see `_growth_cuts`)
             first = self._first_column(member.n_outputs)
             member_raw, _ = member._run_codes(
@@ -867,7 +1002,8 @@ class _Boosting(_Estimator):
 
     def _retire(self, members: list[_Member]) -> None:
         """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
-        self._retired_version += sum(t.n_splits + t.n_updates for m in members for t in m._trees)
+        counted = next((changes for ran, changes in self._ran_past if ran is members), None)
+        self._retired_version += sum(m.changes() for m in members) if counted is None else counted
 
 
 _NO_EVENTS = np.zeros(0, dtype=np.intp)
@@ -882,16 +1018,26 @@ class _Routed(NamedTuple):
     stopped: np.ndarray
 
 
+class _EnsembleRun(NamedTuple):
+    """An ensemble's raw scores of a span's rows from row `first` on (see `_Boosting._run_span`)."""
+
+    members: list[_Member]
+    first: int
+    scores: np.ndarray
+    changes: dict[int, int]  # its changes as of each stop inside the span after `first`
+
+
 class _Batch:
     """What every member shares over a batch: its codes, its leaf inputs, and each member's routes.
 
-    A batch is run in segments of at most DRIFT_PERIOD records, member after member, and routing rows
-    costs numpy's fixed cost per tree level whatever their number. So each tree routes the rest of the
-    batch once; a later segment takes its rows' routes from there, moving on only the rows that sit
+    A batch may be run in several spans (at most DRIFT_PERIOD records each while a drift is likely;
+    see `_Boosting._quiet`), member after member, and routing rows costs numpy's fixed cost per tree
+    level whatever their number. So each tree routes the rest of the batch once; a later span takes its
+    rows' routes from there, moving on only the rows that sit
     at a node that has since become a branch (a leaf that split, or a nominal branch where the row
     stopped and that may since have learned its category). Grown grids move thresholds: everything is
     routed anew. Measured on the rotating hyperplane in runs of 500 records (20,000 records): routing
-    took 0.97 s of 20 s in 1,017 calls when each segment was routed whole.
+    took 0.97 s of 20 s in 1,017 calls when each span was routed whole.
     """
 
     def __init__(self, codes: np.ndarray, inputs: LeafInputs) -> None:
@@ -906,8 +1052,28 @@ class _Batch:
         return _Part(self, start, end)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """A batch as the ensembles run it: its codes (with leaf inputs and routes), targets and which rows
+    are learned, the rows that bring a new target (`events`) and those where grids grew (`regrids`)."""
+
+    batch: _Batch
+    targets: np.ndarray
+    learn: np.ndarray
+    events: np.ndarray
+    regrids: dict[int, list[Regrid]]
+
+    def events_in(self, start: int, end: int) -> np.ndarray:
+        """The events of rows [start, end), counted from `start`."""
+        return self.events[(self.events >= start) & (self.events < end)] - start
+
+    def regrids_in(self, start: int, end: int) -> dict[int, list[Regrid]]:
+        """The grids that grew at rows [start, end), by row counted from `start`."""
+        return {row - start: r for row, r in self.regrids.items() if start <= row < end and r}
+
+
 class _Part:
-    """Rows [start, end) of a batch: one segment."""
+    """Rows [start, end) of a batch: one span."""
 
     def __init__(self, batch: _Batch, start: int, end: int) -> None:
         self._batch, self._start, self._end = batch, start, end
@@ -917,7 +1083,7 @@ class _Part:
         )
 
     def routes(self, member: _Member) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each of the member's trees' (node, stopped) of the segment's rows, to be updated in place
+        """Each of the member's trees' (node, stopped) of the span's rows, to be updated in place
         (a member's trees only grow in number: a new class adds one)."""
         held = self._batch._routed.setdefault(member, [])
         routes = []
@@ -1093,6 +1259,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     # records since the detected change (see the module docstring)
     _replay = REPLAY
     _replay_warned = 0
+    _alarm_period = ALARM_PERIOD
 
     def __init__(
         self,

@@ -89,6 +89,12 @@ class PageHinkley:
         that an alarm reports (all values when it never fell below its start)."""
         return self._state.n - self._state.low_n
 
+    @property
+    def excess(self) -> float:
+        """The accumulated excess over its minimum, m_t - min m_s: an alarm comes when it passes the
+        threshold."""
+        return self._state.cum - self._state.low
+
     def reset(self) -> None:
         """Forget everything (after the drift was answered)."""
         self._state = _State()

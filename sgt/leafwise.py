@@ -143,6 +143,7 @@ def _run_events(model: BaseSGT, queue: list[Event], run: Run, stop: int) -> np.n
     waiting = []
     while queue and queue[0].row < horizon:
         row, node, candidate = heapq.heappop(queue)
+        model._before_changes(row)
         if candidate is None:  # a branch learns a new category: the one-record path
             model._observe_event(row)
             model._learn_codes(run.codes[row], run.targets[row])

@@ -599,11 +599,11 @@ def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at
     model._detector._state.alarm = True  # as if the drift test had fired at record 600 ...
     model._detector._state.low_n = model._detector.n  # ... without a rise (nothing to replay)
     main, drifts = model._members, model.n_drifts
-    model.learn_many(_RECORDS[600:749], _LABELS[600:749])
-    assert model._members is main  # acted on only at the next fixed point, record 750
-    model.learn_many(_RECORDS[749:760], _LABELS[749:760])
+    model.learn_many(_RECORDS[600:624], _LABELS[600:624])
+    assert model._members is main  # acted on only at the next alarm point, record 625 (ALARM_PERIOD)
+    model.learn_many(_RECORDS[624:635], _LABELS[624:635])
     assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
-    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 750
+    assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 625
     assert not model._pending and not model._detector.alarm
 
 
@@ -1120,3 +1120,38 @@ def test_fresh_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int]
         for name, value in FRESH.items():
             patch.setattr(BoostedClassifier, name, value)
         _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
+
+
+# a batch's ensembles run every span through the stops inside it, or stop at each stop (`_quiet`)
+SPANS = {"through": True, "stopping": False}
+
+
+@pytest.mark.parametrize("span", sorted(SPANS))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N))
+def test_spans_through_or_stopping_at_each_stop_give_the_loops_models(span: str, cuts: list[int]) -> None:
+    """How far a batch's ensembles run before the detectors take their rows is a speed choice only:
+    with every span run through (an answer inside it then starts, replaces or drops an ensemble that
+    ran past the stop, whose changes count as of the stop) or stopped at each stop, the classifier
+    and the regressor publish the loop's predictions and end with its bytes."""
+    expected, loop_proba, _ = _classifier_loop()
+    expected_regressor, loop_values = _regressor_loop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: SPANS[span])
+        _batches_and_restore_as_the_loop(COMMITTEE, cuts, N // 2, expected, loop_proba)
+        regressor = BoostedRegressor(**SMALL)
+        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+    assert values == loop_values and regressor.to_bytes() == expected_regressor
+
+
+def test_a_replaced_ensemble_counts_its_changes_as_of_the_stop_that_replaced_it() -> None:
+    """In one batch run through, the classifier's first ensemble runs past the stop where a drift
+    replaces it: `version` counts its changes up to that stop only, as the loop does."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: True)
+        model = BoostedClassifier(**COMMITTEE)
+        model.learn_many(_RECORDS, _LABELS)
+    loop = sgt.load(_classifier_loop()[0])
+    assert model.n_drifts == loop.n_drifts == 1
+    assert model._retired_version == loop._retired_version > 0
+    assert model.version == loop.version

@@ -46,6 +46,19 @@ def test_exact_values_of_a_short_sequence() -> None:
     assert state(detector) == pytest.approx([3, 2.0, 0.3 + (1 - 2 / 3 - 0.1), -0.1], abs=1e-15)
 
 
+def test_the_excess_is_the_accumulated_sum_above_its_minimum() -> None:
+    detector = PageHinkley(delta=0.1, threshold=10.0, min_n=1)
+    assert detector.excess == 0.0
+    detector.update(np.array([0.0, 1.0]))  # m_1 = -0.1 (the low), m_2 = 0.3 (as above)
+    assert detector.excess == pytest.approx(0.4, abs=1e-15)
+    detector.update(np.array([1.0]))  # m_3 = 0.3 + (1 - 2/3 - 0.1)
+    assert detector.excess == pytest.approx(0.4 + 1 - 2 / 3 - 0.1, abs=1e-15)
+    detector.update(np.array([0.0] * 3))  # m_6 < m_1: a new low, no excess
+    assert detector.excess == 0.0
+    detector.reset()
+    assert detector.excess == 0.0
+
+
 def test_the_vectorised_test_equals_the_one_value_loop_bit_for_bit() -> None:
     rng = np.random.default_rng(1)
     values = np.concatenate([rng.random(3000) < 0.1, rng.random(2000) < 0.5]).astype(float)
