@@ -1138,6 +1138,7 @@ def test_spans_through_or_stopping_at_each_stop_give_the_loops_models(span: str,
     expected_regressor, loop_values = _regressor_loop()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: SPANS[span])
+        patch.setattr(sgt.boosted, "MAX_SPAN", N)
         _batches_and_restore_as_the_loop(COMMITTEE, cuts, N // 2, expected, loop_proba)
         regressor = BoostedRegressor(**SMALL)
         values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
@@ -1149,6 +1150,7 @@ def test_a_replaced_ensemble_counts_its_changes_as_of_the_stop_that_replaced_it(
     replaces it: `version` counts its changes up to that stop only, as the loop does."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: True)
+        patch.setattr(sgt.boosted, "MAX_SPAN", N)
         model = BoostedClassifier(**COMMITTEE)
         model.learn_many(_RECORDS, _LABELS)
     loop = sgt.load(_classifier_loop()[0])
