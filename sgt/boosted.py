@@ -768,16 +768,16 @@ class _Boosting(_Estimator):
         the detectors see the same errors in the same windows. An answer only chooses which ensemble's
         scores count from its stop on; an ensemble it starts runs the rest of the span from there.
         """
-        width += int(self._every_class_from_three)  # the members' columns (see `_first_column`)
+        columns = width + int(self._every_class_from_three)  # the members' (see `_first_column`)
         runs: list[_EnsembleRun] = []
-        out = np.zeros((end - start, width - int(self._every_class_from_three)))
+        out = np.zeros((end - start, width))
         outputs_at = np.zeros(end - start, dtype=np.intp)
         first = start
         for last in [*stops, end]:
-            predicted = self._scores_of(runs, self._members, rows, first, last, stops, end, width)
+            predicted = self._scores_of(runs, self._members, rows, first, last, stops, end, columns)
             background = None
             if self._background is not None:
-                background = self._scores_of(runs, self._background, rows, first, last, stops, end, width)
+                background = self._scores_of(runs, self._background, rows, first, last, stops, end, columns)
             out[first - start : last - start] = predicted
             self._ran_past = [(run.members, run.changes[last]) for run in runs if last in run.changes]
             outputs_at[first - start : last - start] = self._close_window(

@@ -371,10 +371,9 @@ def test_a_saved_member_count_that_does_not_match_the_classes_is_refused() -> No
 LINEAR = {**SMALL, "leaf_model": "linear"}
 
 
-@functools.cache
-def _linear_loops() -> dict[str, tuple[bytes, list]]:
-    """One record at a time with linear-leaf members: the classifier's and the regressor's."""
-    classifier, regressor = BoostedClassifier(**LINEAR), BoostedRegressor(**LINEAR)
+def _one_by_one(classifier: BoostedClassifier, regressor: BoostedRegressor) -> tuple[list[dict], list[float]]:
+    """Each model over its stream one record at a time: the classifier's probabilities and the
+    regressor's predictions, each made before the record was learned."""
     proba, predictions = [], []
     for x, y in zip(_RECORDS, _LABELS, strict=True):
         proba.append(classifier.predict_proba_one(x))
@@ -382,6 +381,14 @@ def _linear_loops() -> dict[str, tuple[bytes, list]]:
     for x, y in zip(_XR, _YR, strict=True):
         predictions.append(regressor.predict_one(x))
         regressor.learn_one(x, y)
+    return proba, predictions
+
+
+@functools.cache
+def _linear_loops() -> dict[str, tuple[bytes, list]]:
+    """One record at a time with linear-leaf members: the classifier's and the regressor's."""
+    classifier, regressor = BoostedClassifier(**LINEAR), BoostedRegressor(**LINEAR)
+    proba, predictions = _one_by_one(classifier, regressor)
     return {"classifier": (classifier.to_bytes(), proba), "regressor": (regressor.to_bytes(), predictions)}
 
 
@@ -1017,13 +1024,7 @@ def _hooked_loop(hook: str) -> tuple[bytes, list[dict], bytes, list[float]]:
     with pytest.MonkeyPatch.context() as patch:
         _hooked(patch, hook)
         classifier, regressor = BoostedClassifier(**SMALL), BoostedRegressor(**SMALL)
-        proba, predictions = [], []
-        for x, y in zip(_RECORDS, _LABELS, strict=True):
-            proba.append(classifier.predict_proba_one(x))
-            classifier.learn_one(x, y)
-        for x, y in zip(_XR, _YR, strict=True):
-            predictions.append(regressor.predict_one(x))
-            regressor.learn_one(x, y)
+        proba, predictions = _one_by_one(classifier, regressor)
         assert classifier.n_drifts > 0 and regressor.n_drifts > 0
         return classifier.to_bytes(), proba, regressor.to_bytes(), predictions
 
