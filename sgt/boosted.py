@@ -25,66 +25,36 @@ test. A warning starts (or restarts) a background ensemble that learns every lat
 main one; a drift replaces the main ensemble by the background one and is counted by `n_drifts`. A
 drift that no warning came before starts a fresh ensemble. The classifier's replaces the main one at
 once. The regressor's replaces it at the first fixed point where it made fewer errors over the period
-before (the main one keeps predicting meanwhile). Measured with 20,000 records: the classifier (with
-its defaults, Agrawal with three abrupt drifts) recovered from the first and third drifts in 3,284 and
-1,260 records, against 3,284 and 1,441 when the fresh ensemble had to win first, accuracy 91.3%
-against 90.6% (with `gamma` 0; with 0.02 at once gave 3,447 and 1,194 records, 90.8%); with the
-earlier defaults (`drift_delta` 0.01, `gamma` 0.1) the race had won (2,948 and 1,388 against 3,521
-and 1,211; 91.1% against 90.7%). The regressor on River's FriedmanDrift
-(drifts at 5,000, 10,000 and 15,000, or 5,000 and 12,000): the race gave MAE 1.52, 1.66 and 1.83
-(local, global and global with a 500-record transition) against 1.61, 1.63 and 1.92 at once, the
-first with a false drift. Boosting members depend on the members before them, so the ensemble is
-replaced whole: replacing one member would leave every later one fitted to a sum that no longer
-exists (measured: per-member replacement set off cascades of 17 replacements for 3 drifts).
-A background ensemble that no drift confirms within `BACKGROUND_LIFE` records is dropped: otherwise
-a single false warning doubles the cost of every later record (measured on SEA, 20,000 records: a
-warning at record 1,500 kept one learning to the end). The life does not change the answers to true
-drifts (lives of 1,000, 2,500 and 5,000 records and an unbounded one gave the same predictions on SEA
-and Agrawal with three abrupt drifts).
-How fast the ensemble recovers from a drift is mostly how fast a fresh ensemble learns the new concept,
-and it swings with the bagging seed alone. On SEA with three abrupt drifts (20,000 records, seeds 0 to
-5) the records needed after the third drift until the recent error (1,000 records) was back within a
-point of its pre-drift level ranged from 2,080 to 2,863 (median 2,537; River's ARF with the same seeds
-2,522 to 2,854), although the warning came within 250 records of the drift and the replacement 250
-later; a fresh ensemble started exactly at the drift needed 1,397 to 2,770. Measured with the same
-seeds and left off: a warning at 0.3 of the drift threshold (`_warning_share`; Agrawal with three
-gradual drifts 86.9% against 88.2%, from false alarms), a background ensemble that replaces the main
-one as soon as it makes fewer errors over a period, without waiting for the drift test
-(`_race_after_warning`; SEA's first abrupt drift 3,158 records against 3,452 and the hyperplane
-91.8% against 91.7%, but stationary SEA 87.75% against 87.83% and Agrawal with gradual drifts 88.07%
-against 88.20%), both together (stationary SEA 87.2%, from false replacements), a drift threshold of 30
-(SEA's abrupt drifts 3,036 / 1,494 / 2,433 records against 3,452 / 1,364 / 2,538, but Agrawal with
-gradual drifts 88.08%, and twice the false warnings on stationary SEA), and bagging at rate 2 or 3
-(SEA's third abrupt drift 2,368 and 1,984 records, but the hyperplane 91.4% and 91.0% against 91.7%
-and Agrawal with gradual drifts 87.8% and 86.5%).
-The classifier's fresh ensemble, after a drift that no warning came before (an abrupt one: every
-drift of Agrawal's), first learns the records since the change the drift test estimates (where its
-accumulated excess was last at its minimum: `PageHinkley.rising`), of the `REPLAY` most recent ones
-kept (sgt.recent): the records between the change and the answer, which the old ensemble predicted
-badly, are not lost to the new one. Agrawal with three abrupt drifts (20,000 records, bagging seeds 0
-to 5, medians): recovered in 2,951 / never / 1,170 records against 3,470 / never / 1,198 without it
-(River's ARF with the same seeds: never / never / 1,068), accuracy 90.85% against 90.64%, at no cost
-measurable in records/s; SEA's drifts all come after a warning: unchanged (3,452 / 1,364 / 2,538; ARF
-3,226 / 2,990 / 2,680), as are the gradual streams and the stationary ones. Such a drift is
-answered at every `ALARM_PERIOD` (125) records learned, a warning at every `DRIFT_PERIOD` (250): with
-the same seeds Agrawal's drifts were recovered from in 2,607 / never / 1,022 records against 2,951 /
-never / 1,170 when it waited for the drift period (ARF's third: 1,068), accuracy 92.41% against
-90.85%; the other streams of the benchmarks gave the same predictions (their drifts come after a
-warning), and with batches run through the points where nothing is answered (below) it costs up to
-9% of the records per second (the hyperplane; 0% to 4% elsewhere), where cutting every batch at each
-point had cost 13% to 35%. Measured with the same seeds and
-left off (bench variants): a background ensemble that a warning starts also learning the records since
-the warning test's change (`_replay_warned`): SEA's abrupt drifts 3,150 / 1,422 / 1,456 records and
-86.55% against 86.29%, but the gradual streams lost (SEA 85.89% against 86.11%, Agrawal 87.67% against
-88.20%; 87.44% with at most 250 records replayed, 87.80% with the later half of them, `_replay_share`);
-every answer at 125 records (`_drift_period`; Agrawal gradual 87.68%, 87.85% with replay); and a young
-ensemble learning with other parameters over its first 2,000 records (`Youth`): ten times the split
-confidence gave SEA's abrupt drifts 3,059 / 1,429 / 1,557 records and 86.61%, but SEA and Agrawal with
-gradual drifts 85.97% and 87.50% against 86.11% and 88.20% (85.77% and 87.50% when only the ensembles
-after the first were young), and (seed 0) the hyperplane 91.3% against 91.6% and stationary SEA 88.0%
-against 88.1%; thirty times lost the hyperplane (90.4%); (seeds 0 to 2) bagging at rate 3 or `lambda_`
-0.1 lost Agrawal with abrupt drifts (89.7% against 90.9%), `grace_period` 50 or `grace_start` 5 SEA's
-first drift (4,190 and 4,008 records against 3,153).
+before (the main one keeps predicting meanwhile), since a fresh ensemble predicts worse than the old
+one for its first records and the old one adapts by itself to some drifts: on River's FriedmanDrift
+(three streams) replacing at once lost two and raised a false drift.
+The ensemble is replaced whole: boosting members depend on the members before them, so replacing one
+member would leave every later one fitted to a sum that no longer exists (measured: per-member
+replacement set off cascades of 17 replacements for 3 drifts). A background ensemble that no drift
+confirms within `BACKGROUND_LIFE` records is dropped, or a single false warning would double the cost
+of every later record; the life does not change the answers to true drifts (lives of 1,000, 2,500
+and 5,000 records and an unbounded one gave the same predictions on SEA and Agrawal with three abrupt
+drifts).
+
+A new ensemble does not start from nothing: it first learns the recent records since the change its
+detector estimates (where the test's accumulated excess was last at its minimum:
+`PageHinkley.rising`), of the `REPLAY` most recent kept with the model (sgt.recent), the records
+between the change and the answer that the old ensemble predicted badly. After a drift without a
+warning, all of them; after a warning at most the latest `REPLAY_WARNED`, because within a gradual
+drift the older records are more of the old concept. A drift alarm that no warning came before is
+answered at every `ALARM_PERIOD` records learned; warnings, and the drifts they lead to, at every
+`DRIFT_PERIOD`.
+How fast an ensemble recovers swings with its bagging seed alone (by up to 1,300 records on the same
+records), so these choices were made on medians over twelve seeds, beside River's ARF with the same
+seeds (records after a drift until the error over the last 1,000 records is back within a point of
+its level before; 20,000 records; every variant's figures are in BENCHMARKS.md, section 5):
+- the warning's replay: SEA with three abrupt drifts recovered in 2,972 / 1,314 / 1,956 records
+  against 3,452 / 1,441 / 2,091 without it (ARF 3,210 / 2,928 / 2,538), 86.55% against 86.43%; it
+  costs Agrawal with gradual drifts 1.1 points (86.92% against 88.05%; ARF 82.64%);
+- the abrupt drift's replay and its answer every 125 records: Agrawal with three abrupt drifts
+  recovered from the first in 2,732 records (ARF never did), from the third in 1,092 (ARF 1,072),
+  92.46% against 91.10% when answered every 250 and 90.97% without any replay.
+
 Warnings and drifts are answered only at multiples of `DRIFT_PERIOD` (and `ALARM_PERIOD`) records
 learned, points fixed by the record sequence, so every batching gives the same model. A batch is not
 cut at each point: each ensemble runs a span of rows at once, through the points, and the detectors
@@ -138,6 +108,7 @@ __all__ = [
     "MULTICLASS_MEMBERS",
     "MULTICLASS_TREES",
     "REPLAY",
+    "REPLAY_WARNED",
     "BoostedClassifier",
     "BoostedRegressor",
 ]
@@ -149,6 +120,9 @@ DRIFT_PERIOD = 250
 ALARM_PERIOD = DRIFT_PERIOD // 2
 #: the recent learned records the classifier keeps for such a fresh ensemble to learn first (sgt.recent)
 REPLAY = 2 * DRIFT_PERIOD
+#: at most how many of those records since the warning test's estimated change a background ensemble that
+#: a warning starts learns first (the most recent: see the module docstring)
+REPLAY_WARNED = DRIFT_PERIOD
 #: a drift test's excess, as a share of its threshold, up to which a batch is run through without stopping
 #: at the points where drifts are answered (see `_Boosting._quiet`; speed only: 0.25 and 0.75 measured the
 #: same on the worker benchmark's stream)
@@ -1264,10 +1238,10 @@ class BoostedClassifier(_Boosting, SGTClassifier):
 
     _is_classifier = True
     _fresh_must_win = False
-    # a fresh ensemble after a drift that no warning came before (an abrupt one) first learns the
-    # records since the detected change (see the module docstring)
+    # an ensemble a drift or a warning starts first learns the recent records since the detected change
+    # (see the module docstring)
     _replay = REPLAY
-    _replay_warned = 0
+    _replay_warned = REPLAY_WARNED
     _alarm_period = ALARM_PERIOD
 
     def __init__(

@@ -230,9 +230,28 @@ class _FreshReplaying2500BoostedClassifier(BoostedClassifier):
 
 class _Alarm250BoostedClassifier(BoostedClassifier):
     """The default, with a drift alarm that no warning came before answered at the drift period (every
-    250 records learned) instead of every 125: the default before batches ran through those points."""
+    250 records learned) instead of every 125 (the default before batches ran through those points)."""
 
     _alarm_period = DRIFT_PERIOD
+
+
+class _Warned0BoostedClassifier(BoostedClassifier):
+    """The default, with a background ensemble that a warning starts learning from the next record only
+    (no recent records replayed: the default before)."""
+
+    _replay_warned = 0
+
+
+class _Warned125BoostedClassifier(BoostedClassifier):
+    """The default, replaying at most 125 records after a warning (250 by default)."""
+
+    _replay_warned = 125
+
+
+class _Warned500BoostedClassifier(BoostedClassifier):
+    """The default, replaying every kept record since the warning test's change after a warning."""
+
+    _replay_warned = None
 
 
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
@@ -302,6 +321,9 @@ VARIANTS += (
     Variant("ours-boosted-unreplaying", boosted_class(_UnreplayingBoostedClassifier)),  # the previous default
     Variant("ours-boosted-fresh-replay2500", boosted_class(_FreshReplaying2500BoostedClassifier)),
     Variant("ours-boosted-alarm250", boosted_class(_Alarm250BoostedClassifier)),
+    Variant("ours-boosted-warned0", boosted_class(_Warned0BoostedClassifier)),
+    Variant("ours-boosted-warned125", boosted_class(_Warned125BoostedClassifier)),
+    Variant("ours-boosted-warned500", boosted_class(_Warned500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
     Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),

@@ -30,6 +30,7 @@ from sgt.boosted import (
     MULTICLASS_DELTA,
     MULTICLASS_LINEAR_START,
     MULTICLASS_MEMBERS,
+    REPLAY_WARNED,
     Youth,
 )
 from sgt.serialization import decode
@@ -1005,6 +1006,18 @@ def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_ris
     model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model.n_drifts == 1 and model._members_since == 500
     assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
+
+
+def test_a_classifier_warning_background_first_learns_the_latest_kept_records_since_the_rise() -> None:
+    # (no alarm but the one set, no split while the records are replayed)
+    model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0, "grace_period": 500, "grace_start": 500})
+    model.learn_many(_RECORDS[:450], _LABELS[:450])
+    model._warning._state.alarm = True  # as if the warning test had fired after a rise of 300 records
+    model._warning._state.low_n = model._warning.n - 300
+    model.learn_many(_RECORDS[450:500], _LABELS[450:500])
+    assert model._background is not None and model._background_since == 500 and model.n_drifts == 0
+    # the latest REPLAY_WARNED of them
+    assert all(tree.leaf_count(0) == REPLAY_WARNED for m in model._background for tree in m._trees)
 
 
 # the ensembles' drift-response hooks the exactness test below runs with, each on both models
