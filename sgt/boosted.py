@@ -48,9 +48,11 @@ How fast an ensemble recovers swings with its bagging seed alone (by up to 1,300
 records), so these choices were made on medians over twelve seeds, beside River's ARF with the same
 seeds (records after a drift until the error over the last 1,000 records is back within a point of
 its level before; 20,000 records; every variant's figures are in BENCHMARKS.md, section 5):
-- the warning's replay: SEA with three abrupt drifts recovered in 2,972 / 1,314 / 1,956 records
-  against 3,452 / 1,441 / 2,091 without it (ARF 3,210 / 2,928 / 2,538), 86.55% against 86.43%; it
-  costs Agrawal with gradual drifts 1.1 points (86.92% against 88.05%; ARF 82.64%);
+- the warning's replay: SEA with three abrupt drifts recovered in 3,136 / 1,289 / 1,458 records
+  against 3,452 / 1,441 / 2,091 without it (ARF 3,210 / 2,928 / 2,538), 86.55% against 86.43%. It
+  costs Agrawal with gradual drifts 0.9 points (87.16% against 88.05%; ARF 82.64%), where a warning
+  comes early in the drift. Replaying up to 250 records sped the first SEA recovery more (2,972) but
+  cost that stream 1.1 points and 15% of its records per second (up to 125: 1%);
 - the abrupt drift's replay and its answer every 125 records: Agrawal with three abrupt drifts
   recovered from the first in 2,732 records (ARF never did), from the third in 1,092 (ARF 1,072),
   92.46% against 91.10% when answered every 250 and 90.97% without any replay.
@@ -122,7 +124,7 @@ ALARM_PERIOD = DRIFT_PERIOD // 2
 REPLAY = 2 * DRIFT_PERIOD
 #: at most how many of those records since the warning test's estimated change a background ensemble that
 #: a warning starts learns first (the most recent: see the module docstring)
-REPLAY_WARNED = DRIFT_PERIOD
+REPLAY_WARNED = DRIFT_PERIOD // 2
 #: a drift test's excess, as a share of its threshold, up to which a batch is run through without stopping
 #: at the points where drifts are answered (see `_Boosting._quiet`; speed only: 0.25 and 0.75 measured the
 #: same on the worker benchmark's stream)

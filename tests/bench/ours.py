@@ -242,10 +242,10 @@ class _Warned0BoostedClassifier(BoostedClassifier):
     _replay_warned = 0
 
 
-class _Warned125BoostedClassifier(BoostedClassifier):
-    """The default, replaying at most 125 records after a warning (250 by default)."""
+class _Warned250BoostedClassifier(BoostedClassifier):
+    """The default, replaying at most 250 records after a warning (125 by default)."""
 
-    _replay_warned = 125
+    _replay_warned = 250
 
 
 class _Warned500BoostedClassifier(BoostedClassifier):
@@ -322,7 +322,7 @@ VARIANTS += (
     Variant("ours-boosted-fresh-replay2500", boosted_class(_FreshReplaying2500BoostedClassifier)),
     Variant("ours-boosted-alarm250", boosted_class(_Alarm250BoostedClassifier)),
     Variant("ours-boosted-warned0", boosted_class(_Warned0BoostedClassifier)),
-    Variant("ours-boosted-warned125", boosted_class(_Warned125BoostedClassifier)),
+    Variant("ours-boosted-warned250", boosted_class(_Warned250BoostedClassifier)),
     Variant("ours-boosted-warned500", boosted_class(_Warned500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
     Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
