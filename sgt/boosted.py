@@ -52,7 +52,7 @@ its level before; 20,000 records; every variant's figures are in BENCHMARKS.md, 
   against 3,452 / 1,441 / 2,091 without it (ARF 3,210 / 2,928 / 2,538), 86.55% against 86.43%. It
   costs Agrawal with gradual drifts 0.9 points (87.16% against 88.05%; ARF 82.64%), where a warning
   comes early in the drift. Replaying up to 250 records sped the first SEA recovery more (2,972) but
-  cost that stream 1.1 points and 15% of its records per second (up to 125: 1%);
+  cost that stream 1.1 points and 15% of its records per second (up to 125: 1%, and 6.5% on SEA);
 - the abrupt drift's replay and its answer every 125 records: Agrawal with three abrupt drifts
   recovered from the first in 2,732 records (ARF never did), from the third in 1,092 (ARF 1,072),
   92.46% against 91.10% when answered every 250 and 90.97% without any replay.
