@@ -230,7 +230,7 @@ class _FreshReplaying2500BoostedClassifier(BoostedClassifier):
 
 class _Alarm250BoostedClassifier(BoostedClassifier):
     """The default, with a drift alarm that no warning came before answered at the drift period (every
-    250 records learned) instead of every 125 (the default before batches ran through those points)."""
+    250 records learned, the default before batches ran through those points) instead of every 125."""
 
     _alarm_period = DRIFT_PERIOD
 
