@@ -134,3 +134,18 @@ def test_saved_runs_merge_by_stream_with_ours_first() -> None:
     assert merged.models[1] is again.results[0].models[0]
     with pytest.raises(ValueError, match="sea-1k: 300 records in one run, 400 in another"):
         saved.merge([peers_run, run(["ours"], 400)])
+
+
+def test_core_bench_sizes_the_ensemble_and_scores_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--members`` runs the boosted ensemble with each size and prints its rates and accuracy, the
+    latter scored against the records' own labels (a misaligned scoring would sit near chance)."""
+    from tests.bench.bench_worker_core import encoded_records, main, model_alone, settings
+
+    assert main(["--records", "2000", "--run", "250", "--rounds", "1", "--members", "1,3"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [row[0] for row in rows] == ["1", "3"]
+    for row in rows:
+        assert 60.0 < float(row[3].rstrip("%")) <= 100.0
+    run = model_alone(encoded_records(2000), 250, settings("boosted", 3))
+    assert (run.records, f"{run.accuracy:.2%}") == (2000, rows[1][3])
+    assert settings("boosted", 3).n_members == 3 and settings().n_members is None

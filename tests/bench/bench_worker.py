@@ -873,8 +873,8 @@ def machine_speed(records: int = 50_000) -> dict[str, float]:
     This VM's speed drifts by a third within an hour, and the worker (Python) suffers more from a slow
     period than the pass-through (C, mostly waiting): these two figures put each suite in context.
     """
-    seconds = measure(records, 2000, 1)
-    speed = {name: records / times[0] for name, times in seconds.items()}
+    rounds = measure(records, 2000, 1)
+    speed = {name: rounds.rate(name, records) for name in ("core", "model")}
     print(
         f"machine speed: the worker's core {speed['core']:,.0f} records/s, the model alone "
         f"{speed['model']:,.0f} records/s ({records:,} records; tests/bench/bench_worker_core.py)"

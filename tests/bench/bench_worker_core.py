@@ -13,6 +13,11 @@ Run from the repository root::
 
     .venv/bin/python -m tests.bench.bench_worker_core                    # 200,000 records, 3 rounds
     .venv/bin/python -m tests.bench.bench_worker_core --model boosted    # the boosted ensemble
+    .venv/bin/python -m tests.bench.bench_worker_core --members 2,3,4,6  # ensembles of each size
+
+``--members`` measures the boosted ensemble with each number of members (the worker's ``n_members``)
+and prints, beside the two rates, the models' prequential accuracy on the stream: what a smaller,
+faster ensemble costs in accuracy.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import dataclass
 
+import numpy as np
 import orjson
 
 from worker.config import WorkerSettings, load_settings
@@ -35,9 +42,10 @@ from worker.values import Record
 PARTITIONS = 4
 
 
-def settings(model: str | None = None) -> WorkerSettings:
+def settings(model: str | None = None, n_members: int | None = None) -> WorkerSettings:
     """The settings a worker runs with by default (the model's hyperparameters among them), or with
-    ``model`` (``sgt`` or ``boosted``) in place of the default model."""
+    ``model`` (``sgt`` or ``boosted``) in place of the default model and ``n_members`` in place of the
+    ensemble's default size."""
     return load_settings(
         {
             "bootstrap_servers": "127.0.0.1:9",
@@ -46,10 +54,25 @@ def settings(model: str | None = None) -> WorkerSettings:
             "predictions_topic": "predictions",
             "dead_letter_topic": "dead",
             "checkpoint_dir": "/nonexistent",
-            **({} if model is None else {"model": model}),
+            "model": model,
+            "n_members": n_members,
         },
         env={},
     )
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One round of the models alone: its seconds, and the records each model predicted right before
+    learning them (prequential), of ``records``."""
+
+    seconds: float
+    correct: int
+    records: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.records
 
 
 def stream() -> RotatingHyperplane:
@@ -81,31 +104,85 @@ def core(values: list[bytes], size: int, settings: WorkerSettings) -> float:
     return time.perf_counter() - started
 
 
-def model_alone(values: list[bytes], size: int, settings: WorkerSettings) -> float:
-    """Seconds for the same models to predict and learn the same rows (already decoded) alone."""
+def model_alone(values: list[bytes], size: int, settings: WorkerSettings) -> ModelRun:
+    """The same models predicting and learning the same rows (already decoded) alone, timed; their
+    predictions are scored after the clock stops."""
     docs = [orjson.loads(v) for v in values]
     xs, ys = [d["x"] for d in docs], [d["y"] for d in docs]
     models = [new_model(settings) for _ in range(PARTITIONS)]
+    predicted = []
     started = time.perf_counter()
     for p, indices in runs(len(values), size):
-        models[p].predict_learn_many(xs[indices.start : indices.stop], ys[indices.start : indices.stop])
-    return time.perf_counter() - started
+        rows = slice(indices.start, indices.stop)
+        predicted.append((p, rows, models[p].predict_learn_many(xs[rows], ys[rows])))
+    seconds = time.perf_counter() - started
+    correct = 0
+    for p, rows, proba in predicted:
+        # the stream is binary and each partition's first run holds both classes, so every run's columns
+        # are the model's final classes
+        labels = np.asarray(models[p].classes_)[np.argmax(proba, axis=1)]
+        correct += int((labels == np.asarray(ys[rows])).sum())
+    return ModelRun(seconds, correct, len(values))
 
 
-def measure(
-    records: int, run: int, rounds: int, chosen: WorkerSettings | None = None
-) -> dict[str, list[float]]:
-    """Seconds of each round for ``core`` and ``model``, alternating, after the worker's own set-up,
+@dataclass(frozen=True)
+class Rounds:
+    """Each round's seconds for the core and for the models alone, and the models' prequential accuracy
+    (the same in every round: the models are deterministic)."""
+
+    core: list[float]
+    model: list[float]
+    accuracy: float
+
+    def rate(self, name: str, records: int) -> float:
+        """Records/s of ``name`` (``core`` or ``model``) over the median round."""
+        return records / statistics.median(getattr(self, name))
+
+
+def measure(records: int, run: int, rounds: int, chosen: WorkerSettings | None = None) -> Rounds:
+    """``core`` and ``model_alone`` for ``rounds`` rounds, alternating, after the worker's own set-up,
     with the ``chosen`` settings (default: the worker's)."""
     chosen = chosen or settings()
     values = encoded_records(records)
     _tune_gc()  # as the worker does before its loop
     preload()
-    seconds: dict[str, list[float]] = {"core": [], "model": []}
+    core_seconds, model_runs = [], []
     for _ in range(rounds):  # alternate, so that the machine's drift hits both alike
-        seconds["core"].append(core(values, run, chosen))
-        seconds["model"].append(model_alone(values, run, chosen))
-    return seconds
+        core_seconds.append(core(values, run, chosen))
+        model_runs.append(model_alone(values, run, chosen))
+    return Rounds(core_seconds, [m.seconds for m in model_runs], model_runs[-1].accuracy)
+
+
+def report(rounds: Rounds, records: int) -> None:
+    """Each rate's median and best round, and their ratio."""
+    for name, label in (
+        ("model", "sgt predict_learn_many alone"),
+        ("core", "worker core (decode + process)"),
+    ):
+        seconds = getattr(rounds, name)
+        best, median = min(seconds), statistics.median(seconds)
+        print(
+            f"{label:<32} median {median:6.2f} s  {records / median:>9,.0f} records/s   "
+            f"best {best:6.2f} s  {records / best:>9,.0f} records/s"
+        )
+    ratio = rounds.rate("core", records) / rounds.rate("model", records)
+    print(f"the core's records/s are {ratio:.0%} of the model's alone (medians)")
+
+
+def report_sizes(members: list[int], records: int, run: int, rounds: int) -> None:
+    """The boosted ensemble with each number of members: both rates (medians) and the accuracy."""
+    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {'accuracy':>8}")
+    for size in members:
+        measured = measure(records, run, rounds, settings("boosted", size))
+        model_rate, core_rate = measured.rate("model", records), measured.rate("core", records)
+        print(f"{size:>7}  {model_rate:>15,.0f}  {core_rate:>14,.0f}  {measured.accuracy:>8.2%}", flush=True)
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",")]
+    if any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError("member counts are positive integers")
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,25 +193,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=int, default=2000, help="records per process() call (default 2,000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", choices=("sgt", "boosted"), help="the model (default: the worker's)")
+    parser.add_argument(
+        "--members", type=_sizes, help="comma-separated member counts: the boosted ensemble with each"
+    )
     args = parser.parse_args(argv)
+    if args.members:
+        print(f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, boosted")
+        report_sizes(args.members, args.records, args.run, args.rounds)
+        return 0
     chosen = settings(args.model)
-    seconds = measure(args.records, args.run, args.rounds, chosen)
-    rates: dict[str, float] = {}
     print(
         f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, "
         f"model {chosen.model}"
     )
-    for name, label in (
-        ("model", "sgt predict_learn_many alone"),
-        ("core", "worker core (decode + process)"),
-    ):
-        best, median = min(seconds[name]), statistics.median(seconds[name])
-        rates[name] = args.records / median
-        print(
-            f"{label:<32} median {median:6.2f} s  {args.records / median:>9,.0f} records/s   "
-            f"best {best:6.2f} s  {args.records / best:>9,.0f} records/s"
-        )
-    print(f"the core's records/s are {rates['core'] / rates['model']:.0%} of the model's alone (medians)")
+    report(measure(args.records, args.run, args.rounds, chosen), args.records)
     return 0
 
 
