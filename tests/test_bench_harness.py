@@ -147,5 +147,5 @@ def test_core_bench_sizes_the_ensemble_and_scores_it(capsys: pytest.CaptureFixtu
     for row in rows:
         assert 60.0 < float(row[3].rstrip("%")) <= 100.0
     run = model_alone(encoded_records(2000), 250, settings("boosted", 3))
-    assert (run.records, f"{run.accuracy:.2%}") == (2000, rows[1][3])
+    assert (run.records, f"{run.accuracy:.2%}", str(run.drifts)) == (2000, rows[1][3], rows[1][4])
     assert settings("boosted", 3).n_members == 3 and settings().n_members is None

@@ -16,8 +16,8 @@ Run from the repository root::
     .venv/bin/python -m tests.bench.bench_worker_core --members 2,3,4,6  # ensembles of each size
 
 ``--members`` measures the boosted ensemble with each number of members (the worker's ``n_members``)
-and prints, beside the two rates, the models' prequential accuracy on the stream: what a smaller,
-faster ensemble costs in accuracy.
+and prints, beside the two rates, the models' prequential accuracy on the stream and the drifts they
+answered: what a smaller, faster ensemble costs in accuracy.
 """
 
 from __future__ import annotations
@@ -63,12 +63,13 @@ def settings(model: str | None = None, n_members: int | None = None) -> WorkerSe
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One round of the models alone: its seconds, and the records each model predicted right before
-    learning them (prequential), of ``records``."""
+    """One round of the models alone: its seconds, the records the models predicted right before learning
+    them (prequential), of ``records``, and the drifts they answered (the boosted ensemble's)."""
 
     seconds: float
     correct: int
     records: int
+    drifts: int
 
     @property
     def accuracy(self) -> float:
@@ -122,17 +123,19 @@ def model_alone(values: list[bytes], size: int, settings: WorkerSettings) -> Mod
         # are the model's final classes
         labels = np.asarray(models[p].classes_)[np.argmax(proba, axis=1)]
         correct += int((labels == np.asarray(ys[rows])).sum())
-    return ModelRun(seconds, correct, len(values))
+    drifts = sum(getattr(model, "n_drifts", 0) for model in models)  # the single tree answers none
+    return ModelRun(seconds, correct, len(values), drifts)
 
 
 @dataclass(frozen=True)
 class Rounds:
     """Each round's seconds for the core and for the models alone, and the models' prequential accuracy
-    (the same in every round: the models are deterministic)."""
+    and drifts answered (the same in every round: the models are deterministic)."""
 
     core: list[float]
     model: list[float]
     accuracy: float
+    drifts: int
 
     def rate(self, name: str, records: int) -> float:
         """Records/s of ``name`` (``core`` or ``model``) over the median round."""
@@ -150,7 +153,8 @@ def measure(records: int, run: int, rounds: int, chosen: WorkerSettings | None =
     for _ in range(rounds):  # alternate, so that the machine's drift hits both alike
         core_seconds.append(core(values, run, chosen))
         model_runs.append(model_alone(values, run, chosen))
-    return Rounds(core_seconds, [m.seconds for m in model_runs], model_runs[-1].accuracy)
+    last = model_runs[-1]
+    return Rounds(core_seconds, [m.seconds for m in model_runs], last.accuracy, last.drifts)
 
 
 def report(rounds: Rounds, records: int) -> None:
@@ -170,12 +174,14 @@ def report(rounds: Rounds, records: int) -> None:
 
 
 def report_sizes(members: list[int], records: int, run: int, rounds: int) -> None:
-    """The boosted ensemble with each number of members: both rates (medians) and the accuracy."""
-    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {'accuracy':>8}")
+    """The boosted ensemble with each number of members: both rates (medians), the accuracy and the
+    drifts answered."""
+    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {'accuracy':>8}  {'drifts':>6}")
     for size in members:
         measured = measure(records, run, rounds, settings("boosted", size))
         model_rate, core_rate = measured.rate("model", records), measured.rate("core", records)
-        print(f"{size:>7}  {model_rate:>15,.0f}  {core_rate:>14,.0f}  {measured.accuracy:>8.2%}", flush=True)
+        rates = f"{model_rate:>15,.0f}  {core_rate:>14,.0f}"
+        print(f"{size:>7}  {rates}  {measured.accuracy:>8.2%}  {measured.drifts:>6}", flush=True)
 
 
 def _sizes(text: str) -> list[int]:
