@@ -142,13 +142,21 @@ class Rounds:
         return records / statistics.median(getattr(self, name))
 
 
-def measure(records: int, run: int, rounds: int, chosen: WorkerSettings | None = None) -> Rounds:
-    """``core`` and ``model_alone`` for ``rounds`` rounds, alternating, after the worker's own set-up,
-    with the ``chosen`` settings (default: the worker's)."""
-    chosen = chosen or settings()
+def set_up(records: int) -> list[bytes]:
+    """``records`` encoded records, after the worker's own set-up (done once per process)."""
     values = encoded_records(records)
     _tune_gc()  # as the worker does before its loop
     preload()
+    return values
+
+
+def measure(records: int, run: int, rounds: int, chosen: WorkerSettings | None = None) -> Rounds:
+    """``measure_on`` fresh `set_up` records, with the ``chosen`` settings (default: the worker's)."""
+    return measure_on(set_up(records), run, rounds, chosen or settings())
+
+
+def measure_on(values: list[bytes], run: int, rounds: int, chosen: WorkerSettings) -> Rounds:
+    """``core`` and ``model_alone`` on ``values`` for ``rounds`` rounds, alternating, with ``chosen``."""
     core_seconds, model_runs = [], []
     for _ in range(rounds):  # alternate, so that the machine's drift hits both alike
         core_seconds.append(core(values, run, chosen))
@@ -177,8 +185,9 @@ def report_sizes(members: list[int], records: int, run: int, rounds: int) -> Non
     """The boosted ensemble with each number of members: both rates (medians), the accuracy and the
     drifts answered."""
     print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {'accuracy':>8}  {'drifts':>6}")
+    values = set_up(records)  # the same records for every size
     for size in members:
-        measured = measure(records, run, rounds, settings("boosted", size))
+        measured = measure_on(values, run, rounds, settings("boosted", size))
         model_rate, core_rate = measured.rate("model", records), measured.rate("core", records)
         rates = f"{model_rate:>15,.0f}  {core_rate:>14,.0f}"
         print(f"{size:>7}  {rates}  {measured.accuracy:>8.2%}  {measured.drifts:>6}", flush=True)
@@ -198,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--run", type=int, default=2000, help="records per process() call (default 2,000)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--model", choices=("sgt", "boosted"), help="the model (default: the worker's)")
-    parser.add_argument(
+    chosen_model = parser.add_mutually_exclusive_group()
+    chosen_model.add_argument("--model", choices=("sgt", "boosted"), help="the model (default: the worker's)")
+    chosen_model.add_argument(
         "--members", type=_sizes, help="comma-separated member counts: the boosted ensemble with each"
     )
     args = parser.parse_args(argv)
