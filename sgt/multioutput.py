@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from sgt import kernels
 from sgt.split import Candidate, best_nominal_outputs, best_numeric_outputs, null_candidate_outputs
 from sgt.stats import WIDTH, N, block_stats, merge
 from sgt.tree import (
@@ -125,6 +126,24 @@ class MultiOutputTree(Tree):
         numeric = layout.numeric
         if not numeric.size:
             return
+        if kernels.ENABLED:
+            codes, (first, second) = self.pending_codes[slot, :size], layout.pairs
+            for out in range(k):
+                g, h = self.pending_g[slot, :size, out], self.pending_h[slot, :size, out]
+                h_sum, centre, _, step = kernels.linear_newton(
+                    codes,
+                    numeric,
+                    layout.inputs,
+                    g,
+                    h,
+                    first,
+                    second,
+                    layout.pair_of,
+                    self.params.linear_lambda,
+                )
+                if h_sum > 0.0:
+                    self._linear_step(node, step.tolist(), centre, (out,))
+            return
         width = numeric.size
         z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]  # [features, instances]
         g, h = self.pending_g[slot, :size].T, self.pending_h[slot, :size].T  # [outputs, instances]
@@ -151,8 +170,16 @@ class MultiOutputTree(Tree):
 
     def _merge_pending(self, slot: int) -> None:
         """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups
-        come after output k - 1's, each summed in instance order."""
+        come after output k - 1's, each summed in instance order (with sgt.kernels: one output at a
+        time, the same sums)."""
         size, k = int(self.pending_n[slot]), self.n_outputs
+        if kernels.ENABLED:
+            codes, offsets = self.pending_codes[slot, :size], self.layout.offsets
+            for out in range(k):
+                g, h = self.pending_g[slot, :size, out], self.pending_h[slot, :size, out]
+                kernels.merge_block(self.stats[slot, :, out], self.total[slot, out], codes, g, h, offsets)
+            self.pending_n[slot] = 0
+            return
         layout = self.layout
         width = layout.n_features + 1
         groups = layout.n_columns + 1  # the columns, then the total

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sgt import kernels
 from sgt.stats import CGH, M2G, M2H, MG, MH, WIDTH, N, merge
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "best_nominal",
     "best_nominal_outputs",
     "best_numeric",
+    "best_numeric_compiled",
     "best_numeric_leaves",
     "best_numeric_outputs",
     "best_numeric_planes",
@@ -236,6 +238,53 @@ def best_numeric_planes(
         mean=best,
         variance=_winner_variance(planes, first, dev, sides, centre, f, t, to_left, lambda_),
         deltas=delta[:, f, t].copy(),
+        threshold=t,
+        missing_child=0 if to_left else 1,
+    )
+
+
+def best_numeric_compiled(
+    stats: np.ndarray,
+    columns: np.ndarray,
+    lambda_: float,
+    gamma: float,
+    n: float,
+    features: np.ndarray | None = None,
+) -> Candidate | None:
+    """`best_numeric_planes` by sgt.kernels' compiled search, the same candidate bit for bit: `stats`
+    one slot's statistics [columns, 6], `columns` [F, B + 1] each numeric feature's columns there.
+
+    >>> import numpy as np
+    >>> from sgt.stats import block_stats
+    >>> codes = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])
+    >>> g = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
+    >>> stats = block_stats(codes, g, np.ones(10), 5)
+    >>> best = best_numeric_compiled(stats, np.arange(5)[None], lambda_=0.1, gamma=1.0, n=10.0)
+    >>> same = best_numeric(stats[None], lambda_=0.1, gamma=1.0, n=10.0)
+    >>> (best.threshold, best.mean, best.variance) == (same.threshold, same.mean, same.variance)
+    True
+    """
+    best, f, t = kernels.numeric_search(stats, columns, lambda_, gamma, n)
+    if not math.isfinite(best):
+        return None
+    winner = kernels.numeric_winner(stats, columns, f, t, lambda_).tolist()
+    to_left = winner[19] == 1.0
+    variance = _winner_variance_of_sums(
+        winner[6:9],
+        winner[9:12],
+        winner[12:15],
+        winner[0:3],
+        winner[3:6],
+        winner[17],
+        winner[18],
+        to_left,
+        lambda_,
+    )
+    return Candidate(
+        feature=int(features[f]) if features is not None else f,
+        mean=best,
+        variance=variance,
+        deltas=np.array(winner[15:17]),
         threshold=t,
         missing_child=0 if to_left else 1,
     )

@@ -34,11 +34,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgt import kernels
 from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
 from sgt.serialization import NamedArray, SerializationError, expect_shape
 from sgt.split import (
     Candidate,
     best_nominal,
+    best_numeric_compiled,
     best_numeric_leaves,
     best_numeric_planes,
     f_test,
@@ -582,6 +584,9 @@ class Tree:
         numeric = layout.numeric
         if not numeric.size:
             return
+        if kernels.ENABLED:
+            self._newton_compiled(node, slot)
+            return
         width = numeric.size
         # one row per feature (or product) and one column per instance: numpy's elementwise steps run
         # along whole rows, not along short rows of a few features
@@ -616,11 +621,48 @@ class Tree:
         hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
         self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
 
+    def _newton_compiled(self, node: int, slot: int) -> None:
+        """`_newton_linear` by sgt.kernels' linear_newton: the same sums, step and gate, bit for bit."""
+        size = int(self.pending_n[slot])
+        layout = self.layout
+        codes, g, h = (
+            self.pending_codes[slot, :size],
+            self.pending_g[slot, :size],
+            self.pending_h[slot, :size],
+        )
+        first, second = layout.pairs
+        h_sum, centre, gradient, step = kernels.linear_newton(
+            codes,
+            layout.numeric,
+            layout.inputs,
+            g,
+            h,
+            first,
+            second,
+            layout.pair_of,
+            self.params.linear_lambda,
+        )
+        if not h_sum > 0.0:
+            return
+        gate = self.params.linear_gate
+        if gate is not None and size > 1:
+            weights = self.weights[node, layout.numeric]
+            if _may_reject(weights.tolist(), gradient.tolist(), gate):
+                z = layout.inputs[codes.T[layout.numeric]] - centre[:, None]
+                if _rejects_block(weights, z, g, h, gate):
+                    self._drop_linear(node, centre)
+                    return
+        self._linear_step(node, step.tolist(), centre)
+
     def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
         """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
         the longest with instances whose terms are exactly -0.0, which leave a sum in order unchanged
         (x + -0.0 is x for every x), so each leaf gets the bits of its own block alone. (One leaf
         takes `_newton_linear`: the padding and gathers cost it about 30 us an attempt.)"""
+        if kernels.ENABLED:
+            for node, slot in zip(nodes, slots):
+                self._newton_linear(node, slot)
+            return
         layout = self.layout
         numeric = layout.numeric
         if not numeric.size:
@@ -694,6 +736,10 @@ class Tree:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own
         columns of one `block_stats` (whose sums run in instance order within each column) and the
         merge is elementwise, so every slot gets the bits it gets alone."""
+        if kernels.ENABLED:
+            for slot in slots.tolist():
+                self._merge_pending(slot)
+            return
         sizes = self.pending_n[slots]
         capacity = self.pending_g.shape[1]
         held = np.arange(capacity) < sizes[:, None]  # [slots, capacity]: the pending instances
@@ -713,7 +759,19 @@ class Tree:
         self.pending_n[slots] = 0
 
     def _merge_pending(self, slot: int) -> None:
+        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
         size = int(self.pending_n[slot])
+        if kernels.ENABLED:
+            kernels.merge_block(
+                self.stats[slot],
+                self.total[slot],
+                self.pending_codes[slot, :size],
+                self.pending_g[slot, :size],
+                self.pending_h[slot, :size],
+                self.layout.offsets,
+            )
+            self.pending_n[slot] = 0
+            return
         g = self.pending_g[slot, :size]
         h = self.pending_h[slot, :size]
         layout = self.layout
@@ -767,6 +825,18 @@ class Tree:
         """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
         at once for several slots: [slots, 6, F, B + 1])."""
         params, layout = self.params, self.layout
+        if kernels.ENABLED:
+            return [
+                best_numeric_compiled(
+                    self.stats[slot],
+                    layout.numeric_columns,
+                    params.lambda_,
+                    params.gamma,
+                    float(self.total[slot, N]),
+                    layout.numeric,
+                )
+                for slot in slots
+            ]
         if len(slots) == 1:
             planes = np.take(self.stats[slots[0]].T, layout.numeric_columns, axis=1)
             n = float(self.total[slots[0], N])

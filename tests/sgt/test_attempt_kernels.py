@@ -4,6 +4,7 @@ Each reference below is the straightforward form of a step (one numpy call per q
 loop); the library computes the same operations in the same order with fewer, larger numpy calls
 (statistics as planes, stacked sides, sums down the rows instead of cumsum). Equality is bitwise,
 so a kernel that reorders a sum, or rounds one step differently, fails here before it changes a model.
+Every test runs twice: on the numpy code and on sgt.kernels' compiled steps (the `engine` fixture).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Iterator
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sgt import kernels
 from sgt.features import FeatureSpace
 from sgt.split import Candidate, best_numeric, best_numeric_planes, newton_step
 from sgt.stats import CGH, M2G, M2H, MG, MH, N
@@ -30,6 +34,15 @@ from sgt.tree import (
     _sums_in_order,
     leaf_inputs_of,
 )
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["numpy", "kernels"], autouse=True)
+def engine(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """The module's tests on the numpy code, then on the compiled kernels (module-scoped: hypothesis
+    runs its examples inside one fixture's lifetime)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "ENABLED", request.param)
+        yield request.param
 
 
 def bits(a: np.ndarray | float) -> np.ndarray:

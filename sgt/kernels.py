@@ -1,0 +1,413 @@
+"""Compiled kernels of a leaf's split attempt: sgt's numpy results, bit for bit, in a fraction of the time.
+
+A split attempt's arrays are small (10 features x 65 bins), so numpy's fixed cost per call is most of
+its time. Three steps of the attempt run here as loops compiled by numba instead:
+
+- the numeric split search (`numeric_search`, then `numeric_winner` for the winner's variance and
+  steps): about 8 us against sgt.split.best_numeric_planes' 80 us, reading the slot's statistics where
+  they lie instead of gathering them into planes;
+- the merge of a leaf's pending block into its statistics (`merge_block`), which Tree._merge_pending
+  does with sgt.stats' block_stats and merge;
+- a linear leaf's Newton step on its block (`linear_newton`), Tree._newton_linear's sums and solve.
+
+A multi-output tree (a multiclass ensemble's member) merges and steps each output with them; its
+threshold search, which sums the outputs' loss changes, stays numpy code.
+
+Every floating-point operation is the numpy code's, on the same operands, in the same order:
+
+- sums over a feature's bins follow numpy's pairwise summation (`_pairwise_sum`), the order in
+  which `ndarray.sum` adds a contiguous row;
+- cumulative sums run bin after bin, as `np.cumsum` does;
+- each product, quotient and difference is rounded once: numba, as numpy, contracts no ``a * b + c``
+  into a fused multiply-add (its ``fastmath`` is off).
+
+So a model learns the same bits with the kernels or without, and a model saved by either restores in
+the other byte for byte (tests/sgt/test_kernels.py compares them on random statistics, and whole
+models with and without them).
+
+The kernels run compiled when numba is installed (the ``fast`` extra: ``pip install 'sgt-stream[fast]'``),
+unless the environment sets ``SGT_KERNELS=0`` when sgt is imported; `ENABLED` tells whether sgt uses
+them. Without numba they are plain Python functions, correct but slow, which sgt does not call (it
+takes the numpy code); sgt itself needs only numpy and scipy.
+
+>>> import numpy as np
+>>> from sgt.stats import block_stats
+>>> codes = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])  # one feature, bins 1..4 (column 0: missing)
+>>> g = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
+>>> stats = block_stats(codes, g, np.ones(10), 5)
+>>> best, feature, threshold = numeric_search(stats, np.arange(5)[None], 0.1, 1.0, 10.0)
+>>> round(best, 10), feature, threshold
+(-0.2958677686, 0, 1)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:  # the `fast` extra is not installed: sgt takes the numpy code
+    numba = None  # type: ignore[assignment]
+
+__all__ = ["ENABLED", "WINNER_SIZE", "linear_newton", "merge_block", "numeric_search", "numeric_winner"]
+
+#: Whether sgt's split attempts run these kernels (numba importable, SGT_KERNELS not "0").
+ENABLED = numba is not None and os.environ.get("SGT_KERNELS", "1") != "0"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _compiled(function: F) -> F:
+    """The function compiled by numba (cached beside the module, so a process compiles it once per
+    install), or as it is without numba."""
+    if numba is None:
+        return function
+    return cast(F, numba.njit(cache=True)(function))
+
+
+# numpy's pairwise summation adds up to this many values with eight accumulators, and halves longer runs
+_BLOCK = 128
+
+
+@_compiled
+def _block(values: np.ndarray, start: int, n: int) -> float:
+    """numpy's pairwise sum of values[start : start + n], n <= _BLOCK: in order below 8 values,
+    else eight accumulators, combined as a balanced tree, then the rest in order."""
+    if n < 8:
+        total = 0.0
+        for i in range(start, start + n):
+            total += values[i]
+        return total
+    r0, r1, r2, r3 = values[start], values[start + 1], values[start + 2], values[start + 3]
+    r4, r5, r6, r7 = values[start + 4], values[start + 5], values[start + 6], values[start + 7]
+    i = start + 8
+    whole = start + n - n % 8
+    while i < whole:
+        r0 += values[i]
+        r1 += values[i + 1]
+        r2 += values[i + 2]
+        r3 += values[i + 3]
+        r4 += values[i + 4]
+        r5 += values[i + 5]
+        r6 += values[i + 6]
+        r7 += values[i + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < start + n:
+        total += values[i]
+        i += 1
+    return total
+
+
+@_compiled
+def _pairwise(values: np.ndarray) -> float:
+    """numpy's pairwise sum of a contiguous array (its `pairwise_sum`, without the identity): a run
+    longer than _BLOCK is halved (the first half a multiple of 8) and the halves' sums added.
+
+    Written with an explicit stack of tasks, not recursion: numba's cache cannot reload a recursive
+    function (the process crashed on the second run)."""
+    # tasks: (start, length), or length -1 for "add the last two sums"; 64 entries hold any depth
+    starts = np.empty(64, dtype=np.int64)
+    lengths = np.empty(64, dtype=np.int64)
+    sums = np.empty(64)
+    tasks, done = 1, 0
+    starts[0], lengths[0] = 0, values.size
+    while tasks:
+        tasks -= 1
+        start, n = starts[tasks], lengths[tasks]
+        if n < 0:
+            done -= 1
+            sums[done - 1] = sums[done - 1] + sums[done]
+        elif n <= _BLOCK:
+            sums[done] = _block(values, start, n)
+            done += 1
+        else:
+            half = n // 2
+            half -= half % 8
+            # popped in reverse: the first half, then the second, then their sum
+            starts[tasks], lengths[tasks] = 0, -1
+            starts[tasks + 1], lengths[tasks + 1] = start + half, n - half
+            starts[tasks + 2], lengths[tasks + 2] = start, half
+            tasks += 3
+    return sums[0]
+
+
+@_compiled
+def _pairwise_sum(values: np.ndarray) -> float:
+    """``values.sum()`` of a contiguous 1-D array, bit for bit: numpy starts from the identity +0.0 and
+    adds the pairwise sum to it (so a sum of -0.0 values is +0.0, as numpy's is)."""
+    return 0.0 + _pairwise(values)
+
+
+@_compiled
+def _centres(stats: np.ndarray, columns: np.ndarray, f: int, scratch: np.ndarray) -> tuple[float, float]:
+    """Feature f's count-weighted mean g and h over its bins (the search's centres), as
+    best_numeric_planes computes them: each sum over the bins pairwise, divided by max(count, 1)."""
+    bins = columns.shape[1]
+    for i in range(bins):
+        scratch[i] = stats[columns[f, i], 0]
+    total = max(_pairwise_sum(scratch[:bins]), 1.0)  # counts are whole numbers
+    for i in range(bins):
+        scratch[i] = stats[columns[f, i], 0] * stats[columns[f, i], 1]
+    centre_g = _pairwise_sum(scratch[:bins]) / total
+    for i in range(bins):
+        scratch[i] = stats[columns[f, i], 0] * stats[columns[f, i], 2]
+    centre_h = _pairwise_sum(scratch[:bins]) / total
+    return centre_g, centre_h
+
+
+@_compiled
+def _step_and_loss(g: float, h: float, lambda_: float) -> tuple[float, float]:
+    """A side's Newton step on its mean g and h, and its mean loss change (sgt.split.newton_step and
+    the mean of loss_change)."""
+    denominator = h + lambda_
+    delta = -g / denominator if denominator > 0.0 else 0.0
+    return delta, g * delta + 0.5 * h * delta * delta
+
+
+@_compiled
+def numeric_search(
+    stats: np.ndarray, columns: np.ndarray, lambda_: float, gamma: float, n: float
+) -> tuple[float, int, int]:
+    """The best numeric split of one slot: (penalised mean loss change, feature index, threshold), the
+    mean +inf where no threshold splits the data (then the rest is -1).
+
+    `stats` is the slot's statistics [columns, 6] (sgt.stats), `columns` [F, B + 1] the columns of each
+    numeric feature's bins (column 0 of a feature: its missing values), `n` the leaf's instances. The
+    rules are best_numeric_planes': missing values join the side with more known ones (ties: left), a
+    threshold leaving a side without a known value or with a NaN mean is no candidate, ties go to the
+    earlier feature, then the lower threshold.
+    """
+    features, bins = columns.shape
+    penalty = gamma * 2.0 / n
+    scratch = np.empty(bins)
+    best, best_feature, best_threshold = np.inf, -1, -1
+    for f in range(features):
+        centre_g, centre_h = _centres(stats, columns, f, scratch)
+        # each bin's count and count-weighted deviations, summed from bin 1 (column 0: missing)
+        missing = columns[f, 0]
+        missing_n = stats[missing, 0]
+        missing_g = missing_n * (stats[missing, 1] - centre_g)
+        missing_h = missing_n * (stats[missing, 2] - centre_h)
+        all_n = all_g = all_h = 0.0
+        for i in range(1, bins):
+            column = columns[f, i]
+            count = stats[column, 0]
+            if i == 1:  # np.cumsum takes the first value as it is
+                all_n, all_g, all_h = (
+                    count,
+                    count * (stats[column, 1] - centre_g),
+                    count * (stats[column, 2] - centre_h),
+                )
+            else:
+                all_n += count
+                all_g += count * (stats[column, 1] - centre_g)
+                all_h += count * (stats[column, 2] - centre_h)
+        left_n = left_g = left_h = 0.0
+        for t in range(bins - 2):
+            column = columns[f, t + 1]
+            count = stats[column, 0]
+            if t == 0:
+                left_n, left_g, left_h = (
+                    count,
+                    count * (stats[column, 1] - centre_g),
+                    count * (stats[column, 2] - centre_h),
+                )
+            else:
+                left_n += count
+                left_g += count * (stats[column, 1] - centre_g)
+                left_h += count * (stats[column, 2] - centre_h)
+            right_n, right_g, right_h = all_n - left_n, all_g - left_g, all_h - left_h
+            if left_n >= right_n:  # the missing values go left
+                side_n, side_g, side_h = left_n + missing_n, left_g + missing_g, left_h + missing_h
+                other_n, other_g, other_h = right_n + 0.0, right_g + 0.0, right_h + 0.0
+            else:
+                side_n, side_g, side_h = left_n + 0.0, left_g + 0.0, left_h + 0.0
+                other_n, other_g, other_h = right_n + missing_n, right_g + missing_g, right_h + missing_h
+            _, loss_left = _step_and_loss(
+                centre_g + side_g / max(side_n, 1.0), centre_h + side_h / max(side_n, 1.0), lambda_
+            )
+            _, loss_right = _step_and_loss(
+                centre_g + other_g / max(other_n, 1.0), centre_h + other_h / max(other_n, 1.0), lambda_
+            )
+            mean = (side_n * loss_left + other_n * loss_right) / max(side_n + other_n, 1.0)
+            if min(left_n, right_n) > 0.0 and mean == mean:
+                mean = mean + penalty
+                if mean < best:
+                    best, best_feature, best_threshold = mean, f, t
+    return best, best_feature, best_threshold
+
+
+#: The values `numeric_winner` returns, by position.
+WINNER_SIZE = 20
+
+
+@_compiled
+def numeric_winner(stats: np.ndarray, columns: np.ndarray, f: int, t: int, lambda_: float) -> np.ndarray:
+    """What the winning split (feature index f, threshold t) needs beyond its mean, as
+    best_numeric_planes and _winner_variance compute it: [0:3] the left side's count and sums of g and
+    h deviations, [3:6] the right side's, [6:9] the second-order sums (gg, hh, gh) of the known bins up
+    to t, [9:12] of every known bin, [12:15] of the missing values, [15:17] each side's step,
+    [17:19] the centres of g and h, [19] 1.0 if the missing values go left."""
+    bins = columns.shape[1]
+    scratch = np.empty(bins)
+    centre_g, centre_h = _centres(stats, columns, f, scratch)
+    first = np.empty((3, bins))  # count, count * dev g, count * dev h
+    second = np.empty((3, bins))  # + the bin's own centred moments: gg, hh, gh
+    for i in range(bins):
+        column = columns[f, i]
+        count = stats[column, 0]
+        dev_g, dev_h = stats[column, 1] - centre_g, stats[column, 2] - centre_h
+        first[0, i], first[1, i], first[2, i] = count, count * dev_g, count * dev_h
+        second[0, i] = stats[column, 3] + first[1, i] * dev_g
+        second[1, i] = stats[column, 4] + first[2, i] * dev_h
+        second[2, i] = stats[column, 5] + first[1, i] * dev_h
+    out = np.empty(WINNER_SIZE)
+    left = np.empty(3)
+    for q in range(3):
+        up_to = every = first[q, 1]
+        second_up_to = second_every = second[q, 1]
+        for i in range(2, bins):
+            every += first[q, i]
+            second_every += second[q, i]
+            if i == t + 1:
+                up_to, second_up_to = every, second_every
+        left[q] = up_to
+        out[3 + q] = every - up_to  # the known right side, missing values added below
+        out[6 + q], out[9 + q], out[12 + q] = second_up_to, second_every, second[q, 0]
+    to_left = left[0] >= out[3]
+    for q in range(3):
+        if to_left:
+            out[q], out[3 + q] = left[q] + first[q, 0], out[3 + q] + 0.0
+        else:
+            out[q], out[3 + q] = left[q] + 0.0, out[3 + q] + first[q, 0]
+    out[15], _ = _step_and_loss(
+        centre_g + out[1] / max(out[0], 1.0), centre_h + out[2] / max(out[0], 1.0), lambda_
+    )
+    out[16], _ = _step_and_loss(
+        centre_g + out[4] / max(out[3], 1.0), centre_h + out[5] / max(out[3], 1.0), lambda_
+    )
+    out[17], out[18] = centre_g, centre_h
+    out[19] = 1.0 if to_left else 0.0
+    return out
+
+
+@_compiled
+def merge_block(
+    stats: np.ndarray, total: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray, offsets: np.ndarray
+) -> None:
+    """Merge a leaf's pending block into its statistics, in place, as Tree._merge_pending does with
+    sgt.stats' block_stats and merge: `stats` [columns, 6] and `total` [6] the slot's, `codes` [n, F]
+    the block's codes, `g` and `h` [n], `offsets` each feature's first column.
+
+    The block's statistics of each column (and of the total, the column after them) are np.bincount's:
+    sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
+    column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
+    into +0.0, and must, as merge's does)."""
+    columns = stats.shape[0]
+    block = np.zeros((columns + 1, 6))
+    n, features = codes.shape
+    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
+        for j in range(features + 1):
+            c = offsets[j] + codes[i, j] if j < features else columns
+            block[c, 0] += 1.0
+            block[c, 1] += g[i]
+            block[c, 2] += h[i]
+    for c in range(columns + 1):
+        safe = max(block[c, 0], 1.0)  # counts are whole numbers
+        block[c, 1] = block[c, 1] / safe
+        block[c, 2] = block[c, 2] / safe
+    for i in range(n):
+        for j in range(features + 1):
+            c = offsets[j] + codes[i, j] if j < features else columns
+            dg, dh = g[i] - block[c, 1], h[i] - block[c, 2]
+            block[c, 3] += dg * dg
+            block[c, 4] += dh * dh
+            block[c, 5] += dg * dh
+    for c in range(columns + 1):
+        held = stats[c] if c < columns else total
+        held_n, block_n = held[0], block[c, 0]
+        count = held_n + block_n
+        safe = max(count, 1.0)
+        weight = block_n / safe
+        k = held_n * block_n / safe
+        dg, dh = block[c, 1] - held[1], block[c, 2] - held[2]
+        held[0] = count
+        held[1] = held[1] + dg * weight
+        held[2] = held[2] + dh * weight
+        held[3] = held[3] + block[c, 3] + dg * dg * k
+        held[4] = held[4] + block[c, 4] + dh * dh * k
+        held[5] = held[5] + block[c, 5] + dg * dh * k
+
+
+@_compiled
+def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with a x = b, a symmetric positive definite: Tree's _solve_positive_definite, its steps and
+    their order (Gaussian elimination without pivoting; column k below the pivot is not updated)."""
+    rows, rhs = a.copy(), b.copy()
+    n = rhs.size
+    for k in range(n - 1):
+        for i in range(k + 1, n):
+            factor = rows[i, k] / rows[k, k]
+            for j in range(k + 1, n):
+                rows[i, j] -= factor * rows[k, j]
+            rhs[i] -= factor * rhs[k]
+    x = np.zeros(n)
+    for k in range(n - 1, -1, -1):
+        total = rhs[k]
+        for j in range(k + 1, n):
+            total -= rows[k, j] * x[j]
+        x[k] = total / rows[k, k]
+    return x
+
+
+@_compiled
+def linear_newton(
+    codes: np.ndarray,
+    numeric: np.ndarray,
+    inputs: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    pair_of: np.ndarray,
+    linear_lambda: float,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """A linear leaf's Newton step on its block, as Tree._newton_linear computes it: (sum of h, the
+    block's h-weighted centre c of the inputs, G = sum g (z - c), the step s), s solving
+    (mean h (z-c)(z-c)' + linear_lambda I) s = G / n; c, G and s are empty when the sum of h is not
+    positive (then there is no step).
+
+    `codes` [n, features] the block's codes, `numeric` the numeric features, `inputs` each code's input
+    z, `g` and `h` [n]; `first`, `second` the upper triangle's pairs of numeric features and `pair_of`
+    [width, width] the pair of each (i, j). Every sum runs over the instances in order from -0.0, as
+    _sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
+    n, width, pairs = codes.shape[0], numeric.size, first.size
+    empty = np.empty(0)
+    h_sum = -0.0
+    weighted = np.full(width, -0.0)
+    for i in range(n):
+        h_sum += h[i]
+        for j in range(width):
+            weighted[j] += inputs[codes[i, numeric[j]]] * h[i]
+    if not h_sum > 0.0:
+        return h_sum, empty, empty, empty
+    centre = weighted / h_sum
+    sums = np.full(width + pairs, -0.0)
+    z = np.empty(width)
+    for i in range(n):
+        for j in range(width):
+            z[j] = inputs[codes[i, numeric[j]]] - centre[j]
+            sums[j] += z[j] * g[i]
+        for p in range(pairs):
+            sums[width + p] += z[first[p]] * z[second[p]] * h[i]
+    means = sums / n
+    hessian = np.empty((width, width))
+    for i in range(width):
+        for j in range(width):  # + l I: l * 1.0 on the diagonal, l * 0.0 (+0.0) elsewhere, as numpy adds it
+            hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
+    return h_sum, centre, sums[:width].copy(), _solve(hessian, means[:width].copy())

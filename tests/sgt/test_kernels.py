@@ -1,0 +1,200 @@
+"""sgt.kernels' compiled split search and block merge give the numpy code's bits, and so do models.
+
+Every comparison is bitwise: a kernel that sums in another order, or rounds one step differently,
+fails here before it changes a model (and a model saved with the kernels would then restore
+differently without them). The kernels run compiled where numba is installed (the test extra installs
+it) and as plain Python otherwise: the same operations either way.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sgt
+from sgt import kernels
+from sgt.split import Candidate, best_numeric_compiled, best_numeric_planes
+from sgt.stats import block_stats, merge
+from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream, threshold_stream
+
+
+def bits(a: np.ndarray | float) -> bytes:
+    return np.asarray(a, dtype=np.float64).tobytes()
+
+
+def same(a: Candidate | None, b: Candidate | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (
+        (a.feature, a.threshold, a.missing_child) == (b.feature, b.threshold, b.missing_child)
+        and bits(a.mean) == bits(b.mean)
+        and bits(a.variance) == bits(b.variance)
+        and bits(a.deltas) == bits(b.deltas)
+    )
+
+
+@settings(deadline=None)  # the first example compiles the kernel
+@given(
+    n=st.one_of(st.integers(0, 300), st.sampled_from([1000, 1031, 4097])),
+    scale=st.sampled_from([1.0, 1e12, 1e-12]),
+    zeros=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pairwise_sum_is_numpys_sum(n, scale, zeros, seed) -> None:
+    """Catches a sum in another order than numpy's (in order, eight accumulators, halving above 128),
+    and a lost identity (numpy's sum of -0.0 values is +0.0)."""
+    rng = np.random.default_rng(seed)
+    values = np.full(n, -0.0) if zeros else rng.normal(size=n) * scale + rng.choice([0.0, 1e3])
+    assert bits(kernels._pairwise_sum(values)) == bits(values.sum())
+
+
+def leaf_statistics(
+    rng: np.random.Generator, features: int, bins: int, rows: int, missing: float
+) -> np.ndarray:
+    """A slot's statistics [features * (bins + 1), 6], merged from two blocks as a leaf's are."""
+    columns = features * (bins + 1)
+    stats = np.zeros((columns, 6))
+    for _ in range(2):
+        codes = rng.integers(1, bins + 1, size=(rows, features))
+        codes[rng.random(codes.shape) < missing] = 0
+        g = rng.normal(size=rows) + rng.choice([0.0, 3.0, -1e6])  # a large common offset too
+        h = rng.uniform(0.0, 1.0, size=rows) * rng.choice([0.0, 1.0])  # all-zero Hessians too
+        index = (codes + np.arange(features) * (bins + 1)).ravel()
+        stats = merge(stats, block_stats(index, np.repeat(g, features), np.repeat(h, features), columns))
+    return stats
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    features=st.integers(1, 6),
+    bins=st.sampled_from([2, 3, 8, 64, 200]),
+    rows=st.integers(1, 150),
+    missing=st.sampled_from([0.0, 0.2, 0.9]),
+    lambda_=st.sampled_from([0.0, 0.1, 1.0]),
+    gamma=st.sampled_from([0.0, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_compiled_search_finds_the_numpy_searchs_candidate(
+    features, bins, rows, missing, lambda_, gamma, seed
+) -> None:
+    """Catches any bit of the winner (its feature, threshold, missing side, mean, variance, steps)
+    that the compiled search computes differently from best_numeric_planes."""
+    rng = np.random.default_rng(seed)
+    stats = leaf_statistics(rng, features, bins, rows, missing)
+    columns = np.arange(features * (bins + 1)).reshape(features, bins + 1)
+    names = np.arange(features) * 2 + 1  # the numeric features' indices among all features
+    n = 2.0 * rows
+    expected = best_numeric_planes(np.take(stats.T, columns, axis=1), lambda_, gamma, n, names)
+    assert same(best_numeric_compiled(stats, columns, lambda_, gamma, n, names), expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    features=st.integers(1, 6),
+    bins=st.sampled_from([2, 8, 64]),
+    held_rows=st.integers(0, 50),
+    rows=st.integers(1, 120),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, seed) -> None:
+    """Catches a block merged with other bits than Tree._merge_pending's numpy steps: the block's
+    sums in another order, or empty columns left untouched (merge turns their -0.0 means into +0.0)."""
+    rng = np.random.default_rng(seed)
+    widths = np.full(features, bins + 1)
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
+    columns = int(offsets[-1])
+    held = leaf_statistics(rng, features, bins, held_rows, 0.2) if held_rows else np.zeros((columns, 6))
+    held[rng.random(columns) < 0.3, 1] = -0.0  # means of -0.0, as a block of zero gradients leaves
+    total = merge(np.zeros(6), np.array([3.0, -0.5, 0.25, 1.0, 0.1, -0.2]))
+    codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
+    g = rng.normal(size=rows) * rng.choice([1.0, 1e-9, 1e9])
+    h = rng.uniform(0.0, 0.25, size=rows)
+    # Tree._merge_pending's numpy steps: one column per feature and code, then the total
+    index = np.zeros((rows, features + 1), dtype=np.intp)
+    index[:, :-1] = codes
+    index += offsets
+    block = block_stats(index.ravel(), np.repeat(g, features + 1), np.repeat(h, features + 1), columns + 1)
+    expected = merge(np.concatenate([held, total[None]]), block)
+    kernels.merge_block(held, total, codes, g, h, offsets)
+    assert bits(held) == bits(expected[:-1]) and bits(total) == bits(expected[-1])
+
+
+def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
+    """Every prediction made before learning (predict_learn_many, in batches) and the saved model."""
+    outputs = [
+        np.asarray(model.predict_learn_many(X[i : i + batch], y[i : i + batch]))
+        for i in range(0, len(X), batch)
+    ]
+    return b"".join(o.tobytes() for o in outputs), model.to_bytes()
+
+
+MODELS = {
+    "classifier": (lambda: sgt.SGTClassifier(warm_up=100), lambda: threshold_stream(4000)),
+    "linear regressor": (
+        lambda: sgt.SGTRegressor(warm_up=100, leaf_model="linear"),
+        lambda: step_regression_stream(4000, offset=1e3),
+    ),
+    "boosted, binary": (lambda: sgt.BoostedClassifier(warm_up=100, seed=1), lambda: threshold_stream(4000)),
+    "boosted, three classes": (  # multi-output members
+        lambda: sgt.BoostedClassifier(warm_up=100, seed=1),
+        lambda: multiclass_stream(4000),
+    ),
+    "boosted regressor": (
+        lambda: sgt.BoostedRegressor(warm_up=100, seed=1),
+        lambda: step_regression_stream(4000),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_models_learn_the_same_bits_with_and_without_the_kernels(name, monkeypatch) -> None:
+    """Catches a kernel path that changes what a model predicts or saves: the numpy path and the
+    kernels' give the same predictions and the same bytes, and a model saved by either continues
+    in the other as in itself."""
+    make, stream = MODELS[name]
+    X, y = stream()
+    half = len(X) // 2
+    monkeypatch.setattr(kernels, "ENABLED", True)
+    with_kernels = run(make(), X, y, 250)
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    without = run(make(), X, y, 250)
+    assert with_kernels == without
+    first = make()
+    run(first, X[:half], y[:half], 500)
+    saved = first.to_bytes()
+    monkeypatch.setattr(kernels, "ENABLED", True)  # saved without the kernels, continued with them
+    continued = run(type(first).from_bytes(saved), X[half:], y[half:], 500)
+    monkeypatch.setattr(kernels, "ENABLED", False)
+    assert continued == run(type(first).from_bytes(saved), X[half:], y[half:], 500)
+
+
+@pytest.mark.parametrize(
+    ("environment", "blocked", "expected"),
+    [({}, False, kernels.numba is not None), ({"SGT_KERNELS": "0"}, False, False), ({}, True, False)],
+    ids=["default", "SGT_KERNELS=0", "without numba"],
+)
+def test_the_kernels_are_used_where_numba_is_and_not_switched_off(environment, blocked, expected) -> None:
+    """Catches sgt failing to import without numba, or using the kernels against SGT_KERNELS=0; in a
+    fresh interpreter, since the choice is made when sgt is imported (blocking numba's import there
+    stands for an environment without it)."""
+    script = (
+        ("import sys; sys.modules['numba'] = None\n" if blocked else "")
+        + "import sgt\nfrom sgt import kernels\n"
+        + "from tests.sgt.sgt_testkit import threshold_stream\n"
+        + "X, y = threshold_stream(2000)\n"
+        + "model = sgt.SGTClassifier(warm_up=100)\nmodel.learn_many(X, y)\n"
+        + "print(kernels.ENABLED, model.n_nodes > 1)\n"
+    )
+    env = {**os.environ, **environment}
+    if not environment:
+        env.pop("SGT_KERNELS", None)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert result.stdout.split() == [str(expected), "True"]
