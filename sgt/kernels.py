@@ -10,8 +10,8 @@ its time. Three steps of the attempt run here as loops compiled by numba instead
   does with sgt.stats' block_stats and merge;
 - a linear leaf's Newton step on its block (`linear_newton`), Tree._newton_linear's sums and solve.
 
-A multi-output tree (a multiclass ensemble's member) merges and steps each output with them; its
-threshold search, which sums the outputs' loss changes, stays numpy code.
+A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
+changes, the merge and the step take one output at a time.
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -33,9 +33,10 @@ takes the numpy code); sgt itself needs only numpy and scipy.
 >>> import numpy as np
 >>> from sgt.stats import block_stats
 >>> codes = np.array([1, 1, 2, 2, 2, 3, 3, 4, 4, 4])  # one feature, bins 1..4 (column 0: missing)
+>>> # one output's statistics: [columns, 1, 6]
 >>> g = np.array([-1.2, -0.8, -1.1, -0.9, -1.0, 0.9, 1.1, 1.3, 0.7, 1.0])
 >>> stats = block_stats(codes, g, np.ones(10), 5)
->>> best, feature, threshold = numeric_search(stats, np.arange(5)[None], 0.1, 1.0, 10.0)
+>>> best, feature, threshold = numeric_search(stats[:, None], np.arange(5)[None], 0.1, 1.0, 10.0)
 >>> round(best, 10), feature, threshold
 (-0.2958677686, 0, 1)
 """
@@ -176,69 +177,81 @@ def numeric_search(
     """The best numeric split of one slot: (penalised mean loss change, feature index, threshold), the
     mean +inf where no threshold splits the data (then the rest is -1).
 
-    `stats` is the slot's statistics [columns, 6] (sgt.stats), `columns` [F, B + 1] the columns of each
-    numeric feature's bins (column 0 of a feature: its missing values), `n` the leaf's instances. The
-    rules are best_numeric_planes': missing values join the side with more known ones (ties: left), a
-    threshold leaving a side without a known value or with a NaN mean is no candidate, ties go to the
-    earlier feature, then the lower threshold.
+    `stats` is the slot's statistics [columns, outputs, 6] (sgt.stats; one output for a one-output
+    tree), `columns` [F, B + 1] the columns of each numeric feature's bins (column 0 of a feature: its
+    missing values), `n` the leaf's instances. The rules are best_numeric_planes' and, over several
+    outputs, best_numeric_outputs': a threshold's mean is the sum of the outputs' in order from -0.0
+    (which leaves one output's as it is); missing values join the side with more known ones (ties:
+    left); a threshold leaving a side without a known value, or with a NaN mean for any output, is
+    no candidate; ties go to the earlier feature, then the lower threshold. Every output's statistics
+    hold the same instances, so the counts are the first output's.
     """
     features, bins = columns.shape
+    outputs = stats.shape[1]
     penalty = gamma * 2.0 / n
     scratch = np.empty(bins)
+    centre_g, centre_h = np.empty(outputs), np.empty(outputs)
+    missing_g, missing_h = np.empty(outputs), np.empty(outputs)
+    all_g, all_h = np.empty(outputs), np.empty(outputs)
+    left_g, left_h = np.empty(outputs), np.empty(outputs)
     best, best_feature, best_threshold = np.inf, -1, -1
     for f in range(features):
-        centre_g, centre_h = _centres(stats, columns, f, scratch)
-        # each bin's count and count-weighted deviations, summed from bin 1 (column 0: missing)
         missing = columns[f, 0]
-        missing_n = stats[missing, 0]
-        missing_g = missing_n * (stats[missing, 1] - centre_g)
-        missing_h = missing_n * (stats[missing, 2] - centre_h)
-        all_n = all_g = all_h = 0.0
+        missing_n = stats[missing, 0, 0]
+        for k in range(outputs):
+            centre_g[k], centre_h[k] = _centres(stats[:, k], columns, f, scratch)
+            missing_g[k] = missing_n * (stats[missing, k, 1] - centre_g[k])
+            missing_h[k] = missing_n * (stats[missing, k, 2] - centre_h[k])
+        # each bin's count and count-weighted deviations, summed from bin 1 (column 0: missing); np.cumsum
+        # takes the first value as it is
+        all_n = 0.0
         for i in range(1, bins):
             column = columns[f, i]
-            count = stats[column, 0]
-            if i == 1:  # np.cumsum takes the first value as it is
-                all_n, all_g, all_h = (
-                    count,
-                    count * (stats[column, 1] - centre_g),
-                    count * (stats[column, 2] - centre_h),
-                )
-            else:
-                all_n += count
-                all_g += count * (stats[column, 1] - centre_g)
-                all_h += count * (stats[column, 2] - centre_h)
-        left_n = left_g = left_h = 0.0
+            count = stats[column, 0, 0]
+            all_n = count if i == 1 else all_n + count
+            for k in range(outputs):
+                dev_g = count * (stats[column, k, 1] - centre_g[k])
+                dev_h = count * (stats[column, k, 2] - centre_h[k])
+                all_g[k] = dev_g if i == 1 else all_g[k] + dev_g
+                all_h[k] = dev_h if i == 1 else all_h[k] + dev_h
+        left_n = 0.0
         for t in range(bins - 2):
             column = columns[f, t + 1]
-            count = stats[column, 0]
-            if t == 0:
-                left_n, left_g, left_h = (
-                    count,
-                    count * (stats[column, 1] - centre_g),
-                    count * (stats[column, 2] - centre_h),
+            count = stats[column, 0, 0]
+            left_n = count if t == 0 else left_n + count
+            right_n = all_n - left_n
+            to_left = left_n >= right_n  # where the missing values go
+            side_n = left_n + missing_n if to_left else left_n + 0.0
+            other_n = right_n + 0.0 if to_left else right_n + missing_n
+            total = -0.0
+            numbers = True
+            for k in range(outputs):
+                dev_g = count * (stats[column, k, 1] - centre_g[k])
+                dev_h = count * (stats[column, k, 2] - centre_h[k])
+                left_g[k] = dev_g if t == 0 else left_g[k] + dev_g
+                left_h[k] = dev_h if t == 0 else left_h[k] + dev_h
+                right_g, right_h = all_g[k] - left_g[k], all_h[k] - left_h[k]
+                if to_left:
+                    side_g, side_h = left_g[k] + missing_g[k], left_h[k] + missing_h[k]
+                    other_g, other_h = right_g + 0.0, right_h + 0.0
+                else:
+                    side_g, side_h = left_g[k] + 0.0, left_h[k] + 0.0
+                    other_g, other_h = right_g + missing_g[k], right_h + missing_h[k]
+                _, loss_left = _step_and_loss(
+                    centre_g[k] + side_g / max(side_n, 1.0), centre_h[k] + side_h / max(side_n, 1.0), lambda_
                 )
-            else:
-                left_n += count
-                left_g += count * (stats[column, 1] - centre_g)
-                left_h += count * (stats[column, 2] - centre_h)
-            right_n, right_g, right_h = all_n - left_n, all_g - left_g, all_h - left_h
-            if left_n >= right_n:  # the missing values go left
-                side_n, side_g, side_h = left_n + missing_n, left_g + missing_g, left_h + missing_h
-                other_n, other_g, other_h = right_n + 0.0, right_g + 0.0, right_h + 0.0
-            else:
-                side_n, side_g, side_h = left_n + 0.0, left_g + 0.0, left_h + 0.0
-                other_n, other_g, other_h = right_n + missing_n, right_g + missing_g, right_h + missing_h
-            _, loss_left = _step_and_loss(
-                centre_g + side_g / max(side_n, 1.0), centre_h + side_h / max(side_n, 1.0), lambda_
-            )
-            _, loss_right = _step_and_loss(
-                centre_g + other_g / max(other_n, 1.0), centre_h + other_h / max(other_n, 1.0), lambda_
-            )
-            mean = (side_n * loss_left + other_n * loss_right) / max(side_n + other_n, 1.0)
-            if min(left_n, right_n) > 0.0 and mean == mean:
-                mean = mean + penalty
-                if mean < best:
-                    best, best_feature, best_threshold = mean, f, t
+                _, loss_right = _step_and_loss(
+                    centre_g[k] + other_g / max(other_n, 1.0),
+                    centre_h[k] + other_h / max(other_n, 1.0),
+                    lambda_,
+                )
+                mean = (side_n * loss_left + other_n * loss_right) / max(side_n + other_n, 1.0)
+                numbers = numbers and mean == mean
+                total += mean
+            if min(left_n, right_n) > 0.0 and numbers:
+                total = total + penalty
+                if total < best:
+                    best, best_feature, best_threshold = total, f, t
     return best, best_feature, best_threshold
 
 

@@ -35,7 +35,13 @@ from typing import Any
 import numpy as np
 
 from sgt import kernels
-from sgt.split import Candidate, best_nominal_outputs, best_numeric_outputs, null_candidate_outputs
+from sgt.split import (
+    Candidate,
+    best_nominal_outputs,
+    best_numeric_compiled,
+    best_numeric_outputs,
+    null_candidate_outputs,
+)
 from sgt.stats import WIDTH, N, block_stats, merge
 from sgt.tree import (
     NODE_ARRAYS,
@@ -202,6 +208,18 @@ class MultiOutputTree(Tree):
 
     def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
         params, layout = self.params, self.layout
+        if kernels.ENABLED:
+            return [
+                best_numeric_compiled(
+                    self.stats[slot],
+                    layout.numeric_columns,
+                    params.lambda_,
+                    params.gamma,
+                    self.merged_count(slot),
+                    layout.numeric,
+                )
+                for slot in slots
+            ]
         out = []
         for slot in slots:
             # [columns, outputs, 6] -> [outputs, 6, F, B + 1]

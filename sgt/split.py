@@ -252,7 +252,8 @@ def best_numeric_compiled(
     features: np.ndarray | None = None,
 ) -> Candidate | None:
     """`best_numeric_planes` by sgt.kernels' compiled search, the same candidate bit for bit: `stats`
-    one slot's statistics [columns, 6], `columns` [F, B + 1] each numeric feature's columns there.
+    one slot's statistics [columns, 6], `columns` [F, B + 1] each numeric feature's columns there. With
+    a multi-output leaf's statistics [columns, outputs, 6], `best_numeric_outputs`' candidate.
 
     >>> import numpy as np
     >>> from sgt.stats import block_stats
@@ -264,27 +265,40 @@ def best_numeric_compiled(
     >>> (best.threshold, best.mean, best.variance) == (same.threshold, same.mean, same.variance)
     True
     """
-    best, f, t = kernels.numeric_search(stats, columns, lambda_, gamma, n)
+    outputs = stats[:, None] if stats.ndim == 2 else stats
+    best, f, t = kernels.numeric_search(outputs, columns, lambda_, gamma, n)
     if not math.isfinite(best):
         return None
-    winner = kernels.numeric_winner(stats, columns, f, t, lambda_).tolist()
-    to_left = winner[19] == 1.0
-    variance = _winner_variance_of_sums(
-        winner[6:9],
-        winner[9:12],
-        winner[12:15],
-        winner[0:3],
-        winner[3:6],
-        winner[17],
-        winner[18],
-        to_left,
-        lambda_,
-    )
+    variances, deltas = [], []
+    for k in range(outputs.shape[1]):
+        winner = kernels.numeric_winner(outputs[:, k], columns, f, t, lambda_).tolist()
+        to_left = winner[19] == 1.0  # the same for every output: they count the same instances
+        variances.append(
+            _winner_variance_of_sums(
+                winner[6:9],
+                winner[9:12],
+                winner[12:15],
+                winner[0:3],
+                winner[3:6],
+                winner[17],
+                winner[18],
+                to_left,
+                lambda_,
+            )
+        )
+        deltas.append(winner[15:17])
+    if stats.ndim == 2:
+        variance, steps = variances[0], np.array(deltas[0])
+    else:  # best_numeric_outputs' sum of the outputs' variances, and each side's step of each output
+        variance = 0.0
+        for output_variance in variances:
+            variance += output_variance
+        steps = np.array(deltas).T.copy()
     return Candidate(
         feature=int(features[f]) if features is not None else f,
         mean=best,
         variance=variance,
-        deltas=np.array(winner[15:17]),
+        deltas=steps,
         threshold=t,
         missing_child=0 if to_left else 1,
     )

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import kernels
-from sgt.split import Candidate, best_numeric_compiled, best_numeric_planes
+from sgt.split import Candidate, best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream, threshold_stream
 
@@ -55,18 +55,21 @@ def test_pairwise_sum_is_numpys_sum(n, scale, zeros, seed) -> None:
 
 
 def leaf_statistics(
-    rng: np.random.Generator, features: int, bins: int, rows: int, missing: float
+    rng: np.random.Generator, features: int, bins: int, rows: int, missing: float, outputs: int = 1
 ) -> np.ndarray:
-    """A slot's statistics [features * (bins + 1), 6], merged from two blocks as a leaf's are."""
+    """A slot's statistics [features * (bins + 1), outputs, 6], merged from two blocks as a leaf's are:
+    every output counts the same instances, each with gradients of its own."""
     columns = features * (bins + 1)
-    stats = np.zeros((columns, 6))
+    stats = np.zeros((columns, outputs, 6))
     for _ in range(2):
         codes = rng.integers(1, bins + 1, size=(rows, features))
         codes[rng.random(codes.shape) < missing] = 0
-        g = rng.normal(size=rows) + rng.choice([0.0, 3.0, -1e6])  # a large common offset too
-        h = rng.uniform(0.0, 1.0, size=rows) * rng.choice([0.0, 1.0])  # all-zero Hessians too
         index = (codes + np.arange(features) * (bins + 1)).ravel()
-        stats = merge(stats, block_stats(index, np.repeat(g, features), np.repeat(h, features), columns))
+        for k in range(outputs):
+            g = rng.normal(size=rows) + rng.choice([0.0, 3.0, -1e6])  # a large common offset too
+            h = rng.uniform(0.0, 1.0, size=rows) * rng.choice([0.0, 1.0])  # all-zero Hessians too
+            block = block_stats(index, np.repeat(g, features), np.repeat(h, features), columns)
+            stats[:, k] = merge(stats[:, k], block)
     return stats
 
 
@@ -76,22 +79,30 @@ def leaf_statistics(
     bins=st.sampled_from([2, 3, 8, 64, 200]),
     rows=st.integers(1, 150),
     missing=st.sampled_from([0.0, 0.2, 0.9]),
+    outputs=st.sampled_from([1, 1, 2, 5]),
     lambda_=st.sampled_from([0.0, 0.1, 1.0]),
     gamma=st.sampled_from([0.0, 1.0]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_compiled_search_finds_the_numpy_searchs_candidate(
-    features, bins, rows, missing, lambda_, gamma, seed
+    features, bins, rows, missing, outputs, lambda_, gamma, seed
 ) -> None:
     """Catches any bit of the winner (its feature, threshold, missing side, mean, variance, steps)
-    that the compiled search computes differently from best_numeric_planes."""
+    that the compiled search computes differently from best_numeric_planes (one output) or
+    best_numeric_outputs (a multi-output leaf's, whose outputs' loss changes add up)."""
     rng = np.random.default_rng(seed)
-    stats = leaf_statistics(rng, features, bins, rows, missing)
+    stats = leaf_statistics(rng, features, bins, rows, missing, outputs)
     columns = np.arange(features * (bins + 1)).reshape(features, bins + 1)
     names = np.arange(features) * 2 + 1  # the numeric features' indices among all features
     n = 2.0 * rows
-    expected = best_numeric_planes(np.take(stats.T, columns, axis=1), lambda_, gamma, n, names)
-    assert same(best_numeric_compiled(stats, columns, lambda_, gamma, n, names), expected)
+    if outputs == 1:
+        one = stats[:, 0]
+        expected = best_numeric_planes(np.take(one.T, columns, axis=1), lambda_, gamma, n, names)
+        assert same(best_numeric_compiled(one, columns, lambda_, gamma, n, names), expected)
+    else:
+        planes = np.take(stats.transpose(1, 2, 0), columns, axis=2)
+        expected = best_numeric_outputs(planes, lambda_, gamma, n, names)
+        assert same(best_numeric_compiled(stats, columns, lambda_, gamma, n, names), expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -109,7 +120,7 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     widths = np.full(features, bins + 1)
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
     columns = int(offsets[-1])
-    held = leaf_statistics(rng, features, bins, held_rows, 0.2) if held_rows else np.zeros((columns, 6))
+    held = leaf_statistics(rng, features, bins, held_rows, 0.2)[:, 0] if held_rows else np.zeros((columns, 6))
     held[rng.random(columns) < 0.3, 1] = -0.0  # means of -0.0, as a block of zero gradients leaves
     total = merge(np.zeros(6), np.array([3.0, -0.5, 0.25, 1.0, 0.1, -0.2]))
     codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
