@@ -1,7 +1,8 @@
-"""Compiled kernels of a leaf's split attempt: sgt's numpy results, bit for bit, in a fraction of the time.
+"""Compiled kernels of sgt's learning steps: its numpy results, bit for bit, in a fraction of the time.
 
-A split attempt's arrays are small (10 features x 65 bins), so numpy's fixed cost per call is most of
-its time. Three steps of the attempt run here as loops compiled by numba instead:
+A split attempt's arrays are small (10 features x 65 bins), and a batch pass of sgt.leafwise takes a
+few dozen rows, so numpy's fixed cost per call is most of their time. Their steps run here as loops
+compiled by numba instead. Three steps of the attempt:
 
 - the numeric split search (`numeric_search`, then `numeric_winner` for the winner's variance and
   steps): about 8 us against sgt.split.best_numeric_planes' 80 us, reading the slot's statistics where
@@ -11,7 +12,11 @@ its time. Three steps of the attempt run here as loops compiled by numba instead
 - a linear leaf's Newton step on its block (`linear_newton`), Tree._newton_linear's sums and solve.
 
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
-changes, the merge and the step take one output at a time.
+changes, the merge and the step take one output at a time. And three steps of a batch:
+
+- which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking);
+- a linear one-output tree's raw scores (`predict_linear`, Tree.predict_rows);
+- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append).
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -54,9 +59,19 @@ try:
 except ImportError:  # the `fast` extra is not installed: sgt takes the numpy code
     numba = None  # type: ignore[assignment]
 
-__all__ = ["ENABLED", "WINNER_SIZE", "linear_newton", "merge_block", "numeric_search", "numeric_winner"]
+__all__ = [
+    "ENABLED",
+    "WINNER_SIZE",
+    "append_rows",
+    "linear_newton",
+    "merge_block",
+    "numeric_search",
+    "numeric_winner",
+    "plan_pass",
+    "predict_linear",
+]
 
-#: Whether sgt's split attempts run these kernels (numba importable, SGT_KERNELS not "0").
+#: Whether sgt runs these kernels (numba importable, SGT_KERNELS not "0").
 ENABLED = numba is not None and os.environ.get("SGT_KERNELS", "1") != "0"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -424,3 +439,102 @@ def linear_newton(
         for j in range(width):  # + l I: l * 1.0 on the diagonal, l * 0.0 (+0.0) elsewhere, as numpy adds it
             hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
     return h_sum, centre, sums[:width].copy(), _solve(hessian, means[:width].copy())
+
+
+@_compiled
+def plan_pass(
+    rows: np.ndarray,
+    at: np.ndarray,
+    learned: np.ndarray,
+    feature: np.ndarray,
+    slot: np.ndarray,
+    block: np.ndarray,
+    pending_n: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """sgt.leafwise's pass over `rows` (ascending, at nodes `at`): which rows it takes, each node's up
+    to its next event, as leafwise._take finds them. Returns (the taken rows' indices into `rows`,
+    ascending; whether each taken row is at a leaf; each taken row's place among its node's learned
+    rows, from 0; the events' rows and nodes, in row order).
+
+    A learned row is its node's event when it is the node's `need`-th learned row of the pass: the
+    rest of the leaf's block (block - pending_n of its slot), or the first at a branch (a nominal
+    branch's new category). A node's rows after its event wait for the next pass."""
+    n = rows.size
+    seen = np.zeros(feature.size, dtype=np.int64)  # each node's learned rows so far in the pass
+    done = np.zeros(feature.size, dtype=np.bool_)  # whether its event is found (later rows wait)
+    taken = np.empty(n, dtype=np.int64)
+    leaf = np.empty(n, dtype=np.bool_)
+    place = np.empty(n, dtype=np.int64)
+    event_rows = np.empty(n, dtype=np.int64)
+    event_nodes = np.empty(n, dtype=np.int64)
+    n_taken = n_events = 0
+    for i in range(n):
+        node = at[i]
+        if done[node]:
+            continue
+        count = seen[node]
+        is_leaf = feature[node] < 0
+        if learned[i]:
+            count += 1
+            seen[node] = count
+            need = block[slot[node]] - pending_n[slot[node]] if is_leaf else 1
+            if count == need:
+                done[node] = True
+                event_rows[n_events], event_nodes[n_events] = rows[i], node
+                n_events += 1
+        taken[n_taken], leaf[n_taken], place[n_taken] = i, is_leaf, count - 1
+        n_taken += 1
+    return taken[:n_taken], leaf[:n_taken], place[:n_taken], event_rows[:n_events], event_nodes[:n_events]
+
+
+@_compiled
+def predict_linear(
+    nodes: np.ndarray,
+    value: np.ndarray,
+    weights: np.ndarray,
+    columns: np.ndarray,
+    inputs: np.ndarray,
+    first: int,
+) -> np.ndarray:
+    """A linear tree's raw scores of rows first, first + 1, ... of `inputs` [rows, columns] at `nodes`:
+    the node's value plus its weights of `columns` times the inputs, added feature by feature in
+    order, as Tree.predict_rows sums them."""
+    out = np.empty(nodes.size)
+    for i in range(nodes.size):
+        node = nodes[i]
+        total = value[node]
+        for j in range(columns.size):
+            total += weights[node, columns[j]] * inputs[first + i, j]
+        out[i] = total
+    return out
+
+
+@_compiled
+def append_rows(
+    nodes: np.ndarray,
+    codes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    place: np.ndarray,
+    slot: np.ndarray,
+    pending_n: np.ndarray,
+    pending_codes: np.ndarray,
+    pending_g: np.ndarray,
+    pending_h: np.ndarray,
+) -> bool:
+    """Tree.append of one-output instances with their places among the given instances of their leaf:
+    each goes to position pending_n + place of its leaf's pending block. False, and nothing written,
+    when a position lies beyond the blocks' capacity (the caller reserves room and calls again)."""
+    capacity, width = pending_g.shape[1], codes.shape[1]
+    for i in range(nodes.size):
+        if pending_n[slot[nodes[i]]] + place[i] >= capacity:
+            return False
+    for i in range(nodes.size):
+        leaf = slot[nodes[i]]
+        position = pending_n[leaf] + place[i]
+        pending_codes[leaf, position, :width] = codes[i]
+        pending_g[leaf, position] = g[i]
+        pending_h[leaf, position] = h[i]
+    for i in range(nodes.size):
+        pending_n[slot[nodes[i]]] += 1
+    return True

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from sgt import kernels
 from sgt.split import Candidate
 from sgt.tree import LeafInputs, Tree
 
@@ -82,6 +83,12 @@ def _take(model: BaseSGT, rows: np.ndarray, run: Run, stop: int) -> list[tuple[i
     and nodes."""
     tree: Tree = model._trees[0]
     at = run.nodes[rows]
+    if kernels.ENABLED:
+        taken, leaf, place, event_rows, event_nodes = kernels.plan_pass(
+            rows, at, run.learn[rows], tree.feature, tree.slot, tree.block, tree.pending_n
+        )
+        _predict_append(model, rows[taken], leaf, place, run)
+        return list(zip(event_rows.tolist(), event_nodes.tolist()))
     leaf = tree.feature[at] < 0
     learned = run.learn[rows]
     slot = tree.slot[at]

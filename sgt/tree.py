@@ -342,9 +342,13 @@ class Tree:
         The linear term is summed feature by feature in layout order, as `predict_one` sums it. The
         inputs are computed once per batch (`leaf_inputs_of`) and shared by every tree that predicts it.
         """
-        out = self.value[nodes]
         if not self.linear or not inputs.columns.size:
-            return out
+            return self.value[nodes]
+        if kernels.ENABLED and self.n_outputs == 1:
+            return kernels.predict_linear(
+                nodes, self.value, self.weights, inputs.columns, inputs.values, first
+            )
+        out = self.value[nodes]
         weights = self.weights[nodes]
         if not inputs.every_column:
             weights = weights[:, inputs.columns]
@@ -458,6 +462,12 @@ class Tree:
 
         `rank`: each instance's place among the given instances of its leaf (0, 1, ...), where the
         caller knows it already (sgt.leafwise ranks its rows by node); computed here otherwise."""
+        if kernels.ENABLED and rank is not None and g.ndim == 1:
+            arrays = (nodes, codes, g, h, rank, self.slot, self.pending_n)
+            if not kernels.append_rows(*arrays, self.pending_codes, self.pending_g, self.pending_h):
+                self.reserve_pending(int((self.pending_n[self.slot[nodes]] + rank).max()) + 1)
+                kernels.append_rows(*arrays, self.pending_codes, self.pending_g, self.pending_h)
+            return
         slots = self.slot[nodes]
         if rank is None:
             order = np.argsort(slots, kind="stable")
