@@ -4,6 +4,10 @@ proof of test_checkpoint_proofs.py runs with either model.)"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -81,3 +85,40 @@ def test_drifts_and_the_ensemble_size_are_exported_per_partition() -> None:
     assert not [key for key in parsed if ("partition", "0") in key[1]]
     m.report_model("0", 30, 7)  # assigned again: counted from here
     assert value(samples(m.render().decode()), "sgt_drifts_total", partition="0") == 0
+
+
+_PRELOAD_CHECK = """
+import numpy as np
+import sgt
+from sgt import kernels
+from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream, threshold_stream
+from worker.model import preload
+
+preload()
+dispatchers = [getattr(kernels, name) for name in kernels.__all__]
+dispatchers = [d for d in dispatchers if hasattr(d, "signatures")]
+loaded = [len(d.signatures) for d in dispatchers]
+for make, stream in [
+    (sgt.SGTClassifier, threshold_stream),
+    (sgt.SGTRegressor, step_regression_stream),
+    (sgt.BoostedClassifier, threshold_stream),
+    (sgt.BoostedClassifier, multiclass_stream),
+    (sgt.BoostedRegressor, step_regression_stream),
+]:
+    X, y = stream(3000)
+    make(warm_up=100).predict_learn_many(X, y)
+print(len(dispatchers), min(loaded), loaded == [len(d.signatures) for d in dispatchers])
+"""
+
+
+def test_preload_loads_every_kernel_the_models_call() -> None:
+    """Catches a kernel that the worker's models would first load (or compile) inside a partition's
+    batch, after preload: in a fresh interpreter, preload loads every kernel, and models of each kind
+    and shape then call none with argument types it has not loaded."""
+    pytest.importorskip("numba")
+    env = {key: value for key, value in os.environ.items() if key != "SGT_KERNELS"}
+    result = subprocess.run(
+        [sys.executable, "-c", _PRELOAD_CHECK], capture_output=True, text=True, env=env, check=True
+    )
+    count, least, unchanged = result.stdout.split()
+    assert int(count) >= 7 and int(least) >= 1 and unchanged == "True", result.stdout
