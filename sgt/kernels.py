@@ -186,6 +186,49 @@ def _step_and_loss(g: float, h: float, lambda_: float) -> tuple[float, float]:
 
 
 @_compiled
+def _threshold_means(
+    count: np.ndarray,
+    dev_g: np.ndarray,
+    dev_h: np.ndarray,
+    centre_g: float,
+    centre_h: float,
+    lambda_: float,
+    means: np.ndarray,
+) -> None:
+    """Into `means` [bins - 2]: each threshold's mean loss change (not penalised) of one output's
+    feature, as best_numeric_planes computes it. `count`, `dev_g` and `dev_h` per bin (bin 0: the
+    missing values), the deviations of g and h from the centres, count-weighted. Sums over the known
+    bins run from bin 1 in order (np.cumsum takes the first value as it is); the missing values join
+    the side with more known ones (ties: left)."""
+    bins = count.size
+    all_n, all_g, all_h = count[1], dev_g[1], dev_h[1]
+    for i in range(2, bins):
+        all_n += count[i]
+        all_g += dev_g[i]
+        all_h += dev_h[i]
+    left_n, left_g, left_h = count[1], dev_g[1], dev_h[1]
+    for t in range(bins - 2):
+        if t > 0:
+            left_n += count[t + 1]
+            left_g += dev_g[t + 1]
+            left_h += dev_h[t + 1]
+        right_n, right_g, right_h = all_n - left_n, all_g - left_g, all_h - left_h
+        if left_n >= right_n:
+            side_n, side_g, side_h = left_n + count[0], left_g + dev_g[0], left_h + dev_h[0]
+            other_n, other_g, other_h = right_n + 0.0, right_g + 0.0, right_h + 0.0
+        else:
+            side_n, side_g, side_h = left_n + 0.0, left_g + 0.0, left_h + 0.0
+            other_n, other_g, other_h = right_n + count[0], right_g + dev_g[0], right_h + dev_h[0]
+        _, loss_left = _step_and_loss(
+            centre_g + side_g / max(side_n, 1.0), centre_h + side_h / max(side_n, 1.0), lambda_
+        )
+        _, loss_right = _step_and_loss(
+            centre_g + other_g / max(other_n, 1.0), centre_h + other_h / max(other_n, 1.0), lambda_
+        )
+        means[t] = (side_n * loss_left + other_n * loss_right) / max(side_n + other_n, 1.0)
+
+
+@_compiled
 def numeric_search(
     stats: np.ndarray, columns: np.ndarray, lambda_: float, gamma: float, n: float
 ) -> tuple[float, int, int]:
@@ -196,77 +239,42 @@ def numeric_search(
     tree), `columns` [F, B + 1] the columns of each numeric feature's bins (column 0 of a feature: its
     missing values), `n` the leaf's instances. The rules are best_numeric_planes' and, over several
     outputs, best_numeric_outputs': a threshold's mean is the sum of the outputs' in order from -0.0
-    (which leaves one output's as it is); missing values join the side with more known ones (ties:
-    left); a threshold leaving a side without a known value, or with a NaN mean for any output, is
-    no candidate; ties go to the earlier feature, then the lower threshold. Every output's statistics
-    hold the same instances, so the counts are the first output's.
+    (which leaves one output's as it is); a threshold leaving a side without a known value, or with a
+    NaN mean for any output, is no candidate; ties go to the earlier feature, then the lower
+    threshold. Every output's statistics hold the same instances, so the counts are the first output's.
     """
     features, bins = columns.shape
     outputs = stats.shape[1]
     penalty = gamma * 2.0 / n
-    scratch = np.empty(bins)
-    centre_g, centre_h = np.empty(outputs), np.empty(outputs)
-    missing_g, missing_h = np.empty(outputs), np.empty(outputs)
-    all_g, all_h = np.empty(outputs), np.empty(outputs)
-    left_g, left_h = np.empty(outputs), np.empty(outputs)
+    scratch, count = np.empty(bins), np.empty(bins)
+    dev_g, dev_h = np.empty(bins), np.empty(bins)
+    means = np.empty((outputs, bins - 2))
     best, best_feature, best_threshold = np.inf, -1, -1
     for f in range(features):
-        missing = columns[f, 0]
-        missing_n = stats[missing, 0, 0]
+        for i in range(bins):
+            count[i] = stats[columns[f, i], 0, 0]
         for k in range(outputs):
-            centre_g[k], centre_h[k] = _centres(stats[:, k], columns, f, scratch)
-            missing_g[k] = missing_n * (stats[missing, k, 1] - centre_g[k])
-            missing_h[k] = missing_n * (stats[missing, k, 2] - centre_h[k])
-        # each bin's count and count-weighted deviations, summed from bin 1 (column 0: missing); np.cumsum
-        # takes the first value as it is
-        all_n = 0.0
-        for i in range(1, bins):
-            column = columns[f, i]
-            count = stats[column, 0, 0]
-            all_n = count if i == 1 else all_n + count
-            for k in range(outputs):
-                dev_g = count * (stats[column, k, 1] - centre_g[k])
-                dev_h = count * (stats[column, k, 2] - centre_h[k])
-                all_g[k] = dev_g if i == 1 else all_g[k] + dev_g
-                all_h[k] = dev_h if i == 1 else all_h[k] + dev_h
+            centre_g, centre_h = _centres(stats[:, k], columns, f, scratch)
+            for i in range(bins):
+                column = columns[f, i]
+                dev_g[i] = count[i] * (stats[column, k, 1] - centre_g)
+                dev_h[i] = count[i] * (stats[column, k, 2] - centre_h)
+            _threshold_means(count, dev_g, dev_h, centre_g, centre_h, lambda_, means[k])
+        all_n = count[1]
+        for i in range(2, bins):
+            all_n += count[i]
         left_n = 0.0
         for t in range(bins - 2):
-            column = columns[f, t + 1]
-            count = stats[column, 0, 0]
-            left_n = count if t == 0 else left_n + count
-            right_n = all_n - left_n
-            to_left = left_n >= right_n  # where the missing values go
-            side_n = left_n + missing_n if to_left else left_n + 0.0
-            other_n = right_n + 0.0 if to_left else right_n + missing_n
+            left_n = count[1] if t == 0 else left_n + count[t + 1]
+            if not min(left_n, all_n - left_n) > 0.0:  # a side without a known value
+                continue
             total = -0.0
             numbers = True
             for k in range(outputs):
-                dev_g = count * (stats[column, k, 1] - centre_g[k])
-                dev_h = count * (stats[column, k, 2] - centre_h[k])
-                left_g[k] = dev_g if t == 0 else left_g[k] + dev_g
-                left_h[k] = dev_h if t == 0 else left_h[k] + dev_h
-                right_g, right_h = all_g[k] - left_g[k], all_h[k] - left_h[k]
-                if to_left:
-                    side_g, side_h = left_g[k] + missing_g[k], left_h[k] + missing_h[k]
-                    other_g, other_h = right_g + 0.0, right_h + 0.0
-                else:
-                    side_g, side_h = left_g[k] + 0.0, left_h[k] + 0.0
-                    other_g, other_h = right_g + missing_g[k], right_h + missing_h[k]
-                _, loss_left = _step_and_loss(
-                    centre_g[k] + side_g / max(side_n, 1.0), centre_h[k] + side_h / max(side_n, 1.0), lambda_
-                )
-                _, loss_right = _step_and_loss(
-                    centre_g[k] + other_g / max(other_n, 1.0),
-                    centre_h[k] + other_h / max(other_n, 1.0),
-                    lambda_,
-                )
-                mean = (side_n * loss_left + other_n * loss_right) / max(side_n + other_n, 1.0)
-                numbers = numbers and mean == mean
-                total += mean
-            if min(left_n, right_n) > 0.0 and numbers:
-                total = total + penalty
-                if total < best:
-                    best, best_feature, best_threshold = total, f, t
+                numbers = numbers and means[k, t] == means[k, t]
+                total += means[k, t]
+            if numbers and total + penalty < best:
+                best, best_feature, best_threshold = total + penalty, f, t
     return best, best_feature, best_threshold
 
 
