@@ -16,7 +16,8 @@ changes, the merge and the step take one output at a time. And three steps of a 
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking);
 - a linear one-output tree's raw scores (`predict_linear`, Tree.predict_rows);
-- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append).
+- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append);
+- routing rows through a tree without nominal branches (`route_numeric`, Tree.route).
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -69,6 +70,7 @@ __all__ = [
     "numeric_winner",
     "plan_pass",
     "predict_linear",
+    "route_numeric",
 ]
 
 #: Whether sgt runs these kernels (numba importable, SGT_KERNELS not "0").
@@ -546,3 +548,31 @@ def append_rows(
     for i in range(nodes.size):
         pending_n[slot[nodes[i]]] += 1
     return True
+
+
+@_compiled
+def route_numeric(
+    codes: np.ndarray,
+    start: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    missing: np.ndarray,
+) -> np.ndarray:
+    """Tree.route of a tree without nominal branches: the leaf each row of `codes` reaches from its
+    `start` node (code 0, a missing value, takes the branch's missing child; codes up to the threshold
+    go left). No row stops on the way: a numeric branch has a child for every code."""
+    out = np.empty(start.size, dtype=np.int32)
+    for i in range(start.size):
+        node = start[i]
+        while feature[node] >= 0:
+            code = codes[i, feature[node]]
+            if code == 0:
+                node = missing[node]
+            elif code <= threshold[node]:
+                node = left[node]
+            else:
+                node = right[node]
+        out[i] = node
+    return out

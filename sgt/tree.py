@@ -387,6 +387,9 @@ class Tree:
         n = codes.shape[0]
         node = np.zeros(n, dtype=np.int32) if start is None else start.astype(np.int32, copy=True)
         stopped = np.zeros(n, dtype=bool)
+        if kernels.ENABLED and not self.tables:  # no nominal branch: no row can stop on the way
+            arrays = (self.feature, self.threshold, self.left, self.right, self.missing)
+            return kernels.route_numeric(codes, node, *arrays), stopped
         active = np.flatnonzero(self.feature[node] >= 0)
         while active.size:
             at = node[active]
