@@ -209,3 +209,23 @@ def test_the_kernels_are_used_where_numba_is_and_not_switched_off(environment, b
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
     )
     assert result.stdout.split() == [str(expected), "True"]
+
+
+class _Uncacheable:
+    """Stands for numba where no cache location is writable: njit(cache=True) raises as numba does."""
+
+    def njit(self, function=None, *, cache=False):
+        if cache:
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'f.py'")
+        return function
+
+
+def test_kernels_compile_without_a_cache_where_none_is_writable(monkeypatch) -> None:
+    """Catches `import sgt` failing on a read-only install with no writable cache directory: the
+    kernels are then compiled without caching (a pure unit test: numba stood in for)."""
+    monkeypatch.setattr(kernels, "numba", _Uncacheable())
+
+    def double(x: float) -> float:
+        return 2.0 * x
+
+    assert kernels._compiled(double)(2.0) == 4.0
