@@ -58,7 +58,7 @@ import numpy as np
 try:
     import numba
 except ImportError:  # the `fast` extra is not installed: sgt takes the numpy code
-    numba = None  # type: ignore[assignment]
+    numba = None  # type: ignore[assignment]  # the module's name stands for "no numba" here
 
 __all__ = [
     "ENABLED",
