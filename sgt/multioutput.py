@@ -38,7 +38,6 @@ from sgt import kernels
 from sgt.split import (
     Candidate,
     best_nominal_outputs,
-    best_numeric_compiled,
     best_numeric_outputs,
     null_candidate_outputs,
 )
@@ -207,19 +206,9 @@ class MultiOutputTree(Tree):
         return best_nominal_outputs(block, self.params.lambda_, self.params.gamma, n, feature)
 
     def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
-        params, layout = self.params, self.layout
         if kernels.ENABLED:
-            return [
-                best_numeric_compiled(
-                    self.stats[slot],
-                    layout.numeric_columns,
-                    params.lambda_,
-                    params.gamma,
-                    self.merged_count(slot),
-                    layout.numeric,
-                )
-                for slot in slots
-            ]
+            return self._compiled_numeric(slots)
+        params, layout = self.params, self.layout
         out = []
         for slot in slots:
             # [columns, outputs, 6] -> [outputs, 6, F, B + 1]

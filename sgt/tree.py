@@ -837,19 +837,9 @@ class Tree:
     def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
         """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
         at once for several slots: [slots, 6, F, B + 1])."""
-        params, layout = self.params, self.layout
         if kernels.ENABLED:
-            return [
-                best_numeric_compiled(
-                    self.stats[slot],
-                    layout.numeric_columns,
-                    params.lambda_,
-                    params.gamma,
-                    float(self.total[slot, N]),
-                    layout.numeric,
-                )
-                for slot in slots
-            ]
+            return self._compiled_numeric(slots)
+        params, layout = self.params, self.layout
         if len(slots) == 1:
             planes = np.take(self.stats[slots[0]].T, layout.numeric_columns, axis=1)
             n = float(self.total[slots[0], N])
@@ -858,6 +848,22 @@ class Tree:
         planes = np.take(self.stats[chosen].transpose(0, 2, 1), layout.numeric_columns, axis=2)
         n_leaves = self.total[chosen, N]
         return best_numeric_leaves(planes, params.lambda_, params.gamma, n_leaves, layout.numeric)
+
+    def _compiled_numeric(self, slots: list[int]) -> list[Candidate | None]:
+        """`_best_numeric` by sgt.kernels' search, the same candidates (a multi-output tree's too: its
+        slots' statistics are [columns, outputs, 6])."""
+        params, layout = self.params, self.layout
+        return [
+            best_numeric_compiled(
+                self.stats[slot],
+                layout.numeric_columns,
+                params.lambda_,
+                params.gamma,
+                self.merged_count(slot),
+                layout.numeric,
+            )
+            for slot in slots
+        ]
 
     def _nominal_candidates(self, node: int, slot: int, by_feature: dict[int, Candidate | None]) -> None:
         """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one)."""
