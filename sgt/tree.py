@@ -28,7 +28,7 @@ its delta and resets its statistics; a split gives each child the parent's value
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -622,14 +622,9 @@ class Tree:
         np.multiply(z[first], z[second], out=products[width:])
         products[width:] *= h
         sums = _sums_in_order(products.T)
-        gate = self.params.linear_gate
-        if gate is not None and size > 1:
-            weights = self.weights[node, numeric]
-            if _may_reject(weights.tolist(), sums[:width].tolist(), gate) and _rejects_block(
-                weights, z, g, h, gate
-            ):
-                self._drop_linear(node, centre)
-                return
+        if self._gate_drops(node, sums[:width], lambda: z, g, h):
+            self._drop_linear(node, centre)
+            return
         means = sums / size
         hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
         self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
@@ -657,15 +652,26 @@ class Tree:
         )
         if not h_sum > 0.0:
             return
-        gate = self.params.linear_gate
-        if gate is not None and size > 1:
-            weights = self.weights[node, layout.numeric]
-            if _may_reject(weights.tolist(), gradient.tolist(), gate):
-                z = layout.inputs[codes.T[layout.numeric]] - centre[:, None]
-                if _rejects_block(weights, z, g, h, gate):
-                    self._drop_linear(node, centre)
-                    return
+        numeric = layout.numeric
+        if self._gate_drops(node, gradient, lambda: layout.inputs[codes.T[numeric]] - centre[:, None], g, h):
+            self._drop_linear(node, centre)
+            return
         self._linear_step(node, step.tolist(), centre)
+
+    def _gate_drops(
+        self, node: int, gradient: np.ndarray, centred: Callable[[], np.ndarray], g: np.ndarray, h: np.ndarray
+    ) -> bool:
+        """Whether the linear gate drops the leaf's term on its block of g and h (two instances or
+        more): the screen on the Newton step's own sums (`gradient`, G; `_may_reject`), then the t test
+        over the block's instances, whose inputs centred on the block [features, instances] `centred`
+        gives only then (the compiled step never forms them otherwise)."""
+        gate = self.params.linear_gate
+        if gate is None or g.shape[0] < 2:
+            return False
+        weights = self.weights[node, self.layout.numeric]
+        return _may_reject(weights.tolist(), gradient.tolist(), gate) and _rejects_block(
+            weights, centred(), g, h, gate
+        )
 
     def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
         """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
