@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from sgt.split import Candidate
+
 
 def threshold_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """x0 ~ U(0, 1), x1 ~ U(0, 1000), y = [x0 > 0.5] (a bool array): features of very different ranges,
@@ -126,3 +128,24 @@ def route(node: dict[str, Any], x: dict[str, Any]) -> dict[str, Any]:
         else:
             return node
     return node
+
+
+def bits(a: np.ndarray | float) -> np.ndarray:
+    """The IEEE bits of a float or an array, as unsigned integers: equal bits, not equal values (-0.0
+    is not 0.0, and a NaN equals the same NaN)."""
+    return np.asarray(a, dtype=np.float64).view(np.uint64)
+
+
+def same_candidates(a: Candidate | None, b: Candidate | None) -> bool:
+    """Whether two split candidates are the same bit for bit (None only as None)."""
+    if a is None or b is None:
+        return a is b
+    return (
+        a.feature == b.feature
+        and bits(a.mean) == bits(b.mean)
+        and bits(a.variance) == bits(b.variance)
+        and np.array_equal(bits(a.deltas), bits(b.deltas))
+        and a.threshold == b.threshold
+        and np.array_equal(a.categories, b.categories)
+        and a.missing_child == b.missing_child
+    )

@@ -34,6 +34,7 @@ from sgt.tree import (
     _sums_in_order,
     leaf_inputs_of,
 )
+from tests.sgt.sgt_testkit import bits, same_candidates
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["numpy", "kernels"], autouse=True)
@@ -43,10 +44,6 @@ def engine(request: pytest.FixtureRequest) -> Iterator[bool]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kernels, "ENABLED", request.param)
         yield request.param
-
-
-def bits(a: np.ndarray | float) -> np.ndarray:
-    return np.asarray(a, dtype=np.float64).view(np.uint64)
 
 
 def reference_block_stats(index: np.ndarray, g: np.ndarray, h: np.ndarray, size: int) -> np.ndarray:
@@ -324,18 +321,6 @@ def leaves_tree(seed: int, n_numeric: int, linear: bool, max_depth: int | None) 
             tree._merge_pending(slot)
             tree.append(np.full(size, leaf), codes[::-1].copy(), rng.normal(size=size), h[::-1].copy())
     return tree, leaves
-
-
-def same_candidates(a: Candidate, b: Candidate) -> bool:
-    return (
-        a.feature == b.feature
-        and bits(a.mean) == bits(b.mean)
-        and bits(a.variance) == bits(b.variance)
-        and np.array_equal(bits(a.deltas), bits(b.deltas))
-        and a.threshold == b.threshold
-        and np.array_equal(a.categories, b.categories)
-        and a.missing_child == b.missing_child
-    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -19,24 +19,15 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import kernels
-from sgt.split import Candidate, best_numeric_compiled, best_numeric_outputs, best_numeric_planes
+from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
-from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream, threshold_stream
-
-
-def bits(a: np.ndarray | float) -> bytes:
-    return np.asarray(a, dtype=np.float64).tobytes()
-
-
-def same(a: Candidate | None, b: Candidate | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return (
-        (a.feature, a.threshold, a.missing_child) == (b.feature, b.threshold, b.missing_child)
-        and bits(a.mean) == bits(b.mean)
-        and bits(a.variance) == bits(b.variance)
-        and bits(a.deltas) == bits(b.deltas)
-    )
+from tests.sgt.sgt_testkit import (
+    bits,
+    multiclass_stream,
+    same_candidates,
+    step_regression_stream,
+    threshold_stream,
+)
 
 
 @settings(deadline=None)  # the first example compiles the kernel
@@ -98,11 +89,11 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
     if outputs == 1:
         one = stats[:, 0]
         expected = best_numeric_planes(np.take(one.T, columns, axis=1), lambda_, gamma, n, names)
-        assert same(best_numeric_compiled(one, columns, lambda_, gamma, n, names), expected)
+        assert same_candidates(best_numeric_compiled(one, columns, lambda_, gamma, n, names), expected)
     else:
         planes = np.take(stats.transpose(1, 2, 0), columns, axis=2)
         expected = best_numeric_outputs(planes, lambda_, gamma, n, names)
-        assert same(best_numeric_compiled(stats, columns, lambda_, gamma, n, names), expected)
+        assert same_candidates(best_numeric_compiled(stats, columns, lambda_, gamma, n, names), expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -133,7 +124,7 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     block = block_stats(index.ravel(), np.repeat(g, features + 1), np.repeat(h, features + 1), columns + 1)
     expected = merge(np.concatenate([held, total[None]]), block)
     kernels.merge_block(held, total, codes, g, h, offsets)
-    assert bits(held) == bits(expected[:-1]) and bits(total) == bits(expected[-1])
+    assert np.array_equal(bits(held), bits(expected[:-1])) and np.array_equal(bits(total), bits(expected[-1]))
 
 
 def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
