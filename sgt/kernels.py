@@ -12,7 +12,8 @@ compiled by numba instead. Three steps of the attempt:
 - a linear leaf's Newton step on its block (`linear_newton`), Tree._newton_linear's sums and solve.
 
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
-changes, the merge and the step take one output at a time. And three steps of a batch:
+changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
+each output's linear term. And four steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking);
 - a linear one-output tree's raw scores (`predict_linear`, Tree.predict_rows);
@@ -65,6 +66,7 @@ __all__ = [
     "WINNER_SIZE",
     "append_rows",
     "linear_newton",
+    "linear_steps",
     "merge_block",
     "numeric_search",
     "numeric_winner",
@@ -347,47 +349,59 @@ def merge_block(
     stats: np.ndarray, total: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray, offsets: np.ndarray
 ) -> None:
     """Merge a leaf's pending block into its statistics, in place, as Tree._merge_pending does with
-    sgt.stats' block_stats and merge: `stats` [columns, 6] and `total` [6] the slot's, `codes` [n, F]
-    the block's codes, `g` and `h` [n], `offsets` each feature's first column.
+    sgt.stats' block_stats and merge: `stats` [columns, outputs, 6] and `total` [outputs, 6] the
+    slot's, `codes` [n, F] the block's codes, `g` and `h` [n, outputs], `offsets` each feature's first
+    column (a one-output tree passes its arrays with an output axis of 1).
 
     The block's statistics of each column (and of the total, the column after them) are np.bincount's:
     sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
     column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
-    into +0.0, and must, as merge's does)."""
-    columns = stats.shape[0]
-    block = np.zeros((columns + 1, 6))
+    into +0.0, and must, as merge's does). The outputs share the instances, so each instance's columns
+    are found once for all of them, and each output's numbers get the operations they get alone."""
+    columns, outputs = stats.shape[0], stats.shape[1]
+    block = np.zeros((columns + 1, outputs, 6))
     n, features = codes.shape
     for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
         for j in range(features + 1):
             c = offsets[j] + codes[i, j] if j < features else columns
-            block[c, 0] += 1.0
-            block[c, 1] += g[i]
-            block[c, 2] += h[i]
+            for k in range(outputs):
+                block[c, k, 0] += 1.0
+                block[c, k, 1] += g[i, k]
+                block[c, k, 2] += h[i, k]
     for c in range(columns + 1):
-        safe = max(block[c, 0], 1.0)  # counts are whole numbers
-        block[c, 1] = block[c, 1] / safe
-        block[c, 2] = block[c, 2] / safe
+        for k in range(outputs):
+            safe = max(block[c, k, 0], 1.0)  # counts are whole numbers
+            block[c, k, 1] = block[c, k, 1] / safe
+            block[c, k, 2] = block[c, k, 2] / safe
     for i in range(n):
         for j in range(features + 1):
             c = offsets[j] + codes[i, j] if j < features else columns
-            dg, dh = g[i] - block[c, 1], h[i] - block[c, 2]
-            block[c, 3] += dg * dg
-            block[c, 4] += dh * dh
-            block[c, 5] += dg * dh
+            for k in range(outputs):
+                dg, dh = g[i, k] - block[c, k, 1], h[i, k] - block[c, k, 2]
+                block[c, k, 3] += dg * dg
+                block[c, k, 4] += dh * dh
+                block[c, k, 5] += dg * dh
     for c in range(columns + 1):
-        held = stats[c] if c < columns else total
-        held_n, block_n = held[0], block[c, 0]
-        count = held_n + block_n
-        safe = max(count, 1.0)
-        weight = block_n / safe
-        k = held_n * block_n / safe
-        dg, dh = block[c, 1] - held[1], block[c, 2] - held[2]
-        held[0] = count
-        held[1] = held[1] + dg * weight
-        held[2] = held[2] + dh * weight
-        held[3] = held[3] + block[c, 3] + dg * dg * k
-        held[4] = held[4] + block[c, 4] + dh * dh * k
-        held[5] = held[5] + block[c, 5] + dg * dh * k
+        for k in range(outputs):
+            held = stats[c, k] if c < columns else total[k]
+            _merge_into(held, block[c, k])
+
+
+@_compiled
+def _merge_into(held: np.ndarray, block: np.ndarray) -> None:
+    """sgt.stats.merge of one set of statistics into `held` [6], in place (Chan's update)."""
+    held_n, block_n = held[0], block[0]
+    count = held_n + block_n
+    safe = max(count, 1.0)
+    weight = block_n / safe
+    k = held_n * block_n / safe
+    dg, dh = block[1] - held[1], block[2] - held[2]
+    held[0] = count
+    held[1] = held[1] + dg * weight
+    held[2] = held[2] + dh * weight
+    held[3] = held[3] + block[3] + dg * dg * k
+    held[4] = held[4] + block[4] + dh * dh * k
+    held[5] = held[5] + block[5] + dg * dh * k
 
 
 @_compiled
@@ -457,6 +471,38 @@ def linear_newton(
         for j in range(width):  # + l I: l * 1.0 on the diagonal, l * 0.0 (+0.0) elsewhere, as numpy adds it
             hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
     return h_sum, centre, sums[:width].copy(), _solve(hessian, means[:width].copy())
+
+
+@_compiled
+def linear_steps(
+    codes: np.ndarray,
+    numeric: np.ndarray,
+    inputs: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    pair_of: np.ndarray,
+    linear_lambda: float,
+    weights: np.ndarray,
+    value: np.ndarray,
+) -> None:
+    """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
+    applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
+    Tree._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
+    keeps its term; else w -= s and value += s . c, the products added in order."""
+    for k in range(value.size):
+        h_sum, centre, _, step = linear_newton(
+            codes, numeric, inputs, g[:, k], h[:, k], first, second, pair_of, linear_lambda
+        )
+        if not h_sum > 0.0 or not np.all(np.isfinite(step)):
+            continue
+        for j in range(numeric.size):
+            weights[k, numeric[j]] -= step[j]
+        shift = step[0] * centre[0]
+        for j in range(1, numeric.size):
+            shift += step[j] * centre[j]
+        value[k] += shift
 
 
 @_compiled

@@ -132,22 +132,20 @@ class MultiOutputTree(Tree):
         if not numeric.size:
             return
         if kernels.ENABLED:
-            codes, (first, second) = self.pending_codes[slot, :size], layout.pairs
-            for out in range(k):
-                g, h = self.pending_g[slot, :size, out], self.pending_h[slot, :size, out]
-                h_sum, centre, _, step = kernels.linear_newton(
-                    codes,
-                    numeric,
-                    layout.inputs,
-                    g,
-                    h,
-                    first,
-                    second,
-                    layout.pair_of,
-                    self.params.linear_lambda,
-                )
-                if h_sum > 0.0:
-                    self._linear_step(node, step.tolist(), centre, (out,))
+            first, second = layout.pairs
+            kernels.linear_steps(
+                self.pending_codes[slot, :size],
+                numeric,
+                layout.inputs,
+                self.pending_g[slot, :size],
+                self.pending_h[slot, :size],
+                first,
+                second,
+                layout.pair_of,
+                self.params.linear_lambda,
+                self.weights[node],
+                self.value[node],
+            )
             return
         width = numeric.size
         z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]  # [features, instances]
@@ -175,14 +173,18 @@ class MultiOutputTree(Tree):
 
     def _merge_pending(self, slot: int) -> None:
         """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups
-        come after output k - 1's, each summed in instance order (with sgt.kernels: one output at a
-        time, the same sums)."""
+        come after output k - 1's, each summed in instance order (with sgt.kernels: every output in one
+        pass, the same sums)."""
         size, k = int(self.pending_n[slot]), self.n_outputs
         if kernels.ENABLED:
-            codes, offsets = self.pending_codes[slot, :size], self.layout.offsets
-            for out in range(k):
-                g, h = self.pending_g[slot, :size, out], self.pending_h[slot, :size, out]
-                kernels.merge_block(self.stats[slot, :, out], self.total[slot, out], codes, g, h, offsets)
+            kernels.merge_block(
+                self.stats[slot],
+                self.total[slot],
+                self.pending_codes[slot, :size],
+                self.pending_g[slot, :size],
+                self.pending_h[slot, :size],
+                self.layout.offsets,
+            )
             self.pending_n[slot] = 0
             return
         layout = self.layout

@@ -781,12 +781,12 @@ class Tree:
         """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
         size = int(self.pending_n[slot])
         if kernels.ENABLED:
-            kernels.merge_block(
-                self.stats[slot],
-                self.total[slot],
+            kernels.merge_block(  # (the kernel's output axis: one here)
+                self.stats[slot][:, None],
+                self.total[slot][None],
                 self.pending_codes[slot, :size],
-                self.pending_g[slot, :size],
-                self.pending_h[slot, :size],
+                self.pending_g[slot, :size, None],
+                self.pending_h[slot, :size, None],
                 self.layout.offsets,
             )
             self.pending_n[slot] = 0

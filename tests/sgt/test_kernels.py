@@ -102,29 +102,38 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
     bins=st.sampled_from([2, 8, 64]),
     held_rows=st.integers(0, 50),
     rows=st.integers(1, 120),
+    outputs=st.sampled_from([1, 1, 2, 5]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, seed) -> None:
-    """Catches a block merged with other bits than Tree._merge_pending's numpy steps: the block's
-    sums in another order, or empty columns left untouched (merge turns their -0.0 means into +0.0)."""
+def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, outputs, seed) -> None:
+    """Catches a block merged with other bits than Tree._merge_pending's numpy steps, for each output
+    of a multi-output leaf alike: the block's sums in another order, or empty columns left untouched
+    (merge turns their -0.0 means into +0.0)."""
     rng = np.random.default_rng(seed)
     widths = np.full(features, bins + 1)
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
     columns = int(offsets[-1])
-    held = leaf_statistics(rng, features, bins, held_rows, 0.2)[:, 0] if held_rows else np.zeros((columns, 6))
-    held[rng.random(columns) < 0.3, 1] = -0.0  # means of -0.0, as a block of zero gradients leaves
-    total = merge(np.zeros(6), np.array([3.0, -0.5, 0.25, 1.0, 0.1, -0.2]))
+    shape = (columns, outputs, 6)
+    held = leaf_statistics(rng, features, bins, held_rows, 0.2, outputs) if held_rows else np.zeros(shape)
+    held[rng.random(columns) < 0.3, :, 1] = -0.0  # means of -0.0, as a block of zero gradients leaves
+    held_total = [np.array([3.0, -0.5 * k, 0.25, 1.0, 0.1, -0.2]) for k in range(outputs)]
+    total = np.stack([merge(np.zeros(6), one) for one in held_total])
     codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
-    g = rng.normal(size=rows) * rng.choice([1.0, 1e-9, 1e9])
-    h = rng.uniform(0.0, 0.25, size=rows)
-    # Tree._merge_pending's numpy steps: one column per feature and code, then the total
+    g = rng.normal(size=(rows, outputs)) * rng.choice([1.0, 1e-9, 1e9])
+    h = rng.uniform(0.0, 0.25, size=(rows, outputs))
+    # Tree._merge_pending's numpy steps, output by output: one column per feature and code, then the total
     index = np.zeros((rows, features + 1), dtype=np.intp)
     index[:, :-1] = codes
     index += offsets
-    block = block_stats(index.ravel(), np.repeat(g, features + 1), np.repeat(h, features + 1), columns + 1)
-    expected = merge(np.concatenate([held, total[None]]), block)
+    expected = []
+    for k in range(outputs):
+        g_k, h_k = np.repeat(g[:, k], features + 1), np.repeat(h[:, k], features + 1)
+        block = block_stats(index.ravel(), g_k, h_k, columns + 1)
+        expected.append(merge(np.concatenate([held[:, k], total[k][None]]), block))
     kernels.merge_block(held, total, codes, g, h, offsets)
-    assert np.array_equal(bits(held), bits(expected[:-1])) and np.array_equal(bits(total), bits(expected[-1]))
+    for k in range(outputs):
+        assert np.array_equal(bits(held[:, k]), bits(expected[k][:-1]))
+        assert np.array_equal(bits(total[k]), bits(expected[k][-1]))
 
 
 def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
