@@ -16,7 +16,7 @@ changes, the merge takes every output in one pass over the block, and `linear_st
 each output's linear term. And four steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking);
-- a linear one-output tree's raw scores (`predict_linear`, Tree.predict_rows);
+- a linear tree's raw scores (`predict_linear`, Tree.predict_rows and MultiOutputTree.predict_outputs);
 - appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append);
 - routing rows through a tree without nominal branches (`route_numeric`, Tree.route).
 
@@ -356,8 +356,11 @@ def merge_block(
     The block's statistics of each column (and of the total, the column after them) are np.bincount's:
     sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
     column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
-    into +0.0, and must, as merge's does). The outputs share the instances, so each instance's columns
-    are found once for all of them, and each output's numbers get the operations they get alone."""
+    into +0.0, and must, as merge's does), but for a column empty in the block whose statistics are
+    all +0.0, which the update leaves as they are: it is not written, so the memory of a new slot's
+    bins that no instance reached is never allocated. The outputs share the instances, so each
+    instance's columns are found once for all of them, and each output's numbers get the operations
+    they get alone."""
     columns, outputs = stats.shape[0], stats.shape[1]
     block = np.zeros((columns + 1, outputs, 6))
     n, features = codes.shape
@@ -382,9 +385,21 @@ def merge_block(
                 block[c, k, 4] += dh * dh
                 block[c, k, 5] += dg * dh
     for c in range(columns + 1):
+        held = stats[c] if c < columns else total
+        if block[c, 0, 0] == 0.0 and _clear(held):
+            continue  # Chan's update of nothing into +0.0 gives +0.0: the row stays unwritten
         for k in range(outputs):
-            held = stats[c, k] if c < columns else total[k]
-            _merge_into(held, block[c, k])
+            _merge_into(held[k], block[c, k])
+
+
+@_compiled
+def _clear(rows: np.ndarray) -> bool:
+    """Whether every number of `rows` [outputs, 6] is +0.0 (a -0.0 is not: merge turns it into +0.0)."""
+    for k in range(rows.shape[0]):
+        for q in range(rows.shape[1]):
+            if rows[k, q] != 0.0 or np.signbit(rows[k, q]):
+                return False
+    return True
 
 
 @_compiled
@@ -560,16 +575,20 @@ def predict_linear(
     inputs: np.ndarray,
     first: int,
 ) -> np.ndarray:
-    """A linear tree's raw scores of rows first, first + 1, ... of `inputs` [rows, columns] at `nodes`:
-    the node's value plus its weights of `columns` times the inputs, added feature by feature in
-    order, as Tree.predict_rows sums them."""
-    out = np.empty(nodes.size)
+    """A linear tree's raw scores [outputs, rows] of rows first, first + 1, ... of `inputs` [rows,
+    columns] at `nodes`: each output's value (`value` [nodes, outputs]) plus its weights (`weights`
+    [nodes, outputs, features]) of `columns` times the inputs, added feature by feature in order, as
+    Tree.predict_rows and MultiOutputTree.predict_outputs sum them (a one-output tree passes its
+    arrays with an output axis of 1)."""
+    outputs = value.shape[1]
+    out = np.empty((outputs, nodes.size))
     for i in range(nodes.size):
         node = nodes[i]
-        total = value[node]
-        for j in range(columns.size):
-            total += weights[node, columns[j]] * inputs[first + i, j]
-        out[i] = total
+        for k in range(outputs):
+            total = value[node, k]
+            for j in range(columns.size):
+                total += weights[node, k, columns[j]] * inputs[first + i, j]
+            out[k, i] = total
     return out
 
 

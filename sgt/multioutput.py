@@ -74,6 +74,10 @@ class MultiOutputTree(Tree):
     def predict_outputs(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
         """Each output's raw score [outputs, rows]: the value, plus the linear term summed feature by
         feature in layout order (as `predict_outputs_one`)."""
+        if self.linear and inputs.columns.size and kernels.ENABLED:
+            return kernels.predict_linear(
+                nodes, self.value, self.weights, inputs.columns, inputs.values, first
+            )
         values = self.value[nodes].T
         if not self.linear or not inputs.columns.size:
             return np.ascontiguousarray(values)
@@ -269,9 +273,10 @@ def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) ->
     wide.weights = grown(tree.weights, 1)
     wide.pending_g = grown(tree.pending_g, 2)
     wide.pending_h = grown(tree.pending_h, 2)
-    wide.stats = grown(tree.stats, 2)
+    wide.stats = [grown(held, 1) for held in tree.stats]
     wide.total = grown(tree.total, 1)
     # the counts of the new outputs: the instances already merged
-    wide.stats[:, :, added, N] = wide.stats[:, :, kept[:1], N]
+    for held in wide.stats:
+        held[:, added, N] = held[:, kept[:1], N]
     wide.total[:, added, N] = wide.total[:, kept[:1], N]
     return wide

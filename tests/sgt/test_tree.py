@@ -73,10 +73,10 @@ def test_spare_slots_change_neither_the_saved_state_nor_nbytes() -> None:
     model = BoostedClassifier()
     model.learn_many(X[:1500], y[:1500])
     trees = [tree for member in model._members for tree in member._trees]
-    assert any(tree.stats.shape[0] > tree.n_slots for tree in trees)  # spare slots exist
+    assert any(tree.total.shape[0] > tree.n_slots for tree in trees)  # spare slots exist
     restored = load(model.to_bytes())
     copies = [tree for member in restored._members for tree in member._trees]
-    assert all(copy.stats.shape[0] == copy.n_slots for copy in copies)
+    assert all(copy.total.shape[0] == copy.n_slots for copy in copies)
     for tree, copy in zip(trees, copies, strict=True):
         copy.reserve_pending(tree.pending_g.shape[1])
     assert restored.nbytes == model.nbytes
