@@ -244,10 +244,11 @@ class Tree:
         self.stats.append(self._new_stats())  # (the spare rows of total and pending_n are zero already)
         return slot
 
-    def _new_stats(self) -> np.ndarray:
-        """A slot's statistics before any instance: fresh zeros rather than zeros written, which would
-        allocate every page of them."""
-        return np.zeros((self.layout.n_columns, *self._output_axes(), WIDTH))
+    def _new_stats(self, layout: Layout | None = None) -> np.ndarray:
+        """A slot's statistics before any instance (in `layout`, by default the tree's): fresh zeros
+        rather than zeros written, which would allocate every page of them."""
+        columns = (layout or self.layout).n_columns
+        return np.zeros((columns, *self._output_axes(), WIDTH))
 
     def reserve_pending(self, rows: int) -> None:
         """Make room for `rows` pending instances per leaf (doubling, at most grace_period)."""
@@ -274,10 +275,10 @@ class Tree:
         feature block keeps summarising every instance of the leaf.
         """
         old = self.layout
-        stats = [np.zeros((layout.n_columns, *self._output_axes(), WIDTH)) for _ in self.stats]
-        for j in range(layout.n_features):
-            start = int(layout.offsets[j])
-            for slot, (held, moved) in enumerate(zip(self.stats, stats)):
+        stats = [self._new_stats(layout) for _ in self.stats]
+        for slot, (held, moved) in enumerate(zip(self.stats, stats)):
+            for j in range(layout.n_features):
+                start = int(layout.offsets[j])
                 if j < old.n_features:
                     width = old.widths[j]
                     moved[start : start + width] = held[old.offsets[j] : old.offsets[j] + width]
@@ -786,7 +787,7 @@ class Tree:
             block.reshape(slots.size, columns, WIDTH),
         )
         for slot, rows in zip(slots.tolist(), merged):
-            self.stats[slot] = rows[:-1]
+            self.stats[slot][...] = rows[:-1]  # (into the slot's own array: a view would keep `merged`)
         self.total[slots] = merged[:, -1]
         self.pending_n[slots] = 0
 
@@ -1020,7 +1021,7 @@ class Tree:
         tree.n_nodes, tree.n_slots = n, s
         tree.n_splits, tree.n_updates = int(counters["n_splits"]), int(counters["n_updates"])
         tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
-        tree.stats = list(_dense_stats(prefix, arrays, (s, layout.n_columns, *out)))
+        tree.stats = _slot_stats(prefix, arrays, (s, layout.n_columns, *out))
         tree.total = arrays[f"{prefix}.total"].reshape(s, *out, WIDTH)
         tree._load_pending(prefix, arrays)
         tree.tables = [
@@ -1100,21 +1101,27 @@ def _sparse_stats(prefix: str, stats: list[np.ndarray]) -> list[NamedArray]:
     ]
 
 
-def _dense_stats(prefix: str, arrays: dict[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    """The [slots, columns, (outputs,) 6] statistics of a tree from either format, checked against its
-    layout (`shape`: all but the last axis)."""
+def _slot_stats(prefix: str, arrays: dict[str, np.ndarray], shape: tuple[int, ...]) -> list[np.ndarray]:
+    """Each slot's [columns, (outputs,) 6] statistics of a tree from either format, each an array of
+    its own (as a learning tree's are: none keeps another's memory alive), checked against its layout
+    (`shape`: all but the last axis, slots first)."""
     if f"{prefix}.stats" in arrays:  # format 1
-        return arrays[f"{prefix}.stats"].reshape(*shape, WIDTH)
+        return [np.array(held) for held in arrays[f"{prefix}.stats"].reshape(*shape, WIDTH)]
     index = arrays[f"{prefix}.stats_index"]
     values = arrays[f"{prefix}.stats_rows"]
-    total = math.prod(shape)
+    slots, per_slot = shape[0], math.prod(shape[1:])
     if index.ndim != 1 or values.shape != (index.size, WIDTH):
         raise SerializationError(f"{prefix}: sparse statistics disagree in size")
-    if index.size and (index[0] < 0 or index[-1] >= total or (np.diff(index) <= 0).any()):
+    if index.size and (index[0] < 0 or index[-1] >= slots * per_slot or (np.diff(index) <= 0).any()):
         raise SerializationError(f"{prefix}: sparse statistics index out of order or range")
-    dense = np.zeros((total, WIDTH))
-    dense[index] = values
-    return dense.reshape(*shape, WIDTH)
+    bounds = np.searchsorted(index, np.arange(slots + 1) * per_slot).tolist()
+    out = []
+    for slot in range(slots):
+        held = np.zeros((per_slot, WIDTH))  # (only the rows written take memory: see the module)
+        lo, hi = bounds[slot], bounds[slot + 1]
+        held[index[lo:hi] - slot * per_slot] = values[lo:hi]
+        out.append(held.reshape(*shape[1:], WIDTH))
+    return out
 
 
 def _check_structure(prefix: str, tree: Tree) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,29 @@ def test_spare_slots_change_neither_the_saved_state_nor_nbytes() -> None:
     model.learn_many(X[1500:], y[1500:])
     restored.learn_many(X[1500:], y[1500:])
     assert restored.to_bytes() == model.to_bytes()
+
+
+def _memory_of(array: np.ndarray) -> int:
+    """The id of the buffer `array` lives in (its base's, for a view)."""
+    return id(array if array.base is None else array.base)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "kernels"])
+def test_every_slot_owns_its_statistics_after_learning_and_a_restore(compiled, monkeypatch) -> None:
+    """Catches slot statistics left as views of one shared array (a restore's dense block, or the
+    numpy code's merge of several leaves at once): one live slot would keep every other slot's
+    memory alive, past what `nbytes` counts."""
+    from sgt import SGTClassifier, kernels, load
+
+    monkeypatch.setattr(kernels, "ENABLED", compiled)
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(4000, 4))
+    y = (X[:, 0] + X[:, 1] > 1.0).astype(int)
+    model = SGTClassifier()
+    model.learn_many(X, y)
+    learned, restored = model._trees[0], load(model.to_bytes())._trees[0]
+    waiting = np.flatnonzero(learned.pending_n[: learned.n_slots] > 0)
+    assert waiting.size > 1
+    learned._merge_leaves(waiting)  # several leaves' blocks merged in one pass
+    for tree in (learned, restored):
+        assert len({_memory_of(held) for held in tree.stats}) == tree.n_slots
