@@ -41,6 +41,7 @@ order, not on how each record lists its keys: a model's predictions and bytes do
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import struct
 import sys
@@ -258,13 +259,14 @@ class FeatureSpace:
         items = list(x.items()) if isinstance(x, dict) else list(self._items(x))
         index, vocab, numeric = self.index, self.vocab, self.numeric
         if learn:
-            fresh: list[tuple[str, Any]] = []  # the record's new features, registered once all are checked
+            fresh: list[tuple[Any, Any]] = []  # the record's new features, registered once all are checked
             for name, value in items:
                 kind = type(value)
                 j = index.get(name)
                 if j is None:
                     if not _is_missing(value):
-                        self._check(name, value)
+                        if kind is not float and kind is not int and kind is not str:
+                            self._check(name, value)  # (plain numbers and strings always register)
                         fresh.append((name, value))
                 elif kind is float or kind is int:
                     if vocab[j] is not None and value == value:  # NaN is missing
@@ -473,7 +475,7 @@ class FeatureSpace:
                     raise TypeError(f"feature names must be strings, got {name!r}")
             self._register_all(fresh)
 
-    def _register_all(self, fresh: Sequence[tuple[str, Any]]) -> None:
+    def _register_all(self, fresh: Sequence[tuple[Any, Any]]) -> None:
         """Register a record's new features (names, first values) in the canonical order.
 
         A feature's index (its column in every statistic) then depends on the record that brings it
@@ -483,14 +485,20 @@ class FeatureSpace:
         for name, value in sorted(fresh, key=lambda item: self._order_key(item[0])):
             self._register(name, value)
 
-    def _order_key(self, name: str) -> tuple[int, Any]:
+    def _order_key(self, name: Any) -> tuple[int, Any]:
         """Where a new feature goes among those of its record: the declared `feature_names` first, in
         their order; then every other name in natural order (digit runs compare as numbers: x2 before
         x10), ties (x01, x1) in code point order. So an array's columns, named x0, x1, ... or by
-        `feature_names`, register in their positions' order, as dicts with the same names do."""
-        if name in self._declared:
-            return (0, self._declared[name])
-        return (1, _natural_key(name))
+        `feature_names`, register in their positions' order, as dicts with the same names do.
+
+        Names that are not strings, which only `encode_one` takes (River's generators key features by
+        integers), come last: numbers in numeric order, then anything else by type name and repr."""
+        if isinstance(name, str):
+            position = self._declared.get(name)
+            return (1, _natural_key(name)) if position is None else (0, position)
+        if isinstance(name, numbers.Real) and name == name:
+            return (2, name)
+        return (3, (type(name).__name__, repr(name)))
 
     def _register(self, name: str, value: Any) -> int:
         nominal = name in self.nominal or isinstance(value, str)

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sgt import SGTClassifier, SGTRegressor
+from sgt import BoostedClassifier, SGTClassifier
 from sgt.features import FeatureSpace
 from sgt.registry import MODEL_TYPES
 
@@ -207,15 +207,19 @@ def test_declared_feature_names_keep_their_order_for_arrays_and_dicts() -> None:
     assert from_dicts.to_bytes() == from_array.to_bytes()
 
 
-@pytest.mark.parametrize("path", ["learn_one", "learn_many"])
-def test_a_name_that_is_not_a_string_is_refused_on_every_path_and_changes_nothing(path: str) -> None:
-    model = SGTRegressor(**SMALL)
-    model.learn_one({"a": 1.0}, 1.0)
-    blob = model.to_bytes()
-    record = {"b": 2.0, 3: 1.0}
-    with pytest.raises(TypeError, match="feature names must be strings"):
-        if path == "learn_one":
-            model.learn_one(record, 1.0)
-        else:
-            model.learn_many([record], [1.0])
-    assert model.to_bytes() == blob
+def test_keys_that_are_not_strings_order_canonically_too() -> None:
+    """learn_one takes integer keys (River's generators use them) beside strings: any order, one model."""
+    rng = np.random.default_rng(9)
+    records = [
+        {0: float(a), 1: float(b), 10: float(c), 2: float(d), "s": str(e)}
+        for a, b, c, d, e in zip(*rng.uniform(0.0, 1.0, (4, 300)), rng.choice(["u", "v"], 300), strict=True)
+    ]
+    labels = [x[10] + x[0] > 1.0 for x in records]
+    written, permuted = BoostedClassifier(**SMALL), BoostedClassifier(**SMALL)
+    for x, label in zip(records, labels, strict=True):
+        written.learn_one(x, label)
+    for x, label in zip(_permuted(records, 9), labels, strict=True):
+        permuted.learn_one(x, label)
+    assert [f["name"] for f in written.to_dict()["features"]] == ["s", 0, 1, 2, 10]
+    assert written.n_splits > 0
+    assert permuted.to_bytes() == written.to_bytes()
