@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -121,6 +121,9 @@ class SGTClassifier(BaseSGT):
     >>> model.predict_one({"x0": 0.9, "x1": 0.1})
     1
     """
+
+    #: adaptive leaves choose by a regression loss on one-output trees: the regressors only, so far
+    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
 
     def __init__(
         self,
