@@ -80,9 +80,9 @@ def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
 
 
 class _Fading(SGTRegressor):
-    """SGTRegressor with adaptive leaves whose tally fades by ``fading`` per attempt (0.9 by default)."""
+    """SGTRegressor with adaptive leaves whose tally fades by ``fading`` per attempt (0.5 by default)."""
 
-    fading = 0.9
+    fading = 0.5
 
     def _params(self) -> Params:
         return dataclasses.replace(super()._params(), leaf_fading=self.fading)
@@ -116,8 +116,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
     Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
-    Variant("ours-fading-0.5", lambda spec: fading(spec, 0.5)),
-    Variant("ours-fading-0.99", lambda spec: fading(spec, 0.99)),
+    Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
+    Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
     Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),

@@ -52,10 +52,11 @@ def _mae(model: SGTRegressor, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def test_a_diverging_linear_term_falls_back_to_the_constant() -> None:
-    """Fails on the previous default (linear leaves): MAE 158 against the constant leaves' 1.9."""
+    """Fails on the previous default (linear leaves): MAE 158 against the constant leaves' 1.89 (now
+    1.94)."""
     X, y = _outlier_features(5000, seed=2)
     default, constant = _mae(SGTRegressor(), X, y), _mae(SGTRegressor(leaf_model="constant"), X, y)
-    assert default < 1.3 * constant
+    assert default < 1.05 * constant
     assert _mae(SGTRegressor(leaf_model="linear"), X, y) > 10 * constant  # what the default was
 
 
