@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +61,9 @@ class SGTClassifier(BaseSGT):
         "linear" (default): a leaf predicts its value plus a linear term in the numeric features
         (their bin centres on the grid), fitted by Newton steps from the same gradients and
         Hessians at every attempt; a new leaf starts from its parent's term. "constant": the
-        paper's leaves, a value only.
+        paper's leaves, a value only. "adaptive": each leaf serves its linear term or its constant,
+        whichever predicted its records better so far (sgt.tree.Tree._choose; the regressor's
+        default, not the classifier's: BENCHMARKS.md section 9).
     linear_lambda
         L2 regularisation of the linear term's Newton steps (on mean Hessians). Default 0.01.
     max_depth
@@ -121,9 +123,6 @@ class SGTClassifier(BaseSGT):
     >>> model.predict_one({"x0": 0.9, "x1": 0.1})
     1
     """
-
-    #: adaptive leaves choose by a regression loss on one-output trees: the regressors only, so far
-    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
 
     def __init__(
         self,

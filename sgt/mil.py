@@ -39,7 +39,7 @@ class MILClassifier(BaseSGT):
     True
     """
 
-    #: adaptive leaves choose by a regression loss on one-output trees: the regressors only, so far
+    #: a bag learns through its top-scoring instance alone: adaptive leaves are not measured there
     _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
 
     def __init__(

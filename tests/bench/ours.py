@@ -115,6 +115,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
+    Variant("ours-adaptive-leaves", lambda spec: single(spec, leaf_model="adaptive")),  # the classifier too
     Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
     Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
     Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),

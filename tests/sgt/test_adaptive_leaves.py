@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgt import SGTClassifier, SGTRegressor, kernels
+from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
 from sgt.losses import Huber
 from sgt.serialization import SerializationError
+from tests.sgt.sgt_testkit import mixed_records
 
 PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N = 1200
@@ -77,10 +78,29 @@ def test_adaptive_leaves_keep_the_gains_of_either_leaf_model() -> None:
     assert errors["step", "constant"] < errors["step", "adaptive"] < errors["step", "linear"]
 
 
-def test_the_regressor_defaults_to_adaptive_leaves_the_classifier_refuses_them() -> None:
-    assert SGTRegressor().leaf_model == "adaptive"
+def test_the_regressor_defaults_to_adaptive_leaves_the_boosted_classifier_refuses_them() -> None:
+    assert SGTRegressor().leaf_model == "adaptive" and SGTClassifier().leaf_model == "linear"
     with pytest.raises(ValueError, match="leaf_model must be one of 'constant', 'linear', got 'adaptive'"):
-        SGTClassifier(leaf_model="adaptive")
+        BoostedClassifier(leaf_model="adaptive")  # its members' trees may have several outputs
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_adaptive_classifier_learns_the_loops_bytes_in_batches_and_restores(compiled: bool) -> None:
+    """The classifier's trees (one output each, one per class but one) choose on the log loss."""
+    records, labels = mixed_records(1500, seed=51)
+    enabled = kernels.ENABLED
+    try:
+        kernels.ENABLED = compiled and enabled
+        loop = SGTClassifier(leaf_model="adaptive", grace_period=40)
+        for x, y in zip(records, labels, strict=True):
+            loop.learn_one(x, y)
+        batched = SGTClassifier(leaf_model="adaptive", grace_period=40)
+        batched.learn_many(records[:700], labels[:700])
+        batched = SGTClassifier.from_bytes(batched.to_bytes())
+        batched.learn_many(records[700:], labels[700:])
+    finally:
+        kernels.ENABLED = enabled
+    assert batched.n_splits >= 1 and batched.to_bytes() == loop.to_bytes()
 
 
 def _loop(model: SGTRegressor, X: np.ndarray, y: np.ndarray) -> list[float]:
