@@ -672,6 +672,10 @@ class Tree:
 
         The block's g are at the served prediction; the linear term's Newton step needs them at its own,
         g + h e when the constant served (exact for squared error, the tree's own approximation else).
+        The predictor not served also takes a Newton step of its level here, from its own g (g - h e
+        for the constant, g + h e for the linear term): the value updates and split steps of `act`,
+        computed from the served predictor's g, move the served one alone (`_step_value`), so each
+        predictor's level follows its own residuals and either is ready when the tally turns.
         """
         if not self.adaptive:
             return None
@@ -691,9 +695,10 @@ class Tree:
             # the other predictor's g (at its own predictions) and h, summed for its level's step
             other = np.empty((size, 3))
             np.multiply(h, e, out=other[:, 0])
-            np.subtract(g, other[:, 0], out=other[:, 0]) if linear else np.add(
-                g, other[:, 0], out=other[:, 0]
-            )
+            if linear:
+                np.subtract(g, other[:, 0], out=other[:, 0])
+            else:
+                np.add(g, other[:, 0], out=other[:, 0])
             other[:, 1] = h
             other[:, 2] = change
             g_sum, h_sum, change_sum = _sums_in_order(other).tolist()
