@@ -34,6 +34,9 @@ class SGTRegressor(BaseSGT):
         An sgt.losses.Loss; default SquaredError().
     base_score
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
+    leaf_model
+        "adaptive" (default): each leaf serves its linear term or its constant, whichever predicted
+        its records better so far (sgt.tree.Tree._choose); "linear" or "constant" as for the classifier.
 
     Examples
     --------
@@ -65,7 +68,7 @@ class SGTRegressor(BaseSGT):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "linear",
+        leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
     ) -> None:
         super().__init__(
@@ -97,20 +100,32 @@ class SGTRegressor(BaseSGT):
         params.update(loss=self.loss.name, base_score=self.base_score)
         return params
 
+    def _saved_params(self) -> dict[str, Any]:
+        """`get_params`, plus the loss's own arguments where it has any (Huber's delta)."""
+        params = super()._saved_params()
+        if vars(self.loss):
+            params["loss_args"] = dict(vars(self.loss))
+        return params
+
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        """The saved loss name becomes the built-in loss of that name, or `loss` if it has that name."""
+        """The saved loss name becomes the built-in loss of that name (with its saved arguments), or
+        `loss` if it has that name (and those arguments)."""
         name = params.pop("loss")
+        args = params.pop("loss_args", {})
         if loss is not None:
-            if loss.name != name:
-                raise SerializationError(f"the model was trained with loss {name!r}, not {loss.name!r}")
+            if loss.name != name or (args and vars(loss) != args):
+                raise SerializationError(
+                    f"the model was trained with loss {name!r} {args or ''}, not {loss!r}".replace("  ", " ")
+                )
             return {**params, "loss": loss}
         try:
-            return {**params, "loss": get_loss(name)}
+            built_in = get_loss(name)
         except ValueError:
             raise SerializationError(
                 f"the model uses the custom loss {name!r}: pass it as load(..., loss=...)"
             ) from None
+        return {**params, "loss": type(built_in)(**args) if args else built_in}
 
     def _state_extra(self) -> dict[str, Any]:
         return {"base": self._base_value}

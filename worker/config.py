@@ -465,7 +465,8 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (linear).",
+        "constant; none = the model's default (for sgt regression each leaf serves its linear term or "
+        "its constant, whichever predicted better; else linear).",
         _optional_choice("linear", "constant"),
     ),
     Setting(
