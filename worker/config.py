@@ -30,6 +30,7 @@ from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
 from worker.outputs import prediction_bound
+from worker.records import MAX_TS_AHEAD
 from worker.schema import MAX_FEATURES
 
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -377,6 +378,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Drop join-buffer entries older than this, in event time (seconds).",
         _float(0.0, open_low=True),
     ),
+    Setting(
+        "max_ts_ahead_seconds",
+        MAX_TS_AHEAD,
+        "A record whose ts lies more than this many seconds after its Kafka timestamp is dead-lettered "
+        "as future_ts (it would move the event clock and expire the join buffer).",
+        _float(0.0),
+    ),
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
     Setting(
         "max_message_bytes",
@@ -589,6 +597,7 @@ class WorkerSettings:
     join_max_bytes: int
     merge_max_bytes: int
     join_max_age_seconds: float
+    max_ts_ahead_seconds: float
     max_record_bytes: int
     max_message_bytes: int
     proba_top_k: int

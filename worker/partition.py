@@ -114,6 +114,7 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         proba_top_k=settings.proba_top_k,
         max_label_bytes=settings.max_label_bytes,
         max_classes=settings.max_classes,
+        max_ts_ahead=settings.max_ts_ahead_seconds,
     )
 
 

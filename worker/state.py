@@ -48,7 +48,7 @@ from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
 from worker.model_protocol import ModelClass, StreamModel, classes_of
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
+from worker.records import MAX_LABEL_BYTES, MAX_TS_AHEAD, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
 from worker.values import (
     DeadLetter,
@@ -83,6 +83,7 @@ class StateConfig:
     proba_top_k: int = 10  # classes listed in a prediction's proba
     max_label_bytes: int = MAX_LABEL_BYTES
     max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
+    max_ts_ahead: float = MAX_TS_AHEAD  # a ts further ahead of the Kafka timestamp is dead-lettered
 
 
 @dataclass
@@ -260,7 +261,8 @@ class PartitionState:
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
         task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
-        decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
+        ahead = cfg.max_ts_ahead
+        decoded = [decode(r.value, r.ts, task, limit, label_limit, ahead) for r in records]
         return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
