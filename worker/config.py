@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -639,6 +640,7 @@ class WorkerSettings:
         _check_topics(self)
         _check_prediction_bound(self)
         _check_guarantee(self)
+        _check_group_timings(self)
 
     @property
     def state_topic_name(self) -> str | None:
@@ -708,6 +710,40 @@ def _check_guarantee(settings: WorkerSettings) -> None:
             f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
             "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
         )
+
+
+def _check_group_timings(settings: WorkerSettings) -> None:
+    """The heartbeat must come more often than the session times out: Kafka requires
+    ``heartbeat.interval.ms`` below ``session.timeout.ms``, but librdkafka accepts any pair, and with a
+    heartbeat slower than the session the group expires the member between two heartbeats, so its
+    partitions are lost a session timeout after each assignment, over and over."""
+    heartbeat, session = settings.heartbeat_interval_ms, settings.session_timeout_ms
+    if heartbeat >= session:
+        raise ConfigError(
+            f"{describe('heartbeat_interval_ms')}: {heartbeat} with session_timeout_ms {session}; allowed "
+            f"are values below session_timeout_ms ({session}), and Kafka recommends at most a third of it "
+            f"({session // 3}), so that a lost heartbeat or two do not end the session"
+        )
+
+
+#: ``SGT_*`` variables that are not settings but are read all the same: the settings file, and the
+#: library's switch of its compiled kernels (``sgt.kernels``).
+OTHER_VARIABLES = frozenset({"SGT_CONFIG", "SGT_KERNELS"})
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The ``SGT_*`` variables of ``env`` that nothing reads, each with the closest known name (None
+    when none is close), sorted by name.
+
+    A misspelt variable would be ignored without a word (an unknown TOML key is refused); the worker
+    warns about these rather than refusing them, since other tools may use the prefix too.
+    """
+    known = {s.env for s in SETTINGS} | OTHER_VARIABLES
+    return [
+        (name, next(iter(difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)), None))
+        for name in sorted(env)
+        if name.startswith("SGT_") and name not in known
+    ]
 
 
 def describe(name: str) -> str:
