@@ -60,7 +60,7 @@ from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.merge import FEATURES, LABELS
-from worker.metrics import WorkerMetrics
+from worker.metrics import Health, WorkerMetrics
 from worker.partition import Owned
 from worker.state_topic import StateTopicError, StateTopicFenced
 
@@ -118,6 +118,7 @@ class Checkpointer:
             log,
         )
         self.mirror: StateMirror | None = None  # set once the worker has opened the state topic
+        self.health = Health()  # the worker's, which it sets: told each partition's failures in a row
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
@@ -389,6 +390,7 @@ class Checkpointer:
         (step 3c). Logged at the start of a streak of failures, then at most once a minute."""
         owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
         failure = owned.retry.failed(self.clock())
+        self.health.checkpoint_failed(partition, failure.failures)
         if failure.log:
             self.log.error(
                 message,
@@ -401,6 +403,7 @@ class Checkpointer:
         """A checkpoint is complete (file, and state topic when there is one): the backoff's streak ends;
         returns the offsets to commit."""
         failures = owned.retry.succeeded()
+        self.health.checkpoint_succeeded(partition)
         if failures:
             self.log.info("checkpoint written again", extra=fields(partition=partition, failures=failures))
         return self._offsets(partition, snapshot.next_offsets)

@@ -216,7 +216,8 @@ def run_command(args: argparse.Namespace, early_signals: list[int] | None = None
             extra=fields(variable=variable, closest=closest),
         )
 
-    metrics, health = WorkerMetrics(), Health()
+    metrics = WorkerMetrics()
+    health = Health(max_checkpoint_failures=settings.unhealthy_after_checkpoint_failures)
     server = None
     if settings.metrics_port:
         try:

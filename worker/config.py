@@ -342,6 +342,13 @@ SETTINGS: tuple[Setting, ...] = (
         _float(0.0, open_low=True),
     ),
     Setting(
+        "unhealthy_after_checkpoint_failures",
+        10,
+        "/healthz and /readyz answer 503 once a partition's checkpoint has failed this many times in a "
+        "row (retries back off from 0.5 s to 5 s: 10 failures take about 30 s), until one succeeds.",
+        _int(1, 1000000),
+    ),
+    Setting(
         "processing_guarantee",
         "at_least_once",
         "at_least_once: outputs may repeat after a crash (those of the records since the last checkpoint); "
@@ -592,6 +599,7 @@ class WorkerSettings:
     metrics_host: str
     checkpoint_records: int
     checkpoint_seconds: float
+    unhealthy_after_checkpoint_failures: int
     processing_guarantee: str
     transactional_id: str | None
     join_max_pending: int

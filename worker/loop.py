@@ -77,7 +77,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
-        self.health = health or Health()
+        self.health = health or Health(max_checkpoint_failures=settings.unhealthy_after_checkpoint_failures)
         self.log = log or logging.getLogger("worker")
         # the Kafka clients' logs and errors, each shape at most once per interval (see RepeatFilter)
         self._client_log = self.log.getChild("librdkafka")
@@ -105,6 +105,8 @@ class Worker:
             if settings.processing_guarantee == "exactly_once"
             else Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
         )
+        self.checkpointer.health = self.health
+        self.store.on_lost = self.metrics.checkpoint_dir_lost.inc
         self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
         self.runtime.committed_offsets = self.checkpointer.committed_offsets
         self.rebalancer = Rebalancer(
@@ -225,6 +227,7 @@ class Worker:
         fenced, self.checkpointer.fenced = self.checkpointer.fenced, {}
         for partition, why in fenced.items():
             self.runtime.give_up([partition], why)
+        self.health.forget(sorted(fenced))
         if self.mirror is not None:
             self.mirror.release(sorted(fenced))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -469,3 +470,52 @@ def test_records_past_the_replayed_range_in_the_same_batch_are_processed_after_a
         orjson.loads(v)["offset"] for topic, v in producer.delivered if topic == settings.predictions_topic
     ]
     assert predicted[-9:] == [0, 1, 2, 4, 5, 6, 7, 8, 9]  # (0 to 2 went out before offset 3 failed, too)
+
+
+def test_health_turns_unhealthy_after_consecutive_checkpoint_failures_and_back_after_one_succeeds(
+    tmp_path: Path,
+) -> None:
+    """/healthz and /readyz used to answer 200 through any number of failed checkpoints, while the
+    records a restart would replay piled up. A real failure the file system gives root too: the
+    checkpoint directory replaced by a file (writes fail with ENOTDIR or EEXIST)."""
+    from worker.metrics import MetricsServer
+
+    ckpt = tmp_path / "ckpt"
+    worker, consumer, _ = _worker(ckpt, unhealthy_after_checkpoint_failures=3)
+    worker.store.acquire()
+    server = MetricsServer(worker.metrics, worker.health, "127.0.0.1", 0).start()
+    try:
+        clock = FakeClock(worker)
+        _feed(worker, consumer, range(0, 10))
+        assert _checkpointed(ckpt) == [10, 0] and _status(server.port) == (200, 200)
+        shutil.rmtree(ckpt)
+        ckpt.write_text("not a directory any more")
+        _feed(worker, consumer, range(10, 20))  # failure 1, at 0 s
+        for _ in range(6):  # attempts at 0.5 s (failure 2) and 1.5 s (failure 3)
+            clock.now += 0.25
+            _turn(worker)
+        assert worker.owned[0].retry.failures == 3
+        assert _status(server.port) == (503, 503) and not worker.health.alive
+        ckpt.unlink()  # the file system is usable again: the next attempt (3.5 s) succeeds
+        for _ in range(8):
+            clock.now += 0.25
+            _turn(worker)
+        assert _checkpointed(ckpt) == [20, 0] and worker.owned[0].retry.failures == 0
+        assert _status(server.port) == (200, 200)
+    finally:
+        server.close()
+        worker.store.release()
+
+
+def _status(port: int) -> tuple[int, int]:
+    """The HTTP status of /healthz and of /readyz."""
+    import urllib.error
+    import urllib.request
+
+    codes = []
+    for path in ("/healthz", "/readyz"):
+        try:
+            codes.append(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).status)
+        except urllib.error.HTTPError as exc:
+            codes.append(exc.code)
+    return codes[0], codes[1]
