@@ -62,7 +62,7 @@ from worker.logs import fields
 from worker.merge import FEATURES, LABELS
 from worker.metrics import Health, WorkerMetrics
 from worker.partition import Owned
-from worker.state_topic import StateTopicError, StateTopicFenced
+from worker.state_topic import StateTopicError, StateTopicFenced, StateTopicLost
 
 if TYPE_CHECKING:
     from worker.state_mirror import Mirroring, StateMirror
@@ -381,7 +381,8 @@ class Checkpointer:
             self.metrics.checkpoint_failures.labels(reason="fenced").inc()
             self.fenced[partition] = str(error)
             return
-        self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
+        lost = isinstance(error, StateTopicLost)
+        self.metrics.checkpoint_failures.labels(reason="state_topic_lost" if lost else "state_topic").inc()
         message = "checkpoint not written to the state topic; offsets not committed"
         self.failed(partition, owned, snapshot, message, str(error))
 
@@ -407,6 +408,14 @@ class Checkpointer:
         if failures:
             self.log.info("checkpoint written again", extra=fields(partition=partition, failures=failures))
         return self._offsets(partition, snapshot.next_offsets)
+
+    def drop_mirror(self) -> None:
+        """The state topic was lost (the worker is stopping): from here on checkpoints go to the files
+        alone. The copies still travelling to it never count; their partitions are due again."""
+        for mirror in self._mirroring.values():
+            mirror.owned.since_checkpoint += mirror.snapshot.records
+        self._mirroring.clear()
+        self.mirror = None
 
     def commit_restored(self, offsets: list[TopicPartition]) -> None:
         """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable

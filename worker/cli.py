@@ -10,7 +10,9 @@ checkpoint directory; 3 the graceful shutdown overran ``shutdown_timeout_seconds
 the final checkpoint of some partition was not written (an output not delivered, a failed write):
 its records since the last checkpoint are processed again by the next owner; 5 (exactly_once) the
 output producer was fenced: another worker took its transactional id over, or the broker ended its
-transactional session; nothing produced since the last commit is committed.
+transactional session; nothing produced since the last commit is committed; 6 the state topic was
+deleted or created again while the worker ran: it stopped after writing its final checkpoints to the
+files (the next start creates the topic again and fills it from them).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 EXIT_NO_FINAL_CHECKPOINT = 4
 EXIT_FENCED = 5
+EXIT_STATE_TOPIC_LOST = 6
 
 
 def _run_epilog() -> str:
@@ -198,6 +201,7 @@ def run_command(args: argparse.Namespace, early_signals: list[int] | None = None
     from worker.logs import configure_logging, fields
     from worker.loop import FinalCheckpointError, Worker
     from worker.metrics import Health, MetricsServer, WorkerMetrics
+    from worker.state_topic import StateTopicLost
     from worker.transactions import TransactionFenced
 
     try:
@@ -242,6 +246,11 @@ def run_command(args: argparse.Namespace, early_signals: list[int] | None = None
     except TransactionFenced as exc:
         log.error("worker stopped: its output producer was fenced", extra=fields(error=str(exc)))
         return EXIT_FENCED
+    except StateTopicLost as exc:
+        log.error(
+            "worker stopped: the state topic was deleted or created again", extra=fields(error=str(exc))
+        )
+        return EXIT_STATE_TOPIC_LOST
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
         return 2

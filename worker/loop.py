@@ -49,7 +49,7 @@ from worker.partition import Owned, PartitionRuntime, set_partition_gauges
 from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
 from worker.state_mirror import StateMirror, features_partitions
-from worker.state_topic import StateTopicError
+from worker.state_topic import StateTopicError, StateTopicLost
 from worker.transactions import TransactionalCheckpointer
 
 _GAUGE_INTERVAL_S = 1.0
@@ -114,6 +114,7 @@ class Worker:
         )
         self.topics = self.runtime.topics
         self._stop = threading.Event()
+        self._lost: str | None = None  # why the state topic is gone, once it is (see _state_topic_lost)
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
         self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
@@ -177,7 +178,10 @@ class Worker:
             if fenced is not None:
                 raise fenced from exc
             raise
-        if not self._shutdown():
+        complete = self._shutdown()
+        if self._lost is not None:
+            raise StateTopicLost(self._lost)
+        if not complete:
             raise FinalCheckpointError("the final checkpoint of some partition was not written")
 
     def _open_state_topic(self, consumer: Consumer) -> bool:
@@ -211,6 +215,8 @@ class Worker:
         self.runtime.process_all()
         producer.poll(0)
         self.checkpointer.maybe_checkpoint(self.owned)
+        if self.mirror is not None and self.mirror.lost is not None and self._lost is None:
+            self._state_topic_lost(self.mirror.lost)
         now = time.monotonic()
         if self._rewind_at is not None or self.runtime.latched():
             self.recover_deliveries(now)
@@ -221,6 +227,18 @@ class Worker:
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
             self._update_gauges(now)
+
+    def _state_topic_lost(self, reason: str) -> None:
+        """The state topic was deleted (or created again): report it and stop, as Kafka Streams does
+        when a changelog topic goes missing. Unhealthy from now on; the final checkpoints go to the
+        files alone, and :meth:`run` raises StateTopicLost once shut down (exit code 6), so that the
+        next start creates the topic again and fills it from the files (a worker on an empty disk
+        would otherwise find no state)."""
+        self._lost = reason
+        self.health.fail(f"state topic lost: {reason}")
+        self.checkpointer.drop_mirror()
+        self.runtime.mirror = None
+        self.stop()
 
     def _give_up_fenced(self) -> None:
         """Drop the partitions a newer owner claimed in the state topic (no outputs or commits)."""
