@@ -418,7 +418,7 @@ SETTINGS: tuple[Setting, ...] = (
         100,
         "Most classes a partition's model learns; a label that would add another is dead-lettered "
         "as too_many_classes.",
-        _int(2, 100000),
+        _int(2, 10000),
     ),
     Setting(
         "max_features",

@@ -257,7 +257,8 @@ class Worker:
         """
         consumer = self.clients.consumer
         assert consumer is not None
-        first = consumer.poll(self.settings.poll_timeout_seconds)
+        # no wait while records already fetched are ready: the last turn processed a bounded share
+        first = consumer.poll(0 if self.runtime.more_ready else self.settings.poll_timeout_seconds)
         if first is None:
             return []
         batch = self.settings.batch_size

@@ -35,9 +35,10 @@ from __future__ import annotations
 import heapq
 import struct
 import zlib
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any, cast
 
 import numpy as np
@@ -63,6 +64,14 @@ from worker.values import (
 )
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
+
+#: The most work one model call may take, in trees times rows: a classifier with K classes updates
+#: K - 1 trees a row (the single tree's committee; the boosted ensemble's multi-output members cost
+#: less, about a seventh at 500 classes). At about 20 us per tree and row (the committee at 2,000
+#: classes: 26 records/s) 10,000 is about 0.2 s, so the loop, which sees checkpoints and signals
+#: only between model calls, keeps its cadence at any max_classes; a binary or regression model,
+#: one tree a row, is never cut below the 2,000 records of a default batch.
+MODEL_CALL_TREE_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,27 @@ class PartitionState:
         return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
+
+    def rows_per_call(self, queues: Sequence[deque[MergeEntry]]) -> int | None:
+        """How many of the queued entries one :meth:`process` call may take (None: all of them), so
+        that its model call stays within :data:`MODEL_CALL_TREE_ROWS`.
+
+        Classification only: a row costs a tree per class but one, counting the classes the model
+        knows and every new one among the entries that could be taken (the first that many of each
+        topic's queue), as if all came first: an upper bound, which depends only on the queued
+        records, not on when they were fetched. The result never changes the model or the
+        predictions: the library's batch learning equals a one-record loop, under any cut.
+        """
+        if not self.classification:
+            return None
+        known = classes_of(self.model)
+        cap = _rows_within(len(known))
+        if sum(len(q) for q in queues) * _trees(self.config.max_classes) <= MODEL_CALL_TREE_ROWS:
+            return None
+        labels = set().union(*({getattr(e.decoded, "y", None) for e in islice(q, cap)} for q in queues))
+        labels.discard(None)
+        new = len(labels.difference(known))
+        return cap if not new else _rows_within(min(len(known) + new, self.config.max_classes))
 
     def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
         """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
@@ -554,6 +584,16 @@ class PartitionState:
             header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes
         )
         return state
+
+
+def _trees(classes: int) -> int:
+    """The trees a classifier with that many classes updates a row (at least one)."""
+    return max(classes - 1, 1)
+
+
+def _rows_within(classes: int) -> int:
+    """The rows of one model call at that many classes (at least one)."""
+    return max(MODEL_CALL_TREE_ROWS // _trees(classes), 1)
 
 
 def state_header(blob: bytes) -> dict[str, Any]:

@@ -421,3 +421,14 @@ def test_unknown_sgt_variables_are_named_with_the_closest_known_one() -> None:
         ("SGT_CHECKPIONT_DIR", "SGT_CHECKPOINT_DIR"),
         ("SGT_SOMETHING_ELSE", None),
     ]
+
+
+def test_max_classes_is_capped_where_one_record_alone_would_take_the_model_call_s_budget() -> None:
+    """Past 10,000 classes one record costs the single tree's committee about 0.2 s or more (a tree a
+    class, about 20 us each), so no cut of a run keeps checkpoints and signals on time."""
+    assert load_settings({"max_classes": 10000}, env={}).max_classes == 10000
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"max_classes": 20000}, env={})
+    message = str(caught.value)
+    assert "setting max_classes (--max-classes / SGT_MAX_CLASSES)" in message
+    assert "expected an integer >= 2 and <= 10000" in message

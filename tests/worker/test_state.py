@@ -441,3 +441,40 @@ def test_the_ts_bound_depends_on_the_record_and_its_kafka_timestamp_alone() -> N
         (("source_offset", b"1"), "future_ts")
     ]
     assert [orjson.loads(p.value)["id"] for p in result.predictions] == ["a", "c"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 20), max_size=30),
+    st.lists(st.integers(0, 20), max_size=30),
+    st.lists(st.integers(1, 7), min_size=1, max_size=10),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_merge_taken_in_limited_pops_is_the_merge_taken_at_once(
+    feats: list[int], labels: list[int], limits: list[int], labels_done: bool, features_done: bool
+) -> None:
+    """Popping at most n entries at a time (the bounded model call) takes the same entries in the same
+    order as one pop, and leaves the rest queued as one pop does."""
+    from worker.values import Invalid, MergeEntry
+
+    def entries(times: list[int], rank: int) -> list[MergeEntry]:
+        ordered = sorted(times)
+        return [
+            MergeEntry(float(t), rank, o, Record(o, float(t), None, None), Invalid("x"))
+            for o, t in enumerate(ordered)
+        ]
+
+    whole, cut = Merger(), Merger()
+    for m in (whole, cut):
+        m.push(FEATURES, entries(feats, FEATURES), sizes=[1] * len(feats))
+        m.push(LABELS, entries(labels, LABELS), sizes=[1] * len(labels))
+    expected = whole.pop_ready(labels_done, features_done)
+    taken: list[MergeEntry] = []
+    for i in range(len(feats) + len(labels) + 1):
+        part = cut.pop_ready(labels_done, features_done, limit=limits[i % len(limits)])
+        assert len(part) <= limits[i % len(limits)]
+        taken += part
+    assert [(e.rank, e.offset) for e in taken] == [(e.rank, e.offset) for e in expected]
+    for rank in (FEATURES, LABELS):
+        assert cut.pending(rank) == whole.pending(rank) and cut.queued_bytes(rank) == whole.queued_bytes(rank)
