@@ -152,7 +152,7 @@ class _EarlySignals:
         """Give the signals back to their previous handlers (a command other than run), and deliver
         the one kept, if any, to them."""
         for signum, previous in self._previous.items():
-            signal.signal(signum, previous)  # type: ignore[arg-type]
+            signal.signal(signum, previous)  # type: ignore[arg-type]  # what signal() returned for it, as it was
         self._previous.clear()
         for signum in self.received:
             signal.raise_signal(signum)
