@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT, _check_real
+from sgt.explain import Explanation, explanations
 from sgt.intervals import IntervalLayer, check_coverages
 from sgt.losses import Loss, SquaredError, get_loss
 from sgt.serialization import SerializationError
@@ -199,6 +200,11 @@ class SGTRegressor(BaseSGT):
             self._run(X, y)
         else:
             self.predict_learn_many(X, y)
+
+    def explain_one(self, x: Any) -> Explanation:
+        """The raw score of `x` (for squared error, its prediction) as a base value plus each
+        feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms."""
+        return explanations(self, x)[0]
 
     # -- prediction intervals (sgt.intervals) --------------------------------------------------
     def _layer(self) -> IntervalLayer:
