@@ -63,20 +63,49 @@ def tree_terms(tree: Tree, codes: Sequence[int] | np.ndarray, n_features: int) -
     score(s) for a record with `codes`."""
     node, _ = tree.route_one(codes)
     k = tree.n_outputs
+    if k == 1:
+        return _single_output_terms(tree, node, codes, n_features)
+    path = [node]
+    parent = int(tree.parent[node])
+    while parent != NO_NODE:
+        path.append(parent)
+        parent = int(tree.parent[parent])
     terms = np.zeros((k, 1 + n_features))
-    child = node
-    parent = int(tree.parent[child])
-    while parent != NO_NODE:  # each split's change of estimate, to its feature
-        terms[:, 1 + int(tree.feature[parent])] += np.reshape(tree.value[child] - tree.value[parent], k)
-        child, parent = parent, int(tree.parent[parent])
-    terms[:, 0] = np.reshape(tree.value[0], k)
+    values = np.reshape(tree.value[path], (len(path), k))
+    terms[:, 0] = values[-1]
+    if len(path) > 1:  # each split's change of estimate, to its feature (children before parents)
+        changes = values[:-1] - values[1:]
+        features = tree.feature[path[1:]].tolist()
+        for change, feature in zip(changes, features):
+            terms[:, 1 + feature] += change
     if tree.linear:
-        weights = np.reshape(tree.weights[node], (k, -1))
-        inputs = tree.layout.input_list
-        for j in tree.layout.numeric_list:
-            if j < len(codes):
-                terms[:, 1 + j] += weights[:, j] * inputs[int(codes[j])]
+        numeric = [j for j in tree.layout.numeric_list if j < len(codes)]
+        if numeric:
+            weights = np.reshape(tree.weights[node], (k, -1))[:, numeric]
+            inputs = tree.layout.inputs[np.asarray(codes, dtype=np.intp)[numeric]]
+            terms[:, 1 + np.asarray(numeric, dtype=np.intp)] += weights * inputs
     return terms
+
+
+def _single_output_terms(
+    tree: Tree, node: int, codes: Sequence[int] | np.ndarray, n_features: int
+) -> np.ndarray:
+    """`tree_terms` of a single-output tree at `node`, in Python floats (the common case, faster)."""
+    out = [0.0] * (1 + n_features)
+    value, parents, features = tree.value, tree.parent, tree.feature
+    child, parent = node, int(parents[node])
+    below = float(value[child])
+    while parent != NO_NODE:
+        above = float(value[parent])
+        out[1 + int(features[parent])] += below - above
+        child, below, parent = parent, above, int(parents[parent])
+    out[0] = below  # the root's value
+    if tree.linear:
+        weights, inputs, n = tree.weights[node].tolist(), tree.layout.input_list, len(codes)
+        for j in tree.layout.numeric_list:
+            if j < n:
+                out[1 + j] += weights[j] * inputs[int(codes[j])]
+    return np.array([out])
 
 
 def explain_raw(model: Any, x: Any) -> np.ndarray:
