@@ -92,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     data = streams(args.records)
     print(
-        "| stream | model | target | coverage % | worst window (points off) | windows off > 1 point | mean width |"
+        "| stream | model | target | coverage % | worst window (points off) | windows > 1 point off | width |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, (X, y) in data.items():
