@@ -94,11 +94,19 @@ class IntervalLayer:
         rate = max(1.0 / self.n, SCALE_RATE)
         self.scale = self.scale + rate * (r - self.scale)
 
-    def learn_many(self, predictions: np.ndarray, targets: Sequence[Any]) -> None:
-        """`learn_one` for each row in order; rows whose target is None are skipped."""
+    def learn_many(
+        self, predictions: np.ndarray, targets: Sequence[Any], coverage: float | None = None
+    ) -> np.ndarray | None:
+        """`learn_one` for each row in order; rows whose target is None are skipped. With `coverage`,
+        return each row's half-width at that coverage as it was before the row was learned."""
+        k = None if coverage is None else self._index(coverage)
+        widths = [] if k is not None else None
         for prediction, target in zip(np.asarray(predictions, dtype=float).tolist(), targets):
+            if widths is not None:
+                widths.append(self.half_widths[k] if self.n else math.inf)
             if target is not None:
                 self.learn_one(prediction, float(target))
+        return None if widths is None else np.array(widths, dtype=float)
 
     # -- prediction ----------------------------------------------------------------------------
     def half_width(self, coverage: float) -> float:

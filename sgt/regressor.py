@@ -219,6 +219,19 @@ class SGTRegressor(BaseSGT):
         layer.half_width(coverage)  # an untracked coverage fails before the prediction is made
         return layer.interval(self.predict_one(x), coverage)
 
+    def predict_learn_interval_many(
+        self, X: Any, y: Sequence[Any], coverage: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`predict_learn_many` that also returns each row's interval [rows, 2] at `coverage`, as it
+        stood when the row was predicted (a loop of `predict_interval_one` and `learn_one`)."""
+        layer = self._layer()
+        layer.half_width(coverage)
+        raw, _ = self._run(X, y)
+        predictions = self.loss.link(raw[:, 0])
+        widths = layer.learn_many(predictions, y, coverage)
+        assert widths is not None
+        return predictions, np.column_stack([predictions - widths, predictions + widths])
+
     def predict_interval_many(self, X: Any, coverage: float) -> np.ndarray:
         """[rows, 2]: `predict_interval_one` of each row."""
         layer = self._layer()

@@ -126,3 +126,17 @@ def test_a_state_saved_without_the_layer_restores_it_empty() -> None:
     assert layer == IntervalLayer(COVERAGES) and layer.half_width(0.9) == math.inf
     with pytest.raises(ValueError, match="half-widths"):
         IntervalLayer.restore(COVERAGES, {"half_widths": [1.0], "scale": 1.0, "n": 3})
+
+
+def test_the_batch_gives_each_row_the_interval_it_had_when_predicted() -> None:
+    X, y = _stream(700)
+    batch, loop = _model(BoostedRegressor), _model(BoostedRegressor)
+    predictions, intervals = batch.predict_learn_interval_many(X, y.tolist(), 0.95)
+    expected = []
+    for x, target in zip(as_dicts(X), y.tolist()):
+        expected.append(loop.predict_interval_one(x, 0.95))
+        loop.learn_one(x, target)
+    assert np.array_equal(intervals, np.array(expected))
+    assert np.isinf(intervals[0]).all()  # nothing learned yet: no claim
+    assert np.allclose(predictions[1:], intervals[1:].mean(axis=1))
+    assert batch.to_bytes() == loop.to_bytes()
