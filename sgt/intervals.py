@@ -99,14 +99,14 @@ class IntervalLayer:
     ) -> np.ndarray | None:
         """`learn_one` for each row in order; rows whose target is None are skipped. With `coverage`,
         return each row's half-width at that coverage as it was before the row was learned."""
-        k = None if coverage is None else self._index(coverage)
-        widths = [] if k is not None else None
+        k = -1 if coverage is None else self._index(coverage)
+        widths: list[float] = []
         for prediction, target in zip(np.asarray(predictions, dtype=float).tolist(), targets):
-            if widths is not None:
+            if k >= 0:
                 widths.append(self.half_widths[k] if self.n else math.inf)
             if target is not None:
                 self.learn_one(prediction, float(target))
-        return None if widths is None else np.array(widths, dtype=float)
+        return None if k < 0 else np.array(widths, dtype=float)
 
     # -- prediction ----------------------------------------------------------------------------
     def half_width(self, coverage: float) -> float:
