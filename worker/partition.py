@@ -112,6 +112,8 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         max_features=settings.max_features,
         max_message_bytes=settings.max_message_bytes,
         proba_top_k=settings.proba_top_k,
+        interval_coverage=settings.interval_coverage,
+        explain=settings.explain,
         max_label_bytes=settings.max_label_bytes,
         max_classes=settings.max_classes,
     )

@@ -44,6 +44,7 @@ import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
+from worker.annotate import interval_of, predict_learn
 from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
 from worker.model_protocol import ModelClass, StreamModel, classes_of
@@ -81,6 +82,8 @@ class StateConfig:
     max_features: int = MAX_FEATURES
     max_message_bytes: int = 1000000  # no output is larger (see worker.outputs)
     proba_top_k: int = 10  # classes listed in a prediction's proba
+    interval_coverage: float | None = None  # regression: the interval predictions carry (worker.annotate)
+    explain: int = 0  # features a prediction's explain lists; 0: none
     max_label_bytes: int = MAX_LABEL_BYTES
     max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
 
@@ -409,7 +412,11 @@ class PartitionState:
         if not run.y:
             return
         classes_before = list(classes_of(self.model)) if self.classification else []
-        scores = self.model.predict_learn_many(run.x, run.y)
+        config = self.config
+        coverage = None if self.classification else interval_of(self.model, config.interval_coverage)
+        rows = [row for row, _, _ in run.published] if coverage is not None or config.explain else []
+        call = predict_learn(self.model, run.x, run.y, rows, coverage, config.explain, config.max_label_bytes)
+        scores = call.scores
         classes = classes_of(self.model) if self.classification else None
         known = None
         if classes is not None and len(classes) > len(classes_before):
@@ -425,6 +432,9 @@ class PartitionState:
         labels, published = out.labels, run.published
         probas = out.proba_dicts(published, self.config.proba_top_k) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
+        if call.fields:
+            for doc, (row, _, _) in zip(docs, published, strict=True):
+                doc.update(call.fields[row])
         # b"%b" % copies each document into a bytes object of its own size. It buys memory, not time: a
         # bytes object orjson returns keeps a 4 KiB buffer (tracemalloc: 4,097 bytes per 121-byte
         # prediction, 162 with the copy), and a run, which may be as long as the merge queues (up to
