@@ -45,6 +45,7 @@ import orjson
 
 from sgt.evaluation import Prequential
 from worker.annotate import interval_of, predict_learn
+from worker.interval_score import IntervalScore
 from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
 from worker.model_protocol import ModelClass, StreamModel, classes_of
@@ -244,6 +245,9 @@ class PartitionState:
         self.config = config
         self.classification = config.task == "classification"
         self.prequential = Prequential(config.task, config.metrics_window)
+        # the published intervals' coverage and width (regression with interval_coverage)
+        scored = config.task == "regression" and config.interval_coverage is not None
+        self.intervals = IntervalScore(config.metrics_window) if scored else None
         self.schema = FeatureSchema(config.features, config.max_features)
         self.join = JoinBuffer(config.join_max_pending, config.join_max_age, config.join_max_bytes)
         self.next_offsets = [0, 0]  # features, labels
@@ -427,8 +431,10 @@ class PartitionState:
         for entry in run.waiting:
             assert entry.row is not None  # a waiting entry's row is in this run
             entry.prediction, entry.proba = out.labels[entry.row], out.pairs(entry.row)
+            entry.interval = call.fields.get(entry.row, {}).get("interval")
             entry.row = None
         self._score(run, out)
+        self._score_intervals(run, call.fields)
         labels, published = out.labels, run.published
         probas = out.proba_dicts(published, self.config.proba_top_k) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
@@ -495,6 +501,15 @@ class PartitionState:
             ]
         self.prequential.update_many(truths, preds, probs, squares)
 
+    def _score_intervals(self, run: _Run, fields: dict[int, dict[str, Any]]) -> None:
+        """Score each labelled record against the interval published for it, if it had one."""
+        if self.intervals is None:
+            return
+        for y_true, source in run.scores:
+            interval = fields.get(source, {}).get("interval") if type(source) is int else source.interval
+            if interval is not None:
+                self.intervals.update(float(y_true), interval)
+
     # -- snapshot -----------------------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
@@ -520,6 +535,8 @@ class PartitionState:
             "schema": self.schema.to_dict(),
             "join": self.join.to_dict(),
         }
+        if self.intervals is not None:
+            header["intervals"] = self.intervals.to_dict()
         head = orjson.dumps(header)
         return struct.pack(">I", len(head)) + head + zlib.compress(self.model.to_bytes(), 1)
 
@@ -557,6 +574,8 @@ class PartitionState:
         state.predicted = int(header["predicted"])
         state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
         state.prequential = Prequential.from_dict(header["prequential"])
+        if state.intervals is not None and "intervals" in header:  # (else saved before it was on)
+            state.intervals = IntervalScore.from_dict(header["intervals"])
         state.schema = FeatureSchema.from_dict(header["schema"], config.max_features)
         state.join = JoinBuffer.from_dict(
             header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes

@@ -133,3 +133,58 @@ def test_the_fields_stay_within_their_bound() -> None:
     without_id = len(orjson.dumps(docs[-1])) - len(b'"x"')
     assert all(len(n.encode()) <= 64 for n in docs[-1]["explain"]["top"])
     assert without_id <= prediction_bound(10, 64) + annotation_bound(True, 3, 64)
+
+
+def _joined(n: int) -> tuple[list[Record], list[Record]]:
+    """Features with ids, and their labels arriving later (so that they wait in the join buffer)."""
+    rng = np.random.default_rng(4)
+    feats, labels = [], []
+    for i in range(n):
+        x = {"a": float(rng.uniform(-1, 1)), "b": float(rng.uniform(-1, 1))}
+        feats.append(
+            Record(i, float(i), f"r{i}".encode(), orjson.dumps({"id": f"r{i}", "x": x, "ts": float(i)}))
+        )
+        y = 2 * x["a"] + float(rng.normal(0, 0.2))
+        labels.append(
+            Record(i, i + 0.5, f"r{i}".encode(), orjson.dumps({"id": f"r{i}", "y": y, "ts": i + 0.5}))
+        )
+    return feats, labels
+
+
+def test_interval_scores_count_joined_labels_and_survive_a_checkpoint() -> None:
+    config = StateConfig("regression", "labels", interval_coverage=0.9, metrics_window=100)
+    state = PartitionState(0, SGTRegressor(interval_coverages=(0.9,)), config)
+    feats, labels = _joined(800)
+    published: dict[str, Any] = {}
+    for start in range(0, 800, 100):
+        merger = Merger()
+        merger.push(FEATURES, state.decode(FEATURES, feats[start : start + 100]))
+        # the labels of the previous batch's records: they join entries waiting in the join buffer
+        merger.push(LABELS, state.decode(LABELS, labels[max(0, start - 100) : start]))
+        for p in state.process(merger.pop_ready(labels_done=True, features_done=True), now=1.0).predictions:
+            doc = orjson.loads(p.value)
+            published[doc["id"]] = doc["interval"]
+        if start == 400:  # records 400 to 499 wait for their labels, with their intervals, in the checkpoint
+            state = PartitionState.from_bytes(state.to_bytes(), config, {"SGTRegressor": SGTRegressor})
+    truth = {orjson.loads(r.value)["id"]: orjson.loads(r.value)["y"] for r in labels}
+    labelled = [f"r{i}" for i in range(700) if published[f"r{i}"] is not None]
+    hits = [published[k][0] <= truth[k] <= published[k][1] for k in labelled]
+    # the first 100 were predicted before any label was learned: no interval
+    assert state.intervals is not None and state.intervals.n == len(labelled) == 600
+    assert state.intervals.coverage == np.mean(hits)
+    assert 0.8 < state.intervals.coverage < 0.97 and len(state.intervals.recent) == 100
+
+
+def test_importance_series_are_the_top_features_and_leave_with_the_partition() -> None:
+    from worker.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    metrics.report_importances("3", {"a": 0.5, "b": 0.3, "c": 0.2, "d": 0.0}, top=2)
+    text = metrics.render().decode()
+    assert 'sgt_feature_importance{feature="a",partition="3"} 0.5' in text
+    assert 'feature="b"' in text and 'feature="c"' not in text
+    metrics.report_importances("3", {"a": 0.1, "b": 0.2, "c": 0.7}, top=2)  # a leaves the top two
+    text = metrics.render().decode()
+    assert 'feature="a"' not in text and 'feature="c"' in text
+    metrics.forget_partition(3, ["features"])
+    assert "sgt_feature_importance{" not in metrics.render().decode()
