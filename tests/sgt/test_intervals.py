@@ -140,3 +140,18 @@ def test_the_batch_gives_each_row_the_interval_it_had_when_predicted() -> None:
     assert np.isinf(intervals[0]).all()  # nothing learned yet: no claim
     assert np.allclose(predictions[1:], intervals[1:].mean(axis=1))
     assert batch.to_bytes() == loop.to_bytes()
+
+
+@pytest.mark.parametrize("cls", REGRESSORS)
+def test_missing_values_categories_and_late_features_keep_batch_and_loop_equal(cls: type) -> None:
+    from tests.sgt.sgt_testkit import mixed_records
+
+    records, labels = mixed_records(2000, seed=3)
+    X = [dict(x, late=float(i % 7)) if i >= 1000 else x for i, x in enumerate(records)]  # a feature appears
+    y = [float(v) + 0.1 * (i % 5) for i, v in enumerate(labels)]
+    batch, loop = (cls(interval_coverages=(0.9,), warm_up=100, nominal=["colour"]) for _ in range(2))
+    for start in range(0, 2000, 333):
+        batch.learn_many(X[start : start + 333], y[start : start + 333])
+    for x, target in zip(X, y):
+        loop.learn_one(x, target)
+    assert batch.to_bytes() == loop.to_bytes()
