@@ -175,7 +175,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "linear",
+        leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
         interval_coverages: Sequence[float] = (),
     ) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -57,7 +57,8 @@ PAPER_DEFAULTS = {
 #: warm-up, which blocked numeric splits for 1,000 values, is gone (grids grow with the data).
 #: leaf_model = "linear" (not in the paper) with linear_lambda = 0.01, against constant leaves: Friedman
 #: #1's MAE 1.98 -> 1.11, the rotating hyperplane 80.5% -> 91.7%, RBF-5 +2.2 points, ImageSegments +5.9;
-#: within 0.6 points elsewhere (BENCHMARKS.md, side by side).
+#: within 0.6 points elsewhere (BENCHMARKS.md, side by side). The regressors' leaf_model is "adaptive"
+#: (each leaf serves its linear term or its constant: BENCHMARKS.md, robustness).
 DEFAULTS = {
     "delta": 1e-3,
     "grace_period": 100,
@@ -71,9 +72,11 @@ DEFAULTS = {
 }
 
 
-#: What a leaf predicts with: its value ("constant", the paper's) or its value plus a linear term in
-#: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h.
-LEAF_MODELS = ("constant", "linear")
+#: What a leaf predicts with: its value ("constant", the paper's), its value plus a linear term in
+#: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h, or
+#: either, each leaf by which predicted its records better so far ("adaptive", see sgt.tree.Tree._choose;
+#: one-output trees only: not the boosted classifier, whose members may have several outputs).
+LEAF_MODELS = ("constant", "linear", "adaptive")
 
 # batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
 ROW_BY_ROW_MAX = 16
@@ -88,6 +91,9 @@ class TreeGroup(NamedTuple):
 
 class BaseSGT:
     """Base class of the SGT estimators; not used directly."""
+
+    #: the leaf models the estimator takes (its trees' kind decides: see LEAF_MODELS)
+    _leaf_models: ClassVar[tuple[str, ...]] = LEAF_MODELS
 
     def __init__(
         self,
@@ -109,9 +115,9 @@ class BaseSGT:
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_int("grace_start", grace_start, low=1, allowed="an integer >= 1")
         _check_real("linear_lambda", linear_lambda, low=0.0, low_open=True, allowed="> 0")
-        if leaf_model not in LEAF_MODELS:
+        if leaf_model not in self._leaf_models:
             raise ValueError(
-                f"leaf_model must be one of {', '.join(map(repr, LEAF_MODELS))}, got {leaf_model!r}"
+                f"leaf_model must be one of {', '.join(map(repr, self._leaf_models))}, got {leaf_model!r}"
             )
         _check_real("lambda_", lambda_, low=0.0, allowed=">= 0")
         _check_real("gamma", gamma, low=0.0, allowed=">= 0")

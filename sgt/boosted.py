@@ -85,7 +85,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -1245,6 +1245,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     _replay = REPLAY
     _replay_warned = REPLAY_WARNED
     _alarm_period = ALARM_PERIOD
+
+    #: multi-output trees (three classes or more) have no adaptive leaves
+    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
 
     def __init__(
         self,

@@ -58,6 +58,18 @@ class Explanation:
         return ranked[:k]
 
 
+def _serves_constant(tree: Tree, node: int) -> bool:
+    """Whether an adaptive leaf (``leaf_model="adaptive"``) serves its constant, value + anchor, at
+    `node` rather than its linear term: its anchor is then part of its estimate, and it has no terms."""
+    return bool(getattr(tree, "adaptive", False) and not tree.serving[node])
+
+
+def _estimate(tree: Tree, node: int) -> np.ndarray:
+    """The node's estimate as a record that ends there sees it, before any linear term."""
+    value = np.reshape(tree.value[node], tree.n_outputs)
+    return value + tree.anchor[node] if _serves_constant(tree, node) else value
+
+
 def tree_terms(tree: Tree, codes: Sequence[int] | np.ndarray, n_features: int) -> np.ndarray:
     """[outputs, 1 + n_features]: a tree's root value(s), then each feature's contribution to its
     score(s) for a record with `codes`."""
@@ -72,13 +84,14 @@ def tree_terms(tree: Tree, codes: Sequence[int] | np.ndarray, n_features: int) -
         parent = int(tree.parent[parent])
     terms = np.zeros((k, 1 + n_features))
     values = np.reshape(tree.value[path], (len(path), k))
+    values[0] = _estimate(tree, node)
     terms[:, 0] = values[-1]
     if len(path) > 1:  # each split's change of estimate, to its feature (children before parents)
         changes = values[:-1] - values[1:]
         features = tree.feature[path[1:]].tolist()
         for change, feature in zip(changes, features):
             terms[:, 1 + feature] += change
-    if tree.linear:
+    if tree.linear and not _serves_constant(tree, node):
         numeric = [j for j in tree.layout.numeric_list if j < len(codes)]
         if numeric:
             weights = np.reshape(tree.weights[node], (k, -1))[:, numeric]
@@ -94,13 +107,14 @@ def _single_output_terms(
     out = [0.0] * (1 + n_features)
     value, parents, features = tree.value, tree.parent, tree.feature
     child, parent = node, int(parents[node])
-    below = float(value[child])
+    constant = _serves_constant(tree, node)
+    below = float(value[child]) + (float(tree.anchor[child]) if constant else 0.0)
     while parent != NO_NODE:
         above = float(value[parent])
         out[1 + int(features[parent])] += below - above
         child, below, parent = parent, above, int(parents[parent])
-    out[0] = below  # the root's value
-    if tree.linear:
+    out[0] = below  # the root's value (a lone root's estimate)
+    if tree.linear and not constant:
         weights, inputs, n = tree.weights[node].tolist(), tree.layout.input_list, len(codes)
         for j in tree.layout.numeric_list:
             if j < n:
@@ -181,12 +195,13 @@ def _tree_importance(tree: Tree, n_features: int) -> np.ndarray:
     weights = np.array([tree.leaf_count(int(leaf)) + 1.0 for leaf in leaves])
     weights /= weights.sum()
     for leaf, weight in zip(leaves.tolist(), weights.tolist()):
-        child, parent = leaf, int(tree.parent[leaf])
+        parent = int(tree.parent[leaf])
+        below = _estimate(tree, leaf)
         while parent != NO_NODE:
-            change = np.abs(np.asarray(tree.value[child] - tree.value[parent])).sum()
-            out[int(tree.feature[parent])] += weight * change
-            child, parent = parent, int(tree.parent[parent])
-        if tree.linear:
+            above = np.reshape(tree.value[parent], tree.n_outputs)
+            out[int(tree.feature[parent])] += weight * float(np.abs(below - above).sum())
+            below, parent = above, int(tree.parent[parent])
+        if tree.linear and not _serves_constant(tree, leaf):
             w = np.abs(np.reshape(tree.weights[leaf], (tree.n_outputs, -1))).sum(axis=0)
             m = min(n_features, w.size)
             out[:m] += weight * MEAN_ABS_INPUT * w[:m]

@@ -36,6 +36,9 @@ class SGTRegressor(BaseSGT):
         An sgt.losses.Loss; default SquaredError().
     base_score
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
+    leaf_model
+        "adaptive" (default): each leaf serves its linear term or its constant, whichever predicted
+        its records better so far (sgt.tree.Tree._choose); "linear" or "constant" as for the classifier.
     interval_coverages
         Coverages (in (0, 1)) whose prediction intervals the model tracks online from its prequential
         residuals, e.g. (0.9, 0.95) (sgt.intervals); `predict_interval_one` answers for these. Default
@@ -71,7 +74,7 @@ class SGTRegressor(BaseSGT):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "linear",
+        leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
         interval_coverages: Sequence[float] = (),
     ) -> None:
@@ -108,25 +111,34 @@ class SGTRegressor(BaseSGT):
         return params
 
     def _saved_params(self) -> dict[str, Any]:
+        """`get_params`, plus the loss's own arguments where it has any (Huber's delta), less
+        `interval_coverages` when empty (the default: saved as before intervals existed)."""
         params = super()._saved_params()
-        if not params.get("interval_coverages", True):  # the default: saved as before intervals existed
+        if not params.get("interval_coverages", True):
             del params["interval_coverages"]
+        if vars(self.loss):
+            params["loss_args"] = dict(vars(self.loss))
         return params
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        """The saved loss name becomes the built-in loss of that name, or `loss` if it has that name."""
+        """The saved loss name becomes the built-in loss of that name (with its saved arguments), or
+        `loss` if it has that name (and those arguments)."""
         name = params.pop("loss")
+        args = params.pop("loss_args", {})
         if loss is not None:
-            if loss.name != name:
-                raise SerializationError(f"the model was trained with loss {name!r}, not {loss.name!r}")
+            if loss.name != name or (args and vars(loss) != args):
+                raise SerializationError(
+                    f"the model was trained with loss {name!r} {args or ''}, not {loss!r}".replace("  ", " ")
+                )
             return {**params, "loss": loss}
         try:
-            return {**params, "loss": get_loss(name)}
+            built_in = get_loss(name)
         except ValueError:
             raise SerializationError(
                 f"the model uses the custom loss {name!r}: pass it as load(..., loss=...)"
             ) from None
+        return {**params, "loss": type(built_in)(**args) if args else built_in}
 
     def _state_extra(self) -> dict[str, Any]:
         return {"base": self._base_value, **self._interval_state()}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -30,6 +31,7 @@ from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
 from worker.outputs import annotation_bound, prediction_bound
+from worker.records import MAX_TS_AHEAD
 from worker.schema import MAX_FEATURES
 
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -340,6 +342,13 @@ SETTINGS: tuple[Setting, ...] = (
         _float(0.0, open_low=True),
     ),
     Setting(
+        "unhealthy_after_checkpoint_failures",
+        10,
+        "/healthz and /readyz answer 503 once a partition's checkpoint has failed this many times in a "
+        "row (retries back off from 0.5 s to 5 s: 10 failures take about 30 s), until one succeeds.",
+        _int(1, 1000000),
+    ),
+    Setting(
         "processing_guarantee",
         "at_least_once",
         "at_least_once: outputs may repeat after a crash (those of the records since the last checkpoint); "
@@ -376,6 +385,13 @@ SETTINGS: tuple[Setting, ...] = (
         3600.0,
         "Drop join-buffer entries older than this, in event time (seconds).",
         _float(0.0, open_low=True),
+    ),
+    Setting(
+        "max_ts_ahead_seconds",
+        MAX_TS_AHEAD,
+        "A record whose ts lies more than this many seconds after its Kafka timestamp is dead-lettered "
+        "as future_ts (it would move the event clock and expire the join buffer).",
+        _float(0.0),
     ),
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
     Setting(
@@ -416,7 +432,7 @@ SETTINGS: tuple[Setting, ...] = (
         100,
         "Most classes a partition's model learns; a label that would add another is dead-lettered "
         "as too_many_classes.",
-        _int(2, 100000),
+        _int(2, 10000),
     ),
     Setting(
         "max_features",
@@ -479,7 +495,8 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (linear).",
+        "constant; none = the model's default (for sgt regression each leaf serves its linear term or "
+        "its constant, whichever predicted better; else linear).",
         _optional_choice("linear", "constant"),
     ),
     Setting(
@@ -597,12 +614,14 @@ class WorkerSettings:
     metrics_host: str
     checkpoint_records: int
     checkpoint_seconds: float
+    unhealthy_after_checkpoint_failures: int
     processing_guarantee: str
     transactional_id: str | None
     join_max_pending: int
     join_max_bytes: int
     merge_max_bytes: int
     join_max_age_seconds: float
+    max_ts_ahead_seconds: float
     max_record_bytes: int
     max_message_bytes: int
     proba_top_k: int
@@ -646,6 +665,7 @@ class WorkerSettings:
         _check_topics(self)
         _check_prediction_bound(self)
         _check_guarantee(self)
+        _check_group_timings(self)
 
     @property
     def state_topic_name(self) -> str | None:
@@ -719,6 +739,40 @@ def _check_guarantee(settings: WorkerSettings) -> None:
             f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
             "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
         )
+
+
+def _check_group_timings(settings: WorkerSettings) -> None:
+    """The heartbeat must come more often than the session times out: Kafka requires
+    ``heartbeat.interval.ms`` below ``session.timeout.ms``, but librdkafka accepts any pair, and with a
+    heartbeat slower than the session the group expires the member between two heartbeats, so its
+    partitions are lost a session timeout after each assignment, over and over."""
+    heartbeat, session = settings.heartbeat_interval_ms, settings.session_timeout_ms
+    if heartbeat >= session:
+        raise ConfigError(
+            f"{describe('heartbeat_interval_ms')}: {heartbeat} with session_timeout_ms {session}; allowed "
+            f"are values below session_timeout_ms ({session}), and Kafka recommends at most a third of it "
+            f"({session // 3}), so that a lost heartbeat or two do not end the session"
+        )
+
+
+#: ``SGT_*`` variables that are not settings but are read all the same: the settings file, and the
+#: library's switch of its compiled kernels (``sgt.kernels``).
+OTHER_VARIABLES = frozenset({"SGT_CONFIG", "SGT_KERNELS"})
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The ``SGT_*`` variables of ``env`` that nothing reads, each with the closest known name (None
+    when none is close), sorted by name.
+
+    A misspelt variable would be ignored without a word (an unknown TOML key is refused); the worker
+    warns about these rather than refusing them, since other tools may use the prefix too.
+    """
+    known = {s.env for s in SETTINGS} | OTHER_VARIABLES
+    return [
+        (name, next(iter(difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)), None))
+        for name in sorted(env)
+        if name.startswith("SGT_") and name not in known
+    ]
 
 
 def describe(name: str) -> str:

@@ -35,9 +35,10 @@ from __future__ import annotations
 import heapq
 import struct
 import zlib
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any, cast
 
 import numpy as np
@@ -50,7 +51,7 @@ from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
 from worker.model_protocol import ModelClass, StreamModel, classes_of
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
+from worker.records import MAX_LABEL_BYTES, MAX_TS_AHEAD, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
 from worker.values import (
     DeadLetter,
@@ -65,6 +66,14 @@ from worker.values import (
 )
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
+
+#: The most work one model call may take, in trees times rows: a classifier with K classes updates
+#: K - 1 trees a row (the single tree's committee; the boosted ensemble's multi-output members cost
+#: less, about a seventh at 500 classes). At about 20 us per tree and row (the committee at 2,000
+#: classes: 26 records/s) 10,000 is about 0.2 s, so the loop, which sees checkpoints and signals
+#: only between model calls, keeps its cadence at any max_classes; a binary or regression model,
+#: one tree a row, is never cut below the 2,000 records of a default batch.
+MODEL_CALL_TREE_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class StateConfig:
     explain: int = 0  # features a prediction's explain lists; 0: none
     max_label_bytes: int = MAX_LABEL_BYTES
     max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
+    max_ts_ahead: float = MAX_TS_AHEAD  # a ts further ahead of the Kafka timestamp is dead-lettered
 
 
 @dataclass
@@ -267,10 +277,32 @@ class PartitionState:
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
         task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
-        decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
+        ahead = cfg.max_ts_ahead
+        decoded = [decode(r.value, r.ts, task, limit, label_limit, ahead) for r in records]
         return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
+
+    def rows_per_call(self, queues: Sequence[deque[MergeEntry]]) -> int | None:
+        """How many of the queued entries one :meth:`process` call may take (None: all of them), so
+        that its model call stays within :data:`MODEL_CALL_TREE_ROWS`.
+
+        Classification only: a row costs a tree per class but one, counting the classes the model
+        knows and every new one among the entries that could be taken (the first that many of each
+        topic's queue), as if all came first: an upper bound, which depends only on the queued
+        records, not on when they were fetched. The result never changes the model or the
+        predictions: the library's batch learning equals a one-record loop, under any cut.
+        """
+        if not self.classification:
+            return None
+        known = classes_of(self.model)
+        cap = _rows_within(len(known))
+        if sum(len(q) for q in queues) * _trees(self.config.max_classes) <= MODEL_CALL_TREE_ROWS:
+            return None
+        labels = set().union(*({getattr(e.decoded, "y", None) for e in islice(q, cap)} for q in queues))
+        labels.discard(None)
+        new = len(labels.difference(known))
+        return cap if not new else _rows_within(min(len(known) + new, self.config.max_classes))
 
     def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
         """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
@@ -581,6 +613,16 @@ class PartitionState:
             header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes
         )
         return state
+
+
+def _trees(classes: int) -> int:
+    """The trees a classifier with that many classes updates a row (at least one)."""
+    return max(classes - 1, 1)
+
+
+def _rows_within(classes: int) -> int:
+    """The rows of one model call at that many classes (at least one)."""
+    return max(MODEL_CALL_TREE_ROWS // _trees(classes), 1)
 
 
 def state_header(blob: bytes) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Prediction intervals and explanations, measured (BENCHMARKS.md, section 9).
+"""Prediction intervals and explanations, measured (BENCHMARKS.md, section 10).
 
 Run from the repository root (not part of pytest; no network; needs the ``bench`` extra for River's
 generators and bundled data sets)::
