@@ -6,9 +6,9 @@ generators and bundled data sets)::
     .venv/bin/python -m tests.bench.bench_intervals                  # 20,000 records a long stream
     .venv/bin/python -m tests.bench.bench_intervals --records 5000   # a quick look
 
-Streams: the regression streams of tests/bench/streams.py (``friedman-1``, ``trump-approval``,
-``chick-weights``) and ``friedman-drift``, River's FriedmanDrift with two global gradual drifts (at a
-third and two thirds of the stream, seed 42). Each regressor (single tree, boosted ensemble, adaptive
+Streams: every regression stream of tests/bench/streams.py (the benchmark, short and robust groups,
+at most ``--records`` records each) and ``friedman-drift``, River's FriedmanDrift with two global
+gradual drifts (at a third and two thirds of the stream, seed 42). Each regressor (single tree, boosted ensemble, adaptive
 tree, default parameters) learns the stream with ``interval_coverages=(0.9, 0.95)`` through
 ``predict_learn_many``; each record's interval is the one the model had before learning it (the
 layer replayed over the prequential predictions, checked equal to the model's own at the end).
@@ -47,7 +47,7 @@ def _friedman_drift(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def streams(records: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     out = {}
-    for spec in specs(["friedman-1", "trump-approval", "chick-weights"]):
+    for spec in [s for s in specs() if s.is_regression]:
         stream = materialise(spec, records)
         out[spec.name] = (stream.X, np.asarray(stream.target, dtype=float))
     out["friedman-drift"] = _friedman_drift(records)
