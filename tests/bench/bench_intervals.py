@@ -8,8 +8,9 @@ generators and bundled data sets)::
 
 Streams: every regression stream of tests/bench/streams.py (the benchmark, short and robust groups,
 at most ``--records`` records each) and ``friedman-drift``, River's FriedmanDrift with two global
-gradual drifts (at a third and two thirds of the stream, seed 42). Each regressor (single tree, boosted ensemble, adaptive
-tree, default parameters) learns the stream with ``interval_coverages=(0.9, 0.95)`` through
+gradual drifts (at a third and two thirds of the stream, seed 42). Each regressor (single tree,
+boosted ensemble, adaptive tree, default parameters) learns the stream with
+``interval_coverages=(0.9, 0.95)`` through
 ``predict_learn_many``; each record's interval is the one the model had before learning it (the
 layer replayed over the prequential predictions, checked equal to the model's own at the end).
 Reported per coverage: the coverage over the whole stream, the largest distance from the target over
