@@ -5,9 +5,10 @@ record, plus one contribution per feature (path contributions, after Saabas). Al
 through a tree, each split moves the estimate from the node's value to its child's value: that change
 is credited to the split's feature. A linear leaf (``leaf_model="linear"``) adds its terms w_j * x_j,
 each credited to its feature j; an adaptive leaf (``leaf_model="adaptive"``) adds them while it serves
-its linear term, and while it serves its constant, value + anchor, that constant is its estimate. The tree's score is then its root value plus the contributions, so
-with the root values in the base the contributions sum with it to the score (up to the rounding of a
-few additions: within 1e-9 of it, not bit for bit). An ensemble's explanation is its members', combined
+its linear term, and while it serves its constant, value + anchor, that constant is its estimate.
+The tree's score is then its root value plus the contributions, so with the root values in the base
+the contributions sum with it to the score (up to the rounding of a few additions: within 1e-9 of it,
+not bit for bit). An ensemble's explanation is its members', combined
 as the ensemble combines their scores: the base score plus the learning rate times their sum.
 
 What is explained is the *raw score*: a regressor's prediction before its loss's link (for squared
