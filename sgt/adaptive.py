@@ -177,6 +177,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
         grace_start: int = 10,
         leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
+        interval_coverages: Sequence[float] = (),
     ) -> None:
         BoostedRegressor.__init__(
             self,
@@ -197,6 +198,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            interval_coverages=interval_coverages,
             **_ONE_TREE,
         )
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from sgt.batch import Events
+from sgt.explain import importances
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.leafwise import Run, run_leafwise
 from sgt.multioutput import load_tree
@@ -323,6 +324,12 @@ class BaseSGT:
     def nbytes(self) -> int:
         """Bytes of the model's live arrays (tree nodes, split statistics, pending blocks)."""
         return sum(t.nbytes() for t in self._trees)
+
+    def feature_importances(self) -> dict[str, float]:
+        """Feature name to importance (sums to 1; all 0 before the first split or linear term): the
+        mean absolute contribution of each feature over the records the leaves received recently, read
+        from the model as it stands, so it follows drift (sgt.explain says how and why)."""
+        return importances(self)
 
     @property
     def feature_kinds(self) -> dict[str, str]:

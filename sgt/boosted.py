@@ -1518,6 +1518,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.1,
+        interval_coverages: Sequence[float] = (),
     ) -> None:
         SGTRegressor.__init__(
             self,
@@ -1536,6 +1537,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            interval_coverages=interval_coverages,
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 
@@ -1543,7 +1545,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         return {**self._boosting_params(), **SGTRegressor.get_params(self)}
 
     def _state_extra(self) -> dict[str, Any]:
-        return {"base": self._base_value, **self._boosting_state()}
+        return {"base": self._base_value, **self._boosting_state(), **self._interval_state()}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         self._restore_boosting(extra)

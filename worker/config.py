@@ -30,7 +30,7 @@ from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
-from worker.outputs import prediction_bound
+from worker.outputs import annotation_bound, prediction_bound
 from worker.records import MAX_TS_AHEAD
 from worker.schema import MAX_FEATURES
 
@@ -408,6 +408,20 @@ SETTINGS: tuple[Setting, ...] = (
         _int(1, 10000),
     ),
     Setting(
+        "interval_coverage",
+        None,
+        "Regression: coverage in (0, 1) of the interval [low, high] each prediction carries, tracked "
+        "online from the prequential residuals; none = no interval.",
+        _optional_float(0.0, 1.0, open_low=True, open_high=True),
+    ),
+    Setting(
+        "explain",
+        0,
+        "Features each prediction's explain lists: the k largest contributions to its score; 0 = off "
+        "(explaining learns a run one record at a time, which is slower).",
+        _int(0, 100),
+    ),
+    Setting(
         "max_label_bytes",
         256,
         "Longest class label (UTF-8 bytes); a longer one is dead-lettered as label_too_long.",
@@ -611,6 +625,8 @@ class WorkerSettings:
     max_record_bytes: int
     max_message_bytes: int
     proba_top_k: int
+    interval_coverage: float | None
+    explain: int
     max_label_bytes: int
     max_classes: int
     max_features: int
@@ -699,9 +715,13 @@ def _check_prediction_bound(settings: WorkerSettings) -> None:
     """The largest ``proba`` and label a prediction can carry must leave half of a message free (for
     the id and key, which the record brings)."""
     bound = prediction_bound(settings.proba_top_k, settings.max_label_bytes)
+    bound += annotation_bound(
+        settings.interval_coverage is not None, settings.explain, settings.max_label_bytes
+    )
     if bound > settings.max_message_bytes // 2:
         raise ConfigError(
-            f"{describe('proba_top_k')} and {describe('max_label_bytes')}: a prediction could take "
+            f"{describe('proba_top_k')}, {describe('explain')} and {describe('max_label_bytes')}: a "
+            "prediction could take "
             f"{bound} bytes; allowed are values whose worst case is at most half of max_message_bytes "
             f"({settings.max_message_bytes // 2})"
         )

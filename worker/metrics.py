@@ -65,6 +65,25 @@ class WorkerMetrics:
             ["partition", "window"],
             registry=r,
         )
+        self.interval_coverage = Gauge(
+            "sgt_interval_coverage",
+            "Regression with interval_coverage: share of labelled records inside their published interval.",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.interval_width = Gauge(
+            "sgt_interval_width",
+            "Regression with interval_coverage: mean width of the published intervals of labelled records.",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.feature_importance = Gauge(
+            "sgt_feature_importance",
+            "With explain on: the model's importance of each of its top features (sums to 1 over all).",
+            ["partition", "feature"],
+            registry=r,
+        )
+        self._importance_labels: dict[str, set[str]] = {}  # partition -> features with a series
         self.tree_nodes = Gauge(
             "sgt_tree_nodes", "Nodes in the partition's model.", ["partition"], registry=r
         )
@@ -202,6 +221,11 @@ class WorkerMetrics:
         for window in ("cumulative", "recent"):
             for gauge in (self.prequential_error, self.prequential_log_loss, self.prequential_brier):
                 _remove(gauge, p, window)
+        for window in ("cumulative", "recent"):
+            _remove(self.interval_coverage, p, window)
+            _remove(self.interval_width, p, window)
+        for feature in self._importance_labels.pop(p, set()):
+            _remove(self.feature_importance, p, feature)
         for side in ("features", "labels"):
             _remove(self.join_pending, p, side)
             _remove(self.join_pending_bytes, p, side)
@@ -220,6 +244,18 @@ class WorkerMetrics:
             self._drifts_seen[partition] = n_drifts
         else:
             self.drifts.labels(partition=partition)  # the series exists from the assignment on
+
+    def report_importances(self, partition: str, importances: dict[str, float], top: int) -> None:
+        """The `top` most important features of a partition's model (ties: name order); the series of
+        features that left the top are removed, so a partition has at most `top` of them."""
+        ranked = sorted(importances.items(), key=lambda item: (-item[1], item[0]))[:top]
+        chosen = {name for name, value in ranked if value > 0}
+        for gone in self._importance_labels.get(partition, set()) - chosen:
+            _remove(self.feature_importance, partition, gone)
+        for name, value in ranked:
+            if name in chosen:
+                self.feature_importance.labels(partition=partition, feature=name).set(value)
+        self._importance_labels[partition] = chosen
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

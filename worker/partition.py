@@ -112,6 +112,8 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         max_features=settings.max_features,
         max_message_bytes=settings.max_message_bytes,
         proba_top_k=settings.proba_top_k,
+        interval_coverage=settings.interval_coverage,
+        explain=settings.explain,
         max_label_bytes=settings.max_label_bytes,
         max_classes=settings.max_classes,
         max_ts_ahead=settings.max_ts_ahead_seconds,
@@ -185,6 +187,14 @@ def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -
         m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
         m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
         m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
+    if state.intervals is not None:
+        score = state.intervals
+        m.interval_coverage.labels(partition=p, window="cumulative").set(score.coverage)
+        m.interval_coverage.labels(partition=p, window="recent").set(score.recent_coverage)
+        m.interval_width.labels(partition=p, window="cumulative").set(score.width)
+        m.interval_width.labels(partition=p, window="recent").set(score.recent_width)
+    if state.config.explain and hasattr(model, "feature_importances"):
+        m.report_importances(p, model.feature_importances(), state.config.explain)
     m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
     m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
     m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)

@@ -50,6 +50,8 @@ def test_inspect_directory_file_and_tree(tmp_path: Path) -> None:
     for s in summary:
         assert s["model_sha256"] == hashlib.sha256(models[s["partition"]]).hexdigest()
         assert s["tree"]["nodes"] > 1 and set(s["prequential"]) == {"n", "error", "recent_error"}
+        importances = list(s["feature_importances"].values())
+        assert importances == sorted(importances, reverse=True) and abs(sum(importances) - 1) < 1e-9
     single = subprocess.run(
         [*CMD, "inspect", str(checkpoint_path(tmp_path, 0)), "--tree"],
         capture_output=True,
