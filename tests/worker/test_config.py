@@ -380,3 +380,22 @@ def test_the_state_topic_is_the_groups_own_by_default_and_can_be_named_or_turned
 def test_bad_state_topic_settings_are_refused_clearly(flags: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_settings(flags, env={})
+
+
+def test_the_fetch_settings_suit_a_real_broker_and_reach_every_consumer() -> None:
+    from worker.clients import consumer_config
+    from worker.state_mirror import mirror_config
+    from worker.state_topic import reader_config
+
+    defaults = load_settings({}, env={})
+    # librdkafka's own defaults: a real broker answers a fetch as soon as it holds fetch.min.bytes
+    assert (defaults.fetch_wait_max_ms, defaults.fetch_min_bytes) == (500, 1)
+    assert consumer_config(defaults)["fetch.min.bytes"] == 1
+    s = load_settings({"fetch_min_bytes": "4096"}, env={"SGT_FETCH_WAIT_MAX_MS": "200"})
+    assert (consumer_config(s)["fetch.wait.max.ms"], consumer_config(s)["fetch.min.bytes"]) == (200, 4096)
+    # the state-topic reader fetches with the same settings, not a fixed wait of its own
+    reader = reader_config(mirror_config(s))
+    assert (reader["fetch.wait.max.ms"], reader["fetch.min.bytes"]) == (200, 4096)
+    for bad in ("0", "100000001", "x"):
+        with pytest.raises(ConfigError, match=r"fetch_min_bytes \(--fetch-min-bytes / SGT_FETCH_MIN_BYTES\)"):
+            load_settings({"fetch_min_bytes": bad}, env={})

@@ -26,6 +26,9 @@ from worker.loop import Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 _TOPICS = ("features", "labels", "predictions", "dead-letters")
+DEMO_PRODUCER: dict[str, int] = {"linger.ms": 100}
+"""The demo producer's batching: the embedded broker's fetch cost grows with the record batches a
+partition holds, so the demo sends few large batches (50 records a partition at the default rate)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +139,7 @@ def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
             threading.Thread(
                 target=produce_stream,
                 args=(bs, "features", settings.labels_topic, make_stream(args.stream), None, args.rate),
-                kwargs={"stop": stop, "label_delay": args.label_delay},
+                kwargs={"stop": stop, "label_delay": args.label_delay, "producer_config": DEMO_PRODUCER},
                 name="producer",
                 daemon=True,
             ),
