@@ -265,11 +265,19 @@ def test_the_demo_reads_the_settings_sources_of_run_but_keeps_its_own_broker_and
     s = demo_settings(_demo_args("--config", str(toml)), "127.0.0.1:5", str(tmp_path), env=env)
     assert (s.grace_period, s.model, s.checkpoint_seconds) == (50, "boosted", 2.0)  # file, file, env
     assert (s.bootstrap_servers, s.group_id, s.features_topic) == ("127.0.0.1:5", "sgt-demo", "features")
-    assert (s.session_timeout_ms, s.log_level, s.labels_topic) == (6000, "warning", None)  # demo defaults
+    # the demo's defaults
+    assert (s.session_timeout_ms, s.log_level, s.labels_topic, s.state_topic_name) == (
+        6000,
+        "warning",
+        None,
+        None,
+    )
     # the demo's flags come first; SGT_CONFIG names the file when --config does not
     flagged = _demo_args("--model", "sgt", "--log-level", "info", "--label-delay", "1")
-    s = demo_settings(flagged, "127.0.0.1:5", str(tmp_path), env={"SGT_CONFIG": str(toml), "SGT_MODEL": "x"})
+    env = {"SGT_CONFIG": str(toml), "SGT_MODEL": "x", "SGT_STATE_TOPIC": "auto"}
+    s = demo_settings(flagged, "127.0.0.1:5", str(tmp_path), env=env)
     assert (s.model, s.log_level, s.grace_period, s.labels_topic) == ("sgt", "info", 50, "labels")
+    assert s.state_topic_name == "sgt-demo-state"
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,10 @@ DEMO_DEFAULTS: dict[str, Any] = {
     "heartbeat_interval_ms": 1000,
     "checkpoint_seconds": 5.0,
     "log_level": "warning",
+    # the embedded broker keeps nothing after the demo, so a state topic would protect nothing, while
+    # each partition's read at the start waits for fetch_wait_max_ms (about 3 s of the start) and
+    # every state written stays in the broker's memory
+    "state_topic": "none",
 }
 """Settings the demo uses unless a flag, an ``SGT_*`` variable or the ``--config`` file gives them."""
 
