@@ -116,8 +116,6 @@ class StateMirror:
         log: logging.Logger,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
-        topic = settings.state_topic_name
-        assert topic is not None, "StateMirror needs a state topic"
         self.settings, self.metrics, self.log = settings, metrics, log
         self.config = mirror_config(settings, client_options)
         self.topic = StateTopic(self.config)

@@ -256,6 +256,9 @@ def reader_config(config: StateTopicConfig) -> dict[str, Any]:
     """The reader's consumer settings: assign() only, partition-EOF events to find the end, fetches
     sized for the largest chunk, and the configured fetch wait and minimum bytes."""
     return {
+        # before the client options, which may set them as they may for the worker's consumer
+        "fetch.wait.max.ms": config.fetch_wait_max_ms,
+        "fetch.min.bytes": config.fetch_min_bytes,
         **_client(config),
         # Only assign() is used: the client needs a group id, never joined or committed.
         "group.id": f"sgt-state-reader-{uuid.uuid4().hex[:12]}",
@@ -263,8 +266,6 @@ def reader_config(config: StateTopicConfig) -> dict[str, Any]:
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": config.fetch_wait_max_ms,
-        "fetch.min.bytes": config.fetch_min_bytes,
         "fetch.max.bytes": _FETCH_BYTES,
         "max.partition.fetch.bytes": _FETCH_BYTES,
         "receive.message.max.bytes": _FETCH_BYTES + (1 << 20),

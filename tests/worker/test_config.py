@@ -396,6 +396,13 @@ def test_the_fetch_settings_suit_a_real_broker_and_reach_every_consumer() -> Non
     # the state-topic reader fetches with the same settings, not a fixed wait of its own
     reader = reader_config(mirror_config(s))
     assert (reader["fetch.wait.max.ms"], reader["fetch.min.bytes"]) == (200, 4096)
+    # kafka_options set them for both consumers alike
+    s = load_settings({"kafka_options": "fetch.wait.max.ms=77"}, env={})
+    assert (
+        consumer_config(s)["fetch.wait.max.ms"]
+        == reader_config(mirror_config(s))["fetch.wait.max.ms"]
+        == "77"
+    )
     for bad in ("0", "100000001", "x"):
         with pytest.raises(ConfigError, match=r"fetch_min_bytes \(--fetch-min-bytes / SGT_FETCH_MIN_BYTES\)"):
             load_settings({"fetch_min_bytes": bad}, env={})
