@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         writer.join()
     print(
         f"one Tansu hop, {args.partitions} partitions, linger.ms={args.linger_ms}, "
-        f"{args.rate:,.0f} records/s, fetch.wait.max.ms={args.fetch_wait_ms}, fetch.min.bytes={args.fetch_min_bytes}"
+        f"{args.rate:,.0f} records/s, fetch.wait.max.ms={args.fetch_wait_ms}, "
+        f"fetch.min.bytes={args.fetch_min_bytes}"
     )
     latencies = sorted(latency for _, latency in seen)
     if latencies:
