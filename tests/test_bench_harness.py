@@ -149,3 +149,28 @@ def test_core_bench_sizes_the_ensemble_and_scores_it(capsys: pytest.CaptureFixtu
     run = model_alone(encoded_records(2000), 250, settings("boosted", 3))
     assert (run.records, f"{run.accuracy:.2%}", str(run.drifts)) == (2000, rows[1][3], rows[1][4])
     assert settings("boosted", 3).n_members == 3 and settings().n_members is None
+
+
+def test_soak_helpers_examples() -> None:
+    """The soak benchmark's stall watch, percentiles and metric parsing (their docstring examples)."""
+    import doctest
+
+    from tests.bench import bench_soak
+
+    result = doctest.testmod(bench_soak)
+    assert result.failed == 0 and result.attempted >= 4
+
+
+@pytest.mark.kafka  # starts its own embedded broker and a worker process
+@pytest.mark.timeout(180)
+def test_soak_runs_a_few_seconds_and_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.bench.bench_soak import SoakOptions, soak
+
+    rows = soak(SoakOptions(seconds=6.0, rate=200.0, partitions=2, interval_s=3.0, stall_s=30.0))
+    out = capsys.readouterr().out
+    assert "p50 ms" in out and "soak: done; the worker exited with code 0" in out
+    assert len(rows) >= 2
+    last = rows[-1]
+    assert 0 < last.delivered <= last.produced and last.rate > 0
+    assert set(last.model_bytes) == {0, 1} and all(b > 0 for b in last.model_bytes.values())
+    assert last.p50_ms > 0 and last.rss_mb > 50

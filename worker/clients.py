@@ -33,7 +33,13 @@ from confluent_kafka import Consumer, Producer
 from worker.config import WorkerSettings
 
 _CONSUMER_KEYS = frozenset(
-    {"session.timeout.ms", "heartbeat.interval.ms", "fetch.wait.max.ms", "max.poll.interval.ms"}
+    {
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "fetch.wait.max.ms",
+        "fetch.min.bytes",
+        "max.poll.interval.ms",
+    }
 )
 _PRODUCER_KEYS = frozenset({"linger.ms", "partitioner", "batch.size", "compression.type"})
 _PRODUCER_QUEUE_KBYTES = 128 << 10  # 128 MiB
@@ -54,6 +60,7 @@ def consumer_config(settings: WorkerSettings, overrides: Mapping[str, Any] | Non
         "session.timeout.ms": settings.session_timeout_ms,
         "heartbeat.interval.ms": settings.heartbeat_interval_ms,
         "fetch.wait.max.ms": settings.fetch_wait_max_ms,
+        "fetch.min.bytes": settings.fetch_min_bytes,
         **dict(settings.kafka_options),
     }
     conf.update({k: v for k, v in (overrides or {}).items() if k in _CONSUMER_KEYS})

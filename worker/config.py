@@ -572,7 +572,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("batch_size", 2000, "Most records taken from the consumer per poll.", _int(1, 1000000)),
     Setting("poll_timeout_seconds", 0.01, "Longest wait of one poll for records (seconds).", _float(0.0)),
     Setting(
-        "fetch_wait_max_ms", 10, "Consumer fetch.wait.max.ms: longest broker wait per fetch.", _int(0, 300000)
+        "fetch_wait_max_ms",
+        500,
+        "Consumer fetch.wait.max.ms: longest time the broker holds a fetch while it has less than "
+        "fetch_min_bytes for it (librdkafka's default; a real Kafka broker answers as soon as it has "
+        "them, so a record does not wait for it).",
+        _int(0, 300000),
+    ),
+    Setting(
+        "fetch_min_bytes",
+        1,
+        "Consumer fetch.min.bytes: bytes a broker gathers before it answers a fetch, waiting up to "
+        "fetch_wait_max_ms (1 = answer as soon as there is a record).",
+        _int(1, 100000000),
     ),
     Setting("linger_ms", 5, "Producer linger.ms: how long predictions wait to be batched.", _int(0, 300000)),
     Setting("session_timeout_ms", 10000, "Consumer group session timeout (ms).", _int(1000, 3600000)),
@@ -654,6 +666,7 @@ class WorkerSettings:
     batch_size: int
     poll_timeout_seconds: float
     fetch_wait_max_ms: int
+    fetch_min_bytes: int
     linger_ms: int
     session_timeout_ms: int
     heartbeat_interval_ms: int

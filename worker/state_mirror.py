@@ -85,6 +85,25 @@ class Mirroring:
     started: float  # time.monotonic() at start_write
 
 
+def mirror_config(
+    settings: WorkerSettings, client_options: Mapping[str, Any] | None = None
+) -> StateTopicConfig:
+    """The state topic's configuration from the worker's settings: its topic, how it is created, the
+    clients' options and the reader's fetch settings (the consumer's own ``fetch_wait_max_ms`` and
+    ``fetch_min_bytes``)."""
+    topic = settings.state_topic_name
+    assert topic is not None, "the state topic is off"
+    return StateTopicConfig(
+        settings.bootstrap_servers,
+        topic,
+        replication_factor=settings.state_topic_replication_factor,
+        min_insync_replicas=settings.state_topic_min_insync_replicas,
+        client_options={**dict(settings.kafka_options), **dict(client_options or {})},
+        fetch_wait_max_ms=settings.fetch_wait_max_ms,
+        fetch_min_bytes=settings.fetch_min_bytes,
+    )
+
+
 class StateMirror:
     """The worker's side of the state topic: created before the group join, one per process.
 
@@ -98,16 +117,8 @@ class StateMirror:
         log: logging.Logger,
         client_options: Mapping[str, Any] | None = None,
     ) -> None:
-        topic = settings.state_topic_name
-        assert topic is not None, "StateMirror needs a state topic"
         self.settings, self.metrics, self.log = settings, metrics, log
-        self.config = StateTopicConfig(
-            settings.bootstrap_servers,
-            topic,
-            replication_factor=settings.state_topic_replication_factor,
-            min_insync_replicas=settings.state_topic_min_insync_replicas,
-            client_options={**dict(settings.kafka_options), **dict(client_options or {})},
-        )
+        self.config = mirror_config(settings, client_options)
         self.topic = StateTopic(self.config)
         self.lost: str | None = None  # why the state topic is gone (deleted or created again), once it is
 

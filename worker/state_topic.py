@@ -126,6 +126,11 @@ class StateTopicConfig:
     segment_ms: int = DEFAULT_SEGMENT_MS
     transactional_id_prefix: str | None = None
     client_options: Mapping[str, Any] = field(default_factory=dict)
+    # The reader's fetch.wait.max.ms and fetch.min.bytes: the worker passes its settings of the same
+    # names. A read ends with a fetch at the partition's end, which the broker holds for the whole
+    # wait; 10 ms keeps direct reads (tools, tests, benchmarks) quick on a log of few batches.
+    fetch_wait_max_ms: int = 10
+    fetch_min_bytes: int = 1
 
     def __post_init__(self) -> None:
         if self.max_message_bytes < 2 * HEADROOM_BYTES:
@@ -260,6 +265,26 @@ def _topics(admin: AdminClient, config: StateTopicConfig) -> dict[str, Any]:
 
 def _client(config: StateTopicConfig) -> dict[str, Any]:
     return {**config.client_options, "bootstrap.servers": config.bootstrap_servers}
+
+
+def reader_config(config: StateTopicConfig) -> dict[str, Any]:
+    """The reader's consumer settings: assign() only, partition-EOF events to find the end, fetches
+    sized for the largest chunk, and the configured fetch wait and minimum bytes."""
+    return {
+        # before the client options, which may set them as they may for the worker's consumer
+        "fetch.wait.max.ms": config.fetch_wait_max_ms,
+        "fetch.min.bytes": config.fetch_min_bytes,
+        **_client(config),
+        # Only assign() is used: the client needs a group id, never joined or committed.
+        "group.id": f"sgt-state-reader-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": _FETCH_BYTES,
+        "max.partition.fetch.bytes": _FETCH_BYTES,
+        "receive.message.max.bytes": _FETCH_BYTES + (1 << 20),
+    }
 
 
 # -- claiming, reading, writing ---------------------------------------------------------------------
@@ -879,21 +904,7 @@ class StateTopic:
 
     def _reader(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    **_client(self.config),
-                    # Only assign() is used: the client needs a group id, never joined or committed.
-                    "group.id": f"sgt-state-reader-{uuid.uuid4().hex[:12]}",
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "earliest",
-                    "fetch.wait.max.ms": 10,
-                    "fetch.max.bytes": _FETCH_BYTES,
-                    "max.partition.fetch.bytes": _FETCH_BYTES,
-                    "receive.message.max.bytes": _FETCH_BYTES + (1 << 20),
-                }
-            )
+            self._consumer = Consumer(reader_config(self.config))
         return self._consumer
 
     def close(self) -> None:

@@ -7,6 +7,10 @@ Run from the repository root::
 
     .venv/bin/python -m tests.bench.bench_tansu_hop --partitions 4 --linger-ms 5
     .venv/bin/python -m tests.bench.bench_tansu_hop --partitions 4 --linger-ms 10
+    .venv/bin/python -m tests.bench.bench_tansu_hop --fetch-wait-ms 500 --fetch-min-bytes 1000
+
+``--fetch-wait-ms`` and ``--fetch-min-bytes`` are the consumer's ``fetch.wait.max.ms`` (default 10) and
+``fetch.min.bytes`` (default 1): Tansu holds a fetch at the tail for the whole wait.
 """
 
 from __future__ import annotations
@@ -43,8 +47,17 @@ def produce(bootstrap: str, rate: float, seconds: float, linger_ms: int) -> None
     producer.flush(10)
 
 
-def consume(bootstrap: str, partitions: int, seconds: float, out: Any) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hop", "fetch.wait.max.ms": 10})
+def consume(
+    bootstrap: str, partitions: int, seconds: float, out: Any, wait_ms: int = 10, min_bytes: int = 1
+) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "hop",
+            "fetch.wait.max.ms": wait_ms,
+            "fetch.min.bytes": min_bytes,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
     seen: list[tuple[float, float]] = []  # (sent, latency)
     end = time.time() + seconds + DRAIN_S
@@ -85,12 +98,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--rate", type=float, default=1000.0, help="records per second")
     parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--fetch-wait-ms", type=int, default=10, help="the consumer's fetch.wait.max.ms")
+    parser.add_argument("--fetch-min-bytes", type=int, default=1, help="the consumer's fetch.min.bytes")
     args = parser.parse_args(argv)
     with start_tansu() as broker:
         create_topics(broker.bootstrap_servers, [TOPIC], args.partitions)
         queue: Any = multiprocessing.Queue()
         reader = multiprocessing.Process(
-            target=consume, args=(broker.bootstrap_servers, args.partitions, args.seconds, queue)
+            target=consume,
+            args=(
+                broker.bootstrap_servers,
+                args.partitions,
+                args.seconds,
+                queue,
+                args.fetch_wait_ms,
+                args.fetch_min_bytes,
+            ),
         )
         reader.start()
         time.sleep(1.0)  # the reader is assigned and fetching before the first record
@@ -102,8 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         reader.join()
         writer.join()
     print(
-        f"one Tansu hop, {args.partitions} partitions, linger.ms={args.linger_ms}, {args.rate:,.0f} records/s"
+        f"one Tansu hop, {args.partitions} partitions, linger.ms={args.linger_ms}, "
+        f"{args.rate:,.0f} records/s, fetch.wait.max.ms={args.fetch_wait_ms}, "
+        f"fetch.min.bytes={args.fetch_min_bytes}"
     )
+    latencies = sorted(latency for _, latency in seen)
+    if latencies:
+        p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+        print(f"all records {len(latencies)}  p50 {1000 * p50:.1f} ms  p99 {1000 * p99:.1f} ms")
     for start, n, p50, p99 in windows(seen):
         if start >= args.seconds:  # the producer's last record or two
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -248,6 +249,75 @@ def test_demo_runs_and_stops_after_its_duration(tmp_path: Path, model: str | Non
         )
         assert inspected.returncode == 0, inspected.stderr
         assert {s["model_type"] for s in json.loads(inspected.stdout)} == {"BoostedClassifier"}
+
+
+def _demo_args(*argv: str) -> argparse.Namespace:
+    from worker.cli import parse_args
+
+    return parse_args(["demo", *argv])
+
+
+def test_the_demo_reads_the_settings_sources_of_run_but_keeps_its_own_broker_and_topics(
+    tmp_path: Path,
+) -> None:
+    from worker.devtools.demo import demo_settings
+
+    toml = tmp_path / "w.toml"
+    toml.write_text("grace_period = 50\nmodel = 'boosted'\ncheckpoint_seconds = 9\ngroup_id = 'mine'\n")
+    env = {"SGT_CHECKPOINT_SECONDS": "2", "SGT_BOOTSTRAP_SERVERS": "kafka:9092", "SGT_FEATURES_TOPIC": "x"}
+    s = demo_settings(_demo_args("--config", str(toml)), "127.0.0.1:5", str(tmp_path), env=env)
+    assert (s.grace_period, s.model, s.checkpoint_seconds) == (50, "boosted", 2.0)  # file, file, env
+    assert (s.bootstrap_servers, s.group_id, s.features_topic) == ("127.0.0.1:5", "sgt-demo", "features")
+    # the demo's defaults
+    assert (s.session_timeout_ms, s.log_level, s.labels_topic, s.state_topic_name) == (
+        6000,
+        "warning",
+        None,
+        None,
+    )
+    # the demo's flags come first; SGT_CONFIG names the file when --config does not
+    flagged = _demo_args("--model", "sgt", "--log-level", "info", "--label-delay", "1")
+    env = {"SGT_CONFIG": str(toml), "SGT_MODEL": "x", "SGT_STATE_TOPIC": "auto"}
+    s = demo_settings(flagged, "127.0.0.1:5", str(tmp_path), env=env)
+    assert (s.model, s.log_level, s.grace_period, s.labels_topic) == ("sgt", "info", 50, "labels")
+    assert s.state_topic_name == "sgt-demo-state"
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "message"),
+    [
+        (
+            {"SGT_CHECKPOINT_SECONDS": "-1"},
+            [],
+            "setting checkpoint_seconds (--checkpoint-seconds / SGT_CHECKPOINT_SECONDS) from environment",
+        ),
+        ({}, ["--config", "/no/such.toml"], "setting config (--config / SGT_CONFIG): cannot read"),
+    ],
+)
+def test_a_bad_setting_stops_the_demo_before_it_starts_anything(
+    env: dict[str, str], argv: list[str], message: str
+) -> None:
+    out = subprocess.run(
+        [*CMD, "demo", *argv], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+    )
+    assert out.returncode == 2 and f"sgt-worker demo: {message}" in out.stderr, out.stderr
+    assert "broker" not in out.stdout
+
+
+@pytest.mark.kafka  # starts its own embedded broker
+@pytest.mark.timeout(120)
+def test_the_demo_worker_takes_settings_from_the_environment_and_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text("[worker]\nn_members = 3\n")
+    out = subprocess.run(
+        [*CMD, "demo", "--duration", "10", "--metrics-port", "0", "--rate", "500"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "SGT_MODEL": "boosted", "SGT_CONFIG": str(tmp_path / "w.toml")},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    final = [line for line in out.stdout.splitlines() if line.startswith("final ")]
+    assert final and re.search(r"p0: .* trees 3 drifts \d+", final[0]), out.stdout[-1000:]
 
 
 # ---------------------------------------------------------------------- without the optional parts

@@ -432,3 +432,29 @@ def test_max_classes_is_capped_where_one_record_alone_would_take_the_model_call_
     message = str(caught.value)
     assert "setting max_classes (--max-classes / SGT_MAX_CLASSES)" in message
     assert "expected an integer >= 2 and <= 10000" in message
+
+
+def test_the_fetch_settings_suit_a_real_broker_and_reach_every_consumer() -> None:
+    from worker.clients import consumer_config
+    from worker.state_mirror import mirror_config
+    from worker.state_topic import reader_config
+
+    defaults = load_settings({}, env={})
+    # librdkafka's own defaults: a real broker answers a fetch as soon as it holds fetch.min.bytes
+    assert (defaults.fetch_wait_max_ms, defaults.fetch_min_bytes) == (500, 1)
+    assert consumer_config(defaults)["fetch.min.bytes"] == 1
+    s = load_settings({"fetch_min_bytes": "4096"}, env={"SGT_FETCH_WAIT_MAX_MS": "200"})
+    assert (consumer_config(s)["fetch.wait.max.ms"], consumer_config(s)["fetch.min.bytes"]) == (200, 4096)
+    # the state-topic reader fetches with the same settings, not a fixed wait of its own
+    reader = reader_config(mirror_config(s))
+    assert (reader["fetch.wait.max.ms"], reader["fetch.min.bytes"]) == (200, 4096)
+    # kafka_options set them for both consumers alike
+    s = load_settings({"kafka_options": "fetch.wait.max.ms=77"}, env={})
+    assert (
+        consumer_config(s)["fetch.wait.max.ms"]
+        == reader_config(mirror_config(s))["fetch.wait.max.ms"]
+        == "77"
+    )
+    for bad in ("0", "100000001", "x"):
+        with pytest.raises(ConfigError, match=r"fetch_min_bytes \(--fetch-min-bytes / SGT_FETCH_MIN_BYTES\)"):
+            load_settings({"fetch_min_bytes": bad}, env={})

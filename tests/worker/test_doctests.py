@@ -14,6 +14,7 @@ MODULES = [
     "worker.clients",
     "worker.config",
     "worker.delivery",
+    "worker.devtools.demo",
     "worker.join",
     "worker.logs",
     "worker.merge",

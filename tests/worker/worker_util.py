@@ -48,6 +48,8 @@ def inprocess_settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **ext
         "checkpoint_dir": str(ckpt),
         "session_timeout_ms": 6000,
         "heartbeat_interval_ms": 1000,
+        # the embedded broker holds a fetch at the tail for the whole wait: keep the tests' latency low
+        "fetch_wait_max_ms": 10,
         "metrics_port": 0,
         **extra,
     }

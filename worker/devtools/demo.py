@@ -4,7 +4,8 @@ Starts the embedded Tansu broker on a free loopback port, creates the topics, pr
 stream with concept drift (so the model visibly adapts) with inline labels or, with ``--label-delay``,
 labels on a separate topic, runs a worker on it in a thread, serves its metrics, and prints live
 per-partition progress (records, recent prequential error, tree size) until Ctrl-C or ``--duration``
-seconds.
+seconds. The worker's settings come from the same sources as ``sgt-worker run``'s (see
+:func:`demo_settings`).
 """
 
 from __future__ import annotations
@@ -12,20 +13,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import signal
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from types import FrameType
+from typing import Any
 
 from worker import checkpoint
-from worker.config import load_settings
+from worker.config import ConfigError, WorkerSettings, load_settings, read_toml
 from worker.logs import configure_logging
 from worker.loop import Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 _TOPICS = ("features", "labels", "predictions", "dead-letters")
+DEMO_PRODUCER: dict[str, int] = {"linger.ms": 100}
+"""The demo producer's batching: the embedded broker's fetch cost grows with the record batches a
+partition holds, so the demo sends few large batches (50 records a partition at the default rate)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Model of each partition (default: the worker's, see the 'model' setting).",
     )
     parser.add_argument(
-        "--metrics-port", type=int, default=8000, help="Metrics port (default 8000; 0 = any free)."
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Metrics port (default: the metrics_port setting, 8000; 0 = any free).",
     )
     parser.add_argument(
         "--checkpoint-dir", default=None, help="Checkpoint directory (default: a temporary one)."
@@ -59,7 +69,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="Send labels to a separate 'labels' topic this many seconds after their features (0: inline).",
     )
-    parser.add_argument("--log-level", default="warning", help="Worker log level (default warning).")
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        choices=("debug", "info", "warning", "error"),
+        help="Worker log level (default: the log_level setting if given, else warning).",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="TOML file of worker settings, as for 'sgt-worker run' (env SGT_CONFIG); SGT_* variables "
+        "apply too. The demo's broker, group, topics, checkpoint directory and metrics address stay its own.",
+    )
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
@@ -70,7 +92,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return f"--rate must be > 0 records per second, got {args.rate:g}"
     if args.partitions < 1:
         return f"--partitions must be >= 1, got {args.partitions}"
-    if not 0 <= args.metrics_port <= 65535:
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         return f"--metrics-port must be in 0..65535, got {args.metrics_port}"
     if not args.label_delay >= 0:
         return f"--label-delay must be >= 0 seconds, got {args.label_delay:g}"
@@ -79,14 +101,67 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+DEMO_DEFAULTS: dict[str, Any] = {
+    # Tansu completes a group join in about half of session.timeout.ms: 3 s instead of 5 s
+    "session_timeout_ms": 6000,
+    "heartbeat_interval_ms": 1000,
+    "checkpoint_seconds": 5.0,
+    "log_level": "warning",
+    # the embedded broker keeps nothing after the demo, so a state topic would protect nothing, while
+    # each partition's read at the start waits for fetch_wait_max_ms (about 3 s of the start) and
+    # every state written stays in the broker's memory
+    "state_topic": "none",
+}
+"""Settings the demo uses unless a flag, an ``SGT_*`` variable or the ``--config`` file gives them."""
+
+_PLACEHOLDER_BROKER = "127.0.0.1:9092"  # validation before the embedded broker has its port
+
+
+def demo_settings(
+    args: argparse.Namespace, bootstrap: str, checkpoint_dir: str, env: Mapping[str, str] | None = None
+) -> WorkerSettings:
+    """The demo worker's settings, from the same sources as ``sgt-worker run``'s.
+
+    Precedence: the demo's own (the embedded broker's address, its group, topics and checkpoint
+    directory, metrics on loopback) > the demo's flags (``--model``, ``--metrics-port``,
+    ``--log-level``) > ``SGT_*`` variables > the TOML file (``--config`` or ``SGT_CONFIG``) >
+    :data:`DEMO_DEFAULTS` > the settings' defaults. Raises ConfigError for a bad value.
+
+    >>> import argparse
+    >>> args = argparse.Namespace(config=None, model=None, metrics_port=None, log_level=None, label_delay=0)
+    >>> s = demo_settings(args, "127.0.0.1:1", "/tmp/c", env={"SGT_CHECKPOINT_SECONDS": "2"})
+    >>> (s.bootstrap_servers, s.group_id, s.checkpoint_seconds, s.session_timeout_ms)
+    ('127.0.0.1:1', 'sgt-demo', 2.0, 6000)
+    """
+    env = os.environ if env is None else env
+    config_path = args.config or env.get("SGT_CONFIG")
+    file_values = {**DEMO_DEFAULTS, **(read_toml(config_path) if config_path else {})}
+    features, labels, predictions, dead_letters = _TOPICS
+    flags = {
+        "bootstrap_servers": bootstrap,
+        "group_id": "sgt-demo",
+        "features_topic": features,
+        "labels_topic": labels if args.label_delay > 0 else "none",
+        "predictions_topic": predictions,
+        "dead_letter_topic": dead_letters,
+        "checkpoint_dir": checkpoint_dir,
+        "metrics_host": "127.0.0.1",
+        "metrics_port": args.metrics_port,
+        "model": args.model,
+        "log_level": args.log_level,
+    }
+    return load_settings(flags, env, file_values)
+
+
 def run(args: argparse.Namespace) -> int:
     from worker.devtools.embedded_broker import BrokerNotInstalled, broker_binary
 
     problem = argument_problem(args)
     if problem is None:
         try:
+            demo_settings(args, _PLACEHOLDER_BROKER, args.checkpoint_dir or tempfile.gettempdir())
             broker_binary()
-        except BrokerNotInstalled as exc:
+        except (ConfigError, BrokerNotInstalled) as exc:
             problem = str(exc)
     if problem is not None:
         print(f"sgt-worker demo: {problem}", file=sys.stderr)
@@ -108,24 +183,10 @@ def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
     with start_tansu() as broker:
         bs = broker.bootstrap_servers
         create_topics(bs, list(_TOPICS), args.partitions)
-        settings = load_settings(
-            {
-                "bootstrap_servers": bs,
-                "group_id": "sgt-demo",
-                "checkpoint_dir": ckpt,
-                "metrics_port": args.metrics_port,
-                "metrics_host": "127.0.0.1",
-                "session_timeout_ms": 6000,
-                "heartbeat_interval_ms": 1000,
-                "checkpoint_seconds": 5.0,
-                "labels_topic": "labels" if args.label_delay > 0 else None,
-                **({} if args.model is None else {"model": args.model}),
-            },
-            env={},
-        )
+        settings = demo_settings(args, bs, ckpt)
         metrics, health = WorkerMetrics(), Health()
-        server = _metrics_server(metrics, health, args.metrics_port)
-        worker = Worker(settings, metrics, health, log=configure_logging(args.log_level))
+        server = _metrics_server(metrics, health, settings.metrics_port)
+        worker = Worker(settings, metrics, health, log=configure_logging(settings.log_level))
         print(
             f"broker {bs}; metrics http://127.0.0.1:{server.port}/metrics; checkpoints {ckpt}; "
             f"stream {args.stream} at {args.rate:g} records/s; Ctrl-C to stop",
@@ -136,7 +197,7 @@ def _run(args: argparse.Namespace, ckpt: str, stop: threading.Event) -> None:
             threading.Thread(
                 target=produce_stream,
                 args=(bs, "features", settings.labels_topic, make_stream(args.stream), None, args.rate),
-                kwargs={"stop": stop, "label_delay": args.label_delay},
+                kwargs={"stop": stop, "label_delay": args.label_delay, "producer_config": DEMO_PRODUCER},
                 name="producer",
                 daemon=True,
             ),
