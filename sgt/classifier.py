@@ -139,6 +139,7 @@ class SGTClassifier(BaseSGT):
         linear_lambda: float = 0.01,
         proba: str = "calibrated",
         linear_gate: float | None = 1.5,
+        max_bytes: int | None = None,
     ) -> None:
         if proba not in PROBA_MODES:
             raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
@@ -158,6 +159,7 @@ class SGTClassifier(BaseSGT):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

@@ -182,7 +182,7 @@ class MultiOutputTree(Tree):
         size, k = int(self.pending_n[slot]), self.n_outputs
         if kernels.ENABLED:
             kernels.merge_block(
-                self.stats[slot],
+                self._held(slot),
                 self.total[slot],
                 self.pending_codes[slot, :size],
                 self.pending_g[slot, :size],
@@ -201,8 +201,10 @@ class MultiOutputTree(Tree):
         g = np.repeat(self.pending_g[slot, :size].T, width, axis=1).ravel()
         h = np.repeat(self.pending_h[slot, :size].T, width, axis=1).ravel()
         block = block_stats(every, g, h, k * groups).reshape(k, groups, WIDTH).transpose(1, 0, 2)
-        merged = merge(np.concatenate([self.stats[slot], self.total[slot][None]]), block)
-        self.stats[slot], self.total[slot] = merged[:-1], merged[-1]
+        merged = merge(np.concatenate([self._held(slot), self.total[slot][None]]), block)
+        self.total[slot] = merged[-1]
+        if self.active[slot]:
+            self.stats[slot] = merged[:-1]
         self.pending_n[slot] = 0
 
     def _null_candidate(self, slot: int) -> Candidate:
@@ -257,6 +259,7 @@ def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) ->
     wide = MultiOutputTree(tree.params, tree.layout, outputs)
     structure = [name for name in NODE_ARRAYS if name != "value"]  # (the values widen below)
     counters = ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block")
+    counters += ("active", "promise", "cap")  # (the memory budget's: see Tree.fit_budget)
     for name in (*counters, *structure, "pending_codes"):
         setattr(wide, name, getattr(tree, name))
 

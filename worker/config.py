@@ -35,6 +35,14 @@ from worker.schema import MAX_FEATURES
 GUARANTEES = ("at_least_once", "exactly_once")
 """The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""
 
+MODEL_MAX_BYTES = 32 * 1024 * 1024
+"""Default ``model_max_bytes``: 32 MiB a partition. The single tree on a drifting SEA stream took 9.3 MB
+after 2 million records, still growing; the boosted ensemble 3.5 to 4.4 MB; a container with a few
+partitions per worker stays within a few hundred MB (BENCHMARKS.md, the memory budget)."""
+
+MODEL_MIN_BYTES = 65536
+"""Smallest ``model_max_bytes``: below it a model's roots alone could exceed the budget."""
+
 MAX_TRANSACTION_SECONDS = 300.0
 """Longest ``checkpoint_seconds`` with exactly_once: the transaction timeout is three times it."""
 
@@ -448,6 +456,15 @@ SETTINGS: tuple[Setting, ...] = (
         _int(1, MAX_CATEGORIES - 1),  # the library's bound (codes are uint16)
     ),
     Setting(
+        "model_max_bytes",
+        MODEL_MAX_BYTES,
+        "Memory budget of a partition's model, in bytes (what sgt_model_bytes reports): at it, the "
+        "least promising leaves stop gathering split statistics (they still predict and learn their "
+        "values); an ensemble's background members count against it. none = unbounded. Applies to "
+        "the models the worker starts; a restored partition keeps its own.",
+        _optional_int(MODEL_MIN_BYTES),
+    ),
+    Setting(
         "warm_up",
         1000,
         "SGT: finite values of a numeric feature for which its bin grid may still grow (never blocks "
@@ -610,6 +627,7 @@ class WorkerSettings:
     multiclass_trees: str
     max_depth: int | None
     max_categories: int
+    model_max_bytes: int | None
     model: str
     n_members: int | None
     learning_rate: float | None
