@@ -20,6 +20,7 @@ targets and grown grids node by node instead (sgt.leafwise): the same bits in fe
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
@@ -603,7 +604,7 @@ class BaseSGT:
         learning path gives the same model whatever the batches)."""
         bounds = [0, *cuts.tolist(), len(X)]
         parts = []
-        for start, end in zip(bounds[:-1], bounds[1:]):
+        for start, end in itertools.pairwise(bounds):
             shifted = None if out is None else _Shifted(out, start)
             rows_y = None if y is None else _slice(y, start, end)
             parts.append(self._run(_slice(X, start, end), rows_y, shifted))

@@ -259,8 +259,8 @@ def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) ->
     wide = MultiOutputTree(tree.params, tree.layout, outputs)
     structure = [name for name in NODE_ARRAYS if name != "value"]  # (the values widen below)
     counters = ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block")
-    counters += ("active", "promise", "cap")  # (the memory budget's: see Tree.fit_budget)
-    for name in (*counters, *structure, "pending_codes"):
+    budget = ("active", "promise", "cap")  # (the memory budget's: see Tree.fit_budget)
+    for name in (*counters, *budget, *structure, "pending_codes"):
         setattr(wide, name, getattr(tree, name))
 
     def grown(array: np.ndarray, axis: int) -> np.ndarray:  # the output axis at `axis`, widened

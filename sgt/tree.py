@@ -992,7 +992,8 @@ class Tree:
             + self.pending_h[0].nbytes
             + 20
         )
-        stats = sum(held.nbytes for held in self.stats)
+        # each active slot's statistics are an array of the layout's size; an inactive slot has none
+        stats = self._slot_bytes()[1] * int(self.active[: self.n_slots].sum())
         return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots + stats
 
     # -- memory budget -------------------------------------------------------------------------
@@ -1020,7 +1021,9 @@ class Tree:
 
     def _node_bytes(self) -> int:
         """Bytes of one node in the node arrays (and its linear term)."""
-        row = sum(getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in NODE_ARRAYS)
+        row = sum(
+            getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in NODE_ARRAYS
+        )
         return row + self.weights.itemsize * math.prod(self.weights.shape[1:])
 
     def _slot_bytes(self) -> tuple[int, int]:
