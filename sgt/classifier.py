@@ -76,6 +76,11 @@ class SGTClassifier(BaseSGT):
         None in `to_dict`). Without it, a feature with ever-new values (an id, a timestamp
         string) grows every leaf's statistics and, once split on, the number of leaves without
         limit.
+    max_bytes
+        Optional memory budget in bytes, which `nbytes` keeps to (every model class takes it): at
+        it, the least promising leaves stop gathering split statistics and never split again, but
+        still predict and learn their values (`n_inactive` counts them). Exact like the rest: any
+        batching and a restore give the same model. None (default): unbounded.
     proba
         How probabilities are made; the trees learn the same in every mode. ``"calibrated"``
         (default): the trees' softmax with a temperature and a bias per class fitted online on the log
