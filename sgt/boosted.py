@@ -224,7 +224,7 @@ class _Member(BaseSGT):
             old = self.n_outputs
             positions = [1] if owner._first_column(old) == 1 else list(range(old))
             self._trees[0] = widened(self._trees[0], outputs, positions)
-            self._fit_budget()  # (at the new class's row: wider statistics)
+        self._fit_budget()  # its trees' shares (at a new class's row: wider statistics, or more trees)
 
     def _tree_cap(self) -> int | None:
         """An equal share of the member's budget for each of its trees."""

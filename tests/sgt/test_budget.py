@@ -299,3 +299,17 @@ def test_a_bounded_mil_classifier_stays_within_its_budget_and_restores() -> None
     model.learn_many(bags, labels)
     assert model.nbytes <= 20_000 and model.n_inactive > 0
     assert MILClassifier.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
+
+
+def test_ensembles_started_after_a_drift_keep_to_the_budget() -> None:
+    """A multiclass ensemble's background and replacing members (one multi-output tree each) get
+    their share of the budget as the first members do."""
+    X, y = multiclass_stream(20_000, seed=3)
+    y = np.where(np.arange(20_000) < 10_000, y, (y + 1) % 3)  # the classes rotate halfway
+    budget = 400_000
+    model = BoostedClassifier(max_bytes=budget)
+    for start in range(0, 20_000, 500):
+        model.learn_many(X[start : start + 500], y[start : start + 500].tolist())
+        assert model.nbytes <= budget
+        assert all(tree.cap == budget // (2 * len(model._members)) for tree in model._trees)
+    assert model.n_drifts >= 1
