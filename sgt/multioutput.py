@@ -179,10 +179,13 @@ class MultiOutputTree(Tree):
         """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups
         come after output k - 1's, each summed in instance order (with sgt.kernels: every output in one
         pass, the same sums)."""
+        if not self.active[slot]:
+            self._merge_total(slot)
+            return
         size, k = int(self.pending_n[slot]), self.n_outputs
         if kernels.ENABLED:
             kernels.merge_block(
-                self._held(slot),
+                self.stats[slot],
                 self.total[slot],
                 self.pending_codes[slot, :size],
                 self.pending_g[slot, :size],
@@ -201,10 +204,8 @@ class MultiOutputTree(Tree):
         g = np.repeat(self.pending_g[slot, :size].T, width, axis=1).ravel()
         h = np.repeat(self.pending_h[slot, :size].T, width, axis=1).ravel()
         block = block_stats(every, g, h, k * groups).reshape(k, groups, WIDTH).transpose(1, 0, 2)
-        merged = merge(np.concatenate([self._held(slot), self.total[slot][None]]), block)
-        self.total[slot] = merged[-1]
-        if self.active[slot]:
-            self.stats[slot] = merged[:-1]
+        merged = merge(np.concatenate([self.stats[slot], self.total[slot][None]]), block)
+        self.stats[slot], self.total[slot] = merged[:-1], merged[-1]
         self.pending_n[slot] = 0
 
     def _null_candidate(self, slot: int) -> Candidate:

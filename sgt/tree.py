@@ -796,7 +796,7 @@ class Tree:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own
         columns of one `block_stats` (whose sums run in instance order within each column) and the
         merge is elementwise, so every slot gets the bits it gets alone."""
-        if kernels.ENABLED:
+        if kernels.ENABLED or not self.active[slots].all():
             for slot in slots.tolist():
                 self._merge_pending(slot)
             return
@@ -813,23 +813,25 @@ class Tree:
         index += layout.offsets
         index += np.repeat(np.arange(slots.size) * columns, sizes)[:, None]
         block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), slots.size * columns)
-        held = np.stack([self._held(slot) for slot in slots.tolist()])
+        held = np.stack([self.stats[slot] for slot in slots.tolist()])
         merged = merge(
             np.concatenate([held, self.total[slots][:, None]], axis=1),
             block.reshape(slots.size, columns, WIDTH),
         )
         for slot, rows in zip(slots.tolist(), merged):
-            if self.active[slot]:
-                self.stats[slot][...] = rows[:-1]  # (into the slot's own array: a view would keep `merged`)
+            self.stats[slot][...] = rows[:-1]  # (into the slot's own array: a view would keep `merged`)
         self.total[slots] = merged[:, -1]
         self.pending_n[slots] = 0
 
     def _merge_pending(self, slot: int) -> None:
         """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
+        if not self.active[slot]:
+            self._merge_total(slot)
+            return
         size = int(self.pending_n[slot])
         if kernels.ENABLED:
             kernels.merge_block(  # (the kernel's output axis: one here)
-                self._held(slot)[:, None],
+                self.stats[slot][:, None],
                 self.total[slot][None],
                 self.pending_codes[slot, :size],
                 self.pending_g[slot, :size, None],
@@ -848,10 +850,8 @@ class Tree:
         index[:, :-1] = self.pending_codes[slot, :size]
         index += layout.offsets
         block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), layout.n_columns + 1)
-        merged = merge(np.concatenate([self._held(slot), self.total[slot : slot + 1]]), block)
-        self.total[slot] = merged[-1]
-        if self.active[slot]:
-            self.stats[slot] = merged[:-1]
+        merged = merge(np.concatenate([self.stats[slot], self.total[slot : slot + 1]]), block)
+        self.stats[slot], self.total[slot] = merged[:-1], merged[-1]
         self.pending_n[slot] = 0
 
     def _best_candidate(self, node: int, slot: int) -> Candidate:
@@ -1010,10 +1010,19 @@ class Tree:
         """An inactive slot's statistics: none."""
         return np.zeros((0, *self._output_axes(), WIDTH))
 
-    def _held(self, slot: int) -> np.ndarray:
-        """The statistics a block merges into: the slot's, or (inactive) a scratch array whose result is
-        dropped, so that the total merges with the very same arithmetic either way."""
-        return self.stats[slot] if self.active[slot] else self._new_stats()
+    def _merge_total(self, slot: int) -> None:
+        """`_merge_pending` of an inactive slot: its total alone, with the bits the whole merge gives
+        it (`block_stats` sums each group in instance order, and the total is a group of its own
+        there; the merge is elementwise; the compiled merge has the same bits)."""
+        size = int(self.pending_n[slot])
+        outputs = math.prod(self._output_axes())
+        # output after output, each output's instances in order
+        g = self.pending_g[slot, :size].reshape(size, outputs).T.ravel()
+        h = self.pending_h[slot, :size].reshape(size, outputs).T.ravel()
+        block = block_stats(np.repeat(np.arange(outputs), size), g, h, outputs)
+        total = self.total[slot]
+        self.total[slot] = merge(total.reshape(outputs, WIDTH), block).reshape(total.shape)
+        self.pending_n[slot] = 0
 
     def _deactivate(self, slot: int) -> None:
         self.active[slot] = False

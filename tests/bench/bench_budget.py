@@ -105,15 +105,18 @@ def run(model_name: str, budget: int | None, records: int, period: int, batch: i
 def table(results: list[Result]) -> str:
     """The results as a Markdown table."""
     lines = [
-        "| model | budget | accuracy | last 1M | bytes at the end | most bytes | nodes | inactive leaves "
-        "| records per CPU-second |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | records | budget | accuracy | last 1M | bytes at the end | most bytes | nodes "
+        "| inactive leaves | records per CPU-second |",
+        "|---|---:|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        budget = "none" if r.budget is None else f"{r.budget / 1024 / 1024:g} MiB"
+        budget = "none" if r.budget is None else f"{r.budget:,} bytes"
+        if r.budget is not None and r.budget % (1024 * 1024) == 0:
+            budget = f"{r.budget // (1024 * 1024)} MiB"
         lines.append(
-            f"| {r.model} | {budget} | {r.accuracy:.2f}% | {r.last_accuracy:.2f}% | {r.nbytes:,} | "
-            f"{r.max_nbytes:,} | {r.nodes:,} | {r.inactive:,} | {r.records / r.cpu_seconds:,.0f} |"
+            f"| {r.model} | {r.records:,} | {budget} | {r.accuracy:.2f}% | {r.last_accuracy:.2f}% "
+            f"| {r.nbytes:,} | {r.max_nbytes:,} | {r.nodes:,} | {r.inactive:,} "
+            f"| {r.records / r.cpu_seconds:,.0f} |"
         )
     return "\n".join(lines)
 
