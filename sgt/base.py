@@ -572,10 +572,11 @@ class BaseSGT:
         snapshot = self._space.snapshot()
         try:
             codes = self._encode_batch(X, learn)
+            # (every target checked before any part of the batch is learned)
+            targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
             cuts = self._widening_rows(snapshot, codes, learn)
             if cuts.size:  # (the space is as it was: each part encodes its own rows)
                 return self._run_parts(X, y, out, cuts)
-            targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise

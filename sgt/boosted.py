@@ -676,10 +676,11 @@ class _Boosting(_Estimator):
         snapshot = self._space.snapshot()
         try:
             codes = self._encode_batch(X, learn)
+            # (every target checked before any part of the batch is learned)
+            targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
             cuts = self._widening_rows(snapshot, codes, learn)
             if cuts.size:  # with a memory budget (see BaseSGT._widening_rows)
                 return self._run_parts(X, y, None, cuts)
-            targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise

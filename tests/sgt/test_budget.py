@@ -313,3 +313,16 @@ def test_ensembles_started_after_a_drift_keep_to_the_budget() -> None:
         assert model.nbytes <= budget
         assert all(tree.cap == budget // (2 * len(model._members)) for tree in model._trees)
     assert model.n_drifts >= 1
+
+
+@pytest.mark.parametrize("cls", [SGTClassifier, BoostedClassifier])
+def test_a_bad_label_in_a_batch_that_widens_the_layout_changes_nothing(cls: type) -> None:
+    """A batch learned in parts (the layout widens inside it) is still checked whole before any part."""
+    model = cls(**SMALL, max_bytes=budget_of("classifier"))
+    model.learn_many(_RECORDS[:300], _LABELS[:300])
+    before = model.to_bytes()
+    labels: list[Any] = list(_LABELS[300:1200])
+    labels[-1] = [1]  # not a JSON scalar
+    with pytest.raises(ValueError, match="class label"):
+        model.learn_many(_RECORDS[300:1200], labels)
+    assert model.to_bytes() == before
