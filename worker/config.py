@@ -39,7 +39,7 @@ MODEL_MAX_BYTES = 32 * 1024 * 1024
 """Default ``model_max_bytes``: 32 MiB a partition, room for what the models take on long runs while
 bounding a worker's partitions (a dozen in a few hundred MB). On a drifting SEA stream the default
 single tree took 24 MB after 10 million records, still growing by about 1.3 MB a million, and the
-boosted ensemble at most 6.1 MB (BENCHMARKS.md section 9): the budget binds only on longer or wider
+boosted ensemble at most 6.2 MB (BENCHMARKS.md section 9): the budget binds only on longer or wider
 streams, where it costs little accuracy (2 MiB cost the single tree 0.33 points)."""
 
 MODEL_MIN_BYTES = 65536
