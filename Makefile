@@ -26,8 +26,10 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# four processes on any machine: the end-to-end tests mostly wait (on group joins, brokers, workers), so
+# more processes than cores overlap the waits; each process starts its own embedded broker
 test: lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 4 --dist worksteal
 
 # the library benchmark: every model on every stream side by side, then speed and memory; installs the
 # bench extra (River, CapyMOA; MOA's models need a Java 17+ runtime: JAVA_HOME, or java on the PATH).

@@ -177,9 +177,10 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "linear",
+        leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
         max_bytes: int | None = None,
+        interval_coverages: Sequence[float] = (),
     ) -> None:
         BoostedRegressor.__init__(
             self,
@@ -201,6 +202,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
             max_bytes=max_bytes,
+            interval_coverages=interval_coverages,
             **_ONE_TREE,
         )
 

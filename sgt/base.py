@@ -24,11 +24,12 @@ import itertools
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from sgt.batch import Events
+from sgt.explain import importances
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.leafwise import Run, run_leafwise
 from sgt.multioutput import load_tree
@@ -57,7 +58,8 @@ PAPER_DEFAULTS = {
 #: warm-up, which blocked numeric splits for 1,000 values, is gone (grids grow with the data).
 #: leaf_model = "linear" (not in the paper) with linear_lambda = 0.01, against constant leaves: Friedman
 #: #1's MAE 1.98 -> 1.11, the rotating hyperplane 80.5% -> 91.7%, RBF-5 +2.2 points, ImageSegments +5.9;
-#: within 0.6 points elsewhere (BENCHMARKS.md, side by side).
+#: within 0.6 points elsewhere (BENCHMARKS.md, side by side). The regressors' leaf_model is "adaptive"
+#: (each leaf serves its linear term or its constant: BENCHMARKS.md, robustness).
 DEFAULTS = {
     "delta": 1e-3,
     "grace_period": 100,
@@ -71,9 +73,11 @@ DEFAULTS = {
 }
 
 
-#: What a leaf predicts with: its value ("constant", the paper's) or its value plus a linear term in
-#: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h.
-LEAF_MODELS = ("constant", "linear")
+#: What a leaf predicts with: its value ("constant", the paper's), its value plus a linear term in
+#: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h, or
+#: either, each leaf by which predicted its records better so far ("adaptive", see sgt.tree.Tree._choose;
+#: one-output trees only: not the boosted classifier, whose members may have several outputs).
+LEAF_MODELS = ("constant", "linear", "adaptive")
 
 # batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
 ROW_BY_ROW_MAX = 16
@@ -88,6 +92,9 @@ class TreeGroup(NamedTuple):
 
 class BaseSGT:
     """Base class of the SGT estimators; not used directly."""
+
+    #: the leaf models the estimator takes (its trees' kind decides: see LEAF_MODELS)
+    _leaf_models: ClassVar[tuple[str, ...]] = LEAF_MODELS
 
     def __init__(
         self,
@@ -112,9 +119,9 @@ class BaseSGT:
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_int("grace_start", grace_start, low=1, allowed="an integer >= 1")
         _check_real("linear_lambda", linear_lambda, low=0.0, low_open=True, allowed="> 0")
-        if leaf_model not in LEAF_MODELS:
+        if leaf_model not in self._leaf_models:
             raise ValueError(
-                f"leaf_model must be one of {', '.join(map(repr, LEAF_MODELS))}, got {leaf_model!r}"
+                f"leaf_model must be one of {', '.join(map(repr, self._leaf_models))}, got {leaf_model!r}"
             )
         _check_real("lambda_", lambda_, low=0.0, allowed=">= 0")
         _check_real("gamma", gamma, low=0.0, allowed=">= 0")
@@ -330,6 +337,12 @@ class BaseSGT:
         """Bytes of the model's live arrays (tree nodes, split statistics, pending blocks); with
         `max_bytes`, at most that (unless every leaf is inactive: see `_fit_budget`)."""
         return sum(t.nbytes() for t in self._trees)
+
+    def feature_importances(self) -> dict[str, float]:
+        """Feature name to importance (sums to 1; all 0 before the first split or linear term): the
+        mean absolute contribution of each feature over the records the leaves received recently, read
+        from the model as it stands, so it follows drift (sgt.explain says how and why)."""
+        return importances(self)
 
     @property
     def n_inactive(self) -> int:

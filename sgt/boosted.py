@@ -85,7 +85,7 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -1277,6 +1277,9 @@ class BoostedClassifier(_Boosting, SGTClassifier):
     _replay_warned = REPLAY_WARNED
     _alarm_period = ALARM_PERIOD
 
+    #: multi-output trees (three classes or more) have no adaptive leaves
+    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
+
     def __init__(
         self,
         n_members: int | None = None,
@@ -1550,6 +1553,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         leaf_model: str = "linear",
         linear_lambda: float = 0.1,
         max_bytes: int | None = None,
+        interval_coverages: Sequence[float] = (),
     ) -> None:
         SGTRegressor.__init__(
             self,
@@ -1569,6 +1573,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
             max_bytes=max_bytes,
+            interval_coverages=interval_coverages,
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)
 
@@ -1576,7 +1581,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         return {**self._boosting_params(), **SGTRegressor.get_params(self)}
 
     def _state_extra(self) -> dict[str, Any]:
-        return {"base": self._base_value, **self._boosting_state()}
+        return {"base": self._base_value, **self._boosting_state(), **self._interval_state()}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         self._restore_boosting(extra)

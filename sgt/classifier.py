@@ -12,6 +12,7 @@ import numpy as np
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_real
 from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement
 from sgt.calibration import Calibrator
+from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
 from sgt.smoothing import MODES, Smoother
 from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
@@ -61,7 +62,9 @@ class SGTClassifier(BaseSGT):
         "linear" (default): a leaf predicts its value plus a linear term in the numeric features
         (their bin centres on the grid), fitted by Newton steps from the same gradients and
         Hessians at every attempt; a new leaf starts from its parent's term. "constant": the
-        paper's leaves, a value only.
+        paper's leaves, a value only. "adaptive": each leaf serves its linear term or its constant,
+        whichever predicted its records better so far (sgt.tree.Tree._choose; the regressor's
+        default, not the classifier's: BENCHMARKS.md section 9).
     linear_lambda
         L2 regularisation of the linear term's Newton steps (on mean Hessians). Default 0.01.
     max_depth
@@ -374,6 +377,12 @@ class SGTClassifier(BaseSGT):
         codes = self._space.encode_one(x, learn=False)
         nodes = [tree.route_one(codes)[0] for tree in self._trees]
         return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes), codes)))
+
+    def explain_one(self, x: Any) -> dict[Any, Explanation]:
+        """Each class's logit against the first class (whose logit is 0), before calibration or
+        smoothing, as a base value plus each feature's contribution (sgt.explain); by class label,
+        the classes from the second on ({} before two classes are known)."""
+        return dict(zip(self._classes[1:], explanations(self, x)))
 
     def predict_one(self, x: Any) -> Any:
         """The most probable class (the earliest seen on ties); None before the first label."""

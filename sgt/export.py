@@ -99,6 +99,9 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
         out["weights"] = weights if multi else weights[0]
     if feature < 0:
         out.update(leaf=True, n=tree.leaf_count(node))
+        if tree.adaptive:  # what the leaf serves, and its constant (see sgt.tree.Tree._choose)
+            constant = float(tree.value[node]) + float(tree.anchor[node]) + base
+            out.update(serves="linear" if tree.serving[node] else "constant", constant=constant)
         return out
     space = model._space
     out.update(leaf=False, feature=space.names[feature])
@@ -132,7 +135,8 @@ def to_text(model: BaseSGT) -> str:
 def _text(node: dict[str, Any], indent: int, lines: list[str]) -> None:
     pad = "  " * indent
     if node["leaf"]:
-        lines.append(f"{pad}leaf value={_format(node['value'], '.6g')} n={node['n']}")
+        serves = f" serves {node['serves']} (constant={node['constant']:.6g})" if "serves" in node else ""
+        lines.append(f"{pad}leaf value={_format(node['value'], '.6g')} n={node['n']}{serves}")
         return
     for k, child in enumerate(node["children"]):
         condition = _condition(node, k)

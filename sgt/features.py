@@ -21,8 +21,10 @@ Every value becomes a small integer code (uint16), the unit of all statistics an
 
 A feature is nominal when its first value is a string or its name is listed in `nominal`; it is
 numeric otherwise (bools count as 0/1). Features are registered by the first learned record that
-has a value for them, so the feature order, the codes and the ranges depend only on the learned
-records and their order.
+has a value for them; the new features of one record in a canonical order of their names (declared
+`feature_names` first, in their order, then natural order: "x2" before "x10"), never in the order of
+its keys. So the feature order, the codes and the ranges depend only on the learned records and their
+order, not on how each record lists its keys: a model's predictions and bytes do not either.
 
 >>> space = FeatureSpace(bins=4, warm_up=3)
 >>> codes = space.encode_rows([{"a": 0.0, "c": "x"}, {"a": 3.0, "c": "y"}, {"a": 9.0}], learn=None)
@@ -39,6 +41,8 @@ records and their order.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,6 +63,7 @@ MAX_CATEGORIES = UNKNOWN - 1
 CODE_DTYPE = np.uint16
 _PLAIN_NUMBERS = frozenset({float, int, bool, type(None)})
 _DENSE_NUMBERS = frozenset({float, int, bool})
+_DIGITS = re.compile(r"([0-9]+)")
 
 
 @dataclass
@@ -100,6 +105,8 @@ class FeatureSpace:
         self.warm_up = warm_up
         self.nominal = frozenset(nominal)
         self.feature_names = list(feature_names) if feature_names is not None else None
+        # a declared name's position (its first, should a name repeat), for `_order_key`
+        self._declared = {name: c for c, name in reversed(list(enumerate(self.feature_names or ())))}
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self.numeric: list[_Numeric | None] = []
@@ -252,26 +259,31 @@ class FeatureSpace:
         items = list(x.items()) if isinstance(x, dict) else list(self._items(x))
         index, vocab, numeric = self.index, self.vocab, self.numeric
         if learn:
+            fresh: list[tuple[Any, Any]] = []  # the record's new features, registered once all are checked
             for name, value in items:
                 kind = type(value)
                 j = index.get(name)
-                if kind is float or kind is int:
-                    if j is not None and vocab[j] is not None and value == value:  # NaN is missing
+                if j is None:
+                    if not _is_missing(value):
+                        if kind is not float and kind is not int and kind is not str:
+                            self._check(name, value)  # (plain numbers and strings always register)
+                        fresh.append((name, value))
+                elif kind is float or kind is int:
+                    if vocab[j] is not None and value == value:  # NaN is missing
                         self._category_check(name, value)
                 elif kind is str:
-                    if j is not None and vocab[j] is None:
+                    if vocab[j] is None:
                         _number(name, value)
                 elif value is not None:
                     self._check(name, value)
+            if fresh:
+                self._register_all(fresh)
         codes = [MISSING] * len(self.names)
         warm_up, bins, last = self.warm_up, self.bins, self.bins - 1
         for name, value in items:
             j = index.get(name)
-            if j is None:
-                if not learn or _is_missing(value):
-                    continue
-                j = self._register(name, value)
-                codes.append(MISSING)
+            if j is None:  # unknown, or known only from this record's missing values
+                continue
             if vocab[j] is not None:
                 codes[j] = self._category_code(j, name, value, learn)
                 continue
@@ -314,8 +326,11 @@ class FeatureSpace:
         nominal: list[tuple[int, int, int]] = []
         for i, x in enumerate(rows):
             learned = bool(learn_mask[i])
-            for name, value in self._items(x):
-                j = self._feature(name, value, learned)
+            items = list(self._items(x))
+            if learned:
+                self._register_new(items)
+            for name, value in items:
+                j = self.index.get(name, -1)
                 if j < 0:
                     continue
                 if self.vocab[j] is not None:
@@ -393,10 +408,10 @@ class FeatureSpace:
             return np.zeros((0, len(self.names)), dtype=CODE_DTYPE)
         learn_mask = np.ones(n, dtype=bool) if learn is None else np.asarray(learn, dtype=bool)
         values = np.asarray(X, dtype=np.float64)
-        # new columns register in the order a row-by-row pass would meet them
+        # new columns register in the order a row-by-row pass would register them
         present = learn_mask[:, None] & ~np.isnan(values)
         first_row = np.where(present.any(axis=0), present.argmax(axis=0), n)
-        for c in sorted(range(width), key=lambda c: (first_row[c], c)):
+        for c in sorted(range(width), key=lambda c: (first_row[c], self._order_key(self._column_name(c)))):
             name = self._column_name(c)
             if name not in self.index and first_row[c] < n:
                 self._register(name, values[first_row[c], c])
@@ -451,16 +466,39 @@ class FeatureSpace:
             )
         return key
 
-    def _feature(self, name: Any, value: Any, learn: bool) -> int:
-        """Index of feature `name`, registering it when learning a non-missing value; -1 to skip."""
-        j = self.index.get(name, -1)
-        if j >= 0:
-            return j
-        if not learn or _is_missing(value):
-            return -1
-        if not isinstance(name, str):
-            raise TypeError(f"feature names must be strings, got {name!r}")
-        return self._register(name, value)
+    def _register_new(self, items: Iterable[tuple[Any, Any]]) -> None:
+        """Register the features of a learned record's items that are new and not missing."""
+        fresh = [(name, value) for name, value in items if name not in self.index and not _is_missing(value)]
+        if fresh:
+            for name, _ in fresh:
+                if not isinstance(name, str):
+                    raise TypeError(f"feature names must be strings, got {name!r}")
+            self._register_all(fresh)
+
+    def _register_all(self, fresh: Sequence[tuple[Any, Any]]) -> None:
+        """Register a record's new features (names, first values) in the canonical order.
+
+        A feature's index (its column in every statistic) then depends on the record that brings it
+        and on the names that record brings, never on the order of the record's keys: split ties, the
+        sums of the linear leaves and the saved bytes all follow feature indexes.
+        """
+        for name, value in sorted(fresh, key=lambda item: self._order_key(item[0])):
+            self._register(name, value)
+
+    def _order_key(self, name: Any) -> tuple[int, Any]:
+        """Where a new feature goes among those of its record: the declared `feature_names` first, in
+        their order; then every other name in natural order (digit runs compare as numbers: x2 before
+        x10), ties (x01, x1) in code point order. So an array's columns, named x0, x1, ... or by
+        `feature_names`, register in their positions' order, as dicts with the same names do.
+
+        Names that are not strings, which only `encode_one` takes (River's generators key features by
+        integers), come last: numbers in numeric order, then anything else by type name and repr."""
+        if isinstance(name, str):
+            position = self._declared.get(name)
+            return (1, _natural_key(name)) if position is None else (0, position)
+        if isinstance(name, numbers.Real) and name == name:
+            return (2, name)
+        return (3, (type(name).__name__, repr(name)))
 
     def _register(self, name: str, value: Any) -> int:
         nominal = name in self.nominal or isinstance(value, str)
@@ -649,6 +687,20 @@ def _power_of_two_above(x: float) -> float:
     if x == 0.0:
         return 0.0
     return math.ldexp(1.0, math.frexp(x)[1])
+
+
+def _natural_key(name: str) -> tuple[tuple[Any, ...], str]:
+    """A total order on names that compares runs of digits as numbers ("b2" < "b10").
+
+    Split into alternating text and digit runs (text first, so the parts at one position are always
+    of one kind); a digit run compares by its length without leading zeros, then its digits (no int
+    conversion, so no limit on its length); the name itself breaks the remaining ties ("x01", "x1").
+    """
+    parts = _DIGITS.split(name)
+    key = tuple(
+        part if k % 2 == 0 else (len(part.lstrip("0")), part.lstrip("0")) for k, part in enumerate(parts)
+    )
+    return key, name
 
 
 def _is_missing(value: Any) -> bool:

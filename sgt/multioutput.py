@@ -126,10 +126,11 @@ class MultiOutputTree(Tree):
     def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
         return [self.evaluate(node) for node in nodes]
 
-    def _newton_linear(self, node: int, slot: int) -> None:
+    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
         """Each output's Newton step of its linear term on the block: Tree._newton_linear with the
         outputs side by side (the same operations on each output's numbers, in the same order, so
-        each output gets the bits it would get alone), their systems solved together."""
+        each output gets the bits it would get alone), their systems solved together. (`g_at`: always
+        None here, as multi-output trees are never adaptive.)"""
         size, k = int(self.pending_n[slot]), self.n_outputs
         layout = self.layout
         numeric = layout.numeric

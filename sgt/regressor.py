@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT, _check_real
+from sgt.explain import Explanation, explanations
+from sgt.intervals import IntervalLayer, check_coverages
 from sgt.losses import Loss, SquaredError, get_loss
 from sgt.serialization import SerializationError
 
@@ -34,6 +36,13 @@ class SGTRegressor(BaseSGT):
         An sgt.losses.Loss; default SquaredError().
     base_score
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
+    leaf_model
+        "adaptive" (default): each leaf serves its linear term or its constant, whichever predicted
+        its records better so far (sgt.tree.Tree._choose); "linear" or "constant" as for the classifier.
+    interval_coverages
+        Coverages (in (0, 1)) whose prediction intervals the model tracks online from its prequential
+        residuals, e.g. (0.9, 0.95) (sgt.intervals); `predict_interval_one` answers for these. Default
+        (): no intervals, and no work for them.
 
     Examples
     --------
@@ -65,9 +74,10 @@ class SGTRegressor(BaseSGT):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "linear",
+        leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
         max_bytes: int | None = None,
+        interval_coverages: Sequence[float] = (),
     ) -> None:
         super().__init__(
             delta,
@@ -92,34 +102,58 @@ class SGTRegressor(BaseSGT):
         self.loss = loss if loss is not None else SquaredError()
         self.base_score = None if base_score is None else float(base_score)
         self._base_value = self.base_score
+        self.interval_coverages = check_coverages(interval_coverages)
+        self._intervals = IntervalLayer(self.interval_coverages) if self.interval_coverages else None
         self._new_tree()
 
     def get_params(self) -> dict[str, Any]:
         params = super().get_params()
         params.update(loss=self.loss.name, base_score=self.base_score)
+        params["interval_coverages"] = list(self.interval_coverages)
+        return params
+
+    def _saved_params(self) -> dict[str, Any]:
+        """`get_params`, plus the loss's own arguments where it has any (Huber's delta), less
+        `interval_coverages` when empty (the default: saved as before intervals existed)."""
+        params = super()._saved_params()
+        if not params.get("interval_coverages", True):
+            del params["interval_coverages"]
+        if vars(self.loss):
+            params["loss_args"] = dict(vars(self.loss))
         return params
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        """The saved loss name becomes the built-in loss of that name, or `loss` if it has that name."""
+        """The saved loss name becomes the built-in loss of that name (with its saved arguments), or
+        `loss` if it has that name (and those arguments)."""
         name = params.pop("loss")
+        args = params.pop("loss_args", {})
         if loss is not None:
-            if loss.name != name:
-                raise SerializationError(f"the model was trained with loss {name!r}, not {loss.name!r}")
+            if loss.name != name or (args and vars(loss) != args):
+                raise SerializationError(
+                    f"the model was trained with loss {name!r} {args or ''}, not {loss!r}".replace("  ", " ")
+                )
             return {**params, "loss": loss}
         try:
-            return {**params, "loss": get_loss(name)}
+            built_in = get_loss(name)
         except ValueError:
             raise SerializationError(
                 f"the model uses the custom loss {name!r}: pass it as load(..., loss=...)"
             ) from None
+        return {**params, "loss": type(built_in)(**args) if args else built_in}
 
     def _state_extra(self) -> dict[str, Any]:
-        return {"base": self._base_value}
+        return {"base": self._base_value, **self._interval_state()}
+
+    def _interval_state(self) -> dict[str, Any]:
+        """The interval layer's state, if the model keeps one (else nothing: blobs as before)."""
+        return {} if self._intervals is None else {"intervals": self._intervals.state()}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         base = extra["base"]
         self._base_value = None if base is None else float(base)
+        if self._intervals is not None:  # saved before the layer existed: it starts empty
+            self._intervals = IntervalLayer.restore(self.interval_coverages, extra.get("intervals"))
 
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -160,15 +194,63 @@ class SGTRegressor(BaseSGT):
         Rows whose target is None are only predicted. Equal to a loop of predict_one and learn_one.
         """
         raw, _ = self._run(X, y)
-        return self.loss.link(raw[:, 0])
+        predictions = self.loss.link(raw[:, 0])
+        if self._intervals is not None:  # the prequential residuals, in row order
+            self._intervals.learn_many(predictions, y)
+        return predictions
 
     def learn_one(self, x: Any, y: float) -> None:
         """Learn one record."""
+        if self._intervals is None:
+            self._learn_one(x, y)
+            return
+        prediction = self.predict_one(x)  # the residual is the one of the prediction before learning
         self._learn_one(x, y)
+        self._intervals.learn_one(prediction, float(y))
 
     def learn_many(self, X: Any, y: Sequence[Any]) -> None:
         """Learn rows in order; identical to a loop of learn_one (targets None are skipped)."""
-        self._run(X, y)
+        if self._intervals is None:
+            self._run(X, y)
+        else:
+            self.predict_learn_many(X, y)
+
+    def explain_one(self, x: Any) -> Explanation:
+        """The raw score of `x` (for squared error, its prediction) as a base value plus each
+        feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms."""
+        return explanations(self, x)[0]
+
+    # -- prediction intervals (sgt.intervals) --------------------------------------------------
+    def _layer(self) -> IntervalLayer:
+        if self._intervals is None:
+            raise ValueError("the model tracks no intervals: build it with interval_coverages, e.g. (0.9,)")
+        return self._intervals
+
+    def predict_interval_one(self, x: Any, coverage: float) -> tuple[float, float]:
+        """(low, high): the prediction plus or minus the half-width tracked for `coverage` (one of
+        `interval_coverages`; (-inf, inf) before any record was learned)."""
+        layer = self._layer()
+        layer.half_width(coverage)  # an untracked coverage fails before the prediction is made
+        return layer.interval(self.predict_one(x), coverage)
+
+    def predict_learn_interval_many(
+        self, X: Any, y: Sequence[Any], coverage: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`predict_learn_many` that also returns each row's interval [rows, 2] at `coverage`, as it
+        stood when the row was predicted (a loop of `predict_interval_one` and `learn_one`)."""
+        layer = self._layer()
+        layer.half_width(coverage)
+        raw, _ = self._run(X, y)
+        predictions = self.loss.link(raw[:, 0])
+        widths = layer.learn_many(predictions, y, coverage)
+        assert widths is not None
+        return predictions, np.column_stack([predictions - widths, predictions + widths])
+
+    def predict_interval_many(self, X: Any, coverage: float) -> np.ndarray:
+        """[rows, 2]: `predict_interval_one` of each row."""
+        layer = self._layer()
+        layer.half_width(coverage)
+        return layer.intervals(self.predict_many(X), coverage)
 
     # scikit-learn style aliases
     def partial_fit(self, X: Any, y: Sequence[Any]) -> SGTRegressor:

@@ -59,6 +59,7 @@ from sgt.stats import WIDTH, N, block_stats, merge
 __all__ = ["NODE_ARRAYS", "Layout", "LeafInputs", "Params", "Tree", "leaf_inputs_of"]
 
 NO_NODE = -1
+_LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see Tree._record)
 #: the per-node arrays, indexed by node id
 NODE_ARRAYS = (
     "feature",
@@ -72,6 +73,8 @@ NODE_ARRAYS = (
     "parent",
     "slot",
 )
+#: an adaptive tree's per-node arrays (see Tree._choose)
+ADAPTIVE_ARRAYS = ("anchor", "tally", "serving")
 INITIAL_PENDING_ROWS = 64
 # how the memory budget holds a split: with active children, or inactive ones (see Tree._room_for_split)
 ACTIVE, INACTIVE = "active", "inactive"
@@ -89,12 +92,17 @@ class Params:
     gamma: float
     max_depth: int | None
     grace_start: int | None = None  # a new leaf's first block; None: grace_period (the paper's)
-    leaf_model: str = "constant"  # or "linear": a linear term per leaf (see Tree.predict_rows)
+    # "constant", "linear" (a linear term per leaf, see Tree.predict_rows) or "adaptive" (a linear term
+    # that each leaf serves only while it predicts better than the leaf's constant: Tree._choose)
+    leaf_model: str = "constant"
     linear_lambda: float = 0.01  # L2 regularisation of the linear term's Newton steps
     linear_steps: bool = True  # whether a linear leaf's attempts step its linear term (else it stays)
     # None, or t: an attempt drops a linear leaf's term when its block's loss is significantly lower
     # without it (a t statistic below -t; see Tree._newton_linear and _drop_changes)
     linear_gate: float | None = None
+    # "adaptive": the weight each attempt keeps of a leaf's tally of its linear term's loss change (the
+    # blocks before it fade by this factor; see Tree._choose). Of 0.25, 0.5 and 0.9, 0.5 (BENCHMARKS.md)
+    leaf_fading: float = 0.5
 
 
 class Layout:
@@ -170,8 +178,14 @@ class Tree:
         self.slot = np.empty(0, dtype=np.int32)
         self.tables: list[np.ndarray] = []
         # linear leaves: one weight per feature and node (numeric features only; see leaf_inputs)
-        self.linear = params.leaf_model == "linear"
+        self.linear = params.leaf_model in ("linear", "adaptive")
         self.weights = np.zeros((0, *out, layout.n_features))
+        # adaptive leaves (see _choose): a leaf serves its linear term (serving 1) or its constant, value +
+        # anchor (serving 0); each attempt's act serves the linear term next iff the tally is negative
+        self.adaptive = params.leaf_model == "adaptive"
+        self.anchor = np.zeros(0)
+        self.tally = np.zeros(0)
+        self.serving = np.zeros(0, dtype=np.int32)
         self._mirror: tuple[list[Any], ...] | None = None
         # leaf slots
         self.n_slots = 0
@@ -217,6 +231,10 @@ class Tree:
         self.parent[node] = parent
         if self.linear:  # a new leaf starts from its parent's model
             self.weights[node] = self.weights[parent] if parent != NO_NODE else 0.0
+        if self.adaptive:  # and its choice
+            self.anchor[node] = self.anchor[parent] if parent != NO_NODE else 0.0
+            self.tally[node] = self.tally[parent] if parent != NO_NODE else 0.0
+            self.serving[node] = self.serving[parent] if parent != NO_NODE else 0
         if slot is None:
             slot = self._new_slot()
         else:
@@ -238,6 +256,10 @@ class Tree:
             setattr(self, name, _grow(getattr(self, name), capacity))
         if self.linear:
             self.weights = _grow(self.weights, capacity)
+        if self.adaptive:
+            self.anchor = _grow(self.anchor, capacity)
+            self.tally = _grow(self.tally, capacity)
+            self.serving = _grow(self.serving, capacity)
 
     def _new_slot(self) -> int:
         slot = self.n_slots
@@ -357,11 +379,14 @@ class Tree:
         span, new_span = hi - lo, new_hi - new_lo
         scale = new_span / span if hi != lo else math.inf
         if not math.isfinite(scale):
-            self.value[:n] += w * _input(1, self.layout.bins)
+            shift = w * _input(1, self.layout.bins)
             self.weights[:n, ..., j] = 0.0
-            return
-        self.value[:n] += w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
-        self.weights[:n, ..., j] = w * scale
+        else:
+            shift = w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)
+            self.weights[:n, ..., j] = w * scale
+        self.value[:n] += shift
+        if self.adaptive:  # the constant, value + anchor, stays where it was (up to rounding)
+            self.anchor[:n] -= shift
 
     # -- prediction ----------------------------------------------------------------------------
     def predict_rows(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
@@ -371,12 +396,15 @@ class Tree:
         The linear term is summed feature by feature in layout order, as `predict_one` sums it. The
         inputs are computed once per batch (`leaf_inputs_of`) and shared by every tree that predicts it.
         """
-        if not self.linear or not inputs.columns.size:
+        if not self.linear:
             return self.value[nodes]
+        if not inputs.columns.size:
+            return self._served(nodes, self.value[nodes])
         if kernels.ENABLED and self.n_outputs == 1:
-            return kernels.predict_linear(  # (the kernel's output axis: one here)
+            out = kernels.predict_linear(  # (the kernel's output axis: one here)
                 nodes, self.value[:, None], self.weights[:, None], inputs.columns, inputs.values, first
             )[0]
+            return self._served(nodes, out)
         out = self.value[nodes]
         weights = self.weights[nodes]
         if not inputs.every_column:
@@ -385,7 +413,18 @@ class Tree:
         terms = np.empty((1 + inputs.columns.size, out.size))
         terms[0] = out
         np.multiply(weights.T, inputs.values[first : first + out.size].T, out=terms[1:])
-        return _sums_in_order(terms)
+        return self._served(nodes, _sums_in_order(terms))
+
+    def _served(self, nodes: np.ndarray, linear: np.ndarray) -> np.ndarray:
+        """The rows' raw scores: `linear` (their linear predictions), but value + anchor at the nodes
+        of an adaptive tree that serve their constant."""
+        if not self.adaptive:
+            return linear
+        constant = self.serving[nodes] == 0
+        if constant.any():
+            at = nodes[constant]
+            linear[constant] = self.value[at] + self.anchor[at]
+        return linear
 
     def predict_outputs(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
         """`predict_rows` as [outputs, rows] (what an estimator with multi-output trees stacks)."""
@@ -400,6 +439,8 @@ class Tree:
         out = float(self.value[node])
         if not self.linear:
             return out
+        if self.adaptive and not self.serving[node]:
+            return out + float(self.anchor[node])
         inputs, weights, n = self.layout.input_list, self.weights[node].tolist(), len(codes)
         for j in self.layout.numeric_list:
             if j < n:
@@ -570,7 +611,7 @@ class Tree:
         `act` (which finishes the attempt) but the attempt itself."""
         slot = int(self.slot[node])
         if self.linear and self.params.linear_steps:
-            self._newton_linear(node, slot)
+            self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
         return self._best_candidate(node, slot)
 
@@ -581,7 +622,10 @@ class Tree:
         if len(nodes) == 1:
             return [self.evaluate(nodes[0])]
         slots = [int(self.slot[node]) for node in nodes]
-        if self.linear and self.params.linear_steps:
+        if self.adaptive and self.params.linear_steps:  # each leaf's own g (see _choose)
+            for node, slot in zip(nodes, slots):
+                self._newton_linear(node, slot, self._choose(node, slot))
+        elif self.linear and self.params.linear_steps:
             self._newton_leaves(nodes, slots)
         self._merge_leaves(np.array(slots, dtype=np.intp))
         return self._best_candidates(nodes, slots)
@@ -603,20 +647,114 @@ class Tree:
             self.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
             self.block[slot] = min(2 * int(self.block[slot]), self.params.grace_period)
+        served = self._serve_next(node)
         if not passed:
+            if self.adaptive and served and not self.serving[node]:
+                self._reset_slot(slot)  # see _serve_next
             return False
         if not candidate.is_split:
-            self.value[node] += candidate.deltas[0]
+            self._step_value(node, candidate.deltas[0], served)
             self._reset_slot(slot)
             self.n_updates += 1
             return False
-        self._split(node, slot, candidate, space)
+        self._split(node, slot, candidate, space, served)
         if room == INACTIVE:
             for child in self._children(node):
                 self._deactivate(int(self.slot[child]))
         return True
 
-    def _newton_linear(self, node: int, slot: int) -> None:
+    def _serve_next(self, node: int) -> int:
+        """What the leaf served during its block (1: its linear term, or the one model of a tree that is
+        not adaptive), after setting what an adaptive leaf serves next by its tally.
+
+        A leaf that falls back from its linear term to its constant resets its statistics, which hold
+        the linear term's gradients: one that diverged left g in the thousands there, whose variance
+        failed every later F-test (measured: a root that never split, MAE 4.9 against the constant's
+        1.9). (Reset at every change of predictor: Friedman #1's MAE 1.494 against 1.398.)"""
+        if not self.adaptive:
+            return 1
+        served = int(self.serving[node])
+        self.serving[node] = int(float(self.tally[node]) < 0.0)
+        return served
+
+    def _step_value(self, node: int, delta: Any, served: int) -> None:
+        """A value update by `delta`, computed from the g and h of the predictions the leaf `served`: an
+        adaptive leaf moves that predictor alone (the other took its own step in `_choose`)."""
+        if not self.adaptive or not self.layout.numeric.size:  # (no linear term: the value is the constant)
+            self.value[node] += delta
+        elif served:
+            self.value[node] += delta
+            self.anchor[node] -= delta
+        else:
+            self.anchor[node] += delta
+
+    def _choose(self, node: int, slot: int) -> np.ndarray | None:
+        """An adaptive leaf's choice between its linear term and its constant, on its full block; the
+        block's g at the linear term's predictions (for its Newton step) if the leaf served its
+        constant, else None (the block's own g are).
+
+        Every row of the block was predicted by the same leaf (it changes only at attempts), by its
+        linear term p_l = value + w . z or its constant p_c = value + anchor. With e = p_l - p_c, the
+        second-order expansion of the loss around the served prediction (exact for squared error) gives
+        each row's loss change l(p_l) - l(p_c): g e - h e^2 / 2 if it served p_l, g e + h e^2 / 2 if
+        p_c. The leaf's tally fades by `leaf_fading` and adds the block's sum (in row order): the
+        prequential loss difference of the two predictors on the records the leaf saw, recent ones
+        weighing most. The leaf serves its linear term while the tally is negative. A tally that is
+        not a number (a linear term that overflowed) serves the constant (see `_record`).
+
+        The block's g are at the served prediction; the linear term's Newton step needs them at its own,
+        g + h e when the constant served (exact for squared error, the tree's own approximation else).
+        The predictor not served also takes a Newton step of its level here, from its own g (g - h e
+        for the constant, g + h e for the linear term): the value updates and split steps of `act`,
+        computed from the served predictor's g, move the served one alone (`_step_value`), so each
+        predictor's level follows its own residuals and either is ready when the tally turns.
+        """
+        if not self.adaptive:
+            return None
+        size = int(self.pending_n[slot])
+        numeric = self.layout.numeric
+        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
+        if not numeric.size or not size:
+            return None
+        z = self.layout.inputs[self.pending_codes[slot, :size].T[numeric]]  # [features, rows]
+        terms = np.empty((numeric.size + 1, size))
+        np.multiply(self.weights[node, numeric][:, None], z, out=terms[1:])
+        terms[0] = -self.anchor[node]
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = _sums_in_order(terms)
+            linear = bool(self.serving[node])
+            change = g * e - 0.5 * h * e * e if linear else g * e + 0.5 * h * e * e
+            # the other predictor's g (at its own predictions) and h, summed for its level's step
+            other = np.empty((size, 3))
+            np.multiply(h, e, out=other[:, 0])
+            if linear:
+                np.subtract(g, other[:, 0], out=other[:, 0])
+            else:
+                np.add(g, other[:, 0], out=other[:, 0])
+            other[:, 1] = h
+            other[:, 2] = change
+            g_sum, h_sum, change_sum = _sums_in_order(other).tolist()
+            self._record(node, change_sum)
+            step = g_sum / (h_sum + self.params.lambda_)
+            if not math.isfinite(step):
+                return None if linear else other[:, 0]
+            if linear:  # the constant's level step
+                self.anchor[node] -= step
+                return None
+            self.value[node] -= step  # the linear term's level step, the constant kept
+            self.anchor[node] += step
+            return other[:, 0] - h * step
+
+    def _record(self, node: int, change: float) -> None:
+        """Fade the leaf's tally and add a block's loss change; a change that is not a finite number
+        counts as the largest finite loss of the linear term, so the leaf serves its constant and
+        the tally stays finite (it can fade back)."""
+        if not math.isfinite(change):
+            change = _LARGEST
+        tally = self.params.leaf_fading * float(self.tally[node]) + change
+        self.tally[node] = min(max(tally, -_LARGEST), _LARGEST)
+
+    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
         """One Newton step of the leaf's linear term on its block, on inputs centred on the block.
 
         With z the block's inputs and c their h-weighted mean, w -= s and value += s . c, where
@@ -639,13 +777,14 @@ class Tree:
         if not numeric.size:
             return
         if kernels.ENABLED:
-            self._newton_compiled(node, slot)
+            self._newton_compiled(node, slot, g_at)
             return
         width = numeric.size
         # one row per feature (or product) and one column per instance: numpy's elementwise steps run
         # along whole rows, not along short rows of a few features
         z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]
-        g, h = self.pending_g[slot, :size], self.pending_h[slot, :size]
+        g = self.pending_g[slot, :size] if g_at is None else g_at
+        h = self.pending_h[slot, :size]
         weighted = np.empty((width + 1, size))
         weighted[0] = h
         np.multiply(z, h, out=weighted[1:])
@@ -670,13 +809,13 @@ class Tree:
         hessian = means[width:][layout.pair_of] + self.params.linear_lambda * np.eye(width)
         self._linear_step(node, _solve_positive_definite(hessian, means[:width]), centre)
 
-    def _newton_compiled(self, node: int, slot: int) -> None:
+    def _newton_compiled(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
         """`_newton_linear` by sgt.kernels' linear_newton: the same sums, step and gate, bit for bit."""
         size = int(self.pending_n[slot])
         layout = self.layout
         codes, g, h = (
             self.pending_codes[slot, :size],
-            self.pending_g[slot, :size],
+            self.pending_g[slot, :size] if g_at is None else g_at,
             self.pending_h[slot, :size],
         )
         first, second = layout.pairs
@@ -791,6 +930,8 @@ class Tree:
         for s_j, c_j in zip(step[1:], centre[1:].tolist()):
             shift += s_j * c_j
         self.value[(node, *output)] += shift
+        if self.adaptive:  # the constant, value + anchor, stays
+            self.anchor[(node, *output)] -= shift
 
     def _merge_leaves(self, slots: np.ndarray) -> None:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own
@@ -945,13 +1086,21 @@ class Tree:
             parent = int(self.parent[parent])
         return used
 
-    def _split(self, node: int, slot: int, candidate: Candidate, space: FeatureSpace) -> None:
+    def _split(
+        self, node: int, slot: int, candidate: Candidate, space: FeatureSpace, served: int = 1
+    ) -> None:
+        """Split the leaf; each child starts from its model plus its step (an adaptive leaf's step moves
+        the predictor it `served` alone, as `_step_value` does)."""
         value = self.value[node].copy()  # a float, or one per output: each child adds its step
         depth = int(self.depth[node]) + 1
+        constant = bool(self.adaptive and self.layout.numeric.size and not served)  # the constant's step
         children = [
-            self._new_leaf(node, value + d, depth, slot=slot if k == 0 else None)
+            self._new_leaf(node, value if constant else value + d, depth, slot=slot if k == 0 else None)
             for k, d in enumerate(candidate.deltas)
         ]
+        if self.adaptive and self.layout.numeric.size:
+            for child, d in zip(children, candidate.deltas):
+                self.anchor[child] += d if constant else -d
         self.feature[node] = candidate.feature
         self.slot[node] = -1
         self.missing[node] = children[candidate.missing_child]
@@ -985,6 +1134,7 @@ class Tree:
         """Bytes of the live state: node arrays and the slots of the current leaves."""
         node_bytes = sum(getattr(self, name)[: self.n_nodes].nbytes for name in NODE_ARRAYS)
         node_bytes += self.weights[: self.n_nodes].nbytes
+        node_bytes += sum(getattr(self, name)[: self.n_nodes].nbytes for name in ADAPTIVE_ARRAYS)
         per_slot = (
             self.total[0].nbytes
             + self.pending_codes[0].nbytes
@@ -1158,6 +1308,8 @@ class Tree:
         out += [(f"{prefix}.tables.{k}", table) for k, table in enumerate(self.tables)]
         if self.linear:
             out.append((f"{prefix}.weights", self.weights[:n]))
+        if self.adaptive:
+            out += [(f"{prefix}.{name}", getattr(self, name)[:n]) for name in ADAPTIVE_ARRAYS]
         if self.cap is not None:  # (unbounded: the bytes of the format before the budget)
             active = self.active[:s].astype(np.int32)  # (the format holds no booleans)
             out += [(f"{prefix}.active", active), (f"{prefix}.promise", self.promise[:s])]
@@ -1198,6 +1350,11 @@ class Tree:
                 if weights.shape != shape:
                     raise SerializationError(f"{prefix}: weights of shape {weights.shape}, not {shape}")
                 tree.weights = weights.astype(np.float64)
+        if tree.adaptive:  # (absent: written with another leaf model; every leaf then starts at 0)
+            for name in ADAPTIVE_ARRAYS:
+                saved = arrays.get(f"{prefix}.{name}")
+                values = np.zeros(n) if saved is None else expect_shape(f"{prefix}.{name}", saved, (n,))
+                setattr(tree, name, values.astype(getattr(tree, name).dtype))
         tree._mirror = None
         _check_structure(prefix, tree)
         return tree

@@ -51,6 +51,7 @@ import re
 import secrets
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
@@ -374,6 +375,10 @@ class CheckpointStore:
         self.owner = owner
         self.log = log or logging.getLogger("worker.checkpoint")
         self._lock_fd: int | None = None
+        self._lock_id: tuple[int, int] | None = None  # (device, inode) of the lock file held
+        self._wanted = False  # acquired and not released: a lost lock is taken again
+        self._relock = threading.Lock()  # the loop's thread and the writer's may both find it lost
+        self.on_lost: Callable[[], None] = lambda: None  # told each time the directory or its lock vanished
 
     # -- the directory lock -------------------------------------------------------------------------
 
@@ -387,6 +392,11 @@ class CheckpointStore:
         """
         if self._lock_fd is not None:
             return
+        self._take()
+        self._wanted = True
+
+    def _take(self) -> None:
+        """Create (if missing) and lock the directory, as :meth:`acquire` describes."""
         self.directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -406,11 +416,52 @@ class CheckpointStore:
             os.close(fd)
             raise
         self._lock_fd = fd
+        info = os.fstat(fd)
+        self._lock_id = (info.st_dev, info.st_ino)
 
     def release(self) -> None:
+        self._wanted = False
         if self._lock_fd is not None:
             os.close(self._lock_fd)
-            self._lock_fd = None
+            self._lock_fd = self._lock_id = None
+
+    def _holds_lock(self) -> bool:
+        """Whether the directory's lock file is still the one this process locked."""
+        try:
+            info = os.stat(self.directory / LOCK_NAME)
+        except OSError:  # gone, or the directory is (under) a file now
+            return False
+        return (info.st_dev, info.st_ino) == self._lock_id
+
+    def _ensure_locked(self) -> None:
+        """Take the directory again if it (or its lock file) vanished while this process held it.
+
+        Deleted under a running worker, the directory used to be re-created by the next write without
+        its lock file: bare, so that a worker of another deployment could take it, and silently. Now
+        the loss is logged as an error and :attr:`on_lost` told, and the directory is taken as at
+        start-up (:meth:`acquire`: created, locked, its owner written, its files checked, which raises
+        OwnerConflict if another deployment took it meanwhile). While it cannot be (the path is a
+        file now, the disk is read-only), the write fails with that OSError, as any failed write does,
+        and the next attempt tries again.
+        """
+        if not self._wanted or (self._lock_fd is not None and self._holds_lock()):
+            return
+        with self._relock:
+            if self._lock_fd is not None:
+                if self._holds_lock():
+                    return  # another thread took it again meanwhile
+                self.log.error(
+                    "checkpoint directory lost while the worker ran (deleted, or its lock file removed); "
+                    "taking it again with its lock; the checkpoints it held are gone",
+                    extra={"fields": {"directory": str(self.directory)}},
+                )
+                self.on_lost()
+                os.close(self._lock_fd)
+                self._lock_fd = self._lock_id = None
+            self._take()
+            self.log.warning(
+                "checkpoint directory taken again", extra={"fields": {"directory": str(self.directory)}}
+            )
 
     def _running_message(self, running: Owner | None) -> str:
         what = "an unknown deployment" if running is None else "another deployment"
@@ -455,7 +506,9 @@ class CheckpointStore:
     # -- reading and writing ------------------------------------------------------------------------
 
     def write(self, partition: int, payload: bytes) -> Path:
-        """Write the partition's checkpoint durably and atomically, with this deployment as its owner."""
+        """Write the partition's checkpoint durably and atomically, with this deployment as its owner
+        (taking the directory again first if it vanished: :meth:`_ensure_locked`)."""
+        self._ensure_locked()
         return write_checkpoint(self.directory, partition, payload, self.owner)
 
     def read_newest(

@@ -60,9 +60,9 @@ from worker.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.merge import FEATURES, LABELS
-from worker.metrics import WorkerMetrics
+from worker.metrics import Health, WorkerMetrics
 from worker.partition import Owned
-from worker.state_topic import StateTopicError, StateTopicFenced
+from worker.state_topic import StateTopicError, StateTopicFenced, StateTopicLost
 
 if TYPE_CHECKING:
     from worker.state_mirror import Mirroring, StateMirror
@@ -118,6 +118,7 @@ class Checkpointer:
             log,
         )
         self.mirror: StateMirror | None = None  # set once the worker has opened the state topic
+        self.health = Health()  # the worker's, which it sets: told each partition's failures in a row
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
@@ -380,7 +381,8 @@ class Checkpointer:
             self.metrics.checkpoint_failures.labels(reason="fenced").inc()
             self.fenced[partition] = str(error)
             return
-        self.metrics.checkpoint_failures.labels(reason="state_topic").inc()
+        lost = isinstance(error, StateTopicLost)
+        self.metrics.checkpoint_failures.labels(reason="state_topic_lost" if lost else "state_topic").inc()
         message = "checkpoint not written to the state topic; offsets not committed"
         self.failed(partition, owned, snapshot, message, str(error))
 
@@ -389,6 +391,7 @@ class Checkpointer:
         (step 3c). Logged at the start of a streak of failures, then at most once a minute."""
         owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
         failure = owned.retry.failed(self.clock())
+        self.health.checkpoint_failed(partition, failure.failures)
         if failure.log:
             self.log.error(
                 message,
@@ -401,9 +404,18 @@ class Checkpointer:
         """A checkpoint is complete (file, and state topic when there is one): the backoff's streak ends;
         returns the offsets to commit."""
         failures = owned.retry.succeeded()
+        self.health.checkpoint_succeeded(partition)
         if failures:
             self.log.info("checkpoint written again", extra=fields(partition=partition, failures=failures))
         return self._offsets(partition, snapshot.next_offsets)
+
+    def drop_mirror(self) -> None:
+        """The state topic was lost (the worker is stopping): from here on checkpoints go to the files
+        alone. The copies still travelling to it never count; their partitions are due again."""
+        for mirror in self._mirroring.values():
+            mirror.owned.since_checkpoint += mirror.snapshot.records
+        self._mirroring.clear()
+        self.mirror = None
 
     def commit_restored(self, offsets: list[TopicPartition]) -> None:
         """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable

@@ -10,11 +10,16 @@ checkpoint directory; 3 the graceful shutdown overran ``shutdown_timeout_seconds
 the final checkpoint of some partition was not written (an output not delivered, a failed write):
 its records since the last checkpoint are processed again by the next owner; 5 (exactly_once) the
 output producer was fenced: another worker took its transactional id over, or the broker ended its
-transactional session; nothing produced since the last commit is committed.
+transactional session; nothing produced since the last commit is committed; 6 the state topic was
+deleted or created again while the worker ran: it stopped after writing its final checkpoints to the
+files (the next start creates the topic again and fills it from them).
 """
 
 from __future__ import annotations
 
+# Only light modules here: `main` installs the signal handlers before anything heavy is imported
+# (the settings import the learning library, about half a second), so that a SIGTERM that comes
+# while the process starts is logged and stops it cleanly instead of killing it (see _EarlySignals).
 import argparse
 import importlib
 import logging
@@ -23,22 +28,26 @@ import signal
 import sys
 import threading
 from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
 
-from worker import __version__, checkpoint
-from worker.config import SETTINGS, ConfigError, add_arguments, describe, redacted, settings_from_args
-from worker.logs import configure_logging, fields
-from worker.loop import FinalCheckpointError, Worker
-from worker.metrics import Health, MetricsServer, WorkerMetrics
-from worker.transactions import TransactionFenced
+import worker
+
+if TYPE_CHECKING:
+    from worker.loop import Worker
 
 EXIT_NO_FINAL_CHECKPOINT = 4
 EXIT_FENCED = 5
+EXIT_STATE_TOPIC_LOST = 6
 
-_RUN_EPILOG = (
-    "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are the "
-    "setting names, e.g. group_id = 'g', at the top level or in a [worker] table) > defaults. "
-    f"Settings: {', '.join(s.name for s in SETTINGS)}."
-)
+
+def _run_epilog() -> str:
+    from worker.config import SETTINGS
+
+    return (
+        "Precedence: flags > SGT_* environment variables > the TOML file (--config or SGT_CONFIG; keys are "
+        "the setting names, e.g. group_id = 'g', at the top level or in a [worker] table) > defaults. "
+        f"Settings: {', '.join(s.name for s in SETTINGS)}."
+    )
 
 
 #: the dev tools' subcommands (modules of worker.devtools, imported only when one of them runs)
@@ -56,16 +65,18 @@ class DevToolsMissing(RuntimeError):
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; a dev tools subcommand's own options are parsed by `parse_args`."""
+    from worker.config import add_arguments
+
     parser = argparse.ArgumentParser(
         prog="sgt-worker", description="A Kafka worker that learns with Stochastic Gradient Trees."
     )
-    parser.add_argument("--version", action="version", version=f"sgt-worker {__version__}")
+    parser.add_argument("--version", action="version", version=f"sgt-worker {worker.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser(
         "run",
         help="Run a worker against a broker.",
         description="Run one worker of the group.",
-        epilog=_RUN_EPILOG,
+        epilog=_run_epilog(),
     )
     add_arguments(run)
     for name, summary in DEV_COMMANDS.items():
@@ -113,14 +124,55 @@ def dev_tool(name: str) -> ModuleType:
         ) from None
 
 
+class _EarlySignals:
+    """SIGTERM and SIGINT that arrive before the worker exists, kept for it.
+
+    Python's default action for SIGTERM ends the process at once, without a log line, and start-up
+    (imports, settings, the metrics server) takes about half a second. :meth:`install` is the first
+    thing :func:`main` does; the worker's own handlers (:func:`_handle_signals`) take over and act on
+    what was kept. A second signal before then ends the process at once, as it does later.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set there (main() called from a thread: tests)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._keep)
+
+    def _keep(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received:
+            os._exit(128 + signum)
+        self.received.append(signum)
+
+    def restore(self) -> None:
+        """Give the signals back to their previous handlers (a command other than run), and deliver
+        the one kept, if any, to them."""
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]  # what signal() returned for it, as it was
+        self._previous.clear()
+        for signum in self.received:
+            signal.raise_signal(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    early = _EarlySignals()
+    early.install()
     try:
         args = parse_args(argv)
     except DevToolsMissing as exc:
+        early.restore()
         print(f"sgt-worker: {exc}", file=sys.stderr)
         return 2
+    except BaseException:
+        early.restore()
+        raise
     if args.command == "run":
-        return run_command(args)
+        return run_command(args, early.received)
+    early.restore()
     if args.command in DEV_COMMANDS:
         status: int = dev_tool(args.command).run(args)
         return status
@@ -141,7 +193,17 @@ def inspect_command(args: argparse.Namespace) -> int:
     return command(args.path, args.tree)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, early_signals: list[int] | None = None) -> int:
+    """``sgt-worker run``; ``early_signals``: SIGTERM or SIGINT received before the worker existed
+    (the worker stops at once, as for a signal received while it runs)."""
+    from worker import checkpoint
+    from worker.config import SETTINGS, ConfigError, describe, redacted, settings_from_args, unknown_variables
+    from worker.logs import configure_logging, fields
+    from worker.loop import FinalCheckpointError, Worker
+    from worker.metrics import Health, MetricsServer, WorkerMetrics
+    from worker.state_topic import StateTopicLost
+    from worker.transactions import TransactionFenced
+
     try:
         settings = settings_from_args(args)
     except ConfigError as exc:
@@ -152,8 +214,14 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"sgt-worker run: {describe('checkpoint_dir')}: {problem}", file=sys.stderr)
         return 2
     log = configure_logging(settings.log_level)
+    for variable, closest in unknown_variables(os.environ):
+        log.warning(
+            "unknown SGT_ environment variable ignored (no setting has that name)",
+            extra=fields(variable=variable, closest=closest),
+        )
 
-    metrics, health = WorkerMetrics(), Health()
+    metrics = WorkerMetrics()
+    health = Health(max_checkpoint_failures=settings.unhealthy_after_checkpoint_failures)
     server = None
     if settings.metrics_port:
         try:
@@ -166,7 +234,7 @@ def run_command(args: argparse.Namespace) -> int:
             )
             return 2
     worker = Worker(settings, metrics=metrics, health=health, log=log)
-    _handle_signals(worker, settings.shutdown_timeout_seconds, log)
+    _handle_signals(worker, settings.shutdown_timeout_seconds, log, early_signals or [])
     shown = {s.name: getattr(settings, s.name) for s in SETTINGS}
     shown["kafka_options"] = redacted(settings.kafka_options)
     log.info("settings", extra=fields(**shown))
@@ -178,6 +246,11 @@ def run_command(args: argparse.Namespace) -> int:
     except TransactionFenced as exc:
         log.error("worker stopped: its output producer was fenced", extra=fields(error=str(exc)))
         return EXIT_FENCED
+    except StateTopicLost as exc:
+        log.error(
+            "worker stopped: the state topic was deleted or created again", extra=fields(error=str(exc))
+        )
+        return EXIT_STATE_TOPIC_LOST
     except checkpoint.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
         return 2
@@ -194,8 +267,10 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _handle_signals(worker: Worker, timeout_s: float, log: logging.Logger) -> None:
-    """SIGTERM/SIGINT stop the worker gracefully; a watchdog ends the process if that overruns."""
+def _handle_signals(worker: Worker, timeout_s: float, log: logging.Logger, early: list[int]) -> None:
+    """SIGTERM/SIGINT stop the worker gracefully; a watchdog ends the process if that overruns.
+    ``early``: signals received before these handlers were installed, handled now."""
+    from worker.logs import fields
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         if worker.stopping:
@@ -206,8 +281,11 @@ def _handle_signals(worker: Worker, timeout_s: float, log: logging.Logger) -> No
         watchdog.daemon = True
         watchdog.start()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    for signum in early[:1]:  # a second one would have ended the process already
+        on_signal(signum, None)
 
 
 def _overrun(log: logging.Logger) -> None:

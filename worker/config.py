@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import math
 import os
 import re
@@ -29,7 +30,8 @@ from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
 from worker.join import JOIN_MAX_BYTES
 from worker.merge import MERGE_MAX_BYTES
-from worker.outputs import prediction_bound
+from worker.outputs import annotation_bound, prediction_bound
+from worker.records import MAX_TS_AHEAD
 from worker.schema import MAX_FEATURES
 
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -39,7 +41,7 @@ MODEL_MAX_BYTES = 32 * 1024 * 1024
 """Default ``model_max_bytes``: 32 MiB a partition, room for what the models take on long runs while
 bounding a worker's partitions (a dozen in a few hundred MB). On a drifting SEA stream the default
 single tree took 24 MB after 10 million records, still growing by about 1.3 MB a million, and the
-boosted ensemble at most 6.2 MB (BENCHMARKS.md section 9): the budget binds only on longer or wider
+boosted ensemble at most 6.2 MB (BENCHMARKS.md section 11): the budget binds only on longer or wider
 streams, where it costs little accuracy (2 MiB cost the single tree 0.33 points)."""
 
 MODEL_MIN_BYTES = 65536
@@ -350,6 +352,13 @@ SETTINGS: tuple[Setting, ...] = (
         _float(0.0, open_low=True),
     ),
     Setting(
+        "unhealthy_after_checkpoint_failures",
+        10,
+        "/healthz and /readyz answer 503 once a partition's checkpoint has failed this many times in a "
+        "row (retries back off from 0.5 s to 5 s: 10 failures take about 30 s), until one succeeds.",
+        _int(1, 1000000),
+    ),
+    Setting(
         "processing_guarantee",
         "at_least_once",
         "at_least_once: outputs may repeat after a crash (those of the records since the last checkpoint); "
@@ -387,6 +396,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Drop join-buffer entries older than this, in event time (seconds).",
         _float(0.0, open_low=True),
     ),
+    Setting(
+        "max_ts_ahead_seconds",
+        MAX_TS_AHEAD,
+        "A record whose ts lies more than this many seconds after its Kafka timestamp is dead-lettered "
+        "as future_ts (it would move the event clock and expire the join buffer).",
+        _float(0.0),
+    ),
     Setting("max_record_bytes", 1048576, "Records larger than this are dead-lettered as oversized.", _int(1)),
     Setting(
         "max_message_bytes",
@@ -402,6 +418,20 @@ SETTINGS: tuple[Setting, ...] = (
         _int(1, 10000),
     ),
     Setting(
+        "interval_coverage",
+        None,
+        "Regression: coverage in (0, 1) of the interval [low, high] each prediction carries, tracked "
+        "online from the prequential residuals; none = no interval.",
+        _optional_float(0.0, 1.0, open_low=True, open_high=True),
+    ),
+    Setting(
+        "explain",
+        0,
+        "Features each prediction's explain lists: the k largest contributions to its score; 0 = off "
+        "(explaining learns a run one record at a time, which is slower).",
+        _int(0, 100),
+    ),
+    Setting(
         "max_label_bytes",
         256,
         "Longest class label (UTF-8 bytes); a longer one is dead-lettered as label_too_long.",
@@ -412,7 +442,7 @@ SETTINGS: tuple[Setting, ...] = (
         100,
         "Most classes a partition's model learns; a label that would add another is dead-lettered "
         "as too_many_classes.",
-        _int(2, 100000),
+        _int(2, 10000),
     ),
     Setting(
         "max_features",
@@ -484,7 +514,8 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (linear).",
+        "constant; none = the model's default (for sgt regression each leaf serves its linear term or "
+        "its constant, whichever predicted better; else linear).",
         _optional_choice("linear", "constant"),
     ),
     Setting(
@@ -602,15 +633,19 @@ class WorkerSettings:
     metrics_host: str
     checkpoint_records: int
     checkpoint_seconds: float
+    unhealthy_after_checkpoint_failures: int
     processing_guarantee: str
     transactional_id: str | None
     join_max_pending: int
     join_max_bytes: int
     merge_max_bytes: int
     join_max_age_seconds: float
+    max_ts_ahead_seconds: float
     max_record_bytes: int
     max_message_bytes: int
     proba_top_k: int
+    interval_coverage: float | None
+    explain: int
     max_label_bytes: int
     max_classes: int
     max_features: int
@@ -650,6 +685,7 @@ class WorkerSettings:
         _check_topics(self)
         _check_prediction_bound(self)
         _check_guarantee(self)
+        _check_group_timings(self)
 
     @property
     def state_topic_name(self) -> str | None:
@@ -699,9 +735,13 @@ def _check_prediction_bound(settings: WorkerSettings) -> None:
     """The largest ``proba`` and label a prediction can carry must leave half of a message free (for
     the id and key, which the record brings)."""
     bound = prediction_bound(settings.proba_top_k, settings.max_label_bytes)
+    bound += annotation_bound(
+        settings.interval_coverage is not None, settings.explain, settings.max_label_bytes
+    )
     if bound > settings.max_message_bytes // 2:
         raise ConfigError(
-            f"{describe('proba_top_k')} and {describe('max_label_bytes')}: a prediction could take "
+            f"{describe('proba_top_k')}, {describe('explain')} and {describe('max_label_bytes')}: a "
+            "prediction could take "
             f"{bound} bytes; allowed are values whose worst case is at most half of max_message_bytes "
             f"({settings.max_message_bytes // 2})"
         )
@@ -719,6 +759,40 @@ def _check_guarantee(settings: WorkerSettings) -> None:
             f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
             "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
         )
+
+
+def _check_group_timings(settings: WorkerSettings) -> None:
+    """The heartbeat must come more often than the session times out: Kafka requires
+    ``heartbeat.interval.ms`` below ``session.timeout.ms``, but librdkafka accepts any pair, and with a
+    heartbeat slower than the session the group expires the member between two heartbeats, so its
+    partitions are lost a session timeout after each assignment, over and over."""
+    heartbeat, session = settings.heartbeat_interval_ms, settings.session_timeout_ms
+    if heartbeat >= session:
+        raise ConfigError(
+            f"{describe('heartbeat_interval_ms')}: {heartbeat} with session_timeout_ms {session}; allowed "
+            f"are values below session_timeout_ms ({session}), and Kafka recommends at most a third of it "
+            f"({session // 3}), so that a lost heartbeat or two do not end the session"
+        )
+
+
+#: ``SGT_*`` variables that are not settings but are read all the same: the settings file, and the
+#: library's switch of its compiled kernels (``sgt.kernels``).
+OTHER_VARIABLES = frozenset({"SGT_CONFIG", "SGT_KERNELS"})
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The ``SGT_*`` variables of ``env`` that nothing reads, each with the closest known name (None
+    when none is close), sorted by name.
+
+    A misspelt variable would be ignored without a word (an unknown TOML key is refused); the worker
+    warns about these rather than refusing them, since other tools may use the prefix too.
+    """
+    known = {s.env for s in SETTINGS} | OTHER_VARIABLES
+    return [
+        (name, next(iter(difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)), None))
+        for name in sorted(env)
+        if name.startswith("SGT_") and name not in known
+    ]
 
 
 def describe(name: str) -> str:

@@ -29,6 +29,7 @@ import orjson
 from sgt.evaluation import Prequential
 from sgt.registry import MODEL_TYPES
 from worker import checkpoint
+from worker.interval_score import IntervalScore
 from worker.state import split_state
 
 _UNUSABLE = (ValueError, KeyError, TypeError, IndexError)  # a payload that verifies but does not parse
@@ -81,7 +82,20 @@ def summarize(
             "features": len(header["join"]["features"]),
             "labels": len(header["join"]["labels"]),
         },
+        # the model's importance per feature, most important first (sgt.explain)
+        "feature_importances": dict(
+            sorted(model.feature_importances().items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
     }
+    if "intervals" in header:  # regression with interval_coverage: the published intervals' scores
+        score = IntervalScore.from_dict(header["intervals"])
+        summary["intervals"] = {
+            "n": score.n,
+            "coverage": _json_float(score.coverage),
+            "width": _json_float(score.width),
+            "recent_coverage": _json_float(score.recent_coverage),
+            "recent_width": _json_float(score.recent_width),
+        }
     if tree:
         summary["tree_text"] = model.to_text()  # an ensemble's own: its settings, then each member's trees
     return summary

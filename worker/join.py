@@ -105,6 +105,7 @@ class JoinBuffer:
                     e.prediction,
                     None if e.proba is None else [list(p) for p in e.proba],
                     e.size,
+                    *([] if e.interval is None else [e.interval]),
                 ]
                 for e in self.features.values()
             ],
@@ -121,10 +122,13 @@ class JoinBuffer:
         """The buffer :meth:`to_dict` saved. A feature entry saved by the previous release, without its
         record's size, is charged the size of its id and features as JSON."""
         buf = cls(max_pending, max_age, max_bytes)
-        for rid, x, ts, offset, prediction, proba, *size in data["features"]:
+        for rid, x, ts, offset, prediction, proba, *rest in data["features"]:
             pairs = None if proba is None else [(label, p) for label, p in proba]
-            nbytes = size[0] if size else len(orjson.dumps({"id": rid, "x": x}))
-            entry = buf.features[rid] = PendingFeature(rid, x, ts, offset, prediction, pairs, size=nbytes)
+            nbytes = rest[0] if rest else len(orjson.dumps({"id": rid, "x": x}))
+            interval = [float(v) for v in rest[1]] if len(rest) > 1 else None  # (only when published)
+            entry = buf.features[rid] = PendingFeature(
+                rid, x, ts, offset, prediction, pairs, size=nbytes, interval=interval
+            )
             buf.feature_bytes += entry.nbytes
         for rid, y, ts, *raw, key, offset in data["labels"]:
             label = buf.labels[rid] = PendingLabel(

@@ -49,7 +49,7 @@ from worker.partition import Owned, PartitionRuntime, set_partition_gauges
 from worker.rebalance import Rebalancer
 from worker.state import ProcessResult
 from worker.state_mirror import StateMirror, features_partitions
-from worker.state_topic import StateTopicError
+from worker.state_topic import StateTopicError, StateTopicLost
 from worker.transactions import TransactionalCheckpointer
 
 _GAUGE_INTERVAL_S = 1.0
@@ -77,7 +77,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
-        self.health = health or Health()
+        self.health = health or Health(max_checkpoint_failures=settings.unhealthy_after_checkpoint_failures)
         self.log = log or logging.getLogger("worker")
         # the Kafka clients' logs and errors, each shape at most once per interval (see RepeatFilter)
         self._client_log = self.log.getChild("librdkafka")
@@ -105,6 +105,8 @@ class Worker:
             if settings.processing_guarantee == "exactly_once"
             else Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
         )
+        self.checkpointer.health = self.health
+        self.store.on_lost = self.metrics.checkpoint_dir_lost.inc
         self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
         self.runtime.committed_offsets = self.checkpointer.committed_offsets
         self.rebalancer = Rebalancer(
@@ -112,6 +114,7 @@ class Worker:
         )
         self.topics = self.runtime.topics
         self._stop = threading.Event()
+        self._lost: str | None = None  # why the state topic is gone, once it is (see _state_topic_lost)
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
         self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
@@ -175,7 +178,10 @@ class Worker:
             if fenced is not None:
                 raise fenced from exc
             raise
-        if not self._shutdown():
+        complete = self._shutdown()
+        if self._lost is not None:
+            raise StateTopicLost(self._lost)
+        if not complete:
             raise FinalCheckpointError("the final checkpoint of some partition was not written")
 
     def _open_state_topic(self, consumer: Consumer) -> bool:
@@ -209,6 +215,8 @@ class Worker:
         self.runtime.process_all()
         producer.poll(0)
         self.checkpointer.maybe_checkpoint(self.owned)
+        if self.mirror is not None and self.mirror.lost is not None and self._lost is None:
+            self._state_topic_lost(self.mirror.lost)
         now = time.monotonic()
         if self._rewind_at is not None or self.runtime.latched():
             self.recover_deliveries(now)
@@ -220,11 +228,24 @@ class Worker:
             self._next_gauges = now + _GAUGE_INTERVAL_S
             self._update_gauges(now)
 
+    def _state_topic_lost(self, reason: str) -> None:
+        """The state topic was deleted (or created again): report it and stop, as Kafka Streams does
+        when a changelog topic goes missing. Unhealthy from now on; the final checkpoints go to the
+        files alone, and :meth:`run` raises StateTopicLost once shut down (exit code 6), so that the
+        next start creates the topic again and fills it from the files (a worker on an empty disk
+        would otherwise find no state)."""
+        self._lost = reason
+        self.health.fail(f"state topic lost: {reason}")
+        self.checkpointer.drop_mirror()
+        self.runtime.mirror = None
+        self.stop()
+
     def _give_up_fenced(self) -> None:
         """Drop the partitions a newer owner claimed in the state topic (no outputs or commits)."""
         fenced, self.checkpointer.fenced = self.checkpointer.fenced, {}
         for partition, why in fenced.items():
             self.runtime.give_up([partition], why)
+        self.health.forget(sorted(fenced))
         if self.mirror is not None:
             self.mirror.release(sorted(fenced))
 
@@ -236,7 +257,8 @@ class Worker:
         """
         consumer = self.clients.consumer
         assert consumer is not None
-        first = consumer.poll(self.settings.poll_timeout_seconds)
+        # no wait while records already fetched are ready: the last turn processed a bounded share
+        first = consumer.poll(0 if self.runtime.more_ready else self.settings.poll_timeout_seconds)
         if first is None:
             return []
         batch = self.settings.batch_size

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from itertools import islice
 
 from worker.values import MergeEntry
 
@@ -74,8 +75,9 @@ class Merger:
             sizes.clear()
         self._bytes = [0, 0]
 
-    def pop_ready(self, labels_done: bool, features_done: bool) -> list[MergeEntry]:
-        """Remove and return, in merge order, every record whose turn is certain.
+    def pop_ready(self, labels_done: bool, features_done: bool, limit: int | None = None) -> list[MergeEntry]:
+        """Remove and return, in merge order, every record whose turn is certain (at most ``limit``:
+        the rest stay queued, in the same order, for the next call).
 
         ``labels_done`` / ``features_done``: that topic has no more records to come for now (read to
         its end, or not consumed).
@@ -83,14 +85,15 @@ class Merger:
         feats, labels = self.queues
         before = len(feats), len(labels)
         out: list[MergeEntry] = []
-        while feats and labels:  # entries compare as (ts, rank, offset): the ranks differ, so never further
+        room = len(feats) + len(labels) if limit is None else limit
+        while feats and labels and len(out) < room:  # entries compare as (ts, rank, offset): ranks differ
             out.append(feats.popleft() if feats[0] <= labels[0] else labels.popleft())
-        if feats and labels_done:
-            out.extend(feats)
-            feats.clear()
-        if labels and features_done:
-            out.extend(labels)
-            labels.clear()
+        for queue, done in ((feats, labels_done), (labels, features_done)):
+            if queue and done and len(out) < room:
+                taken = min(len(queue), room - len(out))
+                out.extend(islice(queue, taken))
+                for _ in range(taken):
+                    queue.popleft()
         self._release(FEATURES, before[FEATURES] - len(feats))
         self._release(LABELS, before[LABELS] - len(labels))
         return out

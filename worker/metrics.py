@@ -65,6 +65,25 @@ class WorkerMetrics:
             ["partition", "window"],
             registry=r,
         )
+        self.interval_coverage = Gauge(
+            "sgt_interval_coverage",
+            "Regression with interval_coverage: share of labelled records inside their published interval.",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.interval_width = Gauge(
+            "sgt_interval_width",
+            "Regression with interval_coverage: mean width of the published intervals of labelled records.",
+            ["partition", "window"],
+            registry=r,
+        )
+        self.feature_importance = Gauge(
+            "sgt_feature_importance",
+            "With explain on: the model's importance of each of its top features (sums to 1 over all).",
+            ["partition", "feature"],
+            registry=r,
+        )
+        self._importance_labels: dict[str, set[str]] = {}  # partition -> features with a series
         self.tree_nodes = Gauge(
             "sgt_tree_nodes", "Nodes in the partition's model.", ["partition"], registry=r
         )
@@ -160,6 +179,12 @@ class WorkerMetrics:
             ["reason"],
             registry=r,
         )
+        self.checkpoint_dir_lost = Counter(
+            "sgt_checkpoint_directory_lost",
+            "Times the checkpoint directory (or its owner lock file) vanished while the worker ran (it is "
+            "taken again, lock and owner included, at the next checkpoint).",
+            registry=r,
+        )
         self.delivery_failures = Counter(
             "sgt_delivery_failures",
             "Partitions rewound to their last checkpoint because an output was not delivered for good.",
@@ -196,6 +221,11 @@ class WorkerMetrics:
         for window in ("cumulative", "recent"):
             for gauge in (self.prequential_error, self.prequential_log_loss, self.prequential_brier):
                 _remove(gauge, p, window)
+        for window in ("cumulative", "recent"):
+            _remove(self.interval_coverage, p, window)
+            _remove(self.interval_width, p, window)
+        for feature in self._importance_labels.pop(p, set()):
+            _remove(self.feature_importance, p, feature)
         for side in ("features", "labels"):
             _remove(self.join_pending, p, side)
             _remove(self.join_pending_bytes, p, side)
@@ -214,6 +244,18 @@ class WorkerMetrics:
             self._drifts_seen[partition] = n_drifts
         else:
             self.drifts.labels(partition=partition)  # the series exists from the assignment on
+
+    def report_importances(self, partition: str, importances: dict[str, float], top: int) -> None:
+        """The `top` most important features of a partition's model (ties: name order); the series of
+        features that left the top are removed, so a partition has at most `top` of them."""
+        ranked = sorted(importances.items(), key=lambda item: (-item[1], item[0]))[:top]
+        chosen = {name for name, value in ranked if value > 0}
+        for gone in self._importance_labels.get(partition, set()) - chosen:
+            _remove(self.feature_importance, partition, gone)
+        for name, value in ranked:
+            if name in chosen:
+                self.feature_importance.labels(partition=partition, feature=name).set(value)
+        self._importance_labels[partition] = chosen
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -274,22 +316,34 @@ def _remove(metric: Counter | Gauge, *labels: str) -> None:
 class Health:
     """Liveness and readiness flags shared between the processing loop and the HTTP server.
 
-    Alive: the processing loop turned within ``stale_after`` seconds. Ready: alive, and the member
-    holds an assignment from the group: set when partitions are assigned (an empty assignment too:
-    an idle member, when the group has more members than partitions, is in the group and takes
-    partitions at the next rebalance), cleared when they are revoked or lost (until the next
+    Alive: the processing loop turned within ``stale_after`` seconds, no partition's checkpoint has
+    failed ``max_checkpoint_failures`` times in a row, and nothing ended the worker's usefulness for
+    good (:meth:`fail`: the state topic was deleted). A worker whose checkpoints keep failing (a full
+    or read-only disk) goes on processing, but every record since its last checkpoint would be
+    replayed after a crash, more and more of them; reported unhealthy, it is restarted (on another
+    node) by its orchestrator. It is healthy again as soon as a checkpoint succeeds. Ready: alive, and
+    the member holds an assignment from the group: set when partitions are assigned (an empty
+    assignment too: an idle member, when the group has more members than partitions, is in the group
+    and takes partitions at the next rebalance), cleared when they are revoked or lost (until the next
     assignment, however long the group takes) and at shutdown.
 
-    >>> h = Health(); h.ready
+    >>> h = Health(max_checkpoint_failures=2); h.ready
     False
     >>> h.set_ready(True); h.ready, h.alive
     (True, True)
+    >>> h.checkpoint_failed(3, failures=2); h.alive, h.problem
+    (False, 'the checkpoint of partition 3 failed 2 times in a row')
+    >>> h.checkpoint_succeeded(3); h.alive
+    True
     """
 
-    def __init__(self, stale_after: float = 60.0) -> None:
+    def __init__(self, stale_after: float = 60.0, max_checkpoint_failures: int = 10) -> None:
         self.stale_after = stale_after
+        self.max_checkpoint_failures = max_checkpoint_failures
         self._beat = time.monotonic()
         self._ready = False
+        self._failing: dict[int, int] = {}  # partition -> checkpoint failures in a row
+        self._failed: str | None = None
         self._lock = threading.Lock()
 
     def beat(self) -> None:
@@ -300,15 +354,51 @@ class Health:
         with self._lock:
             self._ready = ready
 
+    def checkpoint_failed(self, partition: int, failures: int) -> None:
+        """The partition's checkpoint has failed ``failures`` times in a row."""
+        with self._lock:
+            self._failing[partition] = failures
+
+    def checkpoint_succeeded(self, partition: int) -> None:
+        with self._lock:
+            self._failing.pop(partition, None)
+
+    def forget(self, partitions: list[int]) -> None:
+        """Partitions revoked, lost or given up: their checkpoints are another worker's concern now."""
+        with self._lock:
+            for p in partitions:
+                self._failing.pop(p, None)
+
+    def fail(self, reason: str) -> None:
+        """Unhealthy for good: the worker cannot go on (it is stopping)."""
+        with self._lock:
+            self._failed = reason
+
+    @property
+    def problem(self) -> str | None:
+        """Why the worker is not alive, or None when it is."""
+        with self._lock:
+            return self._problem()
+
+    def _problem(self) -> str | None:
+        if self._failed is not None:
+            return self._failed
+        if time.monotonic() - self._beat >= self.stale_after:
+            return f"the processing loop has not turned for {self.stale_after:g} s"
+        worst = max(self._failing.items(), key=lambda item: (item[1], -item[0]), default=None)
+        if worst is not None and worst[1] >= self.max_checkpoint_failures:
+            return f"the checkpoint of partition {worst[0]} failed {worst[1]} times in a row"
+        return None
+
     @property
     def alive(self) -> bool:
         with self._lock:
-            return time.monotonic() - self._beat < self.stale_after
+            return self._problem() is None
 
     @property
     def ready(self) -> bool:
         with self._lock:
-            return self._ready and time.monotonic() - self._beat < self.stale_after
+            return self._ready and self._problem() is None
 
 
 class MetricsServer:
@@ -382,8 +472,8 @@ def _handler(metrics: WorkerMetrics, health: Health, log: logging.Logger) -> typ
             if path == "/metrics":
                 self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                ok = health.alive
-                self._send(200 if ok else 503, b"ok\n" if ok else b"stalled\n")
+                problem = health.problem
+                self._send(200 if problem is None else 503, f"{problem or 'ok'}\n".encode())
             elif path == "/readyz":
                 ok = health.ready
                 self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")

@@ -28,6 +28,8 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     names = _DEFAULT_WHEN_NONE + (_ENSEMBLE_DEFAULT_WHEN_NONE if boosted else ())
     chosen: dict[str, Any] = {name: getattr(settings, name) for name in names}
     params = {name: value for name, value in chosen.items() if value is not None}
+    if settings.task == "regression" and settings.interval_coverage is not None:
+        params["interval_coverages"] = (settings.interval_coverage,)
     if settings.task == "classification":
         if boosted:
             params["multiclass_trees"] = settings.multiclass_trees

@@ -7,7 +7,8 @@ accept: ``max_message_bytes`` (the producer's ``message.max.bytes``, see :mod:`w
   topic, partition, offset and reason headers are there in both cases, so the record can always be
   found again in its topic.
 * A prediction carries at most ``proba_top_k`` classes whose labels have at most ``max_label_bytes``
-  UTF-8 bytes: :func:`prediction_bound` is the most such a document can take besides its ``id``.
+  UTF-8 bytes: :func:`prediction_bound` is the most such a document can take besides its ``id``;
+  the opt-in ``interval`` and ``explain`` fields add at most :func:`annotation_bound`.
 
 >>> key, value, headers = fit_dead_letter(b"k", b"x" * 100_000, [("reason", b"oversized")], 65536)
 >>> len(value) + len(key) + sum(len(n) + len(v) for n, v in headers) <= 65536 - FRAMING_BYTES
@@ -45,6 +46,23 @@ def prediction_bound(top_k: int, max_label_bytes: int) -> int:
     of ``proba`` (label, colon, probability, comma) and the fixed fields."""
     label = label_json_bound(max_label_bytes)
     return _PREDICTION_FIXED_BYTES + label + top_k * (label + 1 + _FLOAT_JSON_BYTES + 1)
+
+
+# '"interval":[' ',' '],' and two floats
+_INTERVAL_BYTES = 16 + 2 * _FLOAT_JSON_BYTES
+# '"explain":{"class":' ',"base":' ',"top":{' '}},' and the base
+_EXPLAIN_FIXED_BYTES = 40 + _FLOAT_JSON_BYTES
+
+
+def annotation_bound(interval: bool, explain_top_k: int, max_label_bytes: int) -> int:
+    """The most bytes a prediction's ``interval`` and ``explain`` fields add (worker.annotate): the
+    interval's two numbers; the class, the base and ``explain_top_k`` features whose names are cut to
+    ``max_label_bytes`` bytes, each with its contribution."""
+    size = _INTERVAL_BYTES if interval else 0
+    if explain_top_k:
+        name = label_json_bound(max_label_bytes)
+        size += _EXPLAIN_FIXED_BYTES + name + explain_top_k * (name + 1 + _FLOAT_JSON_BYTES + 1)
+    return size
 
 
 def fit_dead_letter(

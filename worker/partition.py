@@ -112,8 +112,11 @@ def state_config(settings: WorkerSettings) -> StateConfig:
         max_features=settings.max_features,
         max_message_bytes=settings.max_message_bytes,
         proba_top_k=settings.proba_top_k,
+        interval_coverage=settings.interval_coverage,
+        explain=settings.explain,
         max_label_bytes=settings.max_label_bytes,
         max_classes=settings.max_classes,
+        max_ts_ahead=settings.max_ts_ahead_seconds,
     )
 
 
@@ -184,6 +187,14 @@ def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -
         m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
         m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
         m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
+    if state.intervals is not None:
+        score = state.intervals
+        m.interval_coverage.labels(partition=p, window="cumulative").set(score.coverage)
+        m.interval_coverage.labels(partition=p, window="recent").set(score.recent_coverage)
+        m.interval_width.labels(partition=p, window="cumulative").set(score.width)
+        m.interval_width.labels(partition=p, window="recent").set(score.recent_width)
+    if state.config.explain and hasattr(model, "feature_importances"):
+        m.report_importances(p, model.feature_importances(), state.config.explain)
     m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
     m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
     m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)
@@ -222,6 +233,7 @@ class PartitionRuntime:
         self.mirror: StateMirror | None = None  # the state topic, when one is configured
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
         self.owned: dict[int, Owned] = {}
+        self.more_ready = False  # the last process_all left ready records for the next turn
         self._model_factory, self._model_registry = model_factory, model_registry
         self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
 
@@ -396,7 +408,10 @@ class PartitionRuntime:
 
     def process_all(self) -> None:
         """Process what is ready in every owned partition but those that lost an output (they wait
-        for :meth:`rewind_lost_output`)."""
+        for :meth:`rewind_lost_output`). At most one model call's worth per partition
+        (:meth:`~worker.state.PartitionState.rows_per_call`): :attr:`more_ready` says whether some
+        partition has more, for the loop to come back without waiting for new records."""
+        self.more_ready = False
         for partition, owned in list(self.owned.items()):
             if owned.latch.failed is not None:
                 continue
@@ -409,9 +424,16 @@ class PartitionRuntime:
             return
         labels_done = merger.pending(LABELS) == 0 and self.topic_done(LABELS, partition, owned)
         features_done = merger.pending(FEATURES) == 0 and self.topic_done(FEATURES, partition, owned)
-        entries = merger.pop_ready(labels_done=labels_done, features_done=features_done)
+        limit = owned.state.rows_per_call(merger.queues)  # the model call's work stays bounded
+        entries = merger.pop_ready(labels_done=labels_done, features_done=features_done, limit=limit)
         if not entries:
             return
+        if (
+            limit is not None
+            and len(entries) == limit
+            and (merger.pending(FEATURES) or merger.pending(LABELS))
+        ):
+            self.more_ready = True  # the rest on the next turn, after checkpoints and signals
         if owned.poison:
             entries = [defuse(entry, owned.poison) for entry in entries]
         if owned.replay_until is not None:

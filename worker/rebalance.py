@@ -86,6 +86,7 @@ class Rebalancer:
             self.checkpointer.checkpoint_now(self.runtime.owned, revoked, force=False)
         finally:
             self.runtime.drop(revoked)
+            self.health.forget(revoked)
             for p in revoked:  # given up already
                 self.checkpointer.fenced.pop(p, None)
             if self.runtime.mirror is not None:
@@ -99,6 +100,7 @@ class Rebalancer:
         # a write in flight is finished first: it must not land after the next owner's own writes
         self.checkpointer.settle(lost, commit=False)
         self.runtime.drop(lost)
+        self.health.forget(lost)
         if self.runtime.mirror is not None:
             self.runtime.mirror.release(lost)
         self.log.warning("partitions lost; nothing written", extra=fields(partitions=lost))

@@ -28,6 +28,11 @@ from worker.values import Feature, Invalid, Label, LabelRecord, Value
 MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
 MAX_LABEL_BYTES = 256  # default of the max_label_bytes setting
+#: Default of the ``max_ts_ahead_seconds`` setting: how far a record's ``ts`` may lie ahead of its
+#: Kafka timestamp. Clocks of hosts kept by NTP differ by well under a second; five minutes leaves room
+#: for a badly kept one, while a record that far ahead can expire only entries at least
+#: ``join_max_age_seconds`` minus five minutes old (the default age limit is an hour).
+MAX_TS_AHEAD = 300.0
 
 
 def _parse_object(raw: bytes, max_bytes: int) -> dict[str, Any] | str:
@@ -52,6 +57,22 @@ def _event_time(doc: dict[str, Any], fallback: float) -> float:
     if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts):
         return float(ts)
     return fallback
+
+
+def ahead(ts: float, kafka_ts: float, max_ahead: float) -> bool:
+    """Whether event time ``ts`` lies more than ``max_ahead`` seconds after the Kafka timestamp.
+
+    A record's ``ts`` moves its partition's event clock, which expires the join buffer's entries; one
+    record stamped far in the future (a clock set wrong, milliseconds taken for seconds) would expire
+    every pending entry at once and, being saved with the checkpoint, stop age expiry for good. The
+    Kafka timestamp (set when the record was produced or appended) bounds it. The decision depends on
+    the record and its Kafka timestamp alone, so a replay decides the same. A record without a Kafka
+    timestamp (0.0: the broker gave none) is not checked.
+
+    >>> ahead(1000.0 + 300.0, 1000.0, 300.0), ahead(1000.0 + 300.5, 1000.0, 300.0), ahead(9e9, 0.0, 300.0)
+    (False, True, False)
+    """
+    return ts - kafka_ts > max_ahead and kafka_ts > 0.0
 
 
 def _parse_id(doc: dict[str, Any]) -> str | Literal[False] | None:
@@ -123,9 +144,16 @@ _ABSENT = object()
 
 
 def decode_feature(
-    raw: bytes | None, fallback_ts: float, task: str, max_bytes: int, max_label_bytes: int = MAX_LABEL_BYTES
+    raw: bytes | None,
+    fallback_ts: float,
+    task: str,
+    max_bytes: int,
+    max_label_bytes: int = MAX_LABEL_BYTES,
+    max_ahead: float = math.inf,
 ) -> Feature | Invalid:
     """Decode a feature record; ``fallback_ts`` (the Kafka timestamp) is used when ``ts`` is absent.
+
+    A ``ts`` more than ``max_ahead`` seconds after the Kafka timestamp is ``future_ts`` (see :func:`ahead`).
 
     A class label longer than ``max_label_bytes`` (UTF-8) is ``label_too_long``: every prediction
     names classes, so their length bounds what a prediction carries.
@@ -172,13 +200,21 @@ def decode_feature(
     ts = doc.get("ts")
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
+    if ts - fallback_ts > max_ahead and ahead(ts, fallback_ts, max_ahead):  # one subtraction when in range
+        return Invalid("future_ts")
     return Feature(rid, x, y, ts)
 
 
 def decode_label(
-    raw: bytes | None, fallback_ts: float, task: str, max_bytes: int, max_label_bytes: int = MAX_LABEL_BYTES
+    raw: bytes | None,
+    fallback_ts: float,
+    task: str,
+    max_bytes: int,
+    max_label_bytes: int = MAX_LABEL_BYTES,
+    max_ahead: float = math.inf,
 ) -> LabelRecord | Invalid:
-    """Decode a label record ``{"id", "y"}`` (a class label past ``max_label_bytes``: ``label_too_long``)."""
+    """Decode a label record ``{"id", "y"}`` (a class label past ``max_label_bytes``: ``label_too_long``;
+    a ``ts`` more than ``max_ahead`` seconds after the Kafka timestamp: ``future_ts``)."""
     doc = _parse_object(raw or b"", max_bytes) if raw is not None else "invalid_json"
     if isinstance(doc, str):
         return Invalid(doc)
@@ -195,4 +231,6 @@ def decode_label(
         return Invalid("bad_label_type")
     if type(y) is str and label_too_long(y, max_label_bytes):
         return Invalid("label_too_long")
+    if ahead(ts, fallback_ts, max_ahead):
+        return Invalid("future_ts")
     return LabelRecord(rid, y, ts)

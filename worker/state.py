@@ -35,20 +35,23 @@ from __future__ import annotations
 import heapq
 import struct
 import zlib
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any, cast
 
 import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
+from worker.annotate import interval_of, predict_learn
+from worker.interval_score import IntervalScore
 from worker.join import JOIN_MAX_BYTES, JoinBuffer
 from worker.merge import FEATURES, LABELS
 from worker.model_protocol import ModelClass, StreamModel, classes_of
 from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, decode_feature, decode_label
+from worker.records import MAX_LABEL_BYTES, MAX_TS_AHEAD, decode_feature, decode_label
 from worker.schema import MAX_FEATURES, FeatureSchema
 from worker.values import (
     DeadLetter,
@@ -63,6 +66,14 @@ from worker.values import (
 )
 
 STATE_FORMAT = 2  # 2: the model bytes are zlib-compressed
+
+#: The most work one model call may take, in trees times rows: a classifier with K classes updates
+#: K - 1 trees a row (the single tree's committee; the boosted ensemble's multi-output members cost
+#: less, about a seventh at 500 classes). At about 20 us per tree and row (the committee at 2,000
+#: classes: 26 records/s) 10,000 is about 0.2 s, so the loop, which sees checkpoints and signals
+#: only between model calls, keeps its cadence at any max_classes; a binary or regression model,
+#: one tree a row, is never cut below the 2,000 records of a default batch.
+MODEL_CALL_TREE_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -81,8 +92,11 @@ class StateConfig:
     max_features: int = MAX_FEATURES
     max_message_bytes: int = 1000000  # no output is larger (see worker.outputs)
     proba_top_k: int = 10  # classes listed in a prediction's proba
+    interval_coverage: float | None = None  # regression: the interval predictions carry (worker.annotate)
+    explain: int = 0  # features a prediction's explain lists; 0: none
     max_label_bytes: int = MAX_LABEL_BYTES
     max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
+    max_ts_ahead: float = MAX_TS_AHEAD  # a ts further ahead of the Kafka timestamp is dead-lettered
 
 
 @dataclass
@@ -241,6 +255,9 @@ class PartitionState:
         self.config = config
         self.classification = config.task == "classification"
         self.prequential = Prequential(config.task, config.metrics_window)
+        # the published intervals' coverage and width (regression with interval_coverage)
+        scored = config.task == "regression" and config.interval_coverage is not None
+        self.intervals = IntervalScore(config.metrics_window) if scored else None
         self.schema = FeatureSchema(config.features, config.max_features)
         self.join = JoinBuffer(config.join_max_pending, config.join_max_age, config.join_max_bytes)
         self.next_offsets = [0, 0]  # features, labels
@@ -260,10 +277,32 @@ class PartitionState:
         cfg = self.config
         decode = decode_feature if rank == FEATURES else decode_label
         task, limit, label_limit = cfg.task, cfg.max_record_bytes, cfg.max_label_bytes
-        decoded = [decode(r.value, r.ts, task, limit, label_limit) for r in records]
+        ahead = cfg.max_ts_ahead
+        decoded = [decode(r.value, r.ts, task, limit, label_limit, ahead) for r in records]
         return [MergeEntry(d.ts, rank, r.offset, r, d) for r, d in zip(records, decoded, strict=True)]
 
     # -- processing -----------------------------------------------------------------------------------
+
+    def rows_per_call(self, queues: Sequence[deque[MergeEntry]]) -> int | None:
+        """How many of the queued entries one :meth:`process` call may take (None: all of them), so
+        that its model call stays within :data:`MODEL_CALL_TREE_ROWS`.
+
+        Classification only: a row costs a tree per class but one, counting the classes the model
+        knows and every new one among the entries that could be taken (the first that many of each
+        topic's queue), as if all came first: an upper bound, which depends only on the queued
+        records, not on when they were fetched. The result never changes the model or the
+        predictions: the library's batch learning equals a one-record loop, under any cut.
+        """
+        if not self.classification:
+            return None
+        known = classes_of(self.model)
+        cap = _rows_within(len(known))
+        if sum(len(q) for q in queues) * _trees(self.config.max_classes) <= MODEL_CALL_TREE_ROWS:
+            return None
+        labels = set().union(*({getattr(e.decoded, "y", None) for e in islice(q, cap)} for q in queues))
+        labels.discard(None)
+        new = len(labels.difference(known))
+        return cap if not new else _rows_within(min(len(known) + new, self.config.max_classes))
 
     def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
         """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
@@ -409,7 +448,11 @@ class PartitionState:
         if not run.y:
             return
         classes_before = list(classes_of(self.model)) if self.classification else []
-        scores = self.model.predict_learn_many(run.x, run.y)
+        config = self.config
+        coverage = None if self.classification else interval_of(self.model, config.interval_coverage)
+        rows = [row for row, _, _ in run.published] if coverage is not None or config.explain else []
+        call = predict_learn(self.model, run.x, run.y, rows, coverage, config.explain, config.max_label_bytes)
+        scores = call.scores
         classes = classes_of(self.model) if self.classification else None
         known = None
         if classes is not None and len(classes) > len(classes_before):
@@ -420,11 +463,16 @@ class PartitionState:
         for entry in run.waiting:
             assert entry.row is not None  # a waiting entry's row is in this run
             entry.prediction, entry.proba = out.labels[entry.row], out.pairs(entry.row)
+            entry.interval = call.fields.get(entry.row, {}).get("interval")
             entry.row = None
         self._score(run, out)
+        self._score_intervals(run, call.fields)
         labels, published = out.labels, run.published
         probas = out.proba_dicts(published, self.config.proba_top_k) if out.classification else None
         docs = _documents(published, labels, probas, learned_before, self.partition, now)
+        if call.fields:
+            for doc, (row, _, _) in zip(docs, published, strict=True):
+                doc.update(call.fields[row])
         # b"%b" % copies each document into a bytes object of its own size. It buys memory, not time: a
         # bytes object orjson returns keeps a 4 KiB buffer (tracemalloc: 4,097 bytes per 121-byte
         # prediction, 162 with the copy), and a run, which may be as long as the merge queues (up to
@@ -485,6 +533,15 @@ class PartitionState:
             ]
         self.prequential.update_many(truths, preds, probs, squares)
 
+    def _score_intervals(self, run: _Run, fields: dict[int, dict[str, Any]]) -> None:
+        """Score each labelled record against the interval published for it, if it had one."""
+        if self.intervals is None:
+            return
+        for y_true, source in run.scores:
+            interval = fields.get(source, {}).get("interval") if type(source) is int else source.interval
+            if interval is not None:
+                self.intervals.update(float(y_true), interval)
+
     # -- snapshot -----------------------------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
@@ -510,6 +567,8 @@ class PartitionState:
             "schema": self.schema.to_dict(),
             "join": self.join.to_dict(),
         }
+        if self.intervals is not None:
+            header["intervals"] = self.intervals.to_dict()
         head = orjson.dumps(header)
         return struct.pack(">I", len(head)) + head + zlib.compress(self.model.to_bytes(), 1)
 
@@ -547,11 +606,23 @@ class PartitionState:
         state.predicted = int(header["predicted"])
         state.event_time = float("-inf") if header["event_time"] is None else float(header["event_time"])
         state.prequential = Prequential.from_dict(header["prequential"])
+        if state.intervals is not None and "intervals" in header:  # (else saved before it was on)
+            state.intervals = IntervalScore.from_dict(header["intervals"])
         state.schema = FeatureSchema.from_dict(header["schema"], config.max_features)
         state.join = JoinBuffer.from_dict(
             header["join"], config.join_max_pending, config.join_max_age, config.join_max_bytes
         )
         return state
+
+
+def _trees(classes: int) -> int:
+    """The trees a classifier with that many classes updates a row (at least one)."""
+    return max(classes - 1, 1)
+
+
+def _rows_within(classes: int) -> int:
+    """The rows of one model call at that many classes (at least one)."""
+    return max(MODEL_CALL_TREE_ROWS // _trees(classes), 1)
 
 
 def state_header(blob: bytes) -> dict[str, Any]:

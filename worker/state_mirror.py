@@ -38,6 +38,7 @@ from worker.state_topic import (
     StateTopicConfig,
     StateTopicError,
     StateTopicFenced,
+    StateTopicLost,
     Written,
     ensure_topic,
 )
@@ -108,6 +109,7 @@ class StateMirror:
             client_options={**dict(settings.kafka_options), **dict(client_options or {})},
         )
         self.topic = StateTopic(self.config)
+        self.lost: str | None = None  # why the state topic is gone (deleted or created again), once it is
 
     @classmethod
     def of(
@@ -199,8 +201,23 @@ class StateMirror:
         """Wait until the checkpoint is durable in the topic and confirmed as the owner's.
 
         Raises :class:`~worker.state_topic.StateTopicFenced` (another worker owns the partition) or
-        another :class:`~worker.state_topic.StateTopicError` (not written)."""
-        self._written(self.topic.finish(mirroring.pending), mirroring)
+        another :class:`~worker.state_topic.StateTopicError` (not written;
+        :class:`~worker.state_topic.StateTopicLost`: the topic was deleted, and :attr:`lost` says so)."""
+        try:
+            written = self.topic.finish(mirroring.pending)
+        except StateTopicLost as exc:
+            self._lose(exc)
+            raise
+        self._written(written, mirroring)
+
+    def _lose(self, error: StateTopicLost) -> None:
+        if self.lost is None:
+            self.lost = str(error)
+            self.log.error(
+                "state topic lost: every state it held is gone; stopping (the next start creates it again "
+                "and fills it from the checkpoint files)",
+                extra=fields(topic=self.config.topic, error=str(error)),
+            )
 
     def _written(self, written: Written, mirroring: Mirroring) -> None:
         self.metrics.state_write_seconds.observe(time.monotonic() - mirroring.started)
@@ -222,8 +239,14 @@ class StateMirror:
 
         Raises :class:`~worker.state_topic.StateTopicFenced` when a newer owner claimed the partition
         before the state (void for every reader: the next owner restores an older state or the file,
-        and processes the records since without producing their outputs again)."""
-        self._written(self.topic.confirm(mirroring.pending), mirroring)
+        and processes the records since without producing their outputs again), or
+        :class:`~worker.state_topic.StateTopicLost` as :meth:`finish` does."""
+        try:
+            written = self.topic.confirm(mirroring.pending)
+        except StateTopicLost as exc:
+            self._lose(exc)
+            raise
+        self._written(written, mirroring)
 
     def discard(self, mirroring: Mirroring) -> None:
         """The transaction of :meth:`stage` aborted: the state was not written."""

@@ -49,7 +49,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, NoReturn
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from worker import state_log
@@ -85,6 +92,14 @@ class StateWriteError(StateTopicError):
 
 class StateTopicFenced(StateTopicError):
     """A newer owner claimed the partition: this process lost it and must not write its state."""
+
+
+class StateTopicLost(StateTopicError):
+    """The state topic was deleted, or deleted and created again, since this process first used it.
+
+    Every state it held is gone, so a worker with an empty disk would start its partitions afresh:
+    the worker stops (as Kafka Streams does when a changelog topic goes missing), and the next start
+    creates the topic again and fills it from the checkpoint files."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +340,7 @@ class StateTopic:
         self._shared = None if config.transactional_id_prefix else Producer(self._producer_settings())
         self._transactional: dict[int, Producer] = {}
         self._consumer: Consumer | None = None
+        self._partitions: int | None = None  # the topic's partition count when first used (check_topic)
         self._closed = False
 
     def _producer_settings(self) -> dict[str, Any]:
@@ -354,6 +370,58 @@ class StateTopic:
         self._reader().list_topics(self.config.topic, timeout=self.config.timeout_s)
         if self._shared is not None:
             self._shared.list_topics(self.config.topic, timeout=self.config.timeout_s)
+        self._remember_partitions()
+
+    # -- the topic's identity ---------------------------------------------------------------------------
+
+    def partition_count(self) -> int | None:
+        """The topic's partition count now; None when it does not exist. StateTopicError when the
+        broker does not answer.
+
+        Asked through the reader's metadata request, not an AdminClient's DescribeTopics (which also
+        gives the topic's id): librdkafka 2.16 crashed (a segmentation fault in its metadata cache) on
+        the embedded broker's answer to that for a topic deleted and created again. A topic created
+        again is found by its offsets instead (:meth:`finish`)."""
+        topic = self.config.topic
+        try:
+            metadata = self._reader().list_topics(topic, timeout=self.config.timeout_s).topics.get(topic)
+        except KafkaException as exc:
+            raise StateTopicError(
+                f"cannot read state topic {topic!r}'s metadata: {exc.args[0].str()}"
+            ) from None
+        if metadata is not None and metadata.error is not None:
+            if metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise StateTopicError(f"cannot read state topic {topic!r}'s metadata: {metadata.error.str()}")
+            return None
+        return len(metadata.partitions) if metadata is not None and metadata.partitions else None
+
+    def _remember_partitions(self) -> None:
+        if self._partitions is None:
+            with contextlib.suppress(StateTopicError):  # checked at the next write instead
+                self._partitions = self.partition_count()
+
+    def check_topic(self) -> None:
+        """Raise :class:`StateTopicLost` when the topic is gone or has another partition count than
+        when first used (deleted and created anew, by hand or by a broker's
+        ``auto.create.topics.enable`` when a producer wrote to it after it was deleted).
+
+        A produce to a deleted topic can be acknowledged (by a broker that creates it again, or by the
+        embedded test broker, which accepts it), so acknowledgements alone do not show it; every
+        write is checked here before it counts. A broker that does not answer proves nothing: the
+        check is left to the next write."""
+        try:
+            now = self.partition_count()
+        except StateTopicError:
+            return
+        if now is None:
+            raise StateTopicLost(f"state topic {self.config.topic!r} does not exist any more (deleted)")
+        if self._partitions is None:
+            self._partitions = now
+        elif now != self._partitions:
+            raise StateTopicLost(
+                f"state topic {self.config.topic!r} was deleted and created again: {now} partitions, "
+                f"{self._partitions} before"
+            )
 
     # -- ownership ----------------------------------------------------------------------------------
 
@@ -369,6 +437,7 @@ class StateTopic:
         """
         started = time.perf_counter()
         self.release(partition)
+        self._remember_partitions()
         if self.transactional:
             self._init_transactional(partition)
         owner = uuid.uuid4().bytes
@@ -553,10 +622,18 @@ class StateTopic:
             self._complete(partition, pending.delivery, f"state seq {plan.seq}")
         except StateWriteError:
             owned.unsure = None if self.transactional else plan
+            self.check_topic()  # not written because the topic is gone? Then that is the error
             raise
         finally:
             state_log.attempted(owned.ownership, plan)
         offsets = [o for o in pending.delivery.offsets if o is not None]
+        if min(offsets) < owned.verified_end:  # the log starts again below what was verified: a new topic
+            raise StateTopicLost(
+                f"state topic {self.config.topic!r} partition {partition}: records written at offset "
+                f"{min(offsets)}, below offset {owned.verified_end} it held before (deleted and created "
+                "again)"
+            )
+        self.check_topic()
         unacknowledged = 0
         if not self.transactional:
             owned.own_offsets.update(offsets)

@@ -110,6 +110,7 @@ class PendingFeature:
     proba: list[tuple[Label, float]] | None = None
     row: int | None = None  # row of the current predict_learn_many call until its prediction is known
     size: int = 0  # bytes of the record it came from
+    interval: list[float] | None = None  # the published prediction interval (worker.annotate), if any
 
     @property
     def nbytes(self) -> int:

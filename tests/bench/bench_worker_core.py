@@ -14,6 +14,7 @@ Run from the repository root::
     .venv/bin/python -m tests.bench.bench_worker_core                    # 200,000 records, 3 rounds
     .venv/bin/python -m tests.bench.bench_worker_core --model boosted    # the boosted ensemble
     .venv/bin/python -m tests.bench.bench_worker_core --members 2,3,4,6  # ensembles of each size
+    .venv/bin/python -m tests.bench.bench_worker_core --explain 3        # predictions with explain
 
 ``--members`` measures the boosted ensemble with each number of members (the worker's ``n_members``)
 and prints, beside the two rates, the models' prequential accuracy on the stream and the drifts they
@@ -42,7 +43,7 @@ from worker.values import Record
 PARTITIONS = 4
 
 
-def settings(model: str | None = None, n_members: int | None = None) -> WorkerSettings:
+def settings(model: str | None = None, n_members: int | None = None, explain: int = 0) -> WorkerSettings:
     """The settings a worker runs with by default (the model's hyperparameters among them), or with
     ``model`` (``sgt`` or ``boosted``) in place of the default model and ``n_members`` in place of the
     ensemble's default size."""
@@ -56,6 +57,7 @@ def settings(model: str | None = None, n_members: int | None = None) -> WorkerSe
             "checkpoint_dir": "/nonexistent",
             "model": model,
             "n_members": n_members,
+            "explain": explain,
         },
         env={},
     )
@@ -212,12 +214,15 @@ def main(argv: list[str] | None = None) -> int:
     chosen_model.add_argument(
         "--members", type=_sizes, help="comma-separated member counts: the boosted ensemble with each"
     )
+    parser.add_argument(
+        "--explain", type=int, default=0, help="the worker's explain setting (default 0: off)"
+    )
     args = parser.parse_args(argv)
     if args.members:
         print(f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, boosted")
         report_sizes(args.members, args.records, args.run, args.rounds)
         return 0
-    chosen = settings(args.model)
+    chosen = settings(args.model, explain=args.explain)
     print(
         f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, "
         f"model {chosen.model}"

@@ -17,6 +17,7 @@ its one-by-one records/s and as a check that the batched predictions equal the l
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.losses import Huber
+from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -76,6 +79,28 @@ def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
     return {} if spec.is_regression else {"linear_gate": t}
 
 
+class _Fading(SGTRegressor):
+    """SGTRegressor with adaptive leaves whose tally fades by ``fading`` per attempt (0.5 by default)."""
+
+    fading = 0.5
+
+    def _params(self) -> Params:
+        return dataclasses.replace(super()._params(), leaf_fading=self.fading)
+
+
+def fading(spec: StreamSpec, factor: float) -> Any:
+    """Adaptive leaves with another fading of their tally (a regressor; the classifier's default else)."""
+    if not spec.is_regression:
+        return SGTClassifier()
+    model_class = type("Fading", (_Fading,), {"fading": factor})
+    return model_class(leaf_model="adaptive")
+
+
+def huber(spec: StreamSpec) -> dict[str, Any]:
+    """``loss=Huber()`` (delta 1) on a regression stream (the classifier has no loss parameter)."""
+    return {"loss": Huber()} if spec.is_regression else {}
+
+
 # release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
@@ -89,6 +114,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-calibrated-alone", calibrated_alone),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
+    Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
+    Variant("ours-adaptive-leaves", lambda spec: single(spec, leaf_model="adaptive")),  # the classifier too
+    Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
+    Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
+    Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
     Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),

@@ -5,6 +5,10 @@ Three groups, selectable by name on the command line:
 * ``benchmark``: the five long stationary streams of River's synthetic generators (seed 42);
 * ``short``: 500 to 5,300 records: River's bundled real data sets, read from files inside the River
   package (no network), and short prefixes of the synthetic streams;
+* ``robust``: regression streams no default was tuned on: the generated stress streams of
+  ``tests/bench/stress.py`` (timestamp- and micro-scale features, heavy-tailed noise, steps, gross
+  outliers in the target or the features, irrelevant features, short streams), River's SP500Stocks and
+  a 10,000-record Friedman #1;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
   (over 1/400 of the stream) or gradual (over 1/10), centred at known positions (a quarter, half and
   three quarters of the stream). The benchmark
@@ -30,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from tests.bench import stress
+
 SEED = 42
-GROUPS = ("benchmark", "short", "drift")
+GROUPS = ("benchmark", "short", "drift", "robust")
 DRIFT_LENGTH = 40_000  # three drifts, at 10,000, 20,000 and 30,000 records
 # The width of a drift, the records over which the new concept replaces the old, as a fraction of the
 # stream: 1/400 for an abrupt drift (100 records of 40,000: River's ConceptDriftStream overflows
@@ -228,7 +234,14 @@ def _specs() -> list[StreamSpec]:
         drifting("agrawal-abrupt", _agrawal_concept, AGRAWAL_CONCEPTS, gradual=False),
         drifting("agrawal-gradual", _agrawal_concept, AGRAWAL_CONCEPTS, gradual=True),
     ]
-    return benchmark + short + drift
+    # regression streams no default was tuned on: generated stress streams (tests/bench/stress.py), the
+    # regression data sets River ships as files (TrumpApproval and ChickWeights are in ``short``)
+    robust = [StreamSpec(name, "robust", "regression", n, make) for name, (make, n) in stress.STREAMS.items()]
+    robust += [
+        StreamSpec("sp500-stocks", "robust", "regression", 1_257, _bundled("SP500Stocks")),
+        StreamSpec("friedman-1-10k", "robust", "regression", 10_000, _friedman),
+    ]
+    return benchmark + short + drift + robust
 
 
 def specs(names: list[str] | None = None) -> list[StreamSpec]:

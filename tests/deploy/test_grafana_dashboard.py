@@ -42,6 +42,9 @@ PARTITIONED = {
     "sgt_model_version",
     "sgt_drifts_total",
     "sgt_model_trees",
+    "sgt_interval_coverage",
+    "sgt_interval_width",
+    "sgt_feature_importance",
 }
 
 # what the dashboard must show: a metric, and a fragment the query must contain
@@ -62,6 +65,9 @@ REQUIRED = {
     "prediction latency": ("sgt_prediction_latency_seconds", "histogram_quantile("),
     "drifts answered per second": ("sgt_drifts_total", "rate("),
     "ensemble size": ("sgt_model_trees", ""),
+    "interval coverage (recent)": ("sgt_interval_coverage", 'window="recent"'),
+    "interval width (recent)": ("sgt_interval_width", 'window="recent"'),
+    "feature importance": ("sgt_feature_importance", ""),
 }
 
 

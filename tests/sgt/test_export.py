@@ -82,7 +82,9 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
     model = _models()[name]
     d = model.to_dict()
     features = {f["name"]: f for f in d["features"]}
-    linear = {"weights"} if model.leaf_model == "linear" else set()  # every node's linear term
+    linear = {"weights"} if model.leaf_model in ("linear", "adaptive") else set()  # every node's linear term
+    # an adaptive leaf's choice and its constant
+    adaptive = {"serves", "constant"} if model.leaf_model == "adaptive" else set()
     numeric = {name for name, f in features.items() if f["kind"] == "numeric"}
     for tree in d["trees"]:
         assert tree["depth"] == 0
@@ -93,8 +95,10 @@ def test_tree_nodes_follow_the_schema(name: str) -> None:
             if linear:
                 assert set(node["weights"]) == numeric and all(map(math.isfinite, node["weights"].values()))
             if node["leaf"]:
-                assert set(node) == LEAF_KEYS | linear
+                assert set(node) == LEAF_KEYS | linear | adaptive
                 assert node["n"] >= 0
+                if adaptive:
+                    assert node["serves"] in ("linear", "constant") and math.isfinite(node["constant"])
                 continue
             children = node["children"]
             assert all(child["depth"] == node["depth"] + 1 for child in children)

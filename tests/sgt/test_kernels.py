@@ -151,6 +151,10 @@ MODELS = {
         lambda: sgt.SGTRegressor(warm_up=100, leaf_model="linear"),
         lambda: step_regression_stream(4000, offset=1e3),
     ),
+    "adaptive regressor": (
+        lambda: sgt.SGTRegressor(warm_up=100, leaf_model="adaptive"),
+        lambda: step_regression_stream(4000, offset=1e3),
+    ),
     "boosted, binary": (lambda: sgt.BoostedClassifier(warm_up=100, seed=1), lambda: threshold_stream(4000)),
     "boosted, three classes": (  # multi-output members
         lambda: sgt.BoostedClassifier(warm_up=100, seed=1),

@@ -306,3 +306,33 @@ def test_a_checkpoint_of_the_previous_release_for_other_topics_or_task_is_refuse
     )
     with pytest.raises(OwnerConflict, match="task 'classification', not 'regression'"):
         load_state(settings, 0)
+
+
+@pytest.mark.parametrize("how", ["deleted", "lock file removed"])
+def test_a_checkpoint_directory_lost_while_running_is_recreated_with_its_lock_and_reported(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The directory (or its lock file) vanished under a running worker: the next write used to create a
+    bare directory, without the owner lock that keeps another deployment out, and say nothing. Now the
+    store takes the directory again as at start-up (lock, owner, checks), logs an error and counts it."""
+    directory = tmp_path / "ckpt"
+    store = CheckpointStore(directory, OWNER)
+    counted: list[int] = []
+    store.on_lost = lambda: counted.append(1)
+    store.acquire()
+    store.write(0, b"before")
+    if how == "deleted":
+        shutil.rmtree(directory)
+    else:
+        (directory / LOCK_NAME).unlink()
+    with caplog.at_level(logging.ERROR, logger="worker.checkpoint"):
+        store.write(0, b"after")
+    assert Owner.from_json((directory / LOCK_NAME).read_bytes().strip()) == OWNER
+    assert read_newest(directory, 0).payload == b"after"  # type: ignore[union-attr]
+    assert counted == [1] and "checkpoint directory lost" in caplog.text
+    stranger = CheckpointStore(directory, OTHER)
+    with pytest.raises(OwnerConflict, match="in use by a running worker of another deployment"):
+        stranger.acquire()  # the lock is held again
+    store.write(0, b"again")  # nothing lost this time: nothing reported
+    assert counted == [1]
+    store.release()

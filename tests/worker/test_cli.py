@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -49,6 +50,8 @@ def test_inspect_directory_file_and_tree(tmp_path: Path) -> None:
     for s in summary:
         assert s["model_sha256"] == hashlib.sha256(models[s["partition"]]).hexdigest()
         assert s["tree"]["nodes"] > 1 and set(s["prequential"]) == {"n", "error", "recent_error"}
+        importances = list(s["feature_importances"].values())
+        assert importances == sorted(importances, reverse=True) and abs(sum(importances) - 1) < 1e-9
     single = subprocess.run(
         [*CMD, "inspect", str(checkpoint_path(tmp_path, 0)), "--tree"],
         capture_output=True,
@@ -289,3 +292,63 @@ def test_dev_commands_take_their_own_options_and_others_refuse_unknown_ones() ->
     assert (args.command, args.bootstrap_servers, args.rate) == ("produce", "h:1", 5.0)
     out = subprocess.run([*CMD, "run", "--no-such-flag"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "unrecognized arguments: --no-such-flag" in out.stderr
+
+
+def test_a_misspelt_sgt_variable_is_warned_about_with_the_closest_known_name(tmp_path: Path) -> None:
+    env = {**os.environ, "SGT_CHECKPIONT_DIR": str(tmp_path / "elsewhere"), "SGT_KERNELS": "1"}
+    command = [
+        *CMD,
+        "run",
+        "--bootstrap-servers",
+        f"127.0.0.1:{free_port()}",
+        "--checkpoint-dir",
+        str(tmp_path),
+    ]
+    process = subprocess.Popen([*command, "--metrics-port", "0"], stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(3.0)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    warned = [json.loads(line) for line in stderr.splitlines() if "SGT_" in line and "unknown" in line]
+    assert len(warned) == 1, stderr
+    assert warned[0]["level"] == "warning"
+    assert warned[0]["variable"] == "SGT_CHECKPIONT_DIR" and warned[0]["closest"] == "SGT_CHECKPOINT_DIR"
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler of its own for SIGTERM (Linux: the SigCgt mask)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.MULTILINE).group(1), 16)  # type: ignore[union-attr]
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.parametrize("when", ["handler installed", "0.3 s"])
+def test_sigterm_while_the_worker_starts_is_logged_and_the_exit_is_clean(tmp_path: Path, when: str) -> None:
+    """Before the worker existed (about the first half-second), a SIGTERM ended the process at once
+    (Python's default action) with no log line and exit status -15. Now the handlers are installed
+    before anything slow is imported, and a signal that comes before the worker exists stops it as
+    soon as it does. Sent at 0.3 s (the previous code: exit -15), and as soon as the process catches
+    SIGTERM (the earliest moment a handler can act)."""
+    broker = f"127.0.0.1:{free_port()}"
+    command = [
+        *CMD,
+        "run",
+        "--bootstrap-servers",
+        broker,
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--metrics-port",
+        "0",
+    ]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    if when == "0.3 s":
+        time.sleep(0.3)
+    else:
+        deadline = time.monotonic() + 30.0
+        while not _catches_sigterm(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.002)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    messages = [json.loads(line)["msg"] for line in stderr.splitlines()]
+    assert "signal received; shutting down" in messages

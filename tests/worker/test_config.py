@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from worker.cli import build_parser
-from worker.config import SETTINGS, ConfigError, load_settings, read_toml, settings_from_args
+from worker.config import (
+    SETTINGS,
+    ConfigError,
+    load_settings,
+    read_toml,
+    settings_from_args,
+    unknown_variables,
+)
 
 REQUIRED = {
     "--bootstrap-servers": ("SGT_BOOTSTRAP_SERVERS", "localhost:9092"),
@@ -397,3 +404,48 @@ def test_the_model_memory_budget_reaches_the_model_and_bad_values_are_refused_by
     for bad in ("65535", "0", "-1", "32MiB", "1e6", "true"):
         with pytest.raises(ConfigError, match=r"setting model_max_bytes .*none or an integer >= 65536"):
             load_settings({"model_max_bytes": bad}, env={})
+
+
+@pytest.mark.parametrize(("heartbeat", "session"), [(20000, 6000), (6000, 6000)])
+def test_a_heartbeat_not_below_the_session_timeout_is_refused(heartbeat: int, session: int) -> None:
+    """Kafka requires heartbeat.interval.ms < session.timeout.ms; librdkafka accepts any pair, and the
+    group then expires the member between two heartbeats: its partitions are lost for good."""
+    flags = {"heartbeat_interval_ms": heartbeat, "session_timeout_ms": session}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(flags, env={})
+    message = str(caught.value)
+    assert "setting heartbeat_interval_ms (--heartbeat-interval-ms / SGT_HEARTBEAT_INTERVAL_MS)" in message
+    assert f"below session_timeout_ms ({session})" in message and "at most a third" in message
+
+
+def test_a_heartbeat_below_the_session_timeout_is_accepted() -> None:
+    settings = load_settings({"heartbeat_interval_ms": 2000, "session_timeout_ms": 6000}, env={})
+    assert (settings.heartbeat_interval_ms, settings.session_timeout_ms) == (2000, 6000)
+
+
+def test_unknown_sgt_variables_are_named_with_the_closest_known_one() -> None:
+    """A misspelt variable is otherwise ignored without a word (an unknown TOML key exits 2); it is a
+    warning, not an error, since other tools may use the SGT_ prefix too."""
+    env = {
+        "SGT_CHECKPIONT_DIR": "/tmp/x",
+        "SGT_GROUP_ID": "g",
+        "SGT_KERNELS": "0",  # the library's own switch
+        "SGT_CONFIG": "w.toml",
+        "SGT_SOMETHING_ELSE": "1",
+        "PATH": "/bin",
+    }
+    assert unknown_variables(env) == [
+        ("SGT_CHECKPIONT_DIR", "SGT_CHECKPOINT_DIR"),
+        ("SGT_SOMETHING_ELSE", None),
+    ]
+
+
+def test_max_classes_is_capped_where_one_record_alone_would_take_the_model_call_s_budget() -> None:
+    """Past 10,000 classes one record costs the single tree's committee about 0.2 s or more (a tree a
+    class, about 20 us each), so no cut of a run keeps checkpoints and signals on time."""
+    assert load_settings({"max_classes": 10000}, env={}).max_classes == 10000
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"max_classes": 20000}, env={})
+    message = str(caught.value)
+    assert "setting max_classes (--max-classes / SGT_MAX_CLASSES)" in message
+    assert "expected an integer >= 2 and <= 10000" in message

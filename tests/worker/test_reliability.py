@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -469,3 +470,144 @@ def test_records_past_the_replayed_range_in_the_same_batch_are_processed_after_a
         orjson.loads(v)["offset"] for topic, v in producer.delivered if topic == settings.predictions_topic
     ]
     assert predicted[-9:] == [0, 1, 2, 4, 5, 6, 7, 8, 9]  # (0 to 2 went out before offset 3 failed, too)
+
+
+def test_health_turns_unhealthy_after_consecutive_checkpoint_failures_and_back_after_one_succeeds(
+    tmp_path: Path,
+) -> None:
+    """/healthz and /readyz used to answer 200 through any number of failed checkpoints, while the
+    records a restart would replay piled up. A real failure the file system gives root too: the
+    checkpoint directory replaced by a file (writes fail with ENOTDIR or EEXIST)."""
+    from worker.metrics import MetricsServer
+
+    ckpt = tmp_path / "ckpt"
+    worker, consumer, _ = _worker(ckpt, unhealthy_after_checkpoint_failures=3)
+    worker.store.acquire()
+    server = MetricsServer(worker.metrics, worker.health, "127.0.0.1", 0).start()
+    try:
+        clock = FakeClock(worker)
+        _feed(worker, consumer, range(0, 10))
+        assert _checkpointed(ckpt) == [10, 0] and _status(server.port) == (200, 200)
+        shutil.rmtree(ckpt)
+        ckpt.write_text("not a directory any more")
+        _feed(worker, consumer, range(10, 20))  # failure 1, at 0 s
+        for _ in range(6):  # attempts at 0.5 s (failure 2) and 1.5 s (failure 3)
+            clock.now += 0.25
+            _turn(worker)
+        assert worker.owned[0].retry.failures == 3
+        assert _status(server.port) == (503, 503) and not worker.health.alive
+        ckpt.unlink()  # the file system is usable again: the next attempt (3.5 s) succeeds
+        for _ in range(8):
+            clock.now += 0.25
+            _turn(worker)
+        assert _checkpointed(ckpt) == [20, 0] and worker.owned[0].retry.failures == 0
+        assert _status(server.port) == (200, 200)
+    finally:
+        server.close()
+        worker.store.release()
+
+
+def _status(port: int) -> tuple[int, int]:
+    """The HTTP status of /healthz and of /readyz."""
+    import urllib.error
+    import urllib.request
+
+    codes = []
+    for path in ("/healthz", "/readyz"):
+        try:
+            codes.append(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5).status)
+        except urllib.error.HTTPError as exc:
+            codes.append(exc.code)
+    return codes[0], codes[1]
+
+
+class _CallSizes(StubModel):
+    """The stub model, recording the rows of each predict_learn_many call."""
+
+    def __init__(self, task: str = "classification") -> None:
+        super().__init__(task)
+        self.calls: list[int] = []
+
+    def predict_learn_many(self, X: list, y: list) -> Any:
+        self.calls.append(len(y))
+        return super().predict_learn_many(X, y)
+
+
+def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path: Path) -> None:
+    """With many classes one record costs a tree per class: 2,000 records with 2,000 classes in one
+    call took minutes (26 records/s), so checkpoints and signals, seen only between calls, waited that
+    long. A turn of the loop now processes at most as many records as the cost estimate allows (the
+    classes known plus those the records bring), and the rest on the following turns, with the same
+    result as one call."""
+    from worker.partition import state_config
+    from worker.state import PartitionState
+
+    settings = load_settings(
+        {
+            "checkpoint_dir": str(tmp_path),
+            "features_topic": "f",
+            "max_classes": 5000,
+            "checkpoint_records": 10**6,
+        },
+        env={},
+    )
+    worker = Worker(settings, model_factory=_CallSizes, model_registry={"_CallSizes": _CallSizes})
+    consumer, producer = FakeConsumer({"f": 0}), FakeProducer()
+    worker.clients.consumer, worker.clients.producer = consumer, producer  # type: ignore[assignment]
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    records = [
+        Record(o, float(o), None, orjson.dumps({"id": f"r{o}", "x": [float(o % 7)], "y": f"c{o % 2000}"}))
+        for o in range(3000)
+    ]
+    owned = worker.owned[0]
+    owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
+    owned.fetched[FEATURES] = consumer.high["f"] = 3000
+    model = owned.state.model
+    assert isinstance(model, _CallSizes)
+    worker.runtime.process_all()
+    assert model.calls and max(model.calls) <= 10, model.calls  # 2,000 classes: a handful of rows
+    assert worker.runtime.more_ready
+    turns = 1
+    while worker.runtime.more_ready:
+        worker.runtime.process_all()
+        turns += 1
+    assert owned.state.next_offsets == [3000, 0] and turns > 100
+    # the same state as one call over every record (the model's calls do not change the result)
+    whole = PartitionState(0, _CallSizes(), state_config(settings))
+    whole.process(whole.decode(FEATURES, records), now=0.0)
+    assert whole.model.to_bytes() == owned.state.model.to_bytes()
+    assert whole.prequential.to_dict() == owned.state.prequential.to_dict()
+
+
+@pytest.mark.parametrize("model", ["sgt", "boosted"])
+def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path: Path, model: str) -> None:
+    """The real models, 600 records of 150 classes, cut into calls of at most 67 rows: the same model
+    bytes and prequential state as one call over all of them."""
+    from worker.partition import state_config
+    from worker.state import PartitionState
+
+    settings = load_settings(
+        {"checkpoint_dir": str(tmp_path), "features_topic": "f", "max_classes": 200, "model": model}, env={}
+    )
+    worker = Worker(settings)
+    consumer, producer = FakeConsumer({"f": 0}), FakeProducer()
+    worker.clients.consumer, worker.clients.producer = consumer, producer  # type: ignore[assignment]
+    worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
+    records = [
+        Record(o, float(o), None, orjson.dumps({"x": {"a": float(o % 13), "b": o * 0.37 % 5}, "y": o % 150}))
+        for o in range(600)
+    ]
+    owned = worker.owned[0]
+    owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
+    owned.fetched[FEATURES] = consumer.high["f"] = 600
+    turns = 0
+    while turns == 0 or worker.runtime.more_ready:
+        worker.runtime.process_all()
+        turns += 1
+    assert owned.state.next_offsets == [600, 0] and turns >= 9
+    from worker.model import new_model
+
+    whole = PartitionState(0, new_model(settings), state_config(settings))
+    whole.process(whole.decode(FEATURES, records), now=0.0)
+    assert whole.model.to_bytes() == owned.state.model.to_bytes()
+    assert whole.prequential.to_dict() == owned.state.prequential.to_dict()

@@ -388,3 +388,93 @@ def test_a_prediction_too_large_for_a_message_dead_letters_its_record() -> None:
     assert [reason for _, _, reason in result.dead_letters] == ["prediction_too_large"]
     assert [orjson.loads(p.value)["id"] for p in result.predictions] == ["b"]
     assert all(len(o.value) + len(o.key or b"") < 65536 for o, _, _ in result.dead_letters)
+
+
+YEAR_3000 = 32503680000.0  # 3000-01-01 in unix seconds
+
+
+def _stamped(record: Record, kafka_ts: float) -> Record:
+    """The record with another Kafka timestamp (its ``ts`` field unchanged)."""
+    return Record(record.offset, kafka_ts, record.key, record.value)
+
+
+@pytest.mark.parametrize("rank", [FEATURES, LABELS])
+def test_a_record_whose_ts_is_far_ahead_of_its_kafka_timestamp_does_not_expire_the_join(rank: int) -> None:
+    """One record stamped in the year 3000 (its Kafka timestamp is now) must not move the event clock:
+    it would expire every pending feature and label at once, and the clock, saved with the checkpoint,
+    would never let age-based expiry run again. It is dead-lettered as ``future_ts`` instead."""
+    state = PartitionState(0, StubModel(), config(join_max_age=3600.0, max_ts_ahead=300.0))
+    now = 1_763_770_000.0
+    feats = [feature(i, f"f{i}", now + i) for i in range(5)]  # wait for their labels
+    early = [label(i, f"l{i}", now + i, 1) for i in range(3)]  # wait for their features
+    if rank == FEATURES:
+        bad = _stamped(feature(5, "future", YEAR_3000), now + 5)
+        first = run_all(state, [*feats, bad], early)
+    else:
+        bad = _stamped(label(3, "future", YEAR_3000, 1), now + 5)
+        first = run_all(state, feats, [*early, bad])
+    assert [(topic, reason) for _, topic, reason in first.dead_letters] == [
+        ("features" if rank == FEATURES else "labels", "future_ts")
+    ]
+    assert first.expired == {} and state.event_time < now + 10
+    offset = 6 if rank == FEATURES else 0
+    later = run_all(
+        state,
+        [feature(offset + i, f"l{i}", now + 10 + i) for i in range(3)],
+        [label(4 + i, f"f{i}", now + 20 + i, 0) for i in range(5)],
+    )
+    assert later.dead_letters == [] and later.expired == {}
+    assert state.trained == 8 and not state.join.features and not state.join.labels
+
+
+def test_the_ts_bound_depends_on_the_record_and_its_kafka_timestamp_alone() -> None:
+    """Within the allowed skew a record keeps its ts; no Kafka timestamp (0.0): no bound to check."""
+    state = PartitionState(0, StubModel(), config(max_ts_ahead=60.0))
+    now = 1_763_770_000.0
+    feats = [
+        _stamped(feature(0, "a", now + 60.0), now),  # exactly at the bound: used
+        _stamped(feature(1, "b", now + 60.5), now),  # past it
+        _stamped(feature(2, "c", YEAR_3000), 0.0),  # the broker gave no timestamp
+    ]
+    result = run_all(state, feats, [])
+    assert [(d.output.headers[3], d.reason) for d in result.dead_letters] == [
+        (("source_offset", b"1"), "future_ts")
+    ]
+    assert [orjson.loads(p.value)["id"] for p in result.predictions] == ["a", "c"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 20), max_size=30),
+    st.lists(st.integers(0, 20), max_size=30),
+    st.lists(st.integers(1, 7), min_size=1, max_size=10),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_merge_taken_in_limited_pops_is_the_merge_taken_at_once(
+    feats: list[int], labels: list[int], limits: list[int], labels_done: bool, features_done: bool
+) -> None:
+    """Popping at most n entries at a time (the bounded model call) takes the same entries in the same
+    order as one pop, and leaves the rest queued as one pop does."""
+    from worker.values import Invalid, MergeEntry
+
+    def entries(times: list[int], rank: int) -> list[MergeEntry]:
+        ordered = sorted(times)
+        return [
+            MergeEntry(float(t), rank, o, Record(o, float(t), None, None), Invalid("x"))
+            for o, t in enumerate(ordered)
+        ]
+
+    whole, cut = Merger(), Merger()
+    for m in (whole, cut):
+        m.push(FEATURES, entries(feats, FEATURES), sizes=[1] * len(feats))
+        m.push(LABELS, entries(labels, LABELS), sizes=[1] * len(labels))
+    expected = whole.pop_ready(labels_done, features_done)
+    taken: list[MergeEntry] = []
+    for i in range(len(feats) + len(labels) + 1):
+        part = cut.pop_ready(labels_done, features_done, limit=limits[i % len(limits)])
+        assert len(part) <= limits[i % len(limits)]
+        taken += part
+    assert [(e.rank, e.offset) for e in taken] == [(e.rank, e.offset) for e in expected]
+    for rank in (FEATURES, LABELS):
+        assert cut.pending(rank) == whole.pending(rank) and cut.queued_bytes(rank) == whole.queued_bytes(rank)

@@ -10,13 +10,27 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import orjson
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka_util import produce_records, read_all
 from tests.worker.fault_proxy import FaultProxy, proxied_broker_fixture
+from tests.worker.worker_util import (
+    WorkerProcess,
+    WorkerThread,
+    checkpoint_headers,
+    inprocess_settings,
+    samples,
+    start_worker_fixture,
+    value,
+    wait_for,
+    worker_args,
+    worker_threads_fixture,
+)
 from worker import state_log
 from worker.state_topic import (
     HEADROOM_BYTES,
@@ -24,11 +38,12 @@ from worker.state_topic import (
     StateTopicConfig,
     StateTopicError,
     StateTopicFenced,
+    StateTopicLost,
     StateWriteError,
     ensure_topic,
 )
 
-__all__ = ["proxied_broker_fixture"]
+__all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
 SMALL = 3 * HEADROOM_BYTES  # chunks of 8 KiB
 
@@ -409,3 +424,97 @@ def test_writes_go_on_after_an_outage_longer_than_the_delivery_timeout(
         assert [states.write(p, payload(20_000, 20 + p)).seq for p in (0, 1, 0)] == [2, 2, 3]
     with StateTopic(config) as reader:
         assert [reader.read(p).newest.payload for p in (0, 1)] == [payload(20_000, 20), payload(20_000, 21)]
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed after its deletion"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("created_again", [False, True])
+def test_a_deleted_or_recreated_state_topic_is_found_at_the_next_write(
+    make_config, open_states, kafka_bootstrap, created_again: bool
+) -> None:
+    """Deleting the state topic under a writer went unnoticed: the embedded broker acknowledges records
+    produced to a deleted topic (a Kafka broker with auto.create.topics.enable creates it again), so
+    every later write was confirmed while no state survived. Now the write raises StateTopicLost."""
+    config = make_config(partitions=2)
+    states = open_states(config)
+    states.connect()
+    states.acquire(1)
+    states.write(1, payload(20_000, 1))
+    _delete_topic(kafka_bootstrap, config.topic)
+    if created_again:
+        assert ensure_topic(config, 2)  # the same name, partition count and settings: another topic
+    with pytest.raises(StateTopicLost, match="deleted"):
+        states.write(1, payload(20_000, 2))
+
+
+def _feature(i: int) -> tuple[bytes, bytes]:
+    return f"k{i}".encode(), orjson.dumps({"id": f"s{i}", "x": {"a": float(i % 7)}, "y": i % 2})
+
+
+def _worker_topics(bootstrap: str) -> dict[str, str]:
+    from worker.devtools.embedded_broker import create_topics
+
+    tag = uuid.uuid4().hex[:8]
+    topics = {kind: f"lost-{kind}-{tag}" for kind in ("features", "predictions", "dead")}
+    create_topics(bootstrap, list(topics.values()), 1)
+    return topics
+
+
+def test_a_worker_whose_state_topic_is_deleted_reports_it_and_stops(
+    kafka_bootstrap: str, tmp_path: Path, worker_threads: Callable[..., WorkerThread]
+) -> None:
+    """The state topic deleted under a running worker: checkpoints went on being confirmed, the
+    written-bytes counter grew, nothing was logged, and the worker stopped with exit 0, while a worker
+    on an empty disk would have found no state. Now the next checkpoint finds it out: counted, the
+    worker unhealthy with the reason, its final checkpoints written to the files, and run() raises
+    StateTopicLost (the command line's exit code 6)."""
+    topics = _worker_topics(kafka_bootstrap)
+    settings = inprocess_settings(
+        kafka_bootstrap, topics, tmp_path, checkpoint_records=50, checkpoint_seconds=0.5, batch_size=50
+    )
+    state_topic = settings.state_topic_name
+    assert state_topic is not None  # on by default
+    produce_records(kafka_bootstrap, topics["features"], [_feature(i) for i in range(100)], partition=0)
+    run = worker_threads(settings)
+    worker = run.worker
+
+    def written() -> float:
+        return value(samples(worker.metrics.render().decode()), "sgt_state_topic_written_bytes_total") or 0.0
+
+    def next_offsets() -> list[int] | None:
+        found = checkpoint_headers(tmp_path, 1)
+        return found[0][0]["next_offsets"] if found else None
+
+    wait_for(lambda: next_offsets() == [100, 0], 60, "a checkpoint")
+    wait_for(lambda: written() > 0, 30, "a state-topic write")
+    _delete_topic(kafka_bootstrap, state_topic)
+    produce_records(kafka_bootstrap, topics["features"], [_feature(i) for i in range(100, 200)], partition=0)
+    error = run.join(60)
+    assert isinstance(error, StateTopicLost), error
+    parsed = samples(worker.metrics.render().decode())
+    assert value(parsed, "sgt_checkpoint_failures_total", reason="state_topic_lost") == 1
+    assert not worker.health.alive and (worker.health.problem or "").startswith("state topic lost")
+    assert next_offsets() == [200, 0]  # the final checkpoint: the file has it all
+
+
+def test_the_command_line_exits_with_code_6_when_the_state_topic_is_deleted(
+    kafka_bootstrap: str, tmp_path: Path, start_worker: Callable[[list[str], Path], WorkerProcess]
+) -> None:
+    topics = _worker_topics(kafka_bootstrap)
+    group = f"lost-{uuid.uuid4().hex[:8]}"
+    args = worker_args(kafka_bootstrap, group, topics, tmp_path / "ckpt", "--checkpoint-seconds", "0.5")
+    produce_records(kafka_bootstrap, topics["features"], [_feature(i) for i in range(100)], partition=0)
+    process = start_worker(args, tmp_path / "worker.log")
+    wait_for(lambda: process.log_count("partitions assigned") >= 1, 60, "the assignment")
+    wait_for(lambda: (tmp_path / "ckpt" / "partition-0000.ckpt").exists(), 60, "a checkpoint")
+    _delete_topic(kafka_bootstrap, f"{group}-state")
+    produce_records(kafka_bootstrap, topics["features"], [_feature(i) for i in range(100, 200)], partition=0)
+    assert process.proc.wait(60) == 6
+    assert process.log_events("worker stopped: the state topic was deleted or created again")
