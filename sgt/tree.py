@@ -1179,10 +1179,9 @@ class Tree:
         self.stats[slot] = self._no_stats()
 
     def _node_bytes(self) -> int:
-        """Bytes of one node in the node arrays (and its linear term)."""
-        row = sum(
-            getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in NODE_ARRAYS
-        )
+        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice)."""
+        names = NODE_ARRAYS + ADAPTIVE_ARRAYS if self.adaptive else NODE_ARRAYS
+        row = sum(getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in names)
         return row + self.weights.itemsize * math.prod(self.weights.shape[1:])
 
     def _slot_bytes(self) -> tuple[int, int]:

@@ -326,3 +326,16 @@ def test_a_bad_label_in_a_batch_that_widens_the_layout_changes_nothing(cls: type
     with pytest.raises(ValueError, match="class label"):
         model.learn_many(_RECORDS[300:1200], labels)
     assert model.to_bytes() == before
+
+
+@pytest.mark.parametrize("leaf_model", ["constant", "linear", "adaptive"])
+def test_the_budget_counts_every_array_a_node_has_whatever_its_leaf_model(leaf_model: str) -> None:
+    """`budget_bytes` (what the cap holds) is `nbytes` (what the model reports) once every pending
+    block has its longest rows (grace_period 40: from the start): an adaptive leaf's anchor, tally and
+    serving count per node. Fails without them (nbytes past the budget by 20 bytes a node)."""
+    X, y = step_regression_stream(2000, seed=81)
+    model = SGTRegressor(**SMALL, leaf_model=leaf_model)
+    model.learn_many(X, y.tolist())
+    tree = model._trees[0]
+    assert tree.pending_g.shape[1] == SMALL["grace_period"] and tree.n_nodes > 1
+    assert tree.nbytes() == tree.budget_bytes()
