@@ -30,7 +30,8 @@ its delta and resets its statistics; a split gives each child the parent's value
 
 A memory budget (`Tree.cap`, bytes, set by the estimator; see "Memory budget" below) makes the least
 promising leaves *inactive*: their split statistics are freed and they never split again, but they
-still predict, take their blocks and update their value and linear term.
+still predict, take their blocks and update their value and linear term (an adaptive leaf its choice
+too: see "Memory budget").
 """
 
 from __future__ import annotations
@@ -1156,6 +1157,9 @@ class Tree:
     # read the structure and each slot's `promise`, which only an attempt's act writes. Batches that
     # evaluate a leaf's attempt early (sgt.leafwise) therefore decide alike: an attempt whose leaf was
     # made inactive in between acts on the null candidate, which its total alone gives.
+    # An inactive adaptive leaf still makes its choice (`_choose`) as an active one does: the choice
+    # reads the leaf's block alone (its g, h and codes), which an inactive leaf keeps, never its split
+    # statistics; falling back from its linear term to its constant resets what it holds, its total.
     def _no_stats(self) -> np.ndarray:
         """An inactive slot's statistics: none."""
         return np.zeros((0, *self._output_axes(), WIDTH))

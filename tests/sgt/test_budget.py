@@ -24,8 +24,10 @@ from sgt import (
     MILClassifier,
     SGTClassifier,
     SGTRegressor,
+    kernels,
     load,
 )
+from sgt.losses import Huber
 from sgt.serialization import SerializationError, decode, encode
 from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream
 
@@ -58,10 +60,33 @@ def growing_records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[i
     return records, labels
 
 
+def mixed_regression(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Linear in one region, a constant under heavy-tailed noise in the other, with missing values:
+    adaptive leaves that serve either predictor."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, 3))
+    noisy = 5.0 + 2.0 * rng.standard_t(1.5, n)
+    y = np.where(X[:, 2] > 0, 4.0 * X[:, 0] + rng.normal(0.0, 0.3, n), noisy)
+    X[rng.uniform(size=X.shape) < 0.02] = np.nan
+    return X, y
+
+
+def outlier_regression(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A linear target whose features take 1% of their values 1,000 times their range: an adaptive
+    leaf's linear term diverges there and the leaf falls back to its constant, and back again."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, 4))
+    y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + rng.normal(0.0, 1.0, n)
+    X[rng.uniform(size=X.shape) < 0.01] *= 1000.0
+    return X, y
+
+
 N = 1500
 _RECORDS, _LABELS = growing_records(N, seed=5)
 _XM, _YM = multiclass_stream(1200, seed=3)
 _XR, _YR = step_regression_stream(2000, seed=81)
+_XA, _YA = mixed_regression(2000, seed=7)
+_XO, _YO = outlier_regression(3000, seed=2)
 
 
 def batches(n: int, cuts: list[int]) -> list[slice]:
@@ -77,7 +102,21 @@ def cut_points(n: int) -> st.SearchStrategy[list[int]]:
 CASES: dict[str, tuple[Callable[[int | None], Any], Any, list[Any]]] = {
     "classifier": (lambda b: SGTClassifier(**SMALL, max_bytes=b), _RECORDS, _LABELS),
     "classifier-3": (lambda b: SGTClassifier(**SMALL, max_bytes=b), _XM, _YM.tolist()),
+    # the regressors' default leaves are adaptive; linear ones as before
     "regressor": (lambda b: SGTRegressor(**SMALL, max_bytes=b), _XR, _YR.tolist()),
+    "regressor-linear": (
+        lambda b: SGTRegressor(**SMALL, leaf_model="linear", max_bytes=b),
+        _XR,
+        _YR.tolist(),
+    ),
+    "regressor-huber": (lambda b: SGTRegressor(**SMALL, loss=Huber(), max_bytes=b), _XA, _YA.tolist()),
+    "regressor-mixed": (lambda b: SGTRegressor(**SMALL, max_bytes=b), _XA, _YA.tolist()),
+    "regressor-outliers": (lambda b: SGTRegressor(**SMALL, max_bytes=b), _XO, _YO.tolist()),
+    "classifier-adaptive": (
+        lambda b: SGTClassifier(**SMALL, leaf_model="adaptive", max_bytes=b),
+        _RECORDS,
+        _LABELS,
+    ),
     "boosted": (lambda b: BoostedClassifier(**SMALL, max_bytes=b), _RECORDS[:1000], _LABELS[:1000]),
     "boosted-3": (lambda b: BoostedClassifier(**SMALL, max_bytes=b), _XM, _YM.tolist()),
     "boosted-per-class": (
@@ -122,6 +161,30 @@ def test_batches_and_restores_give_the_bytes_of_the_loop_with_the_budget_binding
         parts.predict_learn_many(X[part], y[part])
         parts = type(parts).from_bytes(parts.to_bytes())
     assert parts.to_bytes() == loop_bytes(case)
+
+
+@pytest.mark.skipif(kernels.numba is None, reason="the compiled kernels need numba")
+@pytest.mark.parametrize("case", ["regressor", "regressor-outliers", "classifier-adaptive", "boosted-3"])
+def test_the_kernels_and_the_numpy_code_give_the_bytes_of_the_loop_with_the_budget_binding(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget's decisions (and, for adaptive leaves, each inactive leaf's choice) take the same bits
+    with and without the compiled kernels (SGT_KERNELS=0), and a model saved by either path continues
+    in the other."""
+    make, X, y = CASES[case]
+    half = len(y) // 2
+    saved = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(kernels, "ENABLED", enabled)
+        model = make(budget_of(case))
+        model.learn_many(X[:half], y[:half])
+        saved[enabled] = model.to_bytes()
+    assert saved[True] == saved[False]
+    for enabled in (True, False):
+        monkeypatch.setattr(kernels, "ENABLED", enabled)
+        model = type(model).from_bytes(saved[not enabled])
+        model.predict_learn_many(X[half:], y[half:])
+        assert model.to_bytes() == loop_bytes(case)
 
 
 @PROPERTY
@@ -339,3 +402,25 @@ def test_the_budget_counts_every_array_a_node_has_whatever_its_leaf_model(leaf_m
     tree = model._trees[0]
     assert tree.pending_g.shape[1] == SMALL["grace_period"] and tree.n_nodes > 1
     assert tree.nbytes() == tree.budget_bytes()
+
+
+def test_inactive_adaptive_leaves_still_choose_between_their_linear_term_and_their_constant() -> None:
+    """An adaptive leaf's choice reads only its block (g, h and codes), which an inactive leaf keeps:
+    it goes on tallying and switching, both ways; falling back to its constant resets its total, the
+    only statistics it holds. Here the budget holds no split at all: the root, inactive, falls back
+    when an outlier meets its linear term and returns to it."""
+    make, X, y = CASES["regressor-outliers"]
+    model = make(budget_of("regressor-outliers"))
+    switches = set()
+    for x, target in zip(X, y, strict=True):
+        tree = model._trees[0]
+        served = (int(tree.serving[0]), float(tree.tally[0]))
+        model.learn_one(x, target)
+        tree = model._trees[0]
+        if not tree.active[0] and int(tree.serving[0]) != served[0]:
+            switches.add((served[0], int(tree.serving[0])))
+            if served[0] == 1:  # a fallback: its total starts again
+                assert tree.merged_count(0) == 0
+        assert tree.stats[0].size == 0 or tree.active[0]
+    assert switches == {(0, 1), (1, 0)}
+    assert model.n_nodes == 1 and model.n_inactive == 1
