@@ -99,6 +99,7 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
+        max_bytes: int | None = None,
     ) -> None:
         BoostedClassifier.__init__(
             self,
@@ -117,6 +118,7 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
             linear_start=0,  # the single tree's linear terms step from the first record, as SGTClassifier's
             multiclass_trees="per-class",  # SGTClassifier's committee
             **_ONE_TREE,
@@ -177,6 +179,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
         grace_start: int = 10,
         leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
+        max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
         BoostedRegressor.__init__(
@@ -198,6 +201,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
             interval_coverages=interval_coverages,
             **_ONE_TREE,
         )

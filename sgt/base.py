@@ -20,6 +20,7 @@ targets and grown grids node by node instead (sgt.leafwise): the same bits in fe
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Iterable, Iterator, Sequence
@@ -110,8 +111,11 @@ class BaseSGT:
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
+        max_bytes: int | None = None,
     ) -> None:
         _check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, allowed="in (0, 1)")
+        if max_bytes is not None:
+            _check_int("max_bytes", max_bytes, low=1, allowed="None (unbounded) or an integer >= 1 (bytes)")
         _check_int("grace_period", grace_period, low=1, allowed="an integer >= 1")
         _check_int("grace_start", grace_start, low=1, allowed="an integer >= 1")
         _check_real("linear_lambda", linear_lambda, low=0.0, low_open=True, allowed="> 0")
@@ -152,6 +156,7 @@ class BaseSGT:
         self.feature_names = None if feature_names is None else tuple(feature_names)
         self.nominal = tuple(sorted(set(nominal)))
         self.max_categories = None if max_categories is None else int(max_categories)
+        self.max_bytes = None if max_bytes is None else int(max_bytes)
         self._space = FeatureSpace(
             self.bins, self.warm_up, self.nominal, self.feature_names, self.max_categories
         )
@@ -272,11 +277,18 @@ class BaseSGT:
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "nominal": list(self.nominal),
             "max_categories": self.max_categories,
+            "max_bytes": self.max_bytes,
         }
 
     def _saved_params(self) -> dict[str, Any]:
-        """The parameters a saved model records (`get_params` unless an estimator omits a default)."""
-        return self.get_params()
+        """The parameters a saved model records (`get_params` unless an estimator omits a default).
+
+        Without a memory budget `max_bytes` is left out: such a model saves the bytes of the format
+        before the parameter, and a model saved before it restores unbounded."""
+        params = self.get_params()
+        if params.get("max_bytes", 0) is None:
+            del params["max_bytes"]
+        return params
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -322,7 +334,8 @@ class BaseSGT:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the model's live arrays (tree nodes, split statistics, pending blocks)."""
+        """Bytes of the model's live arrays (tree nodes, split statistics, pending blocks); with
+        `max_bytes`, at most that (unless every leaf is inactive: see `_fit_budget`)."""
         return sum(t.nbytes() for t in self._trees)
 
     def feature_importances(self) -> dict[str, float]:
@@ -330,6 +343,37 @@ class BaseSGT:
         mean absolute contribution of each feature over the records the leaves received recently, read
         from the model as it stands, so it follows drift (sgt.explain says how and why)."""
         return importances(self)
+
+    @property
+    def n_inactive(self) -> int:
+        """Leaves the memory budget made inactive (no split statistics; they still predict and learn
+        their values)."""
+        return sum(int(t.n_slots - t.active[: t.n_slots].sum()) for t in self._trees)
+
+    # -- the memory budget -----------------------------------------------------------------------
+    # `max_bytes` bounds `nbytes`: it is shared out between the trees (`_tree_cap`), and each tree
+    # keeps within its share by making its least promising leaves inactive (sgt.tree, "memory
+    # budget"): where a split would not fit, where a category child is made, and here, where the
+    # shares or the layout change (a new tree, new features or categories). A batch that would widen
+    # the layout after its first row is run as several batches, each starting where the layout widens
+    # (`_widening_rows`): so every tree's layout, and with it every decision, is at each row what a
+    # one-record loop has there.
+    def _tree_cap(self) -> int | None:
+        """Bytes each tree may take: an equal share of `max_bytes` (None: unbounded)."""
+        if self.max_bytes is None:
+            return None
+        return self.max_bytes // max(1, len(self._trees))
+
+    def _fit_budget(self) -> None:
+        """Give every tree its share of the budget and bring it within (see `Tree.fit_budget`)."""
+        cap = self._tree_cap()
+        for tree in self._trees:
+            tree.cap = cap
+            tree.fit_budget()
+
+    def _restored(self) -> None:
+        """After `from_saved` rebuilt the model: the trees' shares of the budget."""
+        self._fit_budget()
 
     @property
     def feature_kinds(self) -> dict[str, str]:
@@ -393,6 +437,7 @@ class BaseSGT:
             model._restore_extra(header["extra"])
             extra = {name[len("extra.") :]: a for name, a in arrays.items() if name.startswith("extra.")}
             model._restore_arrays(header["extra"], extra)
+            model._restored()
             return model
 
     @classmethod
@@ -458,6 +503,7 @@ class BaseSGT:
         self._layout = Layout(self._space)
         for tree in self._trees:
             tree.relayout(self._layout)
+        self._fit_budget()  # wider statistics: the budget may hold fewer active leaves
 
     def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
         """Carry every tree over to grown numeric grids (of one record, or a bag's records).
@@ -472,6 +518,7 @@ class BaseSGT:
 
     def _new_tree(self, root_value: float = 0.0) -> None:
         self._trees.append(Tree(self._params(), self._layout, root_value))
+        self._fit_budget()  # (at a new target's row: the shares are smaller)
 
     # -- the one-record path -------------------------------------------------------------------
     def _raw_one(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray) -> list[float]:
@@ -535,10 +582,14 @@ class BaseSGT:
         if y is not None and len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)} targets")
         learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
-        targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
         snapshot = self._space.snapshot()
         try:
             codes = self._encode_batch(X, learn)
+            # (every target checked before any part of the batch is learned)
+            targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
+            cuts = self._widening_rows(snapshot, codes, learn)
+            if cuts.size:  # (the space is as it was: each part encodes its own rows)
+                return self._run_parts(X, y, out, cuts)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
@@ -548,6 +599,30 @@ class BaseSGT:
         for regrid in self._space.take_regrids():
             regrids.setdefault(regrid.row, []).append(regrid)
         return self._run_codes(codes, targets, learn, target_events, out, regrids)
+
+    def _widening_rows(self, snapshot: tuple[Any, ...], codes: np.ndarray, learn: np.ndarray) -> np.ndarray:
+        """With a memory budget, the rows after the first where a one-record loop would widen the layout
+        (a feature or a category that changes the widths is first learned there); the space is restored
+        to `snapshot` if there are any. None without a budget, nor for a batch that widens nothing."""
+        if self.max_bytes is None or self._space.widths() == self._layout.widths:
+            return np.zeros(0, dtype=np.intp)
+        cuts = widening_rows(snapshot, self._space, codes, learn)
+        if cuts.size:
+            self._space.restore(snapshot)
+        return cuts
+
+    def _run_parts(
+        self, X: Any, y: Sequence[Any] | None, out: Any, cuts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_run` of rows [0, cuts[0]), [cuts[0], cuts[1]), ... in turn, as one run's result (every
+        learning path gives the same model whatever the batches)."""
+        bounds = [0, *cuts.tolist(), len(X)]
+        parts = []
+        for start, end in itertools.pairwise(bounds):
+            shifted = None if out is None else _Shifted(out, start)
+            rows_y = None if y is None else _slice(y, start, end)
+            parts.append(self._run(_slice(X, start, end), rows_y, shifted))
+        return _joined(parts)
 
     def _run_codes(
         self,
@@ -748,6 +823,61 @@ class BaseSGT:
             rows = first + np.flatnonzero(nodes[first:] == node)
             if rows.size:
                 nodes[rows], stopped[rows] = self._trees[t].route(codes[rows], start=nodes[rows])
+
+
+def widening_rows(
+    snapshot: tuple[Any, ...], space: FeatureSpace, codes: np.ndarray, learn: np.ndarray
+) -> np.ndarray:
+    """The rows after the first of a batch whose learning widens the layout in a one-record loop: a
+    feature first learned there, or a category that grows a nominal feature's width
+    (`FeatureSpace.widths`). `snapshot`: the space before the batch; `space`: after encoding it.
+
+    Only learned rows register features and categories, with codes in the order they are first met,
+    so a nominal feature's categories after a row number its largest code so far.
+    """
+    names, vocab = snapshot[1], snapshot[4]
+    found = []
+    for j in range(len(space.names)):
+        column = np.where(learn, codes[:, j], 0)  # (a predicted row's unknown category registers none)
+        if j >= len(names):
+            found.append(np.flatnonzero(column)[:1])
+        if space.vocab[j] is None:
+            continue
+        before = len(vocab[j]) if j < len(names) else 0
+        sizes = np.maximum(before, np.maximum.accumulate(column.astype(np.int64)))
+        bits = np.frexp(np.maximum(sizes, 2).astype(np.float64))[1]  # int.bit_length, by row
+        found.append(np.flatnonzero(np.diff(bits, prepend=max(before, 2).bit_length())))
+    rows = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+    return rows[rows > 0].astype(np.intp)
+
+
+class _Shifted:
+    """A run's `out` for a part of its rows from `start` on: rows it is given move by `start`."""
+
+    def __init__(self, out: Any, start: int) -> None:
+        self._out, self._start = out, start
+
+    def put(self, rows: int | slice, values: np.ndarray) -> None:
+        if isinstance(rows, slice):
+            rows = slice(rows.start + self._start, rows.stop + self._start)
+        else:
+            rows = rows + self._start
+        self._out.put(rows, values)
+
+
+def _slice(rows: Any, start: int, end: int) -> Any:
+    """Rows [start, end) of a batch's records or targets (an array, or any sequence)."""
+    if isinstance(rows, (np.ndarray, list, tuple)):
+        return rows[start:end]
+    return list(rows)[start:end]
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The raw scores and outputs of consecutive runs as one run's (narrower scores padded with zeros,
+    as a run leaves the columns a row has no output for)."""
+    width = max(raw.shape[1] for raw, _ in parts)
+    raws = [np.pad(raw, ((0, 0), (0, width - raw.shape[1]))) for raw, _ in parts]
+    return np.concatenate(raws), np.concatenate([outputs for _, outputs in parts])
 
 
 def _finite(value: numbers.Real) -> bool:

@@ -200,6 +200,7 @@ class _Member(BaseSGT):
         self._space = owner._space
         self._layout = owner._layout
         self._layout_revision = owner._layout_revision
+        self._budget = owner._member_budget()  # bytes its trees may take together (None: unbounded)
         self._grow_outputs(owner._n_outputs_per_member())
         self._marks: _Marks | None = None  # set for a run whose changes are wanted at some rows
 
@@ -223,6 +224,11 @@ class _Member(BaseSGT):
             old = self.n_outputs
             positions = [1] if owner._first_column(old) == 1 else list(range(old))
             self._trees[0] = widened(self._trees[0], outputs, positions)
+        self._fit_budget()  # its trees' shares (at a new class's row: wider statistics, or more trees)
+
+    def _tree_cap(self) -> int | None:
+        """An equal share of the member's budget for each of its trees."""
+        return None if self._budget is None else self._budget // max(1, len(self._trees))
 
     def _register_target(self, target: Any) -> None:
         if not self._owner._is_classifier:
@@ -547,6 +553,27 @@ class _Boosting(_Estimator):
     def _all_members(self) -> list[_Member]:
         return self._members + (self._background or [])
 
+    def _member_budget(self) -> int | None:
+        """Bytes a member's trees may take: an equal share of `max_bytes` for each member of the main
+        ensemble and of a background one, which may start at any fixed point (so a main ensemble's
+        members never need the room a background ensemble takes)."""
+        return None if self.max_bytes is None else self.max_bytes // (2 * self._member_count())
+
+    def _fit_budget(self) -> None:
+        for member in self._all_members():
+            member._fit_budget()
+
+    def _share_budget(self) -> None:
+        """Every member's share of the budget as the members counted now ask, each brought within it
+        (where the count changes: at a row that cuts the batch, or after a restore)."""
+        budget = self._member_budget()
+        for member in self._all_members():
+            member._budget = budget
+        self._fit_budget()
+
+    def _restored(self) -> None:
+        self._share_budget()  # (members were restored before the classes that count them)
+
     def _refresh_trees(self) -> None:
         self._trees = [tree for member in self._all_members() for tree in member._trees]
 
@@ -646,10 +673,14 @@ class _Boosting(_Estimator):
         if y is not None and len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)} targets")
         learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
-        targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
         snapshot = self._space.snapshot()
         try:
             codes = self._encode_batch(X, learn)
+            # (every target checked before any part of the batch is learned)
+            targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
+            cuts = self._widening_rows(snapshot, codes, learn)
+            if cuts.size:  # with a memory budget (see BaseSGT._widening_rows)
+                return self._run_parts(X, y, None, cuts)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
@@ -1272,6 +1303,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         linear_lambda: float = 0.01,
         linear_start: int | None = None,
         multiclass_trees: str = "multi-output",
+        max_bytes: int | None = None,
     ) -> None:
         if multiclass_trees not in MULTICLASS_TREES:
             allowed = ", ".join(map(repr, MULTICLASS_TREES))
@@ -1313,6 +1345,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
             proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
             linear_gate=None,  # the members' trees have their own parameters
         )
@@ -1401,6 +1434,7 @@ class BoostedClassifier(_Boosting, SGTClassifier):
         for ensemble in (self._members, self._background):
             if ensemble is not None:
                 ensemble.extend(_Member(self) for _ in range(self._member_count() - len(ensemble)))
+        self._share_budget()
 
     def _follow_classes(self) -> None:
         """With `delta` None: the delta of the classes known now, for new members and every tree."""
@@ -1518,6 +1552,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.1,
+        max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
         SGTRegressor.__init__(
@@ -1537,6 +1572,7 @@ class BoostedRegressor(_Boosting, SGTRegressor):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
             interval_coverages=interval_coverages,
         )
         self._init_boosting(n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed)

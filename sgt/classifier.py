@@ -79,6 +79,11 @@ class SGTClassifier(BaseSGT):
         None in `to_dict`). Without it, a feature with ever-new values (an id, a timestamp
         string) grows every leaf's statistics and, once split on, the number of leaves without
         limit.
+    max_bytes
+        Optional memory budget in bytes, which `nbytes` keeps to (every model class takes it): at
+        it, the least promising leaves stop gathering split statistics and never split again, but
+        still predict and learn their values (`n_inactive` counts them). Exact like the rest: any
+        batching and a restore give the same model. None (default): unbounded.
     proba
         How probabilities are made; the trees learn the same in every mode. ``"calibrated"``
         (default): the trees' softmax with a temperature and a bias per class fitted online on the log
@@ -142,6 +147,7 @@ class SGTClassifier(BaseSGT):
         linear_lambda: float = 0.01,
         proba: str = "calibrated",
         linear_gate: float | None = 1.5,
+        max_bytes: int | None = None,
     ) -> None:
         if proba not in PROBA_MODES:
             raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
@@ -161,6 +167,7 @@ class SGTClassifier(BaseSGT):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
         )
         self._classes: list[Any] = []
         self._class_index: dict[Any, int] = {}

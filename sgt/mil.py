@@ -57,6 +57,7 @@ class MILClassifier(BaseSGT):
         grace_start: int = 10,
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
+        max_bytes: int | None = None,
     ) -> None:
         super().__init__(
             delta,
@@ -72,6 +73,7 @@ class MILClassifier(BaseSGT):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
         )
         self._new_tree()
 

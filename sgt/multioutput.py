@@ -180,6 +180,9 @@ class MultiOutputTree(Tree):
         """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups
         come after output k - 1's, each summed in instance order (with sgt.kernels: every output in one
         pass, the same sums)."""
+        if not self.active[slot]:
+            self._merge_total(slot)
+            return
         size, k = int(self.pending_n[slot]), self.n_outputs
         if kernels.ENABLED:
             kernels.merge_block(
@@ -258,7 +261,8 @@ def widened(tree: Tree, outputs: int, positions: Sequence[int] | None = None) ->
     wide = MultiOutputTree(tree.params, tree.layout, outputs)
     structure = [name for name in NODE_ARRAYS if name != "value"]  # (the values widen below)
     counters = ("n_splits", "n_updates", "n_nodes", "n_slots", "tables", "slot_node", "pending_n", "block")
-    for name in (*counters, *structure, "pending_codes"):
+    budget = ("active", "promise", "cap")  # (the memory budget's: see Tree.fit_budget)
+    for name in (*counters, *budget, *structure, "pending_codes"):
         setattr(wide, name, getattr(tree, name))
 
     def grown(array: np.ndarray, axis: int) -> np.ndarray:  # the output axis at `axis`, widened

@@ -76,6 +76,7 @@ class SGTRegressor(BaseSGT):
         grace_start: int = 10,
         leaf_model: str = "adaptive",
         linear_lambda: float = 0.01,
+        max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
         super().__init__(
@@ -92,6 +93,7 @@ class SGTRegressor(BaseSGT):
             grace_start=grace_start,
             leaf_model=leaf_model,
             linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
         )
         if loss is not None and not isinstance(loss, Loss):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")

@@ -27,6 +27,11 @@ evaluate "update the leaf value only" and the best split of every feature, take 
 the lowest penalised mean loss change (the null candidate wins ties, then the earlier feature), and
 apply it iff its F-test gives p < delta and its mean is negative. A value update moves the leaf by
 its delta and resets its statistics; a split gives each child the parent's value plus its delta.
+
+A memory budget (`Tree.cap`, bytes, set by the estimator; see "Memory budget" below) makes the least
+promising leaves *inactive*: their split statistics are freed and they never split again, but they
+still predict, take their blocks and update their value and linear term (an adaptive leaf its choice
+too: see "Memory budget").
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ NODE_ARRAYS = (
 #: an adaptive tree's per-node arrays (see Tree._choose)
 ADAPTIVE_ARRAYS = ("anchor", "tally", "serving")
 INITIAL_PENDING_ROWS = 64
+# how the memory budget holds a split: with active children, or inactive ones (see Tree._room_for_split)
+ACTIVE, INACTIVE = "active", "inactive"
 # the first prefix Tree.first_full searches for a fill (then 4x longer ones)
 FIRST_FULL_WINDOW = 256
 
@@ -188,6 +195,11 @@ class Tree:
         self.total = np.zeros((0, *out, WIDTH))
         self.pending_n = np.zeros(0, dtype=np.int64)
         self.block = np.zeros(0, dtype=np.int64)  # instances of the slot's next block
+        # the memory budget (see `fit_budget`): whether a slot gathers split statistics, and how
+        # promising its leaf is (the loss reduction of its best split at its last attempt; inf before it)
+        self.active = np.zeros(0, dtype=bool)
+        self.promise = np.zeros(0)
+        self.cap: int | None = None  # bytes this tree may take (None: unbounded); set by the estimator
         # pending rows grow on demand up to grace_period (a large grace period costs memory only
         # when leaves actually hold that many instances)
         rows = min(params.grace_period, INITIAL_PENDING_ROWS)
@@ -229,6 +241,7 @@ class Tree:
         else:
             self._reset_slot(slot)
         self.block[slot] = self._first_block(depth)
+        self.promise[slot] = math.inf  # not yet attempted: never the first to be made inactive
         self.slot[node] = slot
         self.slot_node[slot] = node
         return node
@@ -259,10 +272,13 @@ class Tree:
             self.total = _grow(self.total, capacity)
             self.pending_n = _grow(self.pending_n, capacity)
             self.block = _grow(self.block, capacity)
+            self.active = _grow(self.active, capacity)
+            self.promise = _grow(self.promise, capacity)
             self.pending_codes = _grow(self.pending_codes, capacity)
             self.pending_g = _grow(self.pending_g, capacity)
             self.pending_h = _grow(self.pending_h, capacity)
         self.n_slots += 1
+        self.active[slot] = True
         self.stats.append(self._new_stats())  # (the spare rows of total and pending_n are zero already)
         return slot
 
@@ -285,7 +301,8 @@ class Tree:
             setattr(self, name, grown)
 
     def _reset_slot(self, slot: int) -> None:
-        self.stats[slot] = self._new_stats()  # (not filled with zeros: see _new_slot)
+        # (not filled with zeros: see _new_slot; an inactive slot keeps none)
+        self.stats[slot] = self._new_stats() if self.active[slot] else self._no_stats()
         self.total[slot] = 0.0
         self.pending_n[slot] = 0
 
@@ -297,8 +314,10 @@ class Tree:
         feature block keeps summarising every instance of the leaf.
         """
         old = self.layout
-        stats = [self._new_stats(layout) for _ in self.stats]
+        stats = [self._new_stats(layout) if on else self._no_stats() for on in self.active[: self.n_slots]]
         for slot, (held, moved) in enumerate(zip(self.stats, stats)):
+            if not self.active[slot]:
+                continue
             for j in range(layout.n_features):
                 start = int(layout.offsets[j])
                 if j < old.n_features:
@@ -325,15 +344,17 @@ class Tree:
         feature, mapping = regrid.feature, regrid.mapping
         bins = self.layout.bins
         columns = slice(int(self.layout.offsets[feature]) + 1, int(self.layout.offsets[feature]) + 1 + bins)
-        old = np.stack([held[columns] for held in self.stats])  # [slots, bins, ...]
-        new = np.zeros_like(old)
-        target = mapping[1:].astype(np.intp) - 1
-        position = np.arange(bins) - np.searchsorted(target, target, side="left")
-        for p in range(int(position.max()) + 1):
-            moved = np.flatnonzero(position == p)
-            new[:, target[moved]] = merge(new[:, target[moved]], old[:, moved])
-        for held, rows in zip(self.stats, new):
-            held[columns] = rows
+        held_by = [held for held, on in zip(self.stats, self.active.tolist()) if on]  # (inactive: none)
+        if held_by:
+            old = np.stack([held[columns] for held in held_by])  # [slots, bins, ...]
+            new = np.zeros_like(old)
+            target = mapping[1:].astype(np.intp) - 1
+            position = np.arange(bins) - np.searchsorted(target, target, side="left")
+            for p in range(int(position.max()) + 1):
+                moved = np.flatnonzero(position == p)
+                new[:, target[moved]] = merge(new[:, target[moved]], old[:, moved])
+            for held, rows in zip(held_by, new):
+                held[columns] = rows
         codes = self.pending_codes[: self.n_slots, :, feature]
         codes[...] = mapping[codes]
         nodes = np.flatnonzero((self.feature[: self.n_nodes] == feature) & (self.table[: self.n_nodes] < 0))
@@ -500,6 +521,7 @@ class Tree:
             parent=branch, value=self.value[branch].copy(), depth=int(self.depth[branch]) + 1
         )
         lookup[code] = child
+        self.fit_budget()
         return child
 
     # -- learning ------------------------------------------------------------------------------
@@ -615,7 +637,15 @@ class Tree:
         True if the leaf split."""
         slot = int(self.slot[node])
         n = self.merged_count(slot)
+        if not self.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
+            candidate = self._null_candidate(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self.params.delta
+        room = self._room_for_split(slot, candidate, n) if passed and candidate.is_split else ACTIVE
+        if room is None:
+            self._deactivate(slot)  # the budget holds no split of it: it stops gathering statistics
+            passed = False
+        elif self.active[slot]:
+            self.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
             self.block[slot] = min(2 * int(self.block[slot]), self.params.grace_period)
         served = self._serve_next(node)
@@ -629,6 +659,9 @@ class Tree:
             self.n_updates += 1
             return False
         self._split(node, slot, candidate, space, served)
+        if room == INACTIVE:
+            for child in self._children(node):
+                self._deactivate(int(self.slot[child]))
         return True
 
     def _serve_next(self, node: int) -> int:
@@ -905,7 +938,7 @@ class Tree:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own
         columns of one `block_stats` (whose sums run in instance order within each column) and the
         merge is elementwise, so every slot gets the bits it gets alone."""
-        if kernels.ENABLED:
+        if kernels.ENABLED or not self.active[slots].all():
             for slot in slots.tolist():
                 self._merge_pending(slot)
             return
@@ -934,6 +967,9 @@ class Tree:
 
     def _merge_pending(self, slot: int) -> None:
         """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
+        if not self.active[slot]:
+            self._merge_total(slot)
+            return
         size = int(self.pending_n[slot])
         if kernels.ENABLED:
             kernels.merge_block(  # (the kernel's output axis: one here)
@@ -971,7 +1007,7 @@ class Tree:
         open_ = [
             k
             for k, node in enumerate(nodes)
-            if params.max_depth is None or self.depth[node] < params.max_depth
+            if (params.max_depth is None or self.depth[node] < params.max_depth) and self.active[slots[k]]
         ]
         # the best numeric split stands for every numeric feature: the scan below takes the lowest
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
@@ -1101,14 +1137,140 @@ class Tree:
         node_bytes += self.weights[: self.n_nodes].nbytes
         node_bytes += sum(getattr(self, name)[: self.n_nodes].nbytes for name in ADAPTIVE_ARRAYS)
         per_slot = (
-            self.stats[0].nbytes
-            + self.total[0].nbytes
+            self.total[0].nbytes
             + self.pending_codes[0].nbytes
             + self.pending_g[0].nbytes
             + self.pending_h[0].nbytes
             + 20
         )
-        return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots
+        # each active slot's statistics are an array of the layout's size; an inactive slot has none
+        stats = self._slot_bytes()[1] * int(self.active[: self.n_slots].sum())
+        return node_bytes + sum(t.nbytes for t in self.tables) + per_slot * self.n_slots + stats
+
+    # -- memory budget -------------------------------------------------------------------------
+    # A tree with a cap keeps `budget_bytes` (an upper bound of `nbytes`) within it by making leaves
+    # inactive: an inactive leaf's split statistics are freed and it never splits again, but it still
+    # predicts and takes its blocks (the linear term's Newton step, the value update from its total).
+    # Which leaves, and when, depends on the learned data only: the decisions are taken where a split
+    # or a new leaf would grow the tree (an attempt acts, a category child is made; both at rows the
+    # algorithm fixes) and where the estimator changes the cap or the layout (`fit_budget`), and they
+    # read the structure and each slot's `promise`, which only an attempt's act writes. Batches that
+    # evaluate a leaf's attempt early (sgt.leafwise) therefore decide alike: an attempt whose leaf was
+    # made inactive in between acts on the null candidate, which its total alone gives.
+    # An inactive adaptive leaf still makes its choice (`_choose`) as an active one does: the choice
+    # reads the leaf's block alone (its g, h and codes), which an inactive leaf keeps, never its split
+    # statistics; falling back from its linear term to its constant resets what it holds, its total.
+    def _no_stats(self) -> np.ndarray:
+        """An inactive slot's statistics: none."""
+        return np.zeros((0, *self._output_axes(), WIDTH))
+
+    def _merge_total(self, slot: int) -> None:
+        """`_merge_pending` of an inactive slot: its total alone, with the bits the whole merge gives
+        it (`block_stats` sums each group in instance order, and the total is a group of its own
+        there; the merge is elementwise; the compiled merge has the same bits)."""
+        size = int(self.pending_n[slot])
+        outputs = math.prod(self._output_axes())
+        # output after output, each output's instances in order
+        g = self.pending_g[slot, :size].reshape(size, outputs).T.ravel()
+        h = self.pending_h[slot, :size].reshape(size, outputs).T.ravel()
+        block = block_stats(np.repeat(np.arange(outputs), size), g, h, outputs)
+        total = self.total[slot]
+        self.total[slot] = merge(total.reshape(outputs, WIDTH), block).reshape(total.shape)
+        self.pending_n[slot] = 0
+
+    def _deactivate(self, slot: int) -> None:
+        self.active[slot] = False
+        self.stats[slot] = self._no_stats()
+
+    def _node_bytes(self) -> int:
+        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice)."""
+        names = NODE_ARRAYS + ADAPTIVE_ARRAYS if self.adaptive else NODE_ARRAYS
+        row = sum(getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in names)
+        return row + self.weights.itemsize * math.prod(self.weights.shape[1:])
+
+    def _slot_bytes(self) -> tuple[int, int]:
+        """Bytes of one slot without its statistics, its pending block counted at its longest
+        (grace_period rows: the spare rows it may grow to), and of one active slot's statistics."""
+        outputs = math.prod(self._output_axes())
+        rows = self.params.grace_period
+        codes = rows * self.layout.n_features * np.dtype(CODE_DTYPE).itemsize
+        fixed = outputs * WIDTH * 8 + codes + 2 * rows * outputs * 8 + 20
+        return fixed, self.layout.n_columns * outputs * WIDTH * 8
+
+    def budget_bytes(self) -> int:
+        """What the budget holds to the cap: `nbytes` with every pending block at its longest."""
+        fixed, stats = self._slot_bytes()
+        nodes = self._node_bytes() * self.n_nodes + sum(t.nbytes for t in self.tables)
+        return nodes + fixed * self.n_slots + stats * int(self.active[: self.n_slots].sum())
+
+    def _least_promising(self) -> list[int]:
+        """The active slots, least promising first (ties: the older slot first)."""
+        slots = np.flatnonzero(self.active[: self.n_slots])
+        return slots[np.argsort(self.promise[slots], kind="stable")].tolist()
+
+    def fit_budget(self) -> None:
+        """Make the least promising leaves inactive until the tree is within its cap (or none is active)."""
+        if self.cap is None:
+            return
+        excess = self.budget_bytes() - self.cap
+        stats = self._slot_bytes()[1]
+        for slot in self._least_promising():
+            if excess <= 0:
+                return
+            self._deactivate(slot)
+            excess -= stats
+
+    def _room_for_split(self, slot: int, candidate: Candidate, n: float) -> str | None:
+        """How the cap holds the split of `slot`'s leaf: with active children (ACTIVE), after making
+        inactive the active leaves less promising than this split if need be (least first; made so
+        only if that makes room); else with inactive children (INACTIVE), the split still improving
+        the predictions; else not at all (None)."""
+        if self.cap is None:
+            return ACTIVE
+        fixed, stats = self._slot_bytes()
+        children = len(candidate.deltas)
+        table = (int(candidate.categories[-1]) + 1) * 4 if candidate.categories.size else 0
+        nodes = children * self._node_bytes() + (children - 1) * fixed + table
+        budget = self.budget_bytes()
+        excess = budget + nodes + (children - 1) * stats - self.cap
+        if excess <= 0:
+            return ACTIVE
+        gain = -candidate.mean * n
+        chosen: list[int] = []
+        for other in self._least_promising():
+            if other == slot or not self.promise[other] < gain:
+                continue
+            chosen.append(other)
+            excess -= stats
+            if excess <= 0:
+                for freed in chosen:
+                    self._deactivate(freed)
+                return ACTIVE
+        return INACTIVE if budget + nodes - stats <= self.cap else None
+
+    def _children(self, node: int) -> list[int]:
+        """A branch's children, in id order."""
+        table = int(self.table[node])
+        if table >= 0:
+            return sorted(int(c) for c in self.tables[table] if c >= 0)
+        return [int(self.left[node]), int(self.right[node])]
+
+    def _load_budget(self, prefix: str, arrays: dict[str, np.ndarray]) -> None:
+        """The slots' activity and promise, as saved (absent: saved without a budget, all active)."""
+        s = self.n_slots
+        self.active = np.ones(s, dtype=bool)
+        self.promise = np.full(s, math.inf)
+        if f"{prefix}.active" not in arrays:
+            return
+        active = expect_shape(f"{prefix}.active", arrays[f"{prefix}.active"], (s,))
+        if not np.isin(active, (0, 1)).all():
+            raise SerializationError(f"{prefix}: slot activity other than 0 and 1")
+        self.active = active.astype(bool)
+        self.promise = expect_shape(f"{prefix}.promise", arrays[f"{prefix}.promise"], (s,)).astype(np.float64)
+        for slot in np.flatnonzero(~self.active).tolist():
+            if self.stats[slot].any():
+                raise SerializationError(f"{prefix}: an inactive slot holds statistics")
+            self.stats[slot] = self._no_stats()
 
     # -- saving --------------------------------------------------------------------------------
     # Only the live part of each array is written (no spare capacity, no stale pending rows). A
@@ -1135,7 +1297,7 @@ class Tree:
         out = [(f"{prefix}.{name}", getattr(self, name)[:n]) for name in NODE_ARRAYS]
         out += [
             (f"{prefix}.slot_node", self.slot_node[:s]),
-            *_sparse_stats(prefix, self.stats),
+            *_sparse_stats(prefix, self.stats, self.layout.n_columns * math.prod(self._output_axes())),
             (f"{prefix}.total", self.total[:s]),
             (f"{prefix}.pending_n", pending),
             (f"{prefix}.block", self.block[:s]),
@@ -1151,6 +1313,9 @@ class Tree:
             out.append((f"{prefix}.weights", self.weights[:n]))
         if self.adaptive:
             out += [(f"{prefix}.{name}", getattr(self, name)[:n]) for name in ADAPTIVE_ARRAYS]
+        if self.cap is not None:  # (unbounded: the bytes of the format before the budget)
+            active = self.active[:s].astype(np.int32)  # (the format holds no booleans)
+            out += [(f"{prefix}.active", active), (f"{prefix}.promise", self.promise[:s])]
         return counters, out
 
     @classmethod
@@ -1175,6 +1340,7 @@ class Tree:
         tree.slot_node = arrays[f"{prefix}.slot_node"].astype(np.int32)
         tree.stats = _slot_stats(prefix, arrays, (s, layout.n_columns, *out))
         tree.total = arrays[f"{prefix}.total"].reshape(s, *out, WIDTH)
+        tree._load_budget(prefix, arrays)
         tree._load_pending(prefix, arrays)
         tree.tables = [
             arrays[f"{prefix}.tables.{k}"].astype(np.int32) for k in range(int(counters["n_tables"]))
@@ -1238,13 +1404,12 @@ class Tree:
             self.pending_h[k, :size] = h[block]
 
 
-def _sparse_stats(prefix: str, stats: list[np.ndarray]) -> list[NamedArray]:
-    """The rows of the slots' statistics (each slot's viewed as [rows, 6], slot after slot) that hold
-    any non-zero bit, and their flat indices.
+def _sparse_stats(prefix: str, stats: list[np.ndarray], per_slot: int) -> list[NamedArray]:
+    """The rows of the slots' statistics (each slot's viewed as [rows, 6], `per_slot` rows a slot,
+    slot after slot) that hold any non-zero bit, and their flat indices (an inactive slot has none).
 
     Bitwise, so a -0.0 is kept and everything left out is exactly +0.0.
     """
-    per_slot = stats[0].size // WIDTH if stats else 0
     width = np.int32 if len(stats) * per_slot < 2**31 else np.int64  # 4 bytes an index whenever they fit
     indices, kept = [np.empty(0, dtype=width)], [np.empty((0, WIDTH))]
     for slot, held in enumerate(stats):

@@ -37,6 +37,16 @@ from worker.schema import MAX_FEATURES
 GUARANTEES = ("at_least_once", "exactly_once")
 """The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""
 
+MODEL_MAX_BYTES = 32 * 1024 * 1024
+"""Default ``model_max_bytes``: 32 MiB a partition, room for what the models take on long runs while
+bounding a worker's partitions (a dozen in a few hundred MB). On a drifting SEA stream the default
+single tree took 24 MB after 10 million records, still growing by about 1.3 MB a million, and the
+boosted ensemble at most 6.2 MB (BENCHMARKS.md section 12): the budget binds only on longer or wider
+streams, where it costs little accuracy (2 MiB cost the single tree 0.33 points)."""
+
+MODEL_MIN_BYTES = 65536
+"""Smallest ``model_max_bytes``: below it a model's roots alone could exceed the budget."""
+
 MAX_TRANSACTION_SECONDS = 300.0
 """Longest ``checkpoint_seconds`` with exactly_once: the transaction timeout is three times it."""
 
@@ -478,6 +488,15 @@ SETTINGS: tuple[Setting, ...] = (
         _int(1, MAX_CATEGORIES - 1),  # the library's bound (codes are uint16)
     ),
     Setting(
+        "model_max_bytes",
+        MODEL_MAX_BYTES,
+        "Memory budget of a partition's model, in bytes (what sgt_model_bytes reports): at it, the "
+        "least promising leaves stop gathering split statistics (they still predict and learn their "
+        "values); an ensemble's background members count against it. none = unbounded. Applies to "
+        "the models the worker starts; a restored partition keeps its own.",
+        _optional_int(MODEL_MIN_BYTES),
+    ),
+    Setting(
         "warm_up",
         1000,
         "SGT: finite values of a numeric feature for which its bin grid may still grow (never blocks "
@@ -657,6 +676,7 @@ class WorkerSettings:
     multiclass_trees: str
     max_depth: int | None
     max_categories: int
+    model_max_bytes: int | None
     model: str
     n_members: int | None
     learning_rate: float | None

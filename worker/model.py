@@ -48,6 +48,7 @@ def new_model(settings: WorkerSettings) -> StreamModel:
             warm_up=settings.warm_up,
             max_depth=settings.max_depth,
             max_categories=settings.max_categories,
+            max_bytes=settings.model_max_bytes,
         ),
     )
 

@@ -122,3 +122,30 @@ def test_preload_loads_every_kernel_the_models_call() -> None:
     )
     count, least, unchanged = result.stdout.split()
     assert int(count) >= 7 and int(least) >= 1 and unchanged == "True", result.stdout
+
+
+@pytest.mark.parametrize("model_name", ["sgt", "boosted"])
+def test_a_partition_model_keeps_to_model_max_bytes_and_its_state_is_exact(model_name: str) -> None:
+    """With the smallest budget the setting allows, a partition's model (what sgt_model_bytes reports)
+    stays within it on a drifting stream, and the state is the same whether the records came in one
+    batch or several with a restore between them."""
+    from tests.worker.test_state import feature, run_all
+
+    settings = load_settings({"model": model_name, "model_max_bytes": "65536"}, env={})
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 10, (6000, 3))
+    concept = np.where(np.arange(6000) // 1500 % 2 == 0, 8.0, 11.0)
+    y = np.where(X[:, 0] + X[:, 1] <= concept, "low", "high")
+    feats = [
+        feature(i, f"r{i}", float(i), y=str(y[i]), x={f"x{j}": float(X[i, j]) for j in range(3)})
+        for i in range(6000)
+    ]
+    whole = PartitionState(0, new_model(settings), state_config(settings))
+    run_all(whole, feats, [])
+    assert whole.model.nbytes <= 65536 and whole.model.n_inactive > 0
+    parts = PartitionState(0, new_model(settings), state_config(settings))
+    for start in range(0, 6000, 1700):
+        run_all(parts, feats[start : start + 1700], [])
+        parts = PartitionState.from_bytes(parts.to_bytes(), state_config(settings), MODEL_TYPES)
+        assert parts.model.nbytes <= 65536
+    assert parts.to_bytes() == whole.to_bytes()

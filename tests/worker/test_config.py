@@ -389,6 +389,23 @@ def test_bad_state_topic_settings_are_refused_clearly(flags: dict, message: str)
         load_settings(flags, env={})
 
 
+def test_the_model_memory_budget_reaches_the_model_and_bad_values_are_refused_by_name() -> None:
+    """model_max_bytes: 32 MiB by default, none for unbounded, from a flag, an SGT_* variable or TOML;
+    a value below 64 KiB, or not a whole number, names the setting and what it accepts."""
+    from worker.config import MODEL_MAX_BYTES
+
+    assert MODEL_MAX_BYTES == 32 * 1024 * 1024
+    assert new_model_of({}).max_bytes == MODEL_MAX_BYTES
+    assert new_model_of({"model": "boosted"}).max_bytes == MODEL_MAX_BYTES
+    assert new_model_of({"model_max_bytes": "none", "task": "regression"}).max_bytes is None
+    assert new_model_of({"model_max_bytes": "65536"}).max_bytes == 65536
+    assert load_settings({}, env={"SGT_MODEL_MAX_BYTES": "1048576"}).model_max_bytes == 1048576
+    assert load_settings({}, env={}, file_values={"model_max_bytes": 2097152}).model_max_bytes == 2097152
+    for bad in ("65535", "0", "-1", "32MiB", "1e6", "true"):
+        with pytest.raises(ConfigError, match=r"setting model_max_bytes .*none or an integer >= 65536"):
+            load_settings({"model_max_bytes": bad}, env={})
+
+
 @pytest.mark.parametrize(("heartbeat", "session"), [(20000, 6000), (6000, 6000)])
 def test_a_heartbeat_not_below_the_session_timeout_is_refused(heartbeat: int, session: int) -> None:
     """Kafka requires heartbeat.interval.ms < session.timeout.ms; librdkafka accepts any pair, and the
