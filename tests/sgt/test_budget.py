@@ -28,6 +28,7 @@ from sgt import (
     load,
 )
 from sgt.losses import Huber
+from sgt.registry import MODEL_TYPES
 from sgt.serialization import SerializationError, decode, encode
 from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream
 
@@ -339,18 +340,7 @@ def test_a_corrupted_budget_state_is_refused() -> None:
         SGTClassifier.from_bytes(encode(saved.header, list(arrays.items())))
 
 
-@pytest.mark.parametrize(
-    "cls",
-    [
-        SGTClassifier,
-        SGTRegressor,
-        MILClassifier,
-        BoostedClassifier,
-        BoostedRegressor,
-        AdaptiveSGTClassifier,
-        AdaptiveSGTRegressor,
-    ],
-)
+@pytest.mark.parametrize("cls", list(MODEL_TYPES.values()), ids=list(MODEL_TYPES))
 def test_every_model_takes_the_budget_and_refuses_bad_values_by_name(cls: type) -> None:
     assert cls().max_bytes is None and cls(max_bytes=1 << 20).max_bytes == 1 << 20
     assert cls(max_bytes=1 << 20).get_params()["max_bytes"] == 1 << 20
