@@ -10,6 +10,7 @@ JSON form of a model (``to_dict()``) because that is the public view of the tree
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -128,6 +129,39 @@ def route(node: dict[str, Any], x: dict[str, Any]) -> dict[str, Any]:
         else:
             return node
     return node
+
+
+def predicted_then_learned(model: Any, X: Any, y: Any) -> list[Any]:
+    """Predict then learn each row with ``learn_one`` (a regressor's ``predict_one``, a classifier's
+    ``predict_proba_one``); the predictions."""
+    predict = model.predict_proba_one if hasattr(model, "predict_proba_one") else model.predict_one
+    out: list[Any] = []
+    for x, target in zip(X, y, strict=True):
+        out.append(predict(x))
+        model.learn_one(x, target)
+    return out
+
+
+def learned_in_pieces(
+    model: Any, X: Any, y: Any, cuts: list[int], methods: list[str]
+) -> tuple[Any, list[Any]]:
+    """A regressor that learned rows ``X``, ``y`` cut at ``cuts``, each piece by its method:
+    ``learn_many``, ``predict_learn_many``, ``loop`` (`predicted_then_learned`) or ``restore`` (saved,
+    restored, then ``predict_learn_many``). Returns the model (a restored one is a new object) and each
+    row's prediction, None where it learned without one."""
+    got: list[Any] = []
+    for (a, b), method in zip(itertools.pairwise([0, *cuts, len(y)]), methods, strict=False):
+        if method == "restore":
+            model = type(model).from_bytes(model.to_bytes())
+            method = "predict_learn_many"
+        if method == "loop":
+            got += predicted_then_learned(model, X[a:b], y[a:b])
+        elif method == "predict_learn_many":
+            got += model.predict_learn_many(X[a:b], y[a:b]).tolist()
+        else:
+            got += [None] * (b - a)
+            model.learn_many(X[a:b], y[a:b])
+    return model, got
 
 
 def bits(a: np.ndarray | float) -> np.ndarray:

@@ -12,8 +12,6 @@ or its constant, whichever predicted the leaf's records better so far (sgt.tree.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +20,7 @@ from hypothesis import strategies as st
 from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
 from sgt.losses import Huber
 from sgt.serialization import SerializationError
-from tests.sgt.sgt_testkit import mixed_records
+from tests.sgt.sgt_testkit import learned_in_pieces, mixed_records, predicted_then_learned
 
 PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N = 1200
@@ -103,14 +101,6 @@ def test_an_adaptive_classifier_learns_the_loops_bytes_in_batches_and_restores(c
     assert batched.n_splits >= 1 and batched.to_bytes() == loop.to_bytes()
 
 
-def _loop(model: SGTRegressor, X: np.ndarray, y: np.ndarray) -> list[float]:
-    out = []
-    for x, t in zip(X, y, strict=True):
-        out.append(model.predict_one(x))
-        model.learn_one(x, t)
-    return out
-
-
 _X, _Y = _mixed(N, seed=5)
 
 
@@ -125,22 +115,11 @@ def test_an_adaptive_regressor_gives_the_same_bytes_however_batched_and_restored
 ) -> None:
     enabled = kernels.ENABLED
     reference = SGTRegressor(leaf_model="adaptive", grace_period=40)
-    expected = _loop(reference, _X, _Y)
+    expected = predicted_then_learned(reference, _X, _Y)
     try:
         kernels.ENABLED = compiled and enabled
-        model = SGTRegressor(leaf_model="adaptive", grace_period=40)
-        got: list[float | None] = []
-        for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
-            if method == "restore":
-                model = SGTRegressor.from_bytes(model.to_bytes())
-                method = "predict_learn_many"
-            if method == "loop":
-                got += _loop(model, _X[a:b], _Y[a:b])
-            elif method == "predict_learn_many":
-                got += model.predict_learn_many(_X[a:b], _Y[a:b]).tolist()
-            else:
-                got += [None] * (b - a)
-                model.learn_many(_X[a:b], _Y[a:b])
+        fresh = SGTRegressor(leaf_model="adaptive", grace_period=40)
+        model, got = learned_in_pieces(fresh, _X, _Y, cuts, methods)
     finally:
         kernels.ENABLED = enabled
     tree = model._trees[0]

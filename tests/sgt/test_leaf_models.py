@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgt import SGTClassifier, SGTRegressor
-from tests.sgt.sgt_testkit import mixed_records
+from tests.sgt.sgt_testkit import learned_in_pieces, mixed_records, predicted_then_learned
 
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N = 1500
@@ -62,15 +62,6 @@ def test_linear_leaves_help_a_classifier_on_a_linear_boundary() -> None:
     assert hits["linear"] > hits["constant"] + 0.01  # measured 92.5% against 91.2%
 
 
-def _loop(model: SGTRegressor | SGTClassifier, X: Any, y: Any) -> list[Any]:
-    """Predict then learn each row; the predictions."""
-    out: list[Any] = []
-    for x, target in zip(X, y, strict=True):
-        out.append(model.predict_one(x) if isinstance(model, SGTRegressor) else model.predict_proba_one(x))
-        model.learn_one(x, target)
-    return out
-
-
 @PROPERTY
 @given(
     cuts=st.lists(st.integers(1, N - 1), max_size=12, unique=True).map(sorted),
@@ -80,20 +71,8 @@ def test_a_linear_regressor_gives_the_same_bytes_however_batched_and_restored(
     cuts: list[int], methods: list[str]
 ) -> None:
     reference = SGTRegressor(leaf_model="linear", grace_period=40)
-    expected = _loop(reference, _X, _Y)
-    model = SGTRegressor(leaf_model="linear", grace_period=40)
-    got: list[float] = []
-    for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
-        if method == "restore":
-            model = SGTRegressor.from_bytes(model.to_bytes())
-            method = "predict_learn_many"
-        if method == "loop":
-            got += _loop(model, _X[a:b], _Y[a:b])
-        elif method == "predict_learn_many":
-            got += model.predict_learn_many(_X[a:b], _Y[a:b]).tolist()
-        else:
-            got += [None] * (b - a)  # learned without predictions
-            model.learn_many(_X[a:b], _Y[a:b])
+    expected = predicted_then_learned(reference, _X, _Y)
+    model, got = learned_in_pieces(SGTRegressor(leaf_model="linear", grace_period=40), _X, _Y, cuts, methods)
     assert model.n_splits >= 2
     assert model.to_bytes() == reference.to_bytes()
     assert [g for g in got if g is not None] == [
@@ -126,9 +105,9 @@ def test_a_linear_classifier_with_nominal_and_missing_values_gives_the_same_byte
     assert model.to_bytes() == reference.to_bytes()
 
 
-def test_predict_learn_many_of_a_linear_classifier_is_the_prequential_loop() -> None:
+def test_predict_learn_many_of_a_linear_classifier_is_the_prequentialpredicted_then_learned() -> None:
     loop, batch = SGTClassifier(leaf_model="linear"), SGTClassifier(leaf_model="linear")
-    expected = _loop(loop, _RECORDS, _LABELS)
+    expected = predicted_then_learned(loop, _RECORDS, _LABELS)
     proba = batch.predict_learn_many(_RECORDS, _LABELS)
     classes = batch.classes_
     assert [
@@ -206,7 +185,7 @@ def test_a_gated_linear_classifier_gives_the_loops_predictions_and_bytes_however
     cuts: list[int], methods: list[str]
 ) -> None:
     reference = _gated()
-    expected = _loop(reference, _RECORDS, _LABELS)
+    expected = predicted_then_learned(reference, _RECORDS, _LABELS)
     model = _gated()
     got: list[Any] = []
     for (a, b), method in zip(itertools.pairwise([0, *cuts, N]), methods, strict=False):
@@ -214,7 +193,7 @@ def test_a_gated_linear_classifier_gives_the_loops_predictions_and_bytes_however
             model = SGTClassifier.from_bytes(model.to_bytes())
             method = "predict_learn_many"
         if method == "loop":
-            got += _loop(model, _RECORDS[a:b], _LABELS[a:b])
+            got += predicted_then_learned(model, _RECORDS[a:b], _LABELS[a:b])
         else:
             proba = model.predict_learn_many(_RECORDS[a:b], _LABELS[a:b])
             got += [
