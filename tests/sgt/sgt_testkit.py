@@ -43,6 +43,17 @@ def multiclass_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, np.minimum((X[:, 0] * 3).astype(int), 2)
 
 
+def mixed_regression_stream(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Linear in one region, a constant under heavy-tailed noise in the other, with 2% missing values:
+    adaptive leaves that serve either predictor."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, 3))
+    noisy = 5.0 + 2.0 * rng.standard_t(1.5, n)
+    y = np.where(X[:, 2] > 0, 4.0 * X[:, 0] + rng.normal(0.0, 0.3, n), noisy)
+    X[rng.uniform(size=X.shape) < 0.02] = np.nan
+    return X, y
+
+
 def mixed_records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[int]]:
     """Dict records with a numeric, a nominal and a sparse feature (missing as None, NaN or absent key).
 

@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
 from sgt.losses import Huber
 from sgt.serialization import SerializationError
-from tests.sgt.sgt_testkit import learned_in_pieces, mixed_records, predicted_then_learned
+from tests.sgt.sgt_testkit import (
+    learned_in_pieces,
+    mixed_records,
+    mixed_regression_stream,
+    predicted_then_learned,
+)
 
 PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N = 1200
@@ -32,17 +37,6 @@ def _outlier_features(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     X = rng.uniform(-1.0, 1.0, (n, 4))
     y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + rng.normal(0.0, 1.0, n)
     X[rng.uniform(size=X.shape) < 0.01] *= 1000.0
-    return X, y
-
-
-def _mixed(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Linear in one region, a constant under heavy-tailed noise in the other, with missing values:
-    leaves that serve either predictor."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.0, 1.0, (n, 3))
-    noisy = 5.0 + 2.0 * rng.standard_t(1.5, n)
-    y = np.where(X[:, 2] > 0, 4.0 * X[:, 0] + rng.normal(0.0, 0.3, n), noisy)
-    X[rng.uniform(size=X.shape) < 0.02] = np.nan
     return X, y
 
 
@@ -101,7 +95,7 @@ def test_an_adaptive_classifier_learns_the_loops_bytes_in_batches_and_restores(c
     assert batched.n_splits >= 1 and batched.to_bytes() == loop.to_bytes()
 
 
-_X, _Y = _mixed(N, seed=5)
+_X, _Y = mixed_regression_stream(N, seed=5)
 
 
 @PROPERTY

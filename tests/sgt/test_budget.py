@@ -30,7 +30,7 @@ from sgt import (
 from sgt.losses import Huber
 from sgt.registry import MODEL_TYPES
 from sgt.serialization import SerializationError, decode, encode
-from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream
+from tests.sgt.sgt_testkit import mixed_regression_stream, multiclass_stream, step_regression_stream
 
 PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SMALL = {"grace_period": 40, "warm_up": 80}
@@ -61,17 +61,6 @@ def growing_records(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], list[i
     return records, labels
 
 
-def mixed_regression(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Linear in one region, a constant under heavy-tailed noise in the other, with missing values:
-    adaptive leaves that serve either predictor."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.0, 1.0, (n, 3))
-    noisy = 5.0 + 2.0 * rng.standard_t(1.5, n)
-    y = np.where(X[:, 2] > 0, 4.0 * X[:, 0] + rng.normal(0.0, 0.3, n), noisy)
-    X[rng.uniform(size=X.shape) < 0.02] = np.nan
-    return X, y
-
-
 def outlier_regression(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A linear target whose features take 1% of their values 1,000 times their range: an adaptive
     leaf's linear term diverges there and the leaf falls back to its constant, and back again."""
@@ -86,7 +75,7 @@ N = 1500
 _RECORDS, _LABELS = growing_records(N, seed=5)
 _XM, _YM = multiclass_stream(1200, seed=3)
 _XR, _YR = step_regression_stream(2000, seed=81)
-_XA, _YA = mixed_regression(2000, seed=7)
+_XA, _YA = mixed_regression_stream(2000, seed=7)
 _XO, _YO = outlier_regression(3000, seed=2)
 
 
