@@ -200,7 +200,7 @@ def decode_feature(
     ts = doc.get("ts")
     if type(ts) is not float or not math.isfinite(ts):  # the common case is a finite float
         ts = _event_time(doc, fallback_ts)
-    if ts - fallback_ts > max_ahead and ahead(ts, fallback_ts, max_ahead):  # one subtraction when in range
+    if ahead(ts, fallback_ts, max_ahead):
         return Invalid("future_ts")
     return Feature(rid, x, y, ts)
 
