@@ -16,18 +16,20 @@ the proportional term of conformal PID control, Angelopoulos et al. 2023) on res
 their recent scale. Its guarantee is finite-sample and needs no assumption on the residuals: over any
 stretch of T records, the misses exceed (1 - c) T by at most the level's rise over the stretch divided
 by STEP (the level moves by exactly STEP * (miss - (1 - c)) a record, unless it stops at 0, which only
-adds hits). The level stays within a few units, so a 1,000-record window is held within about a point
-and a 578-record stream within a point of the target. Normalising is what makes that bound hold on the
-streams: the scale follows a drift of the residuals' size within about 1 / SCALE_RATE records, so the
-level (their shape) barely moves when they grow or jump, where an absolute half-width with a step in
-the residual scale lags a growing scale by a share of misses (ChickWeights: 83% for 90%) and a jump
-by tens of misses (two points of a window). The level starts where it would stand for Gaussian
-residuals (``z_((1+c)/2) / sqrt(2 / pi)``, the quantile over the mean of |N(0, 1)|), so a short
-stream does not spend its first records walking up from 0; the residual scale's update is clipped at
-SCALE_CLIP times itself so that one gross outlier does not widen the next hundred intervals (it still
-counts as the miss it is). BENCHMARKS.md (section 10) has the figures and the rules measured against
-this one: an integrator on the coverage error (conformal PID), adaptive conformal inference over a
-window of residuals, a step proportional to the half-width itself.
+adds hits). The level is a ratio of residuals and moves by a unit or so, so the bound is a few records:
+a unit of rise is 3.3 misses, a third of a point over 1,000 records, half a point over 600. Normalising
+is what keeps the level that still: the scale follows a change of the residuals' size within about
+1 / SCALE_RATE records, so the level (their shape) barely moves when they grow or jump, where an
+absolute half-width stepped by the residual scale lags a growing scale by a share of misses
+(ChickWeights: 83% for 90%) and a jump by tens of misses (up to 4 points of a window).
+
+The level starts where it would stand for Gaussian residuals (``z_((1+c)/2) / sqrt(2 / pi)``, the
+quantile over the mean of |N(0, 1)|), so a short stream does not spend its first records walking up
+from 0; the residual scale's update is clipped at SCALE_CLIP times itself so that one gross outlier
+does not widen the next hundred intervals (it still counts as the miss it is). BENCHMARKS.md
+(section 10) has the figures and the rules measured against this one: an integrator on the coverage
+error (conformal PID), adaptive conformal inference over a window of residuals, a step proportional to
+the half-width itself, the levels starting at 0, another step or scale rate.
 
 The coverages are fixed at construction because an online conformal layer must know its target while
 it learns. The arithmetic is on Python floats in record order, whether a batch or a loop learned the
