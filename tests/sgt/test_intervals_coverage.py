@@ -97,6 +97,10 @@ def test_over_any_stretch_the_misses_exceed_the_target_by_at_most_the_levels_ris
 
 
 # -- the state written before the layer's levels (format 1: absolute half-widths) -----------------
+# The two files were saved by the format-1 layer (the code of main before format 2, which cannot write
+# them again): SGTRegressor and BoostedRegressor(n_members=3), both with interval_coverages=(0.9, 0.95),
+# warm_up=100, grace_period=50, learning 400 records of 3 * x0 - 2 * x1 + N(0, 0.3) (x uniform in
+# [-1, 1]^3, numpy default_rng(31)) with one learn_many.
 
 
 @pytest.mark.parametrize("name", ["regressor", "boosted"])
