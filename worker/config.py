@@ -28,11 +28,11 @@ from typing import Any
 from sgt.boosted import MULTICLASS_TREES
 from sgt.classifier import PROBA_MODES
 from sgt.features import MAX_CATEGORIES
-from worker.join import JOIN_MAX_BYTES
-from worker.merge import MERGE_MAX_BYTES
-from worker.outputs import annotation_bound, prediction_bound
-from worker.records import MAX_TS_AHEAD
-from worker.schema import MAX_FEATURES
+from worker.core.join import JOIN_MAX_BYTES
+from worker.core.merge import MERGE_MAX_BYTES
+from worker.core.outputs import annotation_bound, prediction_bound
+from worker.core.records import MAX_TS_AHEAD
+from worker.core.schema import MAX_FEATURES
 
 GUARANTEES = ("at_least_once", "exactly_once")
 """The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""

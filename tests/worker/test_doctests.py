@@ -8,24 +8,24 @@ import importlib
 import pytest
 
 MODULES = [
-    "worker.backoff",
-    "worker.checkpoint",
-    "worker.checkpointing",
-    "worker.clients",
+    "worker.checkpoints.backoff",
+    "worker.checkpoints.file_store",
+    "worker.checkpoints.protocol",
+    "worker.kafka.clients",
     "worker.config",
-    "worker.delivery",
+    "worker.kafka.delivery",
     "worker.devtools.demo",
-    "worker.join",
+    "worker.core.join",
     "worker.logs",
-    "worker.merge",
+    "worker.core.merge",
     "worker.metrics",
-    "worker.outputs",
-    "worker.partition",
-    "worker.records",
-    "worker.schema",
-    "worker.state",
-    "worker.state_mirror",
-    "worker.transactions",
+    "worker.core.outputs",
+    "worker.kafka.partition_runtime",
+    "worker.core.records",
+    "worker.core.schema",
+    "worker.core.partition_state",
+    "worker.state_topic.mirror",
+    "worker.checkpoints.transactional",
 ]
 
 

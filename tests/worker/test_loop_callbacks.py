@@ -12,11 +12,11 @@ from confluent_kafka import Producer, TopicPartition
 from tests.worker.stub_model import StubModel
 from tests.worker.worker_util import samples, value
 from worker.config import load_settings
-from worker.delivery import DeliveryLatch, RunDelivery
-from worker.loop import Worker
-from worker.partition import Owned, set_partition_gauges, state_config, unseen
-from worker.state import PartitionState
-from worker.values import Record
+from worker.core.partition_state import PartitionState
+from worker.core.values import Record
+from worker.kafka.delivery import DeliveryLatch, RunDelivery
+from worker.kafka.loop import Worker
+from worker.kafka.partition_runtime import Owned, set_partition_gauges, state_config, unseen
 
 
 def _worker(ckpt: Path) -> Worker:
@@ -70,7 +70,7 @@ def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> 
 
 
 def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
-    from worker.partition import load_state
+    from worker.kafka.partition_runtime import load_state
 
     worker = _worker(tmp_path)
     owned = worker.owned[1]
@@ -113,7 +113,7 @@ def test_a_delivery_failing_for_good_is_latched_on_the_partition(caplog: pytest.
 
 
 def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_path: Path) -> None:
-    from worker.checkpoint import checkpoint_path
+    from worker.checkpoints.file_store import checkpoint_path
 
     worker = _worker(tmp_path)
     worker.clients.producer = _idle_producer()  # nothing to flush, no broker needed
@@ -129,7 +129,7 @@ def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_
 def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(tmp_path: Path) -> None:
     import logging
 
-    from worker.checkpoint import checkpoint_path
+    from worker.checkpoints.file_store import checkpoint_path
 
     worker = _worker(tmp_path)
     worker.clients.producer = _idle_producer()
@@ -198,8 +198,8 @@ def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_a
     tmp_path: Path,
 ) -> None:
     """Before, only the number of queued records (100,000) paused a topic, whatever their size."""
-    from worker.merge import FEATURES, LABELS
-    from worker.values import Invalid, MergeEntry
+    from worker.core.merge import FEATURES, LABELS
+    from worker.core.values import Invalid, MergeEntry
 
     worker = _worker(tmp_path)
     worker.runtime.settings = worker.runtime.settings.replace(merge_max_bytes=1000)

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from worker.config import load_settings
-from worker.partition import load_state
+from worker.kafka.partition_runtime import load_state
 
 RELEASES = sorted((Path(__file__).parents[1] / "fixtures").glob("release-*"))
 

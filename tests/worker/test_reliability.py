@@ -18,14 +18,14 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from tests.worker.stub_model import StubModel
 from tests.worker.worker_util import samples, value
-from worker import checkpoint
-from worker.backoff import FIRST_RETRY_S
+from worker.checkpoints import file_store
+from worker.checkpoints.backoff import FIRST_RETRY_S
 from worker.config import load_settings
-from worker.loop import Worker
-from worker.merge import FEATURES
-from worker.partition import AHEAD_GRACE_S
-from worker.state_topic import StateTopicFenced, StateWriteError
-from worker.values import Record
+from worker.core.merge import FEATURES
+from worker.core.values import Record
+from worker.kafka.loop import Worker
+from worker.kafka.partition_runtime import AHEAD_GRACE_S
+from worker.state_topic.client import StateTopicFenced, StateWriteError
 
 
 class FakeMessage:
@@ -132,7 +132,7 @@ def _turn(worker: Worker) -> None:
 
 
 def _checkpointed(ckpt: Path) -> list[int] | None:
-    loaded = checkpoint.read_newest(ckpt, 0)
+    loaded = file_store.read_newest(ckpt, 0)
     if loaded is None:
         return None
     head = loaded.payload[4 : 4 + int.from_bytes(loaded.payload[:4], "big")]
@@ -179,13 +179,13 @@ def test_a_slow_checkpoint_write_does_not_stall_the_loop(
 ) -> None:
     worker, consumer, producer = _worker(tmp_path)
     release = threading.Event()
-    write = checkpoint.write_checkpoint
+    write = file_store.write_checkpoint
 
     def slow_write(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
         release.wait(10)
         return write(directory, partition, payload, owner)
 
-    monkeypatch.setattr(checkpoint, "write_checkpoint", slow_write)
+    monkeypatch.setattr(file_store, "write_checkpoint", slow_write)
     owned = worker.owned[0]
     records = [Record(o, float(o), None, orjson.dumps({"x": [1.0], "y": 1})) for o in range(10)]
     owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
@@ -313,8 +313,8 @@ class FullDisk:
     """Checkpoint file writes that fail with ENOSPC while ``full``; ``writes`` counts the attempts."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full, self.writes, self._write = True, 0, checkpoint.write_checkpoint
-        monkeypatch.setattr(checkpoint, "write_checkpoint", self)
+        self.full, self.writes, self._write = True, 0, file_store.write_checkpoint
+        monkeypatch.setattr(file_store, "write_checkpoint", self)
 
     def __call__(self, directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
         self.writes += 1
@@ -539,8 +539,8 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
     long. A turn of the loop now processes at most as many records as the cost estimate allows (the
     classes known plus those the records bring), and the rest on the following turns, with the same
     result as one call."""
-    from worker.partition import state_config
-    from worker.state import PartitionState
+    from worker.core.partition_state import PartitionState
+    from worker.kafka.partition_runtime import state_config
 
     settings = load_settings(
         {
@@ -583,8 +583,8 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
 def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path: Path, model: str) -> None:
     """The real models, 600 records of 150 classes, cut into calls of at most 67 rows: the same model
     bytes and prequential state as one call over all of them."""
-    from worker.partition import state_config
-    from worker.state import PartitionState
+    from worker.core.partition_state import PartitionState
+    from worker.kafka.partition_runtime import state_config
 
     settings = load_settings(
         {"checkpoint_dir": str(tmp_path), "features_topic": "f", "max_classes": 200, "model": model}, env={}
@@ -605,7 +605,7 @@ def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path:
         worker.runtime.process_all()
         turns += 1
     assert owned.state.next_offsets == [600, 0] and turns >= 9
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     whole = PartitionState(0, new_model(settings), state_config(settings))
     whole.process(whole.decode(FEATURES, records), now=0.0)

@@ -33,12 +33,12 @@ from tests.worker.worker_util import (
     worker_args,
     worker_threads_fixture,
 )
-from worker import checkpoint
+from worker.checkpoints import file_store
 from worker.config import WorkerSettings
+from worker.core.partition_state import state_header
 from worker.devtools.embedded_broker import create_topics, start_tansu
-from worker.partition import load_state
-from worker.state import state_header
-from worker.state_topic import StateTopic, StateTopicConfig
+from worker.kafka.partition_runtime import load_state
+from worker.state_topic.client import StateTopic, StateTopicConfig
 
 __all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
@@ -55,7 +55,7 @@ def _good(i: int) -> tuple[bytes, bytes]:
 
 
 def _next_offsets(ckpt: Path) -> list[int] | None:
-    loaded = checkpoint.read_newest(ckpt, 0)
+    loaded = file_store.read_newest(ckpt, 0)
     return None if loaded is None else list(state_header(loaded.payload)["next_offsets"])
 
 
@@ -213,7 +213,7 @@ def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
     settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
     state = load_state(settings, 0)
     state.next_offsets = [5000, 0]
-    checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes(), checkpoint.Owner.of(settings))
+    file_store.write_checkpoint(tmp_path, 0, state.to_bytes(), file_store.Owner.of(settings))
     produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(50)], partition=0)
     run = worker_threads(settings)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=50, idle_s=30)

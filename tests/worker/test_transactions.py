@@ -22,9 +22,9 @@ from tests.worker.test_reliability import (
     _turn,
 )
 from tests.worker.worker_util import samples, value
+from worker.checkpoints.transactional import TransactionalCheckpointer, TransactionFenced
 from worker.config import load_settings
-from worker.loop import Worker
-from worker.transactions import TransactionalCheckpointer, TransactionFenced
+from worker.kafka.loop import Worker
 
 
 class FakeTransactionalProducer(FakeProducer):

@@ -2,7 +2,7 @@
 
 File layout (big-endian), format 2: ``b"SGTCKPT1"`` magic, format version (u16), owner length (u32),
 payload length (u64), the owner (JSON: group id, features and labels topics, task), the payload (a
-:meth:`worker.state.PartitionState.to_bytes` blob), SHA-256 of everything before it. Format 1, written
+:meth:`worker.core.partition_state.PartitionState.to_bytes` blob), SHA-256 of everything before it. Format 1, written
 by the previous release, has no owner (magic, version, payload length, payload, SHA-256); such a file
 is still read, and adopted by the deployment that restores it. Nothing read from disk is ever
 unpickled or evaluated.
@@ -373,7 +373,7 @@ class CheckpointStore:
     def __init__(self, directory: str | Path, owner: Owner, log: logging.Logger | None = None) -> None:
         self.directory = Path(directory)
         self.owner = owner
-        self.log = log or logging.getLogger("worker.checkpoint")
+        self.log = log or logging.getLogger("worker.checkpoints.file_store")
         self._lock_fd: int | None = None
         self._lock_id: tuple[int, int] | None = None  # (device, inode) of the lock file held
         self._wanted = False  # acquired and not released: a lost lock is taken again

@@ -11,7 +11,7 @@ costs almost nothing; doubling reaches the cap after four failures; the cap (5 s
 partition waits once the outage is over, well below the default ``checkpoint_seconds`` (30 s), so the
 checkpoint and the offset commit catch up promptly, while a long outage costs one attempt per 5 s per
 partition instead of twenty a second. Nothing here depends on the deployment, so nobody needs to tune it.
-Revoke and shutdown do not wait for it (:meth:`worker.checkpointing.Checkpointer.checkpoint_now`
+Revoke and shutdown do not wait for it (:meth:`worker.checkpoints.protocol.Checkpointer.checkpoint_now`
 attempts at once): a stop must not wait out a pause whose only purpose is to spare the disk and the log.
 
 The log: the first failure of a streak is logged, then at most one line per ``LOG_EVERY_S`` carrying the

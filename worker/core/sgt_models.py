@@ -12,7 +12,7 @@ import numpy as np
 
 from sgt.registry import MODEL_TYPES
 from worker.config import WorkerSettings
-from worker.model_protocol import StreamModel
+from worker.core.model_protocol import StreamModel
 
 #: settings whose none means the model class's own default (which differs between the classes)
 _DEFAULT_WHEN_NONE = ("delta", "leaf_model", "lambda_", "gamma", "linear_lambda")

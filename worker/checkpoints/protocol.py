@@ -11,10 +11,10 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    acknowledged by the broker (delivery reports, served by ``poll``). A partition whose latch records
    an output lost for good writes no snapshot at all: a checkpoint never covers a lost output.
 3. **File durable**: the snapshot is written by a background thread (temporary file, fsync, rename,
-   directory fsync: :meth:`worker.checkpoint.CheckpointStore.write`), so a slow disk does not stall the
+   directory fsync: :meth:`worker.checkpoints.file_store.CheckpointStore.write`), so a slow disk does not stall the
    loop, the health beat or the metrics. One write at a time; a partition with a write in flight takes
    no new snapshot, and revoke, shutdown and rewinds wait for its write first.
-3b. **State topic** (when one is configured, :mod:`worker.state_mirror`): once the file is durable,
+3b. **State topic** (when one is configured, :mod:`worker.state_topic.mirror`): once the file is durable,
    the same bytes are handed to the state topic on the loop's thread; the loop goes on processing
    while they travel and checks each turn whether every record was acknowledged, then confirms the
    write (no newer owner claimed the partition). A write that fails (:class:`StateWriteError` and the
@@ -22,7 +22,7 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    fenced by a newer owner (:class:`StateTopicFenced`) puts the partition in :attr:`Checkpointer.fenced`
    for the shell to give it up.
 3c. **Backoff** after a failed write (file or state topic): the partition is due again, but its next
-   attempt waits for :class:`worker.backoff.Backoff` (0.5 s, doubling to 5 s, reset by a checkpoint
+   attempt waits for :class:`worker.checkpoints.backoff.Backoff` (0.5 s, doubling to 5 s, reset by a checkpoint
    that succeeds), so an outage that fails every write at once neither rewrites the file nor logs an
    error on every turn of the loop. Revoke and shutdown (:meth:`Checkpointer.checkpoint_now`) do not
    wait for it.
@@ -32,8 +32,8 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
 
 Example (a partition with nothing new is not written again):
 
->>> from worker.checkpoint import CheckpointStore, Owner
->>> from worker.clients import Clients
+>>> from worker.checkpoints.file_store import CheckpointStore, Owner
+>>> from worker.kafka.clients import Clients
 >>> from worker.config import load_settings
 >>> import logging, tempfile
 >>> settings = load_settings({"checkpoint_dir": tempfile.mkdtemp()}, env={})
@@ -55,30 +55,20 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from worker.checkpoint import CheckpointStore, checkpoint_path
-from worker.clients import Clients
+from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
+from worker.checkpoints.snapshot import Snapshot
+from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS
+from worker.core.merge import FEATURES, LABELS
 from worker.metrics import Health, WorkerMetrics
-from worker.partition import Owned
-from worker.state_topic import StateTopicError, StateTopicFenced, StateTopicLost
+from worker.kafka.partition_runtime import Owned
+from worker.state_topic.client import StateTopicError, StateTopicFenced, StateTopicLost
 
 if TYPE_CHECKING:
-    from worker.state_mirror import Mirroring, StateMirror
+    from worker.state_topic.mirror import Mirroring, StateMirror
 
 FLUSH_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A partition's state as bytes, writable once the outputs of its first ``runs`` runs are delivered."""
-
-    blob: bytes
-    next_offsets: tuple[int, int]
-    runs: int  # Owned.produced_runs when it was taken
-    records: int  # records it covers beyond the previous checkpoint
-    seconds: float  # time spent taking it
 
 
 @dataclass(frozen=True)

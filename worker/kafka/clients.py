@@ -2,7 +2,7 @@
 
 The producer's ``message.max.bytes`` is the worker's own ``max_message_bytes`` setting and nothing
 else (``kafka_options`` cannot override it): every output is built to fit it (see
-:mod:`worker.outputs`), so no produce call is refused for its size. Kafka's brokers accept a record
+:mod:`worker.core.outputs`), so no produce call is refused for its size. Kafka's brokers accept a record
 batch of up to 1,048,588 bytes by default (``message.max.bytes``, per topic ``max.message.bytes``);
 the default of 1,000,000 leaves room for the batch framing.
 
@@ -106,7 +106,7 @@ def transactional_id(settings: WorkerSettings) -> str:
 @dataclass
 class Clients:
     """The worker's consumer and producer, shared by the modules that call them; None before
-    :meth:`worker.loop.Worker.run` creates them and after it closes them (tests put fakes here)."""
+    :meth:`worker.kafka.loop.Worker.run` creates them and after it closes them (tests put fakes here)."""
 
     consumer: Consumer | None = None
     producer: Producer | None = None

@@ -29,7 +29,7 @@ before the newer owner writes anything.
 Cleanup: every write tombstones, right after its manifest, the chunk keys of its slot beyond the new
 chunk count (own keys of a slot nobody restores from). After its first complete state, an owner also
 tombstones every key it saw when it restored except its own claim (:func:`cleanup_keys`), but only
-once :mod:`worker.state_topic` has checked that no newer claim precedes its manifest, so a zombie
+once :mod:`worker.state_topic.client` has checked that no newer claim precedes its manifest, so a zombie
 never deletes the state a newer owner restored. Nothing else is ever deleted.
 
 >>> plan = plan_write(Ownership(3, epoch=7, owner=b"o" * 16), b"x" * 10, chunk_bytes=4, now=0.0)
@@ -448,7 +448,7 @@ def newer_claim(partition: int, epoch: int, records: Iterable[LogRecord]) -> int
     """The epoch of the first claim newer than ``epoch`` among ``records``, or None.
 
     An owner asks this of the records other writers put between its own, to learn whether it still
-    owns the partition (see :mod:`worker.state_topic`).
+    owns the partition (see :mod:`worker.state_topic.client`).
     """
     for record in records:
         if record.offset <= epoch or record.value is None or not record.key:

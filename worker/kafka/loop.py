@@ -3,14 +3,15 @@
 One :class:`Worker` runs one consumer (group member) and one idempotent producer (transactional with
 ``processing_guarantee`` exactly_once), and wires together the modules that do the work:
 
-* :mod:`worker.rebalance`: partitions assigned (restored from their checkpoints, both topics sought to
+* :mod:`worker.kafka.rebalance`: partitions assigned (restored from their checkpoints, both topics sought to
   the offsets in them), revoked (checkpointed first) and lost (dropped, nothing written);
-* :mod:`worker.partition`: fetched records merged per partition in a deterministic order and
+* :mod:`worker.kafka.partition_runtime`: fetched records merged per partition in a deterministic order and
   processed in runs, with pausing, recovery from model failures and from outputs lost for good;
-* :mod:`worker.checkpointing`: snapshot, outputs acknowledged, file durable, state topic (when one is
-  configured: :mod:`worker.state_mirror`), offsets committed; :mod:`worker.transactions` instead with
-  exactly_once: snapshot, outputs, state topic and offsets committed in one transaction, file durable;
-* :mod:`worker.delivery`: per-run acknowledgement counting and the per-partition latch of failures.
+* :mod:`worker.checkpoints.protocol`: snapshot, outputs acknowledged, file durable, state topic (when one is
+  configured: :mod:`worker.state_topic.mirror`), offsets committed; :mod:`worker.checkpoints.transactional`
+  instead with exactly_once: snapshot, outputs, state topic and offsets committed in one transaction, file
+  durable;
+* :mod:`worker.kafka.delivery`: per-run acknowledgement counting and the per-partition latch of failures.
 
 This module owns the clients' lifetimes, the loop's turns, the produce calls and the gauges. The
 worker only stops on :meth:`Worker.stop` (or a fatal client error); at shutdown it writes a final
@@ -36,21 +37,21 @@ from typing import Any
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from worker.checkpoint import CheckpointStore, Owner
-from worker.checkpointing import FLUSH_TIMEOUT_S, Checkpointer
-from worker.clients import Clients, consumer_config, producer_config
+from worker.checkpoints.file_store import CheckpointStore, Owner
+from worker.checkpoints.protocol import FLUSH_TIMEOUT_S, Checkpointer
+from worker.checkpoints.transactional import TransactionalCheckpointer
 from worker.config import ConfigError, WorkerSettings, describe
-from worker.delivery import RunDelivery, produce_retrying
+from worker.core.model_protocol import ModelClass, StreamModel
+from worker.core.partition_state import ProcessResult
+from worker.core.sgt_models import preload
+from worker.kafka.clients import Clients, consumer_config, producer_config
+from worker.kafka.delivery import RunDelivery, produce_retrying
+from worker.kafka.partition_runtime import Owned, PartitionRuntime, set_partition_gauges
+from worker.kafka.rebalance import Rebalancer
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
-from worker.model import preload
-from worker.model_protocol import ModelClass, StreamModel
-from worker.partition import Owned, PartitionRuntime, set_partition_gauges
-from worker.rebalance import Rebalancer
-from worker.state import ProcessResult
-from worker.state_mirror import StateMirror, features_partitions
-from worker.state_topic import StateTopicError, StateTopicLost
-from worker.transactions import TransactionalCheckpointer
+from worker.state_topic.client import StateTopicError, StateTopicLost
+from worker.state_topic.mirror import StateMirror, features_partitions
 
 _GAUGE_INTERVAL_S = 1.0
 _CLIENT_LOG_INTERVAL_S = 30.0  # the Kafka clients log one message (a reconnect failure...) at most this often
@@ -140,8 +141,8 @@ class Worker:
     def run(self) -> None:
         """Consume and learn until stopped; then shut down cleanly.
 
-        Raises :class:`~worker.checkpoint.OwnerConflict` before anything starts when the checkpoint
-        directory belongs to another deployment, and :class:`FinalCheckpointError` after a clean
+        Raises :class:`~worker.checkpoints.file_store.OwnerConflict` before anything starts when the
+        checkpoint directory belongs to another deployment, and :class:`FinalCheckpointError` after a clean
         shutdown whose final checkpoint failed.
         """
         self.store.acquire()

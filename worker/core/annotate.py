@@ -8,7 +8,7 @@
   ``base`` plus the ``top`` k feature contributions (sgt.explain), largest first, under the model that
   made the prediction. For a classifier, ``class`` is the predicted class, or the second class when the
   prediction is the first (whose logit is 0 by construction). A feature name is cut to
-  ``max_label_bytes`` UTF-8 bytes, so that the field stays within :func:`worker.outputs.explain_bound`.
+  ``max_label_bytes`` UTF-8 bytes, so that the field stays within :func:`worker.core.outputs.explain_bound`.
   Explaining needs the model as it was before each row, so the run is learned one row at a time
   (the same model as the batch: sgt's batch equals its loop), which is slower.
 """
@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
-from worker.model_protocol import StreamModel, classes_of
+from worker.core.model_protocol import StreamModel, classes_of
 
 
 class AnnotatingModel(StreamModel, Protocol):

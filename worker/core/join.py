@@ -8,12 +8,12 @@ exactly the same entries. Age expiry walks from the oldest entry and stops at th
 an out-of-order young entry can shield older ones behind it until it leaves.
 
 An entry's bytes approximate the memory it holds: a label keeps its record and key byte for byte (for
-the dead-letter topic), plus :data:`~worker.values.ENTRY_OVERHEAD`; a feature entry keeps what was
+the dead-letter topic), plus :data:`~worker.core.values.ENTRY_OVERHEAD`; a feature entry keeps what was
 decoded from its record, counted as the record's bytes, ``ENTRY_OVERHEAD`` and
-:data:`~worker.values.VALUE_OVERHEAD` per value. They are a function of the input too, and saved with
+:data:`~worker.core.values.VALUE_OVERHEAD` per value. They are a function of the input too, and saved with
 the buffer, so that a restored buffer drops the same entries as one that never stopped.
 
->>> from worker.values import ENTRY_OVERHEAD
+>>> from worker.core.values import ENTRY_OVERHEAD
 >>> buf = JoinBuffer(max_pending=2, max_age=10.0, max_bytes=ENTRY_OVERHEAD + 10)
 >>> buf.add_label(PendingLabel("a", 1, 0.0, b"{}", None, 5))
 []
@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from worker.values import PendingFeature, PendingLabel
+from worker.core.values import PendingFeature, PendingLabel
 
 #: Default of ``max_bytes``, per side of one partition's buffer (the ``join_max_bytes`` setting).
 JOIN_MAX_BYTES = 64 << 20

@@ -1,10 +1,10 @@
 """Partition states in a compacted Kafka topic: create or check it, claim, restore, write durably.
 
-Every checkpoint payload of an input partition (:meth:`worker.state.PartitionState.to_bytes`, any
-size) is also stored in the partition of the same number of the state topic, so a worker on any
-machine, with an empty disk, can continue where the partition's previous owner stopped. The record
-format and the rules (claims, epochs, chunk slots, which state wins, cleanup) are those of
-:mod:`worker.state_log`; this module moves them through Kafka.
+Every checkpoint payload of an input partition (:meth:`worker.core.partition_state.PartitionState.to_bytes`,
+any size) is also stored in the partition of the same number of the state topic, so a worker on any machine,
+with an empty disk, can continue where the partition's previous owner stopped. The record format and the
+rules (claims, epochs, chunk slots, which state wins, cleanup) are those of :mod:`worker.state_topic.rules`;
+this module moves them through Kafka.
 
 How the loop uses it (one :class:`StateTopic` per worker process):
 
@@ -59,8 +59,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from worker import state_log
-from worker.state_log import LogRecord, Ownership, Selection, Skipped, State
+from worker.state_topic import rules
+from worker.state_topic.rules import LogRecord, Ownership, Selection, Skipped, State
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 """Largest record batch the state topic accepts (its ``max.message.bytes``) and the producer sends.
@@ -299,7 +299,7 @@ class _Owned:
     verified_end: int  # every record below this offset has been checked for newer claims
     own_offsets: set[int] = field(default_factory=set)  # offsets of own records at or above it
     fenced: str | None = None  # why this process lost the partition
-    unsure: state_log.WritePlan | None = None  # a write some of whose records were not acknowledged
+    unsure: rules.WritePlan | None = None  # a write some of whose records were not acknowledged
     pending: PendingWrite | None = None  # started, not finished
     # after a state staged in a caller's transaction: the offset right after its records, where the
     # transaction's commit marker lies unless another record came first (see StateTopic.confirm)
@@ -341,7 +341,7 @@ class PendingWrite:
     """A state write handed to the producer by :meth:`StateTopic.start_write`, not yet confirmed."""
 
     partition: int
-    plan: state_log.WritePlan
+    plan: rules.WritePlan
     delivery: _Delivery
     payload_bytes: int
     cost: float = 0.0  # seconds spent in start_write
@@ -466,12 +466,12 @@ class StateTopic:
         if self.transactional:
             self._init_transactional(partition)
         owner = uuid.uuid4().bytes
-        key, value = state_log.claim_record(partition, owner, time.time())
+        key, value = rules.claim_record(partition, owner, time.time())
         delivery = self._send(partition, [(key, value)], "claim")
         epoch = delivery.offsets[0]
         assert epoch is not None
         read = _Reader()
-        selection = state_log.select(partition, read.counting(self._read(partition, 0, epoch)))
+        selection = rules.select(partition, read.counting(self._read(partition, 0, epoch)))
         if selection.newest_epoch > epoch:
             raise StateTopicFenced(
                 f"state topic {self.config.topic!r} partition {partition}: claimed epoch {epoch}, but epoch "
@@ -483,7 +483,7 @@ class StateTopic:
             epoch,
             owner,
             next_seq=0 if newest is None else newest.seq + 1,
-            cleanup=state_log.cleanup_keys(selection, key),
+            cleanup=rules.cleanup_keys(selection, key),
         )
         self._owned[partition] = _Owned(ownership, key, verified_end=read.end)
         return Restored(
@@ -548,7 +548,7 @@ class StateTopic:
         """
         started = time.perf_counter()
         owned = self._writable(partition)
-        plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
+        plan = rules.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
         records = plan.records
         if self.transactional:  # one transaction: everything commits or nothing does
             records = [*records, *((key, None) for key in plan.cleanup)]
@@ -572,7 +572,7 @@ class StateTopic:
         if self.transactional:
             raise StateTopicError("stage() needs a StateTopic without transactional_id_prefix")
         owned = self._writable(partition)
-        plan = state_log.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
+        plan = rules.plan_write(owned.ownership, payload, self.config.chunk_bytes, time.time())
         pending = PendingWrite(
             partition, plan, self._produce(partition, plan.records, producer), len(payload)
         )
@@ -606,7 +606,7 @@ class StateTopic:
         if owned is None or owned.pending is not pending:
             return
         owned.pending = None
-        state_log.attempted(owned.ownership, pending.plan)
+        rules.attempted(owned.ownership, pending.plan)
         owned.unsure = pending.plan
 
     def _writable(self, partition: int) -> _Owned:
@@ -650,7 +650,7 @@ class StateTopic:
             self.check_topic()  # not written because the topic is gone? Then that is the error
             raise
         finally:
-            state_log.attempted(owned.ownership, plan)
+            rules.attempted(owned.ownership, plan)
         offsets = [o for o in pending.delivery.offsets if o is not None]
         if min(offsets) < owned.verified_end:  # the log starts again below what was verified: a new topic
             raise StateTopicLost(
@@ -664,7 +664,7 @@ class StateTopic:
             owned.own_offsets.update(offsets)
             self._verify(partition, owned, max(offsets))
             unacknowledged = self._tombstone(partition, owned, plan.cleanup)
-        state_log.completed(owned.ownership, plan)
+        rules.completed(owned.ownership, plan)
         if unacknowledged:
             owned.ownership.cleanup = list(plan.cleanup)  # tombstoning twice is harmless; leaving keys is not
         manifest_offset = pending.delivery.offsets[plan.chunks]
@@ -698,7 +698,7 @@ class StateTopic:
         owned.marker = None
         assert plan is not None
         records = list(self._read(partition, owned.verified_end, -1))
-        newer = state_log.settle(owned.ownership, plan, records)
+        newer = rules.settle(owned.ownership, plan, records)
         if newer is not None:
             self.fence(partition, newer)
             self._check_fence(partition, owned)
@@ -723,7 +723,7 @@ class StateTopic:
         if foreign and foreign != [owned.marker]:
             read = self._read(partition, foreign[0], upto)
             others = [r for r in read if r.offset not in owned.own_offsets]
-            newer = state_log.newer_claim(partition, owned.ownership.epoch, others)
+            newer = rules.newer_claim(partition, owned.ownership.epoch, others)
             if newer is not None:
                 self.fence(partition, newer)
                 self._check_fence(partition, owned)
@@ -750,7 +750,7 @@ class StateTopic:
 
     def read(self, partition: int) -> Selection:
         """The newest valid state of ``partition`` and what was skipped, without claiming it."""
-        return state_log.select(partition, self._read(partition, 0, -1))
+        return rules.select(partition, self._read(partition, 0, -1))
 
     # -- Kafka plumbing -----------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Decoding and stateless validation of feature and label records.
 
-A Kafka message becomes a :class:`~worker.values.Feature`, a :class:`~worker.values.LabelRecord` or
-an :class:`~worker.values.Invalid` carrying the dead-letter reason. Only checks that need no state
+A Kafka message becomes a :class:`~worker.core.values.Feature`, a :class:`~worker.core.values.LabelRecord` or
+an :class:`~worker.core.values.Invalid` carrying the dead-letter reason. Only checks that need no state
 live here (encoding, JSON shape, value types, label type, size); checks against the partition's state
-(feature schema, duplicate ids, unknown ids) are in :mod:`worker.schema` and :mod:`worker.state`.
+(feature schema, duplicate ids, unknown ids) are in :mod:`worker.core.schema` and
+:mod:`worker.core.partition_state`.
 
 >>> decode_feature(b'{"id": "a", "x": {"u": 1.5, "plan": "pro"}, "y": 1}', 0.0, "classification", 1000)
 Feature(id='a', x={'u': 1.5, 'plan': 'pro'}, y=1, ts=0.0)
@@ -20,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from worker.values import Feature, Invalid, Label, LabelRecord, Value
+from worker.core.values import Feature, Invalid, Label, LabelRecord, Value
 
 # The split statistics hold products of up to four powers of the target's scale (squared gradients
 # times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).

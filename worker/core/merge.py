@@ -12,7 +12,7 @@ written, as in a replay, it only happens at the true end.)
 Each queue knows the bytes its records hold (given with them), so that the caller can stop fetching a
 topic whose records pile up in bytes as well as in number.
 
->>> from worker.values import Invalid, MergeEntry, Record
+>>> from worker.core.values import Invalid, MergeEntry, Record
 >>> def entry(ts, rank, offset):  # an entry whose record does not matter here
 ...     return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
 >>> m = Merger()
@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import islice
 
-from worker.values import MergeEntry
+from worker.core.values import MergeEntry
 
 FEATURES = 0
 LABELS = 1

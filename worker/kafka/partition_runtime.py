@@ -1,7 +1,7 @@
 """The runtime of the partitions one worker owns: fetch positions, merging, pausing, recovery.
 
-Each owned input partition is an :class:`Owned`: its :class:`~worker.state.PartitionState` restored
-from the checkpoint directory, its merge queues, the next offset to receive per topic and the
+Each owned input partition is an :class:`Owned`: its :class:`~worker.core.partition_state.PartitionState`
+restored from the checkpoint directory, its merge queues, the next offset to receive per topic and the
 bookkeeping of its checkpoints and deliveries. :class:`PartitionRuntime` turns fetched messages into
 processed runs:
 
@@ -13,9 +13,9 @@ processed runs:
   replays one record per call up to where it failed; the record that fails alone is dead-lettered
   (``model_error``) from then on.
 * **Failed deliveries.** When an output of the partition is not delivered for good (its
-  :class:`~worker.delivery.DeliveryLatch` is set), the partition stops processing; the shell then
+  :class:`~worker.kafka.delivery.DeliveryLatch` is set), the partition stops processing; the shell then
   renews its producer and the partition rewinds to its last checkpoint: that checkpoint does not
-  cover the lost output (see :mod:`worker.checkpointing`), so the records after it are processed and
+  cover the lost output (see :mod:`worker.checkpoints.protocol`), so the records after it are processed and
   their outputs produced again. The producer keeps each new output until the broker takes it or
   ``message.timeout.ms`` passes; in the second case the partition rewinds again.
 * **Committed outputs.** With exactly_once the group's committed offsets may be ahead of the
@@ -40,28 +40,26 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
 from sgt.registry import MODEL_TYPES
-from worker.backoff import Backoff
-from worker.checkpoint import CheckpointStore, Owner
-from worker.clients import Clients
+from worker.checkpoints.backoff import Backoff
+from worker.checkpoints.file_store import CheckpointStore, Owner
+from worker.checkpoints.snapshot import Snapshot
 from worker.config import WorkerSettings
-from worker.delivery import DeliveryLatch, RunDelivery
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.model_protocol import ModelClass, StreamModel
+from worker.core.partition_state import PartitionState, ProcessResult, StateConfig, split_state
+from worker.core.sgt_models import new_model
+from worker.core.values import Invalid, MergeEntry, Record
+from worker.kafka.clients import Clients
+from worker.kafka.delivery import DeliveryLatch, RunDelivery
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS, Merger
 from worker.metrics import WorkerMetrics
-from worker.model import new_model
-from worker.model_protocol import ModelClass, StreamModel
-from worker.state import PartitionState, ProcessResult, StateConfig, split_state
-from worker.state_topic import StateTopicFenced
-from worker.values import Invalid, MergeEntry, Record
-
-if TYPE_CHECKING:  # the checkpoint protocol imports this module
-    from worker.checkpointing import Snapshot
-    from worker.state_mirror import StateMirror
+from worker.state_topic.client import StateTopicFenced
+from worker.state_topic.mirror import StateMirror
 
 MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition
 AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before it counts as past it
@@ -148,7 +146,7 @@ def load_state(
 
     ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
     ``store`` (default: the settings' directory and deployment) raises
-    :class:`~worker.checkpoint.OwnerConflict` on another deployment's checkpoint.
+    :class:`~worker.checkpoints.file_store.OwnerConflict` on another deployment's checkpoint.
     """
     config = state_config(settings)
     parse = state_parser(settings, partition, registry)
@@ -244,7 +242,7 @@ class PartitionRuntime:
 
         Without a state topic that is the checkpoint file (or a fresh state). With one, the partition
         is claimed in the topic and the newer of the file's and the topic's state is restored (see
-        :mod:`worker.state_mirror`); a state taken from the topic is written to the file too, so that
+        :mod:`worker.state_topic.mirror`); a state taken from the topic is written to the file too, so that
         rewinds (which read the file) find it. None when another worker claimed the partition in the
         state topic meanwhile: it is not processed here.
         """
@@ -409,8 +407,8 @@ class PartitionRuntime:
     def process_all(self) -> None:
         """Process what is ready in every owned partition but those that lost an output (they wait
         for :meth:`rewind_lost_output`). At most one model call's worth per partition
-        (:meth:`~worker.state.PartitionState.rows_per_call`): :attr:`more_ready` says whether some
-        partition has more, for the loop to come back without waiting for new records."""
+        (:meth:`~worker.core.partition_state.PartitionState.rows_per_call`): :attr:`more_ready` says
+        whether some partition has more, for the loop to come back without waiting for new records."""
         self.more_ready = False
         for partition, owned in list(self.owned.items()):
             if owned.latch.failed is not None:

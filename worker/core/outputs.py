@@ -1,5 +1,5 @@
 """Size bounds of what the worker produces, so that no output exceeds what the producer (and broker)
-accept: ``max_message_bytes`` (the producer's ``message.max.bytes``, see :mod:`worker.clients`).
+accept: ``max_message_bytes`` (the producer's ``message.max.bytes``, see :mod:`worker.kafka.clients`).
 
 * A dead letter is its source record byte for byte when that fits; otherwise a prefix of the value
   (and of the key, when the key alone would take more than a quarter of the room), with headers
@@ -55,7 +55,7 @@ _EXPLAIN_FIXED_BYTES = 40 + _FLOAT_JSON_BYTES
 
 
 def annotation_bound(interval: bool, explain_top_k: int, max_label_bytes: int) -> int:
-    """The most bytes a prediction's ``interval`` and ``explain`` fields add (worker.annotate): the
+    """The most bytes a prediction's ``interval`` and ``explain`` fields add (worker.core.annotate): the
     interval's two numbers; the class, the base and ``explain_top_k`` features whose names are cut to
     ``max_label_bytes`` bytes, each with its contribution."""
     size = _INTERVAL_BYTES if interval else 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.values import Value
+from worker.core.values import Value
 
 _TYPE_OF = {float: "numeric", str: "nominal"}
 #: the default bound of an inferred schema (setting max_features)

@@ -20,12 +20,12 @@ import logging
 
 from confluent_kafka import Consumer, TopicPartition
 
-from worker.checkpointing import Checkpointer
+from worker.checkpoints.protocol import Checkpointer
 from worker.config import WorkerSettings
+from worker.core.merge import FEATURES, LABELS
+from worker.kafka.partition_runtime import PartitionRuntime
 from worker.logs import fields
-from worker.merge import FEATURES, LABELS
 from worker.metrics import Health, WorkerMetrics
-from worker.partition import PartitionRuntime
 
 
 class Rebalancer:

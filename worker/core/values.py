@@ -1,10 +1,10 @@
 """The value types of the worker's Kafka-free core, from a consumed message to what is produced.
 
 A consumed message is a :class:`Record`; decoding turns it into a :class:`Feature`, a
-:class:`LabelRecord` or an :class:`Invalid` (see :mod:`worker.records`); the pair waits in the merge
-queues as a :class:`MergeEntry` (see :mod:`worker.merge`); a feature waiting for its label, or a label
+:class:`LabelRecord` or an :class:`Invalid` (see :mod:`worker.core.records`); the pair waits in the merge
+queues as a :class:`MergeEntry` (see :mod:`worker.core.merge`); a feature waiting for its label, or a label
 for its features, is a :class:`PendingFeature` / :class:`PendingLabel` in the join buffer (see
-:mod:`worker.join`); what the core hands to the producer is an :class:`Output`, with a
+:mod:`worker.core.join`); what the core hands to the producer is an :class:`Output`, with a
 :class:`DeadLetter` naming the topic and reason of an unusable record.
 
 The types made for every record on the hot path (:class:`Record`, :class:`Feature`,
@@ -88,7 +88,7 @@ class MergeEntry(NamedTuple):
     """A decoded record in a merge queue, ordered by ``(ts, rank, offset)``.
 
     ``ts`` is the decoded record's event time (minus infinity for an :class:`Invalid`), ``rank`` its
-    topic's (:data:`worker.merge.FEATURES` or :data:`worker.merge.LABELS`).
+    topic's (:data:`worker.core.merge.FEATURES` or :data:`worker.core.merge.LABELS`).
     """
 
     ts: float
@@ -110,7 +110,7 @@ class PendingFeature:
     proba: list[tuple[Label, float]] | None = None
     row: int | None = None  # row of the current predict_learn_many call until its prediction is known
     size: int = 0  # bytes of the record it came from
-    interval: list[float] | None = None  # the published prediction interval (worker.annotate), if any
+    interval: list[float] | None = None  # the published prediction interval (worker.core.annotate), if any
 
     @property
     def nbytes(self) -> int:

@@ -1,7 +1,7 @@
 """The worker's partition states mirrored in the state topic: which copy to restore, and its writes.
 
 With a state topic (setting ``state_topic``), every checkpoint a worker writes to its checkpoint file
-is also written to the topic (:mod:`worker.state_topic`), and on assignment the worker restores the
+is also written to the topic (:mod:`worker.state_topic.client`), and on assignment the worker restores the
 newer of the two copies. The checkpoint directory becomes a cache: a worker with an empty one, on any
 machine, continues exactly where the partition's previous owner stopped.
 
@@ -29,10 +29,10 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from worker.config import WorkerSettings
+from worker.core.partition_state import PartitionState, state_header
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
-from worker.state import PartitionState, state_header
-from worker.state_topic import (
+from worker.state_topic.client import (
     PendingWrite,
     StateTopic,
     StateTopicConfig,
@@ -107,7 +107,7 @@ def mirror_config(
 class StateMirror:
     """The worker's side of the state topic: created before the group join, one per process.
 
-    Not thread-safe, as :class:`~worker.state_topic.StateTopic`: the loop's thread calls it.
+    Not thread-safe, as :class:`~worker.state_topic.client.StateTopic`: the loop's thread calls it.
     """
 
     def __init__(
@@ -154,7 +154,7 @@ class StateMirror:
     ) -> Restored:
         """Claim ``partition`` and return the newer of ``local`` (from the file) and the topic's state.
 
-        Raises :class:`~worker.state_topic.StateTopicFenced` when another worker claimed the partition
+        Raises :class:`~worker.state_topic.client.StateTopicFenced` when another worker claimed the partition
         meanwhile. A topic state that does not parse (another task or topics) is logged, counted as
         ``corrupt`` and skipped. When the file is the newer, it is written to the topic before this
         returns.
@@ -211,9 +211,10 @@ class StateMirror:
     def finish(self, mirroring: Mirroring) -> None:
         """Wait until the checkpoint is durable in the topic and confirmed as the owner's.
 
-        Raises :class:`~worker.state_topic.StateTopicFenced` (another worker owns the partition) or
-        another :class:`~worker.state_topic.StateTopicError` (not written;
-        :class:`~worker.state_topic.StateTopicLost`: the topic was deleted, and :attr:`lost` says so)."""
+        Raises :class:`~worker.state_topic.client.StateTopicFenced` (another worker owns the partition) or
+        another :class:`~worker.state_topic.client.StateTopicError` (not written;
+        :class:`~worker.state_topic.client.StateTopicLost`: the topic was deleted, and :attr:`lost`
+        says so)."""
         try:
             written = self.topic.finish(mirroring.pending)
         except StateTopicLost as exc:
@@ -248,10 +249,10 @@ class StateMirror:
     def confirm(self, mirroring: Mirroring) -> None:
         """After the transaction of :meth:`stage` committed: the ownership check and the cleanup.
 
-        Raises :class:`~worker.state_topic.StateTopicFenced` when a newer owner claimed the partition
+        Raises :class:`~worker.state_topic.client.StateTopicFenced` when a newer owner claimed the partition
         before the state (void for every reader: the next owner restores an older state or the file,
         and processes the records since without producing their outputs again), or
-        :class:`~worker.state_topic.StateTopicLost` as :meth:`finish` does."""
+        :class:`~worker.state_topic.client.StateTopicLost` as :meth:`finish` does."""
         try:
             written = self.topic.confirm(mirroring.pending)
         except StateTopicLost as exc:

@@ -5,7 +5,7 @@ The producer retries a message until ``message.timeout.ms``; a delivery report w
 that is final (the broker was away too long, the topic refused the message). Such an output is lost
 unless its record is processed again, so the failure is latched on the partition's
 :class:`DeliveryLatch`: from then on no checkpoint or commit may cover that partition's records, and
-the partition runtime rewinds it to its last checkpoint (see :mod:`worker.partition`).
+the partition runtime rewinds it to its last checkpoint (see :mod:`worker.kafka.partition_runtime`).
 
 >>> import logging
 >>> latch = DeliveryLatch()

@@ -1,6 +1,6 @@
 """What the worker needs from a model, as protocols: sgt's models have it, and so may a stand-in.
 
-The worker's core (:mod:`worker.state`) predicts and learns a run of records with one strictly
+The worker's core (:mod:`worker.core.partition_state`) predicts and learns a run of records with one strictly
 prequential ``predict_learn_many`` call, reads ``classes_`` for classification, saves the model with
 ``to_bytes`` and restores it with its class's ``from_bytes``; the metrics read its size and shape.
 Nothing else is called, so any class with these members can serve (the tests use small stand-ins).
@@ -76,5 +76,5 @@ class ModelClass(Protocol):
 
 def classes_of(model: StreamModel) -> list[Any]:
     """The classes of a classification model (the worker asks only when its task is classification,
-    whose models :func:`worker.model.new_model` makes or the registry restores are classifiers)."""
+    whose models :func:`worker.core.sgt_models.new_model` makes or the registry restores are classifiers)."""
     return cast(ClassifierModel, model).classes_

@@ -1,14 +1,14 @@
 """The exactly-once commit strategy: each checkpoint of the worker is one Kafka transaction.
 
 With ``processing_guarantee = exactly_once`` the output producer is transactional (one per worker
-process, ``transactional.id`` from :func:`worker.clients.transactional_id`) and always has a
+process, ``transactional.id`` from :func:`worker.kafka.clients.transactional_id`) and always has a
 transaction open. Every prediction and dead letter goes into it. When a partition's checkpoint falls
 due (``checkpoint_records`` / ``checkpoint_seconds``, as with at_least_once), every partition that
 processed records since the last commit is checkpointed at once, between two runs:
 
 1. **Snapshot** of each such partition (its state as bytes and the next offsets it reflects); with a
-   state topic (:mod:`worker.state_mirror`) each snapshot's state records are staged in the same
-   transaction (:meth:`worker.state_topic.StateTopic.stage`), once the group has committed offsets
+   state topic (:mod:`worker.state_topic.mirror`) each snapshot's state records are staged in the same
+   transaction (:meth:`worker.state_topic.client.StateTopic.stage`), once the group has committed offsets
    for the partition (see below).
 2. **Offsets into the transaction**: ``send_offsets_to_transaction`` with those next offsets and the
    consumer's group metadata (the broker refuses them from a member of an older group generation: a
@@ -20,14 +20,14 @@ processed records since the last commit is checkpointed at once, between two run
 
 A crash between 3 and 4 leaves a file behind the committed offsets: on restore, the records between are
 processed again without producing anything (their outputs are committed;
-:attr:`worker.partition.Owned.replay_until`), which brings the model, byte for byte, to where it was.
+:attr:`worker.kafka.partition_runtime.Owned.replay_until`), which brings the model, byte for byte, to where it was.
 A file ahead of the committed offsets would instead hold learning whose outputs were aborted, and
 they would never be produced again; docs/reliability.md has the whole argument.
 
 The state topic's copy must never be ahead either. Kafka hides an aborted transaction's state records
 from the restoring reader (read_committed); a broker that does not filter them (the embedded test
 broker) shows them, and a restore skips a state past the group's committed offsets
-(:meth:`worker.partition.PartitionRuntime.assign`). That check needs committed offsets to compare
+(:meth:`worker.kafka.partition_runtime.PartitionRuntime.assign`). That check needs committed offsets to compare
 with, so a partition's state is staged only from the transaction after the first one that commits
 its offsets: before, an aborted first transaction left a state the check could not tell from a
 committed one, and its partition restarted past outputs that were never committed. (When the group has
@@ -36,7 +36,7 @@ trusted, as it must be on a broker that filters aborted records.)
 
 Errors: an output not delivered for good, or an abortable error of the transaction, aborts it and
 rewinds every partition of the worker to its last commit, through the same path as at_least_once's
-lost outputs (:meth:`worker.loop.Worker.recover_deliveries`). A fatal error (another process
+lost outputs (:meth:`worker.kafka.loop.Worker.recover_deliveries`). A fatal error (another process
 initialised the same ``transactional.id``, the broker fenced this producer) raises
 :class:`TransactionFenced`: the worker stops without writing anything more (exit code 5).
 
@@ -63,15 +63,16 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from worker.checkpoint import CheckpointStore, checkpoint_path
-from worker.checkpointing import Checkpointer, Snapshot, Write
-from worker.clients import Clients
+from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
+from worker.checkpoints.protocol import Checkpointer, Write
+from worker.checkpoints.snapshot import Snapshot
+from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
-from worker.partition import Owned
-from worker.state_mirror import Mirroring
-from worker.state_topic import StateTopicError, StateTopicFenced
+from worker.kafka.partition_runtime import Owned
+from worker.state_topic.mirror import Mirroring
+from worker.state_topic.client import StateTopicError, StateTopicFenced
 
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)

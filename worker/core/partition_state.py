@@ -2,7 +2,7 @@
 
 :class:`PartitionState` holds everything a checkpoint must restore (model, join buffer, prequential
 metrics, feature schema, next offsets of both topics). :meth:`PartitionState.process` takes records in
-the merged order of :mod:`worker.merge` and turns one run of them into a single strictly prequential
+the merged order of :mod:`worker.core.merge` and turns one run of them into a single strictly prequential
 ``predict_learn_many`` call: features are predicted with the model as it was before them, labels
 (inline or joined) are learned in order, so the result does not depend on how Kafka batched the
 records.
@@ -45,15 +45,15 @@ import numpy as np
 import orjson
 
 from sgt.evaluation import Prequential
-from worker.annotate import interval_of, predict_learn
-from worker.interval_score import IntervalScore
-from worker.join import JOIN_MAX_BYTES, JoinBuffer
-from worker.merge import FEATURES, LABELS
-from worker.model_protocol import ModelClass, StreamModel, classes_of
-from worker.outputs import FRAMING_BYTES, fit_dead_letter
-from worker.records import MAX_LABEL_BYTES, MAX_TS_AHEAD, decode_feature, decode_label
-from worker.schema import MAX_FEATURES, FeatureSchema
-from worker.values import (
+from worker.core.annotate import interval_of, predict_learn
+from worker.core.interval_score import IntervalScore
+from worker.core.join import JOIN_MAX_BYTES, JoinBuffer
+from worker.core.merge import FEATURES, LABELS
+from worker.core.model_protocol import ModelClass, StreamModel, classes_of
+from worker.core.outputs import FRAMING_BYTES, fit_dead_letter
+from worker.core.records import MAX_LABEL_BYTES, MAX_TS_AHEAD, decode_feature, decode_label
+from worker.core.schema import MAX_FEATURES, FeatureSchema
+from worker.core.values import (
     DeadLetter,
     Feature,
     Invalid,
@@ -90,9 +90,10 @@ class StateConfig:
     join_max_bytes: int = JOIN_MAX_BYTES
     metrics_window: int = 1000
     max_features: int = MAX_FEATURES
-    max_message_bytes: int = 1000000  # no output is larger (see worker.outputs)
+    max_message_bytes: int = 1000000  # no output is larger (see worker.core.outputs)
     proba_top_k: int = 10  # classes listed in a prediction's proba
-    interval_coverage: float | None = None  # regression: the interval predictions carry (worker.annotate)
+    # regression: the interval predictions carry (worker.core.annotate)
+    interval_coverage: float | None = None
     explain: int = 0  # features a prediction's explain lists; 0: none
     max_label_bytes: int = MAX_LABEL_BYTES
     max_classes: int = 100  # classes a model learns; a label adding one more is dead-lettered
@@ -271,7 +272,7 @@ class PartitionState:
     def decode(self, rank: int, records: list[Record]) -> list[MergeEntry]:
         """Decode records of one topic (stateless checks only) into merge entries for :meth:`process`.
 
-        A record that cannot be used decodes to an :class:`~worker.values.Invalid`, whose event time is
+        A record that cannot be used decodes to an :class:`~worker.core.values.Invalid`, whose event time is
         minus infinity.
         """
         cfg = self.config
@@ -305,7 +306,7 @@ class PartitionState:
         return cap if not new else _rows_within(min(len(known) + new, self.config.max_classes))
 
     def process(self, entries: list[MergeEntry], now: float) -> ProcessResult:
-        """Process merged entries (in the order of :mod:`worker.merge`); ``now`` stamps predictions."""
+        """Process merged entries (in the order of :mod:`worker.core.merge`); ``now`` stamps predictions."""
         result = ProcessResult()
         run = _Run(set(classes_of(self.model)), self.config.max_classes) if self.classification else _Run()
         if self.config.labels_topic is None:  # then every entry is a feature record
