@@ -202,7 +202,7 @@ def run_command(args: argparse.Namespace, early_signals: list[int] | None = None
     from worker.kafka.loop import FinalCheckpointError, Worker
     from worker.logs import configure_logging, fields
     from worker.metrics import Health, MetricsServer, WorkerMetrics
-    from worker.state_topic.client import StateTopicLost
+    from worker.state_topic.errors import StateTopicLost
 
     try:
         settings = settings_from_args(args)

@@ -133,7 +133,8 @@ def inspect_directory(directory: str | Path, tree: bool = False) -> DirectoryIns
 
 def inspect_topic(bootstrap_servers: str, topic: str, tree: bool = False) -> DirectoryInspection:
     """The newest valid state of every partition of a state topic (``skipped`` names partitions)."""
-    from worker.state_topic.client import StateTopic, StateTopicConfig
+    from worker.state_topic.admin import StateTopicConfig
+    from worker.state_topic.client import StateTopic
 
     found = DirectoryInspection()
     with StateTopic(StateTopicConfig(bootstrap_servers, topic, timeout_s=20.0)) as states:
@@ -168,7 +169,7 @@ def topic_command(
     bootstrap_servers: str, topic: str, tree: bool, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """``sgt-worker inspect --state-topic TOPIC --bootstrap-servers HOST:PORT [--tree]``."""
-    from worker.state_topic.client import StateTopicError
+    from worker.state_topic.errors import StateTopicError
 
     out, err = out or sys.stdout, err or sys.stderr
     try:

@@ -58,7 +58,8 @@ def measure(
     bootstrap: str, records: int, writes: int, max_message_bytes: int, transactional: bool
 ) -> dict[str, float]:
     from sgt.registry import MODEL_TYPES
-    from worker.state_topic.client import StateTopic, StateTopicConfig, ensure_topic
+    from worker.state_topic.admin import StateTopicConfig, ensure_topic
+    from worker.state_topic.client import StateTopic
 
     blob = checkpoint_payload(records)
     state = PartitionState.from_bytes(blob, CONFIG, MODEL_TYPES)

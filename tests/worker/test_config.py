@@ -453,7 +453,7 @@ def test_max_classes_is_capped_where_one_record_alone_would_take_the_model_call_
 
 def test_the_fetch_settings_suit_a_real_broker_and_reach_every_consumer() -> None:
     from worker.kafka.clients import consumer_config
-    from worker.state_topic.client import reader_config
+    from worker.state_topic.admin import reader_config
     from worker.state_topic.mirror import mirror_config
 
     defaults = load_settings({}, env={})

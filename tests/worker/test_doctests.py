@@ -27,6 +27,7 @@ MODULES = [
     "worker.core.records",
     "worker.core.schema",
     "worker.core.partition_state",
+    "worker.state_topic.admin",
     "worker.state_topic.mirror",
     "worker.checkpoints.transactional",
 ]

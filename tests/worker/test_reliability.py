@@ -25,7 +25,7 @@ from worker.core.merge import FEATURES
 from worker.core.values import Record
 from worker.kafka.loop import Worker
 from worker.kafka.partition_runtime import AHEAD_GRACE_S
-from worker.state_topic.client import StateTopicFenced, StateWriteError
+from worker.state_topic.errors import StateTopicFenced, StateWriteError
 
 
 class FakeMessage:

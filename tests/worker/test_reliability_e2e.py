@@ -38,7 +38,8 @@ from worker.config import WorkerSettings
 from worker.core.partition_state import state_header
 from worker.devtools.embedded_broker import create_topics, start_tansu
 from worker.kafka.partition_runtime import load_state
-from worker.state_topic.client import StateTopic, StateTopicConfig
+from worker.state_topic.admin import StateTopicConfig
+from worker.state_topic.client import StateTopic
 
 __all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 

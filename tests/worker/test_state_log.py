@@ -325,7 +325,7 @@ def test_docstring_example() -> None:
 @settings(max_examples=50, deadline=None)
 def test_every_record_fits_the_configured_message_size(size: int, partition: int, epoch: int) -> None:
     """Chunk records, with key and framing, stay under max.message.bytes (HEADROOM_BYTES covers the rest)."""
-    from worker.state_topic.client import HEADROOM_BYTES, StateTopicConfig
+    from worker.state_topic.admin import HEADROOM_BYTES, StateTopicConfig
 
     config = StateTopicConfig("127.0.0.1:1", "state", max_message_bytes=2 * HEADROOM_BYTES)
     own = Ownership(partition, epoch, owner_id(1), next_seq=2**63 - 1)

@@ -32,16 +32,9 @@ from tests.worker.worker_util import (
     worker_threads_fixture,
 )
 from worker.state_topic import rules
-from worker.state_topic.client import (
-    HEADROOM_BYTES,
-    StateTopic,
-    StateTopicConfig,
-    StateTopicError,
-    StateTopicFenced,
-    StateTopicLost,
-    StateWriteError,
-    ensure_topic,
-)
+from worker.state_topic.admin import HEADROOM_BYTES, StateTopicConfig, ensure_topic
+from worker.state_topic.client import StateTopic
+from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost, StateWriteError
 
 __all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
@@ -267,7 +260,7 @@ def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
     writer = open_states(config)
     writer.acquire(0)
     writer.write(0, payload(30_000, 1))  # seq 0, slot 0
-    owned = writer._owned[0]
+    owned = writer.claims[0]
     plan = rules.plan_write(owned.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
     produce_records(kafka_bootstrap, config.topic, plan.records, partition=0)  # landed, unacknowledged
     rules.attempted(owned.ownership, plan)
@@ -345,8 +338,10 @@ def test_a_state_staged_in_the_callers_transaction_is_written_when_it_commits(
     # a state staged right after a confirmed one: the only other offset between them is the commit
     # marker, so the ownership check reads nothing
     reads: list[int] = []
-    read = states._read
-    monkeypatch.setattr(states, "_read", lambda p, start, upto: reads.append(start) or read(p, start, upto))
+    read = states.reader.read
+    monkeypatch.setattr(
+        states.reader, "read", lambda p, start, upto: reads.append(start) or read(p, start, upto)
+    )
     producer.begin_transaction()
     pending = states.stage(0, payload(7_000, 6), producer)
     producer.commit_transaction(20)

@@ -63,7 +63,7 @@ from worker.logs import fields
 from worker.core.merge import FEATURES, LABELS
 from worker.metrics import Health, WorkerMetrics
 from worker.kafka.partition_runtime import Owned
-from worker.state_topic.client import StateTopicError, StateTopicFenced, StateTopicLost
+from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost
 
 if TYPE_CHECKING:
     from worker.state_topic.mirror import Mirroring, StateMirror

@@ -72,7 +72,7 @@ from worker.logs import fields
 from worker.metrics import WorkerMetrics
 from worker.kafka.partition_runtime import Owned
 from worker.state_topic.mirror import Mirroring
-from worker.state_topic.client import StateTopicError, StateTopicFenced
+from worker.state_topic.errors import StateTopicError, StateTopicFenced
 
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)

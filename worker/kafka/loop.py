@@ -50,7 +50,7 @@ from worker.kafka.partition_runtime import Owned, PartitionRuntime, set_partitio
 from worker.kafka.rebalance import Rebalancer
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
-from worker.state_topic.client import StateTopicError, StateTopicLost
+from worker.state_topic.errors import StateTopicError, StateTopicLost
 from worker.state_topic.mirror import StateMirror, features_partitions
 
 _GAUGE_INTERVAL_S = 1.0

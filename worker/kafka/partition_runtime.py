@@ -58,7 +58,7 @@ from worker.kafka.clients import Clients
 from worker.kafka.delivery import DeliveryLatch, RunDelivery
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
-from worker.state_topic.client import StateTopicFenced
+from worker.state_topic.errors import StateTopicFenced
 from worker.state_topic.mirror import StateMirror
 
 MAX_QUEUED = 100_000  # fetched records waiting for the other topic, per topic and partition

@@ -32,16 +32,10 @@ from worker.config import WorkerSettings
 from worker.core.partition_state import PartitionState, state_header
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
-from worker.state_topic.client import (
-    PendingWrite,
-    StateTopic,
-    StateTopicConfig,
-    StateTopicError,
-    StateTopicFenced,
-    StateTopicLost,
-    Written,
-    ensure_topic,
-)
+from worker.state_topic.admin import StateTopicConfig, ensure_topic
+from worker.state_topic.client import StateTopic, Written
+from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost
+from worker.state_topic.writer import PendingWrite
 
 Source = Literal["file", "topic"]
 
@@ -154,7 +148,7 @@ class StateMirror:
     ) -> Restored:
         """Claim ``partition`` and return the newer of ``local`` (from the file) and the topic's state.
 
-        Raises :class:`~worker.state_topic.client.StateTopicFenced` when another worker claimed the partition
+        Raises :class:`~worker.state_topic.errors.StateTopicFenced` when another worker claimed the partition
         meanwhile. A topic state that does not parse (another task or topics) is logged, counted as
         ``corrupt`` and skipped. When the file is the newer, it is written to the topic before this
         returns.
@@ -211,9 +205,9 @@ class StateMirror:
     def finish(self, mirroring: Mirroring) -> None:
         """Wait until the checkpoint is durable in the topic and confirmed as the owner's.
 
-        Raises :class:`~worker.state_topic.client.StateTopicFenced` (another worker owns the partition) or
-        another :class:`~worker.state_topic.client.StateTopicError` (not written;
-        :class:`~worker.state_topic.client.StateTopicLost`: the topic was deleted, and :attr:`lost`
+        Raises :class:`~worker.state_topic.errors.StateTopicFenced` (another worker owns the partition) or
+        another :class:`~worker.state_topic.errors.StateTopicError` (not written;
+        :class:`~worker.state_topic.errors.StateTopicLost`: the topic was deleted, and :attr:`lost`
         says so)."""
         try:
             written = self.topic.finish(mirroring.pending)
@@ -249,10 +243,10 @@ class StateMirror:
     def confirm(self, mirroring: Mirroring) -> None:
         """After the transaction of :meth:`stage` committed: the ownership check and the cleanup.
 
-        Raises :class:`~worker.state_topic.client.StateTopicFenced` when a newer owner claimed the partition
+        Raises :class:`~worker.state_topic.errors.StateTopicFenced` when a newer owner claimed the partition
         before the state (void for every reader: the next owner restores an older state or the file,
         and processes the records since without producing their outputs again), or
-        :class:`~worker.state_topic.client.StateTopicLost` as :meth:`finish` does."""
+        :class:`~worker.state_topic.errors.StateTopicLost` as :meth:`finish` does."""
         try:
             written = self.topic.confirm(mirroring.pending)
         except StateTopicLost as exc:
