@@ -741,8 +741,8 @@ def restore_log_line(log: Path) -> dict[str, Any]:
 def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], group: str, repeats: int) -> dict[str, Any]:
     """Restore the checkpoint in-process and time state serialisation and the durable write directly."""
     from worker.checkpoints.file_store import Owner, write_checkpoint
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
-    from worker.kafka.partition_runtime import load_state
 
     settings = load_settings(
         {

@@ -14,10 +14,10 @@ import pytest
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
 from sgt.registry import MODEL_TYPES
 from tests.worker.worker_util import samples, value
+from worker.checkpoints.restore import state_config
 from worker.config import ConfigError, load_settings
 from worker.core.partition_state import PartitionState
 from worker.core.sgt_models import new_model
-from worker.kafka.partition_runtime import state_config
 from worker.metrics import WorkerMetrics
 
 

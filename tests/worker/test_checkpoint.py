@@ -254,9 +254,9 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
     """The fixture was written by the release before owners (format 1), from a PartitionState of
     partition 0 with labels on their own topic: 400 features and 385 labels processed, a 9-node
     model, 20 features waiting for their labels and 5 labels that never met their features."""
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
     from worker.core.partition_state import split_state
-    from worker.kafka.partition_runtime import load_state
 
     shutil.copy(FIXTURE, tmp_path / FIXTURE.name)
     settings = load_settings(
@@ -291,8 +291,8 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
 
 
 def test_a_checkpoint_of_the_previous_release_for_other_topics_or_task_is_refused(tmp_path: Path) -> None:
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
-    from worker.kafka.partition_runtime import load_state
 
     shutil.copy(FIXTURE, tmp_path / FIXTURE.name)
     settings = load_settings(

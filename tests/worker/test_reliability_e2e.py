@@ -34,10 +34,10 @@ from tests.worker.worker_util import (
     worker_threads_fixture,
 )
 from worker.checkpoints import file_store
+from worker.checkpoints.restore import load_state
 from worker.config import WorkerSettings
 from worker.core.partition_state import state_header
 from worker.devtools.embedded_broker import create_topics, start_tansu
-from worker.kafka.partition_runtime import load_state
 from worker.state_topic.admin import StateTopicConfig
 from worker.state_topic.client import StateTopic
 
@@ -124,7 +124,9 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
     wait_for(lambda: _next_offsets(tmp_path) == [300, 0], 30, "the first checkpoint")
     proxy.hold(client)  # from here on, the worker's predictions do not reach the broker
     produce_records(bootstrap, topics["features"], [_good(i) for i in range(300, 600)], partition=0)
-    wait_for(lambda: worker.owned and worker.owned[0].fetched[0] == 600, 30, "the new records consumed")
+    wait_for(
+        lambda: worker.owned and worker.owned[0].position.fetched[0] == 600, 30, "the new records consumed"
+    )
     time.sleep(5)  # more than message.timeout.ms: the held predictions fail for good
     assert _next_offsets(tmp_path) == [300, 0]  # no checkpoint covers an output not delivered
     proxy.release()

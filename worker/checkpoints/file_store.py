@@ -370,15 +370,21 @@ class CheckpointStore:
     Several processes of one deployment share a directory (each holds a shared lock).
     """
 
-    def __init__(self, directory: str | Path, owner: Owner, log: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        owner: Owner,
+        log: logging.Logger | None = None,
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.owner = owner
-        self.log = log or logging.getLogger("worker.checkpoints.file_store")
+        self.log = log or logging.getLogger("worker.checkpoint")
         self._lock_fd: int | None = None
         self._lock_id: tuple[int, int] | None = None  # (device, inode) of the lock file held
         self._wanted = False  # acquired and not released: a lost lock is taken again
         self._relock = threading.Lock()  # the loop's thread and the writer's may both find it lost
-        self.on_lost: Callable[[], None] = lambda: None  # told each time the directory or its lock vanished
+        self.on_lost: Callable[[], None] = on_lost or (lambda: None)  # told each time the directory or its lock vanished
 
     # -- the directory lock -------------------------------------------------------------------------
 

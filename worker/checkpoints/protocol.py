@@ -48,25 +48,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
+from worker.checkpoints.schedule import Checkpointable
 from worker.checkpoints.snapshot import Snapshot
 from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
 from worker.core.merge import FEATURES, LABELS
 from worker.metrics import Health, WorkerMetrics
-from worker.kafka.partition_runtime import Owned
 from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost
+from worker.state_topic.mirror import Mirroring, StateMirror
 
-if TYPE_CHECKING:
-    from worker.state_topic.mirror import Mirroring, StateMirror
 
 FLUSH_TIMEOUT_S = 10.0
 
@@ -75,7 +73,7 @@ FLUSH_TIMEOUT_S = 10.0
 class Write:
     """A snapshot being written by the background thread (step 3)."""
 
-    owned: Owned
+    owned: Checkpointable
     snapshot: Snapshot
     future: Future[float]  # the seconds the write took
 
@@ -84,7 +82,7 @@ class Write:
 class _Mirror:
     """A durable snapshot travelling to the state topic (step 3b)."""
 
-    owned: Owned
+    owned: Checkpointable
     snapshot: Snapshot
     mirroring: Mirroring
 
@@ -99,6 +97,8 @@ class Checkpointer:
         store: CheckpointStore,
         metrics: WorkerMetrics,
         log: logging.Logger,
+        health: Health | None = None,
+        mirror: StateMirror | None = None,
     ) -> None:
         self.settings, self.clients, self.store, self.metrics, self.log = (
             settings,
@@ -107,13 +107,19 @@ class Checkpointer:
             metrics,
             log,
         )
-        self.mirror: StateMirror | None = None  # set once the worker has opened the state topic
-        self.health = Health()  # the worker's, which it sets: told each partition's failures in a row
+        self.health = health or Health()  # told each partition's checkpoint failures in a row
+        self.mirror = mirror  # the state topic, when one is configured (opened by the worker's run)
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
         self._writing: dict[int, Write] = {}
         self._mirroring: dict[int, _Mirror] = {}
         self.fenced: dict[int, str] = {}  # partitions a newer owner claimed in the state topic: why
         self.clock: Callable[[], float] = time.monotonic  # the schedule's and backoff's time (tests set it)
+
+    def take_fenced(self, partitions: list[int] | None = None) -> dict[int, str]:
+        """The partitions found fenced (another worker's now, with why), forgotten here: all of them,
+        or those of ``partitions`` (revoked ones, which are given up already)."""
+        chosen = list(self.fenced) if partitions is None else [p for p in partitions if p in self.fenced]
+        return {p: self.fenced.pop(p) for p in chosen}
 
     def close(self) -> None:
         """Wait for the write in flight, if any (its offsets are not committed any more)."""
@@ -152,15 +158,16 @@ class Checkpointer:
 
     # -- while running: the steps across turns of the loop ---------------------------------------------
 
-    def _due(self, owned: Owned, now: float) -> bool:
+    def _due(self, owned: Checkpointable, now: float) -> bool:
         """Whether a partition's checkpoint is due at ``now``: enough records or enough time since its
         last one, and no failed attempt's pause lasting (step 3c)."""
-        return owned.retry.ready(now) and bool(
-            owned.since_checkpoint >= self.settings.checkpoint_records
-            or (owned.since_checkpoint and now - owned.last_checkpoint >= self.settings.checkpoint_seconds)
-        )
+        return owned.schedule.due(now, self.settings.checkpoint_records, self.settings.checkpoint_seconds)
 
-    def maybe_checkpoint(self, owned: dict[int, Owned]) -> None:
+    def _mirrored(self) -> bool:
+        """Whether checkpoints are copied to the state topic now (one is configured, and not lost)."""
+        return self.mirror is not None and self.mirror.usable
+
+    def maybe_checkpoint(self, owned: Mapping[int, Checkpointable]) -> None:
         """Advance every partition's checkpoint by the steps that are ready, without waiting."""
         offsets = self._finished_writes()  # step 3 done: step 3b, or 4, for those partitions
         offsets += self._finished_mirrors()  # step 3b done: step 4
@@ -168,22 +175,22 @@ class Checkpointer:
         due = [
             p
             for p, o in owned.items()
-            if o.snapshot is None
+            if o.schedule.pending is None
             and p not in self._writing
             and p not in self._mirroring
-            and o.latch.failed is None
+            and o.deliveries.failed is None
             and self._due(o, now)
         ]
         if due:  # step 1, at most one partition per turn (those assigned together fall due together)
-            p = min(due, key=lambda p: owned[p].last_checkpoint)
-            owned[p].snapshot = self.take_snapshot(owned[p])
+            p = min(due, key=lambda p: owned[p].schedule.last)
+            owned[p].schedule.hold(self.take_snapshot(owned[p]))
         for p, o in owned.items():
-            acked = o.advance_acks()  # every turn: acknowledged runs must not pile up in memory
-            snapshot = o.snapshot
+            acked = o.deliveries.advance()  # every turn: acknowledged runs must not pile up in memory
+            snapshot = o.schedule.pending
             if snapshot is None or acked < snapshot.runs or p in self._writing or p in self._mirroring:
                 continue
-            o.snapshot = None
-            if o.latch.failed is not None:  # step 2 failed: never written; the partition rewinds
+            o.schedule.release()
+            if o.deliveries.failed is not None:  # step 2 failed: never written; the partition rewinds
                 continue
             future = self._writer.submit(self._write_file, p, snapshot.blob)  # step 3
             self._writing[p] = Write(o, snapshot, future)
@@ -233,7 +240,7 @@ class Checkpointer:
 
     # -- revoke and shutdown: the steps at once ---------------------------------------------------------
 
-    def checkpoint_now(self, owned: dict[int, Owned], partitions: list[int], force: bool) -> bool:
+    def checkpoint_now(self, owned: Mapping[int, Checkpointable], partitions: list[int], force: bool) -> bool:
         """Write the partitions' current state durably, then commit the same offsets (waiting).
 
         Partitions with nothing new since their last checkpoint are skipped unless ``force`` and they
@@ -244,7 +251,7 @@ class Checkpointer:
         """
         offsets = self._wait(partitions)
         todo = [
-            p for p in partitions if p in owned and (owned[p].since_checkpoint or owned[p].snapshot or force)
+            p for p in partitions if p in owned and (owned[p].schedule.records or owned[p].schedule.pending or force)
         ]
         if not todo:
             self._commit(offsets, wait=True)
@@ -260,17 +267,17 @@ class Checkpointer:
         complete = True
         for p in todo:
             o = owned[p]
-            pending, o.snapshot = o.snapshot, None
-            if o.latch.failed is not None:
+            pending = o.schedule.release()
+            if o.deliveries.failed is not None:
                 self.metrics.checkpoint_failures.labels(reason="delivery").inc()
                 self.log.error(
                     "an output was not delivered; no checkpoint",
-                    extra=fields(partition=p, error=o.latch.failed),
+                    extra=fields(partition=p, error=o.deliveries.failed),
                 )
                 complete = False
                 continue
             if (
-                not o.since_checkpoint
+                not o.schedule.records
                 and pending is None
                 and checkpoint_path(self.store.directory, p).exists()
             ):
@@ -289,22 +296,16 @@ class Checkpointer:
 
     # -- the steps --------------------------------------------------------------------------------------
 
-    def take_snapshot(self, owned: Owned) -> Snapshot:
+    def take_snapshot(self, owned: Checkpointable) -> Snapshot:
         """Step 1: the partition's state now; it counts as checkpointed for scheduling from here on."""
         started = time.perf_counter()
         blob = owned.state.to_bytes()
-        snapshot = Snapshot(
-            blob,
-            (owned.state.next_offsets[FEATURES], owned.state.next_offsets[LABELS]),
-            owned.produced_runs,
-            owned.since_checkpoint,
-            time.perf_counter() - started,
-        )
-        owned.since_checkpoint = 0
-        owned.last_checkpoint = self.clock()
-        return snapshot
+        seconds = time.perf_counter() - started
+        records = owned.schedule.taken(self.clock())
+        offsets = (owned.state.next_offsets[FEATURES], owned.state.next_offsets[LABELS])
+        return Snapshot(blob, offsets, owned.deliveries.produced, records, seconds)
 
-    def write(self, partition: int, owned: Owned, snapshot: Snapshot) -> bool:
+    def write(self, partition: int, owned: Checkpointable, snapshot: Snapshot) -> bool:
         """Step 3 on the calling thread; True once the file is durable."""
         future: Future[float] = Future()
         try:
@@ -336,11 +337,11 @@ class Checkpointer:
         return True
 
     def _after_file(
-        self, partition: int, owned: Owned, snapshot: Snapshot, wait: bool
+        self, partition: int, owned: Checkpointable, snapshot: Snapshot, wait: bool
     ) -> list[TopicPartition]:
         """Step 3b after a durable file: the offsets to commit now (none while the state topic's copy
         travels, or when it failed)."""
-        if self.mirror is None:
+        if self.mirror is None or not self._mirrored():
             return self.succeeded(partition, owned, snapshot)
         try:
             mirror = _Mirror(owned, snapshot, self.mirror.start(partition, snapshot.blob))
@@ -362,7 +363,7 @@ class Checkpointer:
         return self.succeeded(partition, mirror.owned, mirror.snapshot)
 
     def _mirror_failed(
-        self, partition: int, owned: Owned, snapshot: Snapshot, error: StateTopicError
+        self, partition: int, owned: Checkpointable, snapshot: Snapshot, error: StateTopicError
     ) -> None:
         """A state-topic write failed: nothing is committed. Fenced: the partition is another worker's
         now. Otherwise it is due again, like a failed file write (its outputs are all delivered and
@@ -376,11 +377,10 @@ class Checkpointer:
         message = "checkpoint not written to the state topic; offsets not committed"
         self.failed(partition, owned, snapshot, message, str(error))
 
-    def failed(self, partition: int, owned: Owned, snapshot: Snapshot, message: str, error: str) -> None:
+    def failed(self, partition: int, owned: Checkpointable, snapshot: Snapshot, message: str, error: str) -> None:
         """A checkpoint attempt failed: the partition is due again, once its backoff's pause is over
         (step 3c). Logged at the start of a streak of failures, then at most once a minute."""
-        owned.since_checkpoint += snapshot.records  # due again: the next attempt writes them
-        failure = owned.retry.failed(self.clock())
+        failure = owned.schedule.failed(snapshot.records, self.clock())  # due again: the next attempt
         self.health.checkpoint_failed(partition, failure.failures)
         if failure.log:
             self.log.error(
@@ -390,10 +390,10 @@ class Checkpointer:
                 ),
             )
 
-    def succeeded(self, partition: int, owned: Owned, snapshot: Snapshot) -> list[TopicPartition]:
+    def succeeded(self, partition: int, owned: Checkpointable, snapshot: Snapshot) -> list[TopicPartition]:
         """A checkpoint is complete (file, and state topic when there is one): the backoff's streak ends;
         returns the offsets to commit."""
-        failures = owned.retry.succeeded()
+        failures = owned.schedule.succeeded()
         self.health.checkpoint_succeeded(partition)
         if failures:
             self.log.info("checkpoint written again", extra=fields(partition=partition, failures=failures))
@@ -403,9 +403,8 @@ class Checkpointer:
         """The state topic was lost (the worker is stopping): from here on checkpoints go to the files
         alone. The copies still travelling to it never count; their partitions are due again."""
         for mirror in self._mirroring.values():
-            mirror.owned.since_checkpoint += mirror.snapshot.records
+            mirror.owned.schedule.returned(mirror.snapshot.records)
         self._mirroring.clear()
-        self.mirror = None
 
     def commit_restored(self, offsets: list[TopicPartition]) -> None:
         """Commit the restored checkpoints' offsets on assignment: a worker that died between a durable

@@ -20,7 +20,7 @@ processed records since the last commit is checkpointed at once, between two run
 
 A crash between 3 and 4 leaves a file behind the committed offsets: on restore, the records between are
 processed again without producing anything (their outputs are committed;
-:attr:`worker.kafka.partition_runtime.Owned.replay_until`), which brings the model, byte for byte, to where it was.
+:attr:`worker.core.recovery.Recovery.replay_until`), which brings the model, byte for byte, to where it was.
 A file ahead of the committed offsets would instead hold learning whose outputs were aborted, and
 they would never be produced again; docs/reliability.md has the whole argument.
 
@@ -59,19 +59,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
 from worker.checkpoints.protocol import Checkpointer, Write
+from worker.checkpoints.schedule import Checkpointable
 from worker.checkpoints.snapshot import Snapshot
 from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
 from worker.logs import fields
-from worker.metrics import WorkerMetrics
-from worker.kafka.partition_runtime import Owned
-from worker.state_topic.mirror import Mirroring
+from worker.metrics import Health, WorkerMetrics
+from worker.state_topic.mirror import Mirroring, StateMirror
 from worker.state_topic.errors import StateTopicError, StateTopicFenced
 
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
@@ -109,9 +109,11 @@ class TransactionalCheckpointer(Checkpointer):
         store: CheckpointStore,
         metrics: WorkerMetrics,
         log: logging.Logger,
-        owned: dict[int, Owned],
+        owned: Mapping[int, Checkpointable],
+        health: Health | None = None,
+        mirror: StateMirror | None = None,
     ) -> None:
-        super().__init__(settings, clients, store, metrics, log)
+        super().__init__(settings, clients, store, metrics, log, health, mirror)
         self._owned = owned
         # the open transaction was begun after an abort that latched every owned partition, so it holds
         # no output of theirs: the rewinds that follow need no second abort
@@ -153,25 +155,24 @@ class TransactionalCheckpointer(Checkpointer):
         self._call(producer.abort_transaction, _CALL_TIMEOUT_S)
         self._call(producer.begin_transaction)
         for o in self._owned.values():
-            if o.latch.failed is None:
-                o.latch.failed = f"transaction aborted: {why}"
-            o.snapshot = None
+            o.deliveries.fail(f"transaction aborted: {why}")
+            o.schedule.release()
         self._just_aborted = True
 
     # -- while running --------------------------------------------------------------------------------
 
-    def maybe_checkpoint(self, owned: dict[int, Owned]) -> None:
+    def maybe_checkpoint(self, owned: Mapping[int, Checkpointable]) -> None:
         """Commit the transaction once some partition's checkpoint is due (files follow in the background)."""
         self._await_writes([p for p, write in self._writing.items() if write.future.done()])
         for o in owned.values():
-            o.advance_acks()  # acknowledged runs must not pile up in memory
-        if any(o.latch.failed is not None for o in owned.values()):
+            o.deliveries.advance()  # acknowledged runs must not pile up in memory
+        if any(o.deliveries.failed is not None for o in owned.values()):
             return  # the transaction cannot commit: the loop aborts it and rewinds (renew_producer)
         now = self.clock()
         if any(self._due(o, now) for o in owned.values()):  # a failed file write waits out its pause
             self._commit_transaction(owned)
 
-    def checkpoint_now(self, owned: dict[int, Owned], partitions: list[int], force: bool) -> bool:
+    def checkpoint_now(self, owned: Mapping[int, Checkpointable], partitions: list[int], force: bool) -> bool:
         """Commit the open transaction (every partition with records since the last commit, not only
         ``partitions``) and wait for the files of ``partitions``; with ``force``, a partition that never
         had a file gets one. False when the transaction was aborted instead: the records since the last
@@ -188,18 +189,18 @@ class TransactionalCheckpointer(Checkpointer):
         """Wait for the file writes of these partitions. Lost partitions (``commit`` False) may belong to
         another member already: the open transaction, which may hold their outputs, is aborted."""
         self._await_writes(partitions)
-        if not commit and any(o.since_checkpoint for o in self._owned.values()):
+        if not commit and any(o.schedule.records for o in self._owned.values()):
             self._abort("partitions lost")
 
     # -- the steps --------------------------------------------------------------------------------------
 
-    def _commit_transaction(self, owned: dict[int, Owned]) -> bool:
+    def _commit_transaction(self, owned: Mapping[int, Checkpointable]) -> bool:
         """Steps 1 to 4 for every partition with records since the last commit; False if aborted."""
-        if any(o.latch.failed is not None for o in owned.values()):
+        if any(o.deliveries.failed is not None for o in owned.values()):
             self.metrics.checkpoint_failures.labels(reason="delivery").inc()
             self._abort("an output was not delivered")
             return False
-        dirty = [p for p, o in owned.items() if o.since_checkpoint]
+        dirty = [p for p, o in owned.items() if o.schedule.records]
         if not dirty:
             return True
         snapshots = {p: self.take_snapshot(owned[p]) for p in dirty}  # step 1
@@ -237,7 +238,7 @@ class TransactionalCheckpointer(Checkpointer):
         another worker claimed is marked in :attr:`fenced`. A partition without committed offsets yet
         commits without it too (see the module docstring)."""
         staged: dict[int, Mirroring] = {}
-        if self.mirror is None:
+        if self.mirror is None or not self._mirrored():
             return staged
         for p, snapshot in snapshots.items():
             if p not in self._has_commit:
@@ -278,7 +279,7 @@ class TransactionalCheckpointer(Checkpointer):
             extra=fields(partition=partition, error=error),
         )
 
-    def _submit(self, partition: int, owned: Owned, snapshot: Snapshot) -> None:
+    def _submit(self, partition: int, owned: Checkpointable, snapshot: Snapshot) -> None:
         """Hand a committed snapshot to the background writer, after the partition's previous write."""
         self._await_writes([partition])
         future = self._writer.submit(self._write_file, partition, snapshot.blob)

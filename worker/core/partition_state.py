@@ -284,6 +284,11 @@ class PartitionState:
 
     # -- processing -----------------------------------------------------------------------------------
 
+    def read_again(self, rank: int) -> None:
+        """Topic ``rank`` is read again from its start (it was deleted and created again): its next
+        offset is 0; the model, the join buffer and the other topic's offset stay."""
+        self.next_offsets[rank] = 0
+
     def rows_per_call(self, queues: Sequence[deque[MergeEntry]]) -> int | None:
         """How many of the queued entries one :meth:`process` call may take (None: all of them), so
         that its model call stays within :data:`MODEL_CALL_TREE_ROWS`.

@@ -1,13 +1,16 @@
-"""Delivery bookkeeping of the outputs a partition produces: acknowledgements counted per run, and a
-latch that a delivery failing for good sets.
+"""The producer's side of the delivery bookkeeping of a partition's outputs: acknowledgements counted
+per run, and the partition's latch set by a delivery failing for good (the
+:class:`~worker.checkpoints.ledger.DeliveryLedger` that holds both is the partition's).
 
-The producer retries a message until ``message.timeout.ms``; a delivery report with an error after
-that is final (the broker was away too long, the topic refused the message). Such an output is lost
-unless its record is processed again, so the failure is latched on the partition's
-:class:`DeliveryLatch`: from then on no checkpoint or commit may cover that partition's records, and
-the partition runtime rewinds it to its last checkpoint (see :mod:`worker.kafka.partition_runtime`).
+The producer retries a message until ``message.timeout.ms``; a delivery report with an error after that is
+final (the broker was away too long, the topic refused the message). Such an output is lost unless its
+record is processed again, so the failure is latched on the partition's
+:class:`~worker.checkpoints.ledger.DeliveryLatch`: from then on no checkpoint or commit may cover that
+partition's records, and the partition runtime rewinds it to its last checkpoint (see
+:mod:`worker.kafka.partition_runtime`).
 
 >>> import logging
+>>> from worker.checkpoints.ledger import DeliveryLatch
 >>> latch = DeliveryLatch()
 >>> run = RunDelivery([1.0, 2.0], None, logging.getLogger("doc"), latch)
 >>> run(None, None); run.left, latch.failed
@@ -22,25 +25,8 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from worker.checkpoints.ledger import DeliveryLatch
 from worker.logs import fields
-
-
-class DeliveryLatch:
-    """Set by the first output of a partition that is not delivered for good; never cleared.
-
-    A partition that rewinds to its last checkpoint gets a new latch: deliveries of the outputs
-    produced before the rewind still report to the old one, which nobody reads any more.
-    """
-
-    __slots__ = ("failed", "topic")
-
-    def __init__(self) -> None:
-        self.failed: str | None = None  # the first permanent delivery error
-        self.topic: str | None = None  # the topic it was meant for
-
-    def set(self, error: KafkaError, topic: str | None) -> None:
-        if self.failed is None:
-            self.failed, self.topic = str(error), topic
 
 
 class RunDelivery:
@@ -51,7 +37,8 @@ class RunDelivery:
     counter decrement. The outputs of a run are produced together, so their acknowledgements arrive
     together too; timing them all by the last one errs, if at all, on the slow side. A delivery that
     fails for good is logged, counted as done (nothing more will come for it) and latched on the
-    partition's :class:`DeliveryLatch`, which keeps every later checkpoint of the partition away.
+    partition's :class:`~worker.checkpoints.ledger.DeliveryLatch`, which keeps every later checkpoint
+    of the partition away.
     """
 
     __slots__ = ("event_ts", "latch", "left", "log", "report", "what")

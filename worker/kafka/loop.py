@@ -11,13 +11,13 @@ One :class:`Worker` runs one consumer (group member) and one idempotent producer
   configured: :mod:`worker.state_topic.mirror`), offsets committed; :mod:`worker.checkpoints.transactional`
   instead with exactly_once: snapshot, outputs, state topic and offsets committed in one transaction, file
   durable;
-* :mod:`worker.kafka.delivery`: per-run acknowledgement counting and the per-partition latch of failures.
+* :mod:`worker.kafka.publisher`: each run's outputs produced and counted in its partition's ledger.
 
-This module owns the clients' lifetimes, the loop's turns, the produce calls and the gauges. The
-worker only stops on :meth:`Worker.stop` (or a fatal client error); at shutdown it writes a final
-checkpoint of every owned partition and raises :class:`FinalCheckpointError` after shutting down if
-one could not be written (the command line exits non-zero then; the records since the partition's
-last checkpoint are replayed by its next owner).
+:meth:`Worker.__init__` builds these collaborators in order and hands each the ones it uses. This
+module owns the clients' lifetimes and the loop's turns. The worker only stops on :meth:`Worker.stop`
+(or a fatal client error); at shutdown it writes a final checkpoint of every owned partition and raises
+:class:`FinalCheckpointError` after shutting down if one could not be written (the command line exits
+non-zero then; the records since the partition's last checkpoint are replayed by its next owner).
 
 Usage (needs a broker)::
 
@@ -34,19 +34,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 from worker.checkpoints.file_store import CheckpointStore, Owner
 from worker.checkpoints.protocol import FLUSH_TIMEOUT_S, Checkpointer
 from worker.checkpoints.transactional import TransactionalCheckpointer
 from worker.config import ConfigError, WorkerSettings, describe
 from worker.core.model_protocol import ModelClass, StreamModel
-from worker.core.partition_state import ProcessResult
 from worker.core.sgt_models import preload
 from worker.kafka.clients import Clients, consumer_config, producer_config
-from worker.kafka.delivery import RunDelivery, produce_retrying
-from worker.kafka.partition_runtime import Owned, PartitionRuntime, set_partition_gauges
+from worker.kafka.partition_runtime import OwnedPartition, PartitionRuntime
+from worker.kafka.publisher import Publisher
 from worker.kafka.rebalance import Rebalancer
 from worker.logs import RepeatFilter, fields
 from worker.metrics import Health, WorkerMetrics
@@ -85,31 +83,46 @@ class Worker:
         if not any(isinstance(f, RepeatFilter) for f in self._client_log.filters):
             self._client_log.addFilter(RepeatFilter(_CLIENT_LOG_INTERVAL_S))
         self.clients = Clients()
+        # the collaborators, each built before the ones that use it and handed to their constructors
         self.store = CheckpointStore(
-            settings.checkpoint_dir, Owner.of(settings), self.log.getChild("checkpoint")
+            settings.checkpoint_dir,
+            Owner.of(settings),
+            self.log.getChild("checkpoint"),
+            on_lost=self.metrics.checkpoint_dir_lost.inc,
         )
+        # the state topic (None when off); its clients are created by run(), as they connect at once
+        self.mirror = StateMirror.of(settings, self.metrics, self.log, self._with_callbacks({}))
+        self.owned: dict[int, OwnedPartition] = {}  # written by the runtime alone
+        self.checkpointer = (
+            TransactionalCheckpointer(
+                settings,
+                self.clients,
+                self.store,
+                self.metrics,
+                self.log,
+                self.owned,
+                self.health,
+                self.mirror,
+            )
+            if settings.processing_guarantee == "exactly_once"
+            else Checkpointer(
+                settings, self.clients, self.store, self.metrics, self.log, self.health, self.mirror
+            )
+        )
+        self.publisher = Publisher(settings, self.clients, self.metrics, self.log)
         self.runtime = PartitionRuntime(
             settings,
             self.clients,
             self.metrics,
             self.log,
-            self._emit,
+            self.owned,
+            self.publisher,
             self.store,
+            self.checkpointer,
+            self.mirror,
             model_factory,
             model_registry,
         )
-        self.mirror: StateMirror | None = None  # created by run(): its clients connect at once
-        self.checkpointer = (
-            TransactionalCheckpointer(
-                settings, self.clients, self.store, self.metrics, self.log, self.runtime.owned
-            )
-            if settings.processing_guarantee == "exactly_once"
-            else Checkpointer(settings, self.clients, self.store, self.metrics, self.log)
-        )
-        self.checkpointer.health = self.health
-        self.store.on_lost = self.metrics.checkpoint_dir_lost.inc
-        self.runtime.before_restore = lambda p: self.checkpointer.settle([p])
-        self.runtime.committed_offsets = self.checkpointer.committed_offsets
         self.rebalancer = Rebalancer(
             settings, self.runtime, self.checkpointer, self.metrics, self.health, self.log
         )
@@ -118,15 +131,10 @@ class Worker:
         self._lost: str | None = None  # why the state topic is gone, once it is (see _state_topic_lost)
         self._overrides = dict(client_overrides or {})
         self._next_gauges = 0.0
-        self._latencies: list[tuple[float, list[float]]] = []  # (delivered at, event times of a run)
         self._rewind_at: float | None = None  # when the partitions that lost an output rewind
         self.make_producer: Callable[[], Producer] = lambda: self.checkpointer.started(
             Producer(self._with_callbacks(producer_config(self.settings, self._overrides)))
         )
-
-    @property
-    def owned(self) -> dict[int, Owned]:
-        return self.runtime.owned
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -190,10 +198,9 @@ class Worker:
         new client takes about half a second, which would otherwise delay the first restore). False
         when the worker was stopped while waiting for the features topic to exist; ConfigError (naming
         the setting) when the state topic cannot be used."""
-        mirror = StateMirror.of(self.settings, self.metrics, self.log, self._with_callbacks({}))
+        mirror = self.mirror
         if mirror is None:
             return True
-        self.mirror = self.runtime.mirror = self.checkpointer.mirror = mirror
         partitions = features_partitions(consumer, self.settings.features_topic, self._stop.is_set, self.log)
         if partitions is None:
             return False
@@ -221,13 +228,10 @@ class Worker:
         now = time.monotonic()
         if self._rewind_at is not None or self.runtime.latched():
             self.recover_deliveries(now)
-        if self._latencies:  # filled by delivery callbacks, which run inside poll() and flush()
-            for delivered_at, event_ts in self._latencies:
-                self.metrics.latency.observe_many(np.maximum(delivered_at - np.asarray(event_ts), 0.0))
-            self._latencies.clear()
+        self.publisher.observe_latencies()  # of the deliveries reported inside poll() and flush()
         if now >= self._next_gauges:
             self._next_gauges = now + _GAUGE_INTERVAL_S
-            self._update_gauges(now)
+            self.runtime.update_gauges(now)
 
     def _state_topic_lost(self, reason: str) -> None:
         """The state topic was deleted (or created again): report it and stop, as Kafka Streams does
@@ -238,12 +242,11 @@ class Worker:
         self._lost = reason
         self.health.fail(f"state topic lost: {reason}")
         self.checkpointer.drop_mirror()
-        self.runtime.mirror = None
         self.stop()
 
     def _give_up_fenced(self) -> None:
         """Drop the partitions a newer owner claimed in the state topic (no outputs or commits)."""
-        fenced, self.checkpointer.fenced = self.checkpointer.fenced, {}
+        fenced = self.checkpointer.take_fenced()
         for partition, why in fenced.items():
             self.runtime.give_up([partition], why)
         self.health.forget(sorted(fenced))
@@ -328,57 +331,6 @@ class Worker:
         self.checkpointer.renew_producer(self.make_producer)
         for partition in self.runtime.latched():
             self.runtime.rewind_lost_output(partition)
-
-    def _emit(self, partition: int, owned: Owned, result: ProcessResult) -> None:
-        """Produce a run's predictions and dead letters; count them as one run each for the checkpoints."""
-        producer = self.clients.producer
-        assert producer is not None
-        topic = self.settings.predictions_topic
-        delivered = RunDelivery(
-            [out.ts for out in result.predictions], self._latencies.append, self.log, owned.latch
-        )
-        produce = producer.produce
-        for out in result.predictions:
-            try:  # inline, as this runs once per prediction; produce_retrying waits out a full queue
-                produce(topic, out.value, out.key, on_delivery=delivered)
-            except BufferError:
-                produce_retrying(producer, topic, out.key, out.value, None, delivered)
-        if result.predictions:
-            owned.in_flight.append(delivered)
-            owned.produced_runs += 1
-        if result.dead_letters:
-            ts = [letter.output.ts for letter in result.dead_letters]
-            dead = RunDelivery(ts, None, self.log, owned.latch, "dead letter")
-            for letter in result.dead_letters:
-                out = letter.output
-                produce_retrying(
-                    producer, self.settings.dead_letter_topic, out.key, out.value, out.headers, dead
-                )
-                self.metrics.invalid.labels(topic=letter.source_topic, reason=letter.reason).inc()
-            owned.in_flight.append(dead)
-            owned.produced_runs += 1
-        p = str(partition)
-        if result.predictions:
-            self.metrics.predictions.labels(partition=p).inc(len(result.predictions))
-        if result.trained:
-            self.metrics.trained.labels(partition=p).inc(result.trained)
-        for (side, reason), n in result.expired.items():
-            self.metrics.join_expired.labels(partition=p, side=side, reason=reason).inc(n)
-
-    # -- gauges ---------------------------------------------------------------------------------------
-
-    def _update_gauges(self, now: float) -> None:
-        """Per-partition gauges and lag; positions found past a topic's end are handled here too."""
-        consumer = self.clients.consumer
-        assert consumer is not None
-        for p, owned in list(self.owned.items()):
-            set_partition_gauges(self.metrics, p, owned)
-            for rank, topic in enumerate(self.topics[: 2 if owned.labels_assigned else 1]):
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
-                self.runtime.check_ends(p, owned, rank, high, now)
-                if high >= 0:
-                    behind = high - owned.state.next_offsets[rank]
-                    self.metrics.lag.labels(topic=topic, partition=str(p)).set(max(behind, 0))
 
 
 def _tune_gc() -> None:

@@ -1,35 +1,31 @@
-"""The runtime of the partitions one worker owns: fetch positions, merging, pausing, recovery.
+"""The runtime of the partitions one worker owns: restoring them, fetched records merged and processed
+in runs, pausing, recovery, rewinds.
 
-Each owned input partition is an :class:`Owned`: its :class:`~worker.core.partition_state.PartitionState`
-restored from the checkpoint directory, its merge queues, the next offset to receive per topic and the
-bookkeeping of its checkpoints and deliveries. :class:`PartitionRuntime` turns fetched messages into
-processed runs:
+Each owned input partition is an :class:`OwnedPartition`: its
+:class:`~worker.core.partition_state.PartitionState`, its merge queues, and one owner for each other
+piece of its state: its :class:`~worker.kafka.positions.FetchPosition` (written here), its
+:class:`~worker.core.recovery.Recovery` (told here what failed), the
+:class:`~worker.checkpoints.ledger.DeliveryLedger` of its outputs (the publisher adds runs, the
+producer's callbacks count them) and its :class:`~worker.checkpoints.schedule.CheckpointSchedule` (the
+checkpoint protocol's). A rewind replaces the whole partition by a new one restored from its last
+checkpoint. :class:`PartitionRuntime` turns fetched messages into processed runs:
 
-* **Fetch positions.** A fetch from before a seek may still deliver older records; :func:`unseen`
-  keeps each offset once, in order.
+* **Fetch positions.** A fetch from before a seek may still deliver older records; each offset is
+  kept once, in order.
 * **Backpressure.** A topic partition whose records pile up waiting for the other topic is paused,
   and resumed at half the bound.
-* **Poison records.** When the model raises, the partition rewinds to its last checkpoint and
-  replays one record per call up to where it failed; the record that fails alone is dead-lettered
-  (``model_error``) from then on.
-* **Failed deliveries.** When an output of the partition is not delivered for good (its
-  :class:`~worker.kafka.delivery.DeliveryLatch` is set), the partition stops processing; the shell then
-  renews its producer and the partition rewinds to its last checkpoint: that checkpoint does not
-  cover the lost output (see :mod:`worker.checkpoints.protocol`), so the records after it are processed and
-  their outputs produced again. The producer keeps each new output until the broker takes it or
+* **Poison records** and **committed outputs**: see :mod:`worker.core.recovery`.
+* **Failed deliveries.** When an output of the partition is not delivered for good (its ledger's
+  latch is set), the partition stops processing; the shell then renews its producer and the
+  partition rewinds to its last checkpoint: that checkpoint does not cover the lost output (see
+  :mod:`worker.checkpoints.protocol`), so the records after it are processed and their outputs
+  produced again. The producer keeps each new output until the broker takes it or
   ``message.timeout.ms`` passes; in the second case the partition rewinds again.
-* **Committed outputs.** With exactly_once the group's committed offsets may be ahead of the
-  checkpoint file (the transaction committed, then the process died before the file was durable):
-  the records between are processed again, learning as before, without producing their outputs,
-  which are committed already (:attr:`Owned.replay_until`, from :attr:`PartitionRuntime.committed_offsets`).
 * **Offsets past the end.** Restored offsets beyond the end of a topic (the topic was deleted and
   re-created) are detected from the fetch responses' high watermarks: once a topic partition has
   stayed ahead of its end for ``AHEAD_GRACE_S``, it is logged, counted
   (``sgt_offset_resets_total{reason="past_end"}``) and read again from its start; the model, the
   join buffer and the other topic's position are kept.
-
->>> [r.offset for r in unseen([Record(o, 0.0, None, b"") for o in (3, 4, 5)], 4)]
-[4, 5]
 """
 
 from __future__ import annotations
@@ -37,25 +33,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
-from sgt.registry import MODEL_TYPES
-from worker.checkpoints.backoff import Backoff
-from worker.checkpoints.file_store import CheckpointStore, Owner
-from worker.checkpoints.snapshot import Snapshot
+from worker.checkpoints.file_store import CheckpointStore
+from worker.checkpoints.ledger import DeliveryLedger
+from worker.checkpoints.protocol import Checkpointer
+from worker.checkpoints.restore import load_state, state_parser
+from worker.checkpoints.schedule import CheckpointSchedule
 from worker.config import WorkerSettings
 from worker.core.merge import FEATURES, LABELS, Merger
 from worker.core.model_protocol import ModelClass, StreamModel
-from worker.core.partition_state import PartitionState, ProcessResult, StateConfig, split_state
-from worker.core.sgt_models import new_model
-from worker.core.values import Invalid, MergeEntry, Record
+from worker.core.partition_state import PartitionState
+from worker.core.recovery import Recovery
+from worker.core.values import MergeEntry, Record
 from worker.kafka.clients import Clients
-from worker.kafka.delivery import DeliveryLatch, RunDelivery
+from worker.kafka.positions import FetchPosition
+from worker.kafka.publisher import Publisher
 from worker.logs import fields
 from worker.metrics import WorkerMetrics
 from worker.state_topic.errors import StateTopicFenced
@@ -66,150 +63,55 @@ AHEAD_GRACE_S = 3.0  # how long a position must stay past the fetched end before
 _LIST_INTERVAL_S = 1.0
 
 
-@dataclass
-class Owned:
-    """An owned input partition: its state, its merge queues and checkpoint bookkeeping."""
+@dataclass(frozen=True)
+class OwnedPartition:
+    """An owned input partition: its state, its merge queues, and the owner of each other piece of its
+    state (see the module docstring). Its fields are never replaced: a rewind makes a new one.
+
+    >>> from worker.checkpoints.restore import state_config
+    >>> from worker.config import load_settings
+    >>> from worker.core.sgt_models import new_model
+    >>> settings = load_settings({}, env={})
+    >>> owned = OwnedPartition.of(PartitionState(3, new_model(settings), state_config(settings)))
+    >>> owned.position.fetched, owned.schedule.records, owned.deliveries.failed
+    ([0, 0], 0, None)
+    """
 
     state: PartitionState
+    labels_assigned: bool  # this member consumes the labels topic's partition too
+    position: FetchPosition
+    recovery: Recovery
+    schedule: CheckpointSchedule
     merger: Merger = field(default_factory=Merger)
-    fetched: list[int] = field(default_factory=lambda: [0, 0])  # next offset to receive, per topic
-    since_checkpoint: int = 0
-    last_checkpoint: float = field(default_factory=time.monotonic)
-    paused: set[int] = field(default_factory=set)  # topic ranks paused because their queue is long
-    poison: set[tuple[int, int]] = field(default_factory=set)  # (rank, offset) of records the model fails on
-    careful_until: list[int] | None = None  # next offsets up to which records go one per model call
-    replay_until: list[int] | None = None  # next offsets below which the outputs are committed already
-    labels_assigned: bool = False  # this member consumes the labels topic's partition too
-    in_flight: deque[RunDelivery] = field(default_factory=deque)  # produced runs, oldest first
-    produced_runs: int = 0  # runs of outputs handed to the producer
-    acked_runs: int = 0  # of those, the leading ones whose every output was acknowledged
-    snapshot: Snapshot | None = None  # taken, waiting for its outputs' acknowledgements to be written
-    latch: DeliveryLatch = field(default_factory=DeliveryLatch)  # set when an output is lost for good
-    ahead_since: list[float | None] = field(default_factory=lambda: [None, None])  # per topic rank
-    retry: Backoff = field(default_factory=Backoff)  # when a checkpoint may be tried again after failures
+    deliveries: DeliveryLedger = field(default_factory=DeliveryLedger)
 
-    def advance_acks(self) -> int:
-        """Drop fully acknowledged runs from the front; return how many runs are acknowledged so far."""
-        while self.in_flight and self.in_flight[0].left <= 0:
-            self.in_flight.popleft()
-            self.acked_runs += 1
-        return self.acked_runs
-
-
-def state_config(settings: WorkerSettings) -> StateConfig:
-    return StateConfig(
-        task=settings.task,
-        labels_topic=settings.labels_topic,
-        features_topic=settings.features_topic,
-        features=settings.features,
-        max_record_bytes=settings.max_record_bytes,
-        join_max_pending=settings.join_max_pending,
-        join_max_age=settings.join_max_age_seconds,
-        join_max_bytes=settings.join_max_bytes,
-        metrics_window=settings.metrics_window,
-        max_features=settings.max_features,
-        max_message_bytes=settings.max_message_bytes,
-        proba_top_k=settings.proba_top_k,
-        interval_coverage=settings.interval_coverage,
-        explain=settings.explain,
-        max_label_bytes=settings.max_label_bytes,
-        max_classes=settings.max_classes,
-        max_ts_ahead=settings.max_ts_ahead_seconds,
-    )
-
-
-def state_parser(
-    settings: WorkerSettings, partition: int, registry: Mapping[str, ModelClass] | None = None
-) -> Callable[[bytes], PartitionState]:
-    """Parses a checkpoint payload of ``partition``; ValueError when it does not fit the settings."""
-    config = state_config(settings)
-    types: Mapping[str, ModelClass] = registry if registry is not None else MODEL_TYPES
-
-    def parse(payload: bytes) -> PartitionState:
-        state = PartitionState.from_bytes(payload, config, types)
-        if state.partition != partition:
-            raise ValueError(f"checkpoint holds partition {state.partition}, not {partition}")
-        return state
-
-    return parse
-
-
-def load_state(
-    settings: WorkerSettings,
-    partition: int,
-    on_bad: Callable[[Any, str], None] | None = None,
-    model_factory: Callable[[], StreamModel] | None = None,
-    registry: Mapping[str, ModelClass] | None = None,
-    store: CheckpointStore | None = None,
-) -> PartitionState:
-    """The partition's state from its newest valid checkpoint, or a fresh one.
-
-    ``model_factory`` / ``registry`` replace the sgt models (fresh model; class name -> class).
-    ``store`` (default: the settings' directory and deployment) raises
-    :class:`~worker.checkpoints.file_store.OwnerConflict` on another deployment's checkpoint.
-    """
-    config = state_config(settings)
-    parse = state_parser(settings, partition, registry)
-
-    def legacy_owner(payload: bytes) -> Owner:
-        """A checkpoint of the release before owners names its topics and task, not its group."""
-        header, _ = split_state(payload)
-        named = [header.get(k) for k in ("features_topic", "labels_topic", "task")]
-        if not isinstance(named[0], str) or not isinstance(named[2], str):
-            raise ValueError("malformed state: the header names no topics or task")
-        return Owner(settings.group_id, named[0], named[1], named[2])
-
-    store = store or CheckpointStore(settings.checkpoint_dir, Owner.of(settings))
-    loaded = store.read_newest(partition, on_bad=on_bad, accept=parse, legacy_owner=legacy_owner)
-    if loaded is not None:
-        return parse(loaded.payload)
-    model = model_factory() if model_factory is not None else new_model(settings)
-    return PartitionState(partition, model, config)
-
-
-def set_partition_gauges(metrics: WorkerMetrics, partition: int, owned: Owned) -> None:
-    """The per-partition gauges of the model, the prequential error and the join buffer."""
-    m, state, p = metrics, owned.state, str(partition)
-    model = state.model
-    m.tree_nodes.labels(partition=p).set(model.n_nodes)
-    m.tree_leaves.labels(partition=p).set(model.n_leaves)
-    m.tree_depth.labels(partition=p).set(model.depth)
-    m.model_bytes.labels(partition=p).set(model.nbytes)
-    m.model_version.labels(partition=p).set(model.version)
-    m.report_model(p, getattr(model, "n_trees", 1), getattr(model, "n_drifts", 0))
-    m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
-    m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
-    if state.prequential.task == "classification":
-        scores = state.prequential
-        m.prequential_log_loss.labels(partition=p, window="cumulative").set(scores.log_loss)
-        m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
-        m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
-        m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
-    if state.intervals is not None:
-        score = state.intervals
-        m.interval_coverage.labels(partition=p, window="cumulative").set(score.coverage)
-        m.interval_coverage.labels(partition=p, window="recent").set(score.recent_coverage)
-        m.interval_width.labels(partition=p, window="cumulative").set(score.width)
-        m.interval_width.labels(partition=p, window="recent").set(score.recent_width)
-    if state.config.explain and hasattr(model, "feature_importances"):
-        m.report_importances(p, model.feature_importances(), state.config.explain)
-    m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
-    m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
-    m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)
-    m.join_pending_bytes.labels(partition=p, side="labels").set(state.join.label_bytes)
-
-
-Emit = Callable[[int, Owned, ProcessResult], None]
+    @classmethod
+    def of(
+        cls,
+        state: PartitionState,
+        labels_assigned: bool = False,
+        replay_until: list[int] | None = None,
+        now: float | None = None,
+    ) -> OwnedPartition:
+        """The partition as ``state`` leaves it: read on from its offsets, nothing in flight, its
+        schedule started at ``now`` (default: the monotonic clock now)."""
+        return cls(
+            state,
+            labels_assigned,
+            FetchPosition(state.next_offsets),
+            Recovery(replay_until),
+            CheckpointSchedule(time.monotonic() if now is None else now),
+        )
 
 
 class PartitionRuntime:
     """The owned partitions and what happens to them between a fetch and the produce calls.
 
-    ``emit(partition, owned, result)`` publishes a processed run (the shell's producer side);
-    ``before_restore(partition)`` runs before a partition is restored from its checkpoint file (the
-    checkpoint protocol waits there for that partition's write in flight); ``committed_offsets(partition)``
-    gives the next offsets (per topic rank) whose records' outputs are committed already, or None when
-    that is not known (at_least_once: outputs are published again on replay).
+    ``owned`` is the worker's registry of owned partitions, shared with the checkpoint protocol and
+    written here alone. ``publisher`` produces each processed run; ``checkpointer`` is asked before a
+    partition is restored from its file (it waits there for that partition's write in flight) and
+    for the next offsets whose records' outputs are committed already (exactly_once); ``mirror`` is
+    the state topic, when one is configured.
     """
 
     def __init__(
@@ -218,38 +120,38 @@ class PartitionRuntime:
         clients: Clients,
         metrics: WorkerMetrics,
         log: logging.Logger,
-        emit: Emit,
+        owned: dict[int, OwnedPartition],
+        publisher: Publisher,
         store: CheckpointStore,
+        checkpointer: Checkpointer,
+        mirror: StateMirror | None,
         model_factory: Callable[[], StreamModel] | None = None,
         model_registry: Mapping[str, ModelClass] | None = None,
     ) -> None:
         self.settings, self.clients, self.metrics, self.log = settings, clients, metrics, log
-        self.store = store
-        self.emit = emit
-        self.before_restore: Callable[[int], None] = lambda _p: None
-        self.committed_offsets: Callable[[int], list[int] | None] = lambda _p: None
-        self.mirror: StateMirror | None = None  # the state topic, when one is configured
+        self.owned = owned
+        self.publisher, self.store, self.checkpointer, self.mirror = publisher, store, checkpointer, mirror
         self.topics = [settings.features_topic] + ([settings.labels_topic] if settings.labels_topic else [])
-        self.owned: dict[int, Owned] = {}
         self.more_ready = False  # the last process_all left ready records for the next turn
         self._model_factory, self._model_registry = model_factory, model_registry
         self._listed: dict[tuple[str, int], tuple[float, int, int]] = {}
 
     # -- owning -----------------------------------------------------------------------------------------
 
-    def assign(self, partition: int) -> Owned | None:
-        """The partition as its newest checkpoint left it, on assignment; None when it is not ours.
+    def assign(self, partition: int, labels_assigned: bool) -> OwnedPartition | None:
+        """Own the partition as its newest checkpoint left it; None when it is not ours.
 
         Without a state topic that is the checkpoint file (or a fresh state). With one, the partition
         is claimed in the topic and the newer of the file's and the topic's state is restored (see
-        :mod:`worker.state_topic.mirror`); a state taken from the topic is written to the file too, so that
-        rewinds (which read the file) find it. None when another worker claimed the partition in the
-        state topic meanwhile: it is not processed here.
+        :mod:`worker.state_topic.mirror`); a state taken from the topic is written to the file too, so
+        that rewinds (which read the file) find it. None when another worker claimed the partition in
+        the state topic meanwhile: it is not processed here.
         """
         started = time.monotonic()
         local = self._load(partition)
-        if self.mirror is None:
-            return self._count(self._restored(partition, local, "file", started), "file")
+        if self.mirror is None or not self.mirror.usable:
+            owned = self._restored(partition, local, "file", started, labels_assigned)
+            return self._own(partition, owned, "file")
         try:
             restored = self.mirror.restore(
                 partition, local, state_parser(self.settings, partition, self._model_registry)
@@ -276,16 +178,17 @@ class PartitionRuntime:
             restored.state,
             restored.source,
             started,
+            labels_assigned,
             state_topic_seconds=round(restored.topic_seconds, 4),
             state_topic_records_seen=restored.topic_seen,
         )
-        return self._count(owned, restored.source)
+        return self._own(partition, owned, restored.source)
 
     def _beyond_commit(self, partition: int, state: PartitionState) -> bool:
         """Whether ``state`` is past the committed offsets (exactly_once): a state staged in a
         transaction that aborted, which a broker without read_committed (the test broker) still
         shows. Its outputs were aborted, so it must not be continued; the file never is past them."""
-        committed = self.committed_offsets(partition)
+        committed = self.checkpointer.committed_offsets(partition)
         if committed is None or all(n <= c for n, c in zip(state.next_offsets, committed, strict=True)):
             return False
         self.log.warning(
@@ -295,21 +198,15 @@ class PartitionRuntime:
         )
         return True
 
-    def _count(self, owned: Owned, source: str) -> Owned:
+    def _own(self, partition: int, owned: OwnedPartition, source: str) -> OwnedPartition:
         fresh = owned.state.consumed == [0, 0]
         self.metrics.restores.labels(source="fresh" if fresh else source).inc()
+        self.owned[partition] = owned
+        self.metrics.assigned.set(len(self.owned))
         return owned
 
-    def restore(self, partition: int) -> Owned:
-        """The partition as its newest valid checkpoint file left it (or fresh); counted and logged.
-
-        Used by rewinds: the file is never older than the state topic's state of the current owner
-        (a checkpoint goes to the file first, and :meth:`assign` caches the topic's state there)."""
-        started = time.monotonic()
-        return self._restored(partition, self._load(partition), "file", started)
-
     def _load(self, partition: int) -> PartitionState:
-        self.before_restore(partition)
+        self.checkpointer.settle([partition])  # a write in flight of the partition lands first
 
         def on_bad(path: Any, why: str) -> None:
             self.metrics.checkpoint_failures.labels(reason="corrupt").inc()
@@ -320,12 +217,20 @@ class PartitionRuntime:
         )
 
     def _restored(
-        self, partition: int, state: PartitionState, source: str, started: float, **extra: Any
-    ) -> Owned:
-        owned = Owned(state, fetched=list(state.next_offsets))
-        committed = self.committed_offsets(partition)
-        if committed is not None and any(c > n for c, n in zip(committed, state.next_offsets, strict=True)):
-            owned.replay_until = committed
+        self,
+        partition: int,
+        state: PartitionState,
+        source: str,
+        started: float,
+        labels_assigned: bool,
+        **extra: Any,
+    ) -> OwnedPartition:
+        committed = self.checkpointer.committed_offsets(partition)
+        if committed is not None and not any(
+            c > n for c, n in zip(committed, state.next_offsets, strict=True)
+        ):
+            committed = None  # nothing beyond the checkpoint is committed: nothing to replay silently
+        owned = OwnedPartition.of(state, labels_assigned, replay_until=committed)
         fresh = state.consumed == [0, 0]
         self.log.info(
             "partition starts fresh" if fresh else "partition restored",
@@ -334,12 +239,12 @@ class PartitionRuntime:
                 source="fresh" if fresh else source,
                 next_offsets=state.next_offsets,
                 records_seen=sum(state.consumed),
-                committed_outputs_until=owned.replay_until,
+                committed_outputs_until=owned.recovery.replay_until,
                 seconds=round(time.monotonic() - started, 4),
                 **extra,
             ),
         )
-        set_partition_gauges(self.metrics, partition, owned)
+        self.metrics.report_partition(partition, state)
         return owned
 
     def give_up(self, partitions: list[int], why: str) -> None:
@@ -389,10 +294,9 @@ class PartitionRuntime:
             if owned is None or topic is None:  # (a message without an error has both)
                 continue
             rank = FEATURES if topic == self.settings.features_topic else LABELS
-            records = unseen(records_of(group), owned.fetched[rank])
+            records = owned.position.unseen(rank, records_of(group))
             if not records:
                 continue
-            owned.fetched[rank] = records[-1].offset + 1
             sizes = [len(r.value or b"") for r in records]
             owned.merger.push(rank, owned.state.decode(rank, records), sizes)
             self.metrics.records.labels(topic=topic, partition=str(p)).inc(len(records))
@@ -411,12 +315,12 @@ class PartitionRuntime:
         whether some partition has more, for the loop to come back without waiting for new records."""
         self.more_ready = False
         for partition, owned in list(self.owned.items()):
-            if owned.latch.failed is not None:
+            if owned.deliveries.failed is not None:
                 continue
             self.process(partition, owned)
             self.backpressure(partition, self.owned[partition])  # a recovery may have replaced it
 
-    def process(self, partition: int, owned: Owned) -> None:
+    def process(self, partition: int, owned: OwnedPartition) -> None:
         merger = owned.merger
         if not (merger.pending(FEATURES) or merger.pending(LABELS)):
             return
@@ -432,33 +336,29 @@ class PartitionRuntime:
             and (merger.pending(FEATURES) or merger.pending(LABELS))
         ):
             self.more_ready = True  # the rest on the next turn, after checkpoints and signals
-        if owned.poison:
-            entries = [defuse(entry, owned.poison) for entry in entries]
-        if owned.replay_until is not None:
-            done = committed_prefix(entries, owned.replay_until)
-            if done < len(entries):  # the merge order is the committed one: the rest are all new
-                owned.replay_until = None
-            if done and not self._run_all(partition, owned, entries[:done], publish=False):
-                return
-            entries = entries[done:]
+        entries = owned.recovery.defuse(entries)
+        done = owned.recovery.committed(entries)
+        if done and not self._run_all(partition, owned, entries[:done], publish=False):
+            return
+        entries = entries[done:]
         if entries:
             self._run_all(partition, owned, entries, publish=True)
 
-    def _run_all(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
+    def _run_all(
+        self, partition: int, owned: OwnedPartition, entries: list[MergeEntry], publish: bool
+    ) -> bool:
         """Process entries in one run, or one per run after a model failure; False if one failed."""
-        careful_until = owned.careful_until
-        if careful_until is None:
+        if not owned.recovery.one_at_a_time:
             return self._run(partition, owned, entries, publish)
         for i, entry in enumerate(entries):  # after a model failure: one record per call, to find the one
             if not self._run(partition, owned, [entry], publish):
                 return False
-            if all(n >= end for n, end in zip(owned.state.next_offsets, careful_until, strict=True)):
-                owned.careful_until = None  # past the failed run: the rest of the batch goes in one call
-                rest = entries[i + 1 :]
+            if owned.recovery.caught_up(owned.state.next_offsets):
+                rest = entries[i + 1 :]  # past the failed run: the rest of the batch goes in one call
                 return not rest or self._run(partition, owned, rest, publish)
         return True
 
-    def _run(self, partition: int, owned: Owned, entries: list[MergeEntry], publish: bool) -> bool:
+    def _run(self, partition: int, owned: OwnedPartition, entries: list[MergeEntry], publish: bool) -> bool:
         """Process entries and publish the results unless told not to (their outputs are committed
         already); on a model failure recover and return False."""
         try:
@@ -466,12 +366,12 @@ class PartitionRuntime:
         except Exception:
             self._recover(partition, owned, entries)
             return False
-        owned.since_checkpoint += len(entries)
+        owned.schedule.processed(len(entries))
         if publish:
-            self.emit(partition, owned, result)
+            self.publisher.publish(partition, owned.deliveries, result)
         return True
 
-    def _recover(self, partition: int, owned: Owned, entries: list[MergeEntry]) -> None:
+    def _recover(self, partition: int, owned: OwnedPartition, entries: list[MergeEntry]) -> None:
         """The model raised: its state may be half-updated, so restore the last checkpoint and replay.
 
         The replay goes one record at a time up to the end of the failed run; the record whose call
@@ -479,21 +379,16 @@ class PartitionRuntime:
         worker stops, and the result is the same as if that record had been invalid from the start.
         """
         rank, offset = entries[0].rank, entries[0].offset
-        if len(entries) == 1:
-            owned.poison.add((rank, offset))
         self.log.exception(
             "model failed; restoring the last checkpoint and replaying",
             extra=fields(partition=partition, records=len(entries), topic=self.topics[rank], offset=offset),
         )
-        failed_end = list(owned.state.next_offsets)
-        careful_until = [
-            max(a, b) for a, b in zip(failed_end, owned.careful_until or failed_end, strict=True)
-        ]
-        self._rewind(partition, owned, careful_until)
+        owned.recovery.model_failed(entries, owned.state.next_offsets)
+        self._rewind(partition, owned)
 
     def latched(self) -> list[int]:
         """The owned partitions with an output lost for good."""
-        return [p for p, owned in self.owned.items() if owned.latch.failed is not None]
+        return [p for p, owned in self.owned.items() if owned.deliveries.failed is not None]
 
     def rewind_lost_output(self, partition: int) -> None:
         """An output of the partition was not delivered for good: process again from the last checkpoint.
@@ -502,27 +397,28 @@ class PartitionRuntime:
         output, and a latched partition writes none), so the last checkpoint is before it.
         """
         owned = self.owned[partition]
-        self.metrics.delivery_failures.labels(topic=owned.latch.topic or "").inc()
+        latch = owned.deliveries.latch
+        self.metrics.delivery_failures.labels(topic=latch.topic or "").inc()
         self.log.error(
             "an output was not delivered; restoring the last checkpoint and processing again",
-            extra=fields(partition=partition, error=owned.latch.failed, topic=owned.latch.topic),
+            extra=fields(partition=partition, error=latch.failed, topic=latch.topic),
         )
-        self._rewind(partition, owned, owned.careful_until)
+        self._rewind(partition, owned)
 
-    def _rewind(self, partition: int, owned: Owned, careful_until: list[int] | None) -> None:
+    def _rewind(self, partition: int, owned: OwnedPartition) -> None:
         """Replace the partition by its last checkpoint and seek its topics to the offsets in it."""
         consumer = self.clients.consumer
         assert consumer is not None
-        if owned.paused:
-            consumer.resume([TopicPartition(self.topics[r], partition) for r in owned.paused])
-        restored = self.restore(partition)
-        restored.poison, restored.careful_until = owned.poison, careful_until
-        restored.labels_assigned = owned.labels_assigned
+        if owned.position.paused:
+            consumer.resume([TopicPartition(self.topics[r], partition) for r in owned.position.paused])
+        started = time.monotonic()
+        restored = self._restored(partition, self._load(partition), "file", started, owned.labels_assigned)
+        restored.recovery.inherit(owned.recovery)
         self.owned[partition] = restored
         for r, topic in enumerate(self.topics[: 2 if restored.labels_assigned else 1]):
             consumer.seek(TopicPartition(topic, partition, restored.state.next_offsets[r]))
 
-    def backpressure(self, partition: int, owned: Owned) -> None:
+    def backpressure(self, partition: int, owned: OwnedPartition) -> None:
         """Pause a topic partition whose records pile up waiting for the other topic; resume at half.
 
         After processing at most one queue of a partition is non-empty (the merge drains until one
@@ -531,18 +427,19 @@ class PartitionRuntime:
         consumer = self.clients.consumer
         assert consumer is not None
         max_bytes = self.settings.merge_max_bytes
+        paused = owned.position.paused
         for rank, topic in enumerate(self.topics):
             queued, queued_bytes = owned.merger.pending(rank), owned.merger.queued_bytes(rank)
-            if rank not in owned.paused and (queued > MAX_QUEUED or queued_bytes > max_bytes):
+            if rank not in paused and (queued > MAX_QUEUED or queued_bytes > max_bytes):
                 consumer.pause([TopicPartition(topic, partition)])
-                owned.paused.add(rank)
-            elif rank in owned.paused and queued <= MAX_QUEUED // 2 and queued_bytes <= max_bytes // 2:
+                owned.position.pause(rank)
+            elif rank in paused and queued <= MAX_QUEUED // 2 and queued_bytes <= max_bytes // 2:
                 consumer.resume([TopicPartition(topic, partition)])
-                owned.paused.discard(rank)
+                owned.position.resume(rank)
 
     # -- positions against the topics' ends -----------------------------------------------------------
 
-    def topic_done(self, rank: int, partition: int, owned: Owned) -> bool:
+    def topic_done(self, rank: int, partition: int, owned: OwnedPartition) -> bool:
         """No more records of that topic to wait for: not consumed, or read to its end.
 
         The end is the high watermark of the last fetch response. Some brokers (Tansu) send none for
@@ -556,8 +453,8 @@ class PartitionRuntime:
         tp = TopicPartition(self.topics[rank], partition)
         _, high = consumer.get_watermark_offsets(tp, cached=True)
         if high >= 0:
-            return owned.fetched[rank] >= high
-        return self._listed_empty(tp, owned.fetched[rank])
+            return owned.position.fetched[rank] >= high
+        return self._listed_empty(tp, owned.position.fetched[rank])
 
     def _listed_empty(self, tp: TopicPartition, fetched: int) -> bool:
         """Whether the broker lists the partition as empty up to ``fetched`` (asked at most once a second)."""
@@ -575,7 +472,7 @@ class PartitionRuntime:
         _, low, high = cached
         return 0 <= low == high <= fetched
 
-    def check_ends(self, partition: int, owned: Owned, rank: int, high: int, now: float) -> None:
+    def check_ends(self, partition: int, owned: OwnedPartition, rank: int, high: int, now: float) -> None:
         """Restart a topic partition from its start once its position has stayed past its end.
 
         ``high`` is the high watermark of the latest fetch response (-1 before the first one). A
@@ -585,27 +482,34 @@ class PartitionRuntime:
         below the old position, so the policy is to read the topic again from its start and keep the
         model (its learning is still valid; the records are new ones).
         """
-        if high < 0 or owned.fetched[rank] <= high or owned.merger.pending(rank):
-            owned.ahead_since[rank] = None
-            return
-        since = owned.ahead_since[rank]
-        if since is None:
-            owned.ahead_since[rank] = now
-            return
-        if now - since < AHEAD_GRACE_S:
+        position = owned.position
+        if not position.stayed_past_end(rank, high, bool(owned.merger.pending(rank)), now, AHEAD_GRACE_S):
             return
         topic = self.topics[rank]
         self.metrics.offset_resets.labels(topic=topic, reason="past_end").inc()
         self.log.warning(
             "restored offset is past the end of the topic (re-created?); reading it again from its start",
-            extra=fields(partition=partition, topic=topic, offset=owned.fetched[rank], end=high),
+            extra=fields(partition=partition, topic=topic, offset=position.fetched[rank], end=high),
         )
         consumer = self.clients.consumer
         assert consumer is not None
-        owned.ahead_since[rank] = None
-        owned.fetched[rank] = owned.state.next_offsets[rank] = 0
-        owned.snapshot = None  # it holds the old offsets; the next one is due with the records since
+        position.read_again(rank)
+        owned.state.read_again(rank)
+        owned.schedule.release()  # it holds the old offsets; the next one is due with the records since
         consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+
+    def update_gauges(self, now: float) -> None:
+        """Per-partition gauges and lag; positions found past a topic's end are handled here too."""
+        consumer = self.clients.consumer
+        assert consumer is not None
+        for p, owned in list(self.owned.items()):
+            self.metrics.report_partition(p, owned.state)
+            for rank, topic in enumerate(self.topics[: 2 if owned.labels_assigned else 1]):
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                self.check_ends(p, owned, rank, high, now)
+                if high >= 0:
+                    behind = high - owned.state.next_offsets[rank]
+                    self.metrics.lag.labels(topic=topic, partition=str(p)).set(max(behind, 0))
 
 
 def records_of(messages: list[Message]) -> list[Record]:
@@ -617,43 +521,3 @@ def records_of(messages: list[Message]) -> list[Record]:
         assert offset is not None  # a fetched message (not an error) has one
         records.append(Record(offset, millis / 1000.0 if kind else 0.0, m.key(), m.value()))
     return records
-
-
-def unseen(records: list[Record], fetched: int) -> list[Record]:
-    """The records of one topic partition at or after offset ``fetched``, each offset once.
-
-    A fetch from before a seek may still deliver older records; they are dropped here, as is anything
-    out of order.
-    """
-    kept = []
-    for record in records:
-        if record.offset >= fetched:
-            kept.append(record)
-            fetched = record.offset + 1
-    return kept
-
-
-def committed_prefix(entries: list[MergeEntry], committed: list[int]) -> int:
-    """How many leading entries come from records below the ``committed`` next offsets (per rank).
-
-    Those records' outputs were committed before a crash; they are processed again only to bring the
-    model where it was. The merge order is deterministic, so those records come first.
-
-    >>> def entry(ts, rank, offset):  # an entry whose record does not matter here
-    ...     return MergeEntry(ts, rank, offset, Record(offset, ts, None, None), Invalid("bad_x"))
-    >>> committed_prefix([entry(0.0, 0, 4), entry(0.1, 1, 2), entry(0.2, 0, 5)], [5, 3])
-    2
-    """
-    done = 0
-    for entry in entries:
-        if entry.offset >= committed[entry.rank]:
-            break
-        done += 1
-    return done
-
-
-def defuse(entry: MergeEntry, poison: set[tuple[int, int]]) -> MergeEntry:
-    """The entry, or the same record marked invalid (``model_error``) if the model failed on it."""
-    if (entry.rank, entry.offset) in poison:
-        return entry._replace(decoded=Invalid("model_error"))
-    return entry

@@ -56,22 +56,18 @@ class Rebalancer:
                 extra=fields(features=sorted(features), labels=sorted(labels)),
             )
         assignment = []
-        owned_now = self.runtime.owned
+        labels_topic = self.settings.labels_topic
         for p in sorted(features):
-            owned = self.runtime.assign(p)
+            owned = self.runtime.assign(p, labels_assigned=bool(labels_topic) and p in labels)
             if owned is None:  # another worker claimed it in the state topic: leave its topics unassigned
                 continue
-            owned_now[p] = owned
             assignment.append(
                 TopicPartition(self.settings.features_topic, p, owned.state.next_offsets[FEATURES])
             )
-            labels_topic = self.settings.labels_topic
-            owned.labels_assigned = bool(labels_topic) and p in labels
             if labels_topic and owned.labels_assigned:
                 assignment.append(TopicPartition(labels_topic, p, owned.state.next_offsets[LABELS]))
         consumer.assign(assignment)
         self.checkpointer.commit_restored([tp for tp in assignment if tp.offset > 0])
-        self.metrics.assigned.set(len(owned_now))
         self.health.set_ready(True)
         self.log.info("partitions assigned", extra=fields(partitions=sorted(features)))
 
@@ -87,8 +83,7 @@ class Rebalancer:
         finally:
             self.runtime.drop(revoked)
             self.health.forget(revoked)
-            for p in revoked:  # given up already
-                self.checkpointer.fenced.pop(p, None)
+            self.checkpointer.take_fenced(revoked)  # given up already
             if self.runtime.mirror is not None:
                 self.runtime.mirror.release(revoked)
             self.log.info("partitions revoked", extra=fields(partitions=revoked))

@@ -99,7 +99,8 @@ def mirror_config(
 
 
 class StateMirror:
-    """The worker's side of the state topic: created before the group join, one per process.
+    """The worker's side of the state topic, one per process: created with the worker, its clients
+    created and connected by :meth:`prepare` at start-up, before the group join.
 
     Not thread-safe, as :class:`~worker.state_topic.client.StateTopic`: the loop's thread calls it.
     """
@@ -113,8 +114,20 @@ class StateMirror:
     ) -> None:
         self.settings, self.metrics, self.log = settings, metrics, log
         self.config = mirror_config(settings, client_options)
-        self.topic = StateTopic(self.config)
+        self._topic: StateTopic | None = None  # its clients, created by prepare() (they connect at once)
         self.lost: str | None = None  # why the state topic is gone (deleted or created again), once it is
+
+    @property
+    def topic(self) -> StateTopic:
+        """The state topic's client, created at first use (:meth:`prepare`, at start-up)."""
+        if self._topic is None:
+            self._topic = StateTopic(self.config)
+        return self._topic
+
+    @property
+    def usable(self) -> bool:
+        """Whether states go to and come from the topic now: it is prepared, and not lost."""
+        return self._topic is not None and self.lost is None
 
     @classmethod
     def of(
@@ -264,11 +277,14 @@ class StateMirror:
 
     def release(self, partitions: list[int]) -> None:
         """Forget partitions revoked (after their final checkpoint), lost or given up."""
+        if self._topic is None:
+            return
         for p in partitions:
-            self.topic.release(p)
+            self._topic.release(p)
 
     def close(self) -> None:
-        self.topic.close()
+        if self._topic is not None:
+            self._topic.close()
 
 
 def features_partitions(
