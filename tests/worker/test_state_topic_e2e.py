@@ -260,11 +260,11 @@ def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
     writer = open_states(config)
     writer.acquire(0)
     writer.write(0, payload(30_000, 1))  # seq 0, slot 0
-    owned = writer.claims[0]
-    plan = rules.plan_write(owned.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
+    claim = writer.claims[0]
+    plan = rules.plan_write(claim.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
     produce_records(kafka_bootstrap, config.topic, plan.records, partition=0)  # landed, unacknowledged
-    rules.attempted(owned.ownership, plan)
-    owned.unsure = plan
+    rules.attempted(claim.ownership, plan)
+    claim.aborted(plan)
     assert plan.slot == 1
     written = writer.write(0, payload(30_000, 3))
     assert written.seq == 2

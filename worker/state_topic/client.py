@@ -203,7 +203,7 @@ class StateTopic:
     def _fenced_by_broker(self, partition: int, reason: str) -> None:
         claim = self.claims.get(partition)
         if claim is not None:
-            claim.fenced = reason
+            claim.fenced_by_broker(reason)
 
     def epoch(self, partition: int) -> int | None:
         """This process's epoch for ``partition``, or None when it does not own it."""
@@ -236,7 +236,7 @@ class StateTopic:
             self.writer.begin(partition, f"state seq {plan.seq}")
         pending = PendingWrite(partition, plan, self.writer.produce(partition, records), len(payload))
         pending.cost = time.perf_counter() - started
-        claim.pending = pending
+        claim.started(pending)
         return pending
 
     def stage(self, partition: int, payload: bytes, producer: Producer) -> PendingWrite:
@@ -258,7 +258,7 @@ class StateTopic:
             partition, plan, self.writer.produce(partition, plan.records, producer), len(payload)
         )
         pending.cost = time.perf_counter() - started
-        claim.pending = pending
+        claim.started(pending)
         return pending
 
     def confirm(self, pending: PendingWrite) -> Written:
@@ -274,8 +274,7 @@ class StateTopic:
                 "record's delivery report was served"
             )
         written = self.finish(pending)
-        claim = self.claims[pending.partition]
-        claim.marker = claim.verified_end
+        self.claims[pending.partition].committed_staged()
         return written
 
     def discard(self, pending: PendingWrite) -> None:
@@ -284,11 +283,10 @@ class StateTopic:
         A broker that shows aborted records to readers shows it anyway, so the next write first reads
         what landed, as after a write whose outcome is unknown."""
         claim = self.claims.get(pending.partition)
-        if claim is None or claim.pending is not pending:
+        if claim is None or not claim.finishing(pending):
             return
-        claim.pending = None
         rules.attempted(claim.ownership, pending.plan)
-        claim.unsure = pending.plan
+        claim.aborted(pending.plan)
 
     def _writable(self, partition: int) -> Claim:
         """The partition's claim, ready for a new write (or StateTopicError / StateTopicFenced)."""
@@ -318,15 +316,15 @@ class StateTopic:
         started = time.perf_counter()
         partition, plan = pending.partition, pending.plan
         claim = self.claims.get(partition)
-        if claim is None or claim.pending is not pending:
+        if claim is None or not claim.finishing(pending):
             raise StateTopicError(
                 f"partition {partition} was released or re-acquired since this write started"
             )
-        claim.pending = None
         try:
             self.writer.complete(partition, pending.delivery, f"state seq {plan.seq}")
         except StateWriteError:
-            claim.unsure = None if self.transactional else plan
+            if not self.transactional:  # a transaction that did not commit left nothing behind
+                claim.aborted(plan)
             self.check_topic()  # not written because the topic is gone? Then that is the error
             raise
         finally:
@@ -341,12 +339,12 @@ class StateTopic:
         self.check_topic()
         unacknowledged = 0
         if not self.transactional:
-            claim.own_offsets.update(offsets)
+            claim.own(offsets)
             claim.verify(self.reader, max(offsets))
             unacknowledged = self._tombstone(partition, claim, plan.cleanup)
         rules.completed(claim.ownership, plan)
         if unacknowledged:
-            claim.ownership.cleanup = list(plan.cleanup)  # tombstoning twice is harmless; leaving keys is not
+            claim.clean_up_later(plan.cleanup)
         manifest_offset = pending.delivery.offsets[plan.chunks]
         assert manifest_offset is not None
         return Written(
@@ -369,7 +367,7 @@ class StateTopic:
         self.writer.drain(partition)
         if delivery.errors or delivery.missing:
             self.writer.renew_after_failure(delivery)
-        claim.own_offsets.update(o for o in delivery.offsets if o is not None)
+        claim.own([o for o in delivery.offsets if o is not None])
         return delivery.missing
 
     # -- reading without owning ---------------------------------------------------------------------

@@ -38,6 +38,42 @@ class Claim:
     def partition(self) -> int:
         return self.ownership.partition
 
+    # -- a write's life: started, then finished, aborted or of unknown outcome ------------------------
+
+    def started(self, pending: PendingWrite) -> None:
+        """A write was handed to a producer (one per partition at a time)."""
+        self.pending = pending
+
+    def finishing(self, pending: PendingWrite) -> bool:
+        """Whether ``pending`` is this claim's write in flight; it is not any more from here on."""
+        if self.pending is not pending:
+            return False
+        self.pending = None
+        return True
+
+    def aborted(self, plan: rules.WritePlan) -> None:
+        """The write of ``plan`` may have landed or not (its transaction aborted, or some records were
+        not acknowledged): the next write first reads what landed (:meth:`resync`)."""
+        self.unsure = plan
+
+    def own(self, offsets: list[int]) -> None:
+        """These offsets hold this owner's own records (from delivery reports)."""
+        self.own_offsets.update(offsets)
+
+    def clean_up_later(self, keys: list[bytes]) -> None:
+        """Tombstones of ``keys`` were not all acknowledged: the next write sends them again
+        (tombstoning twice is harmless; leaving keys is not)."""
+        self.ownership.cleanup = list(keys)
+
+    def committed_staged(self) -> None:
+        """A state staged in a caller's transaction was confirmed: the offset after it is that
+        transaction's commit marker unless another record came first (see :meth:`verify`)."""
+        self.marker = self.verified_end
+
+    def fenced_by_broker(self, reason: str) -> None:
+        """The broker fenced this partition's transactional producer: the partition is lost."""
+        self.fenced = reason
+
     def fence(self, epoch: int) -> None:
         """``epoch`` claimed the partition: when newer than this claim, its writes raise from now on."""
         if epoch > self.ownership.epoch:
