@@ -231,3 +231,18 @@ def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_a
     owned.merger.pop_ready(labels_done=True, features_done=True)
     worker.runtime.backpressure(0, owned)
     assert recorder.calls[-1] == ("resume", [("f", 0)]) and owned.position.paused == set()
+
+
+def test_the_worker_builds_its_collaborators_first_and_hands_them_on(tmp_path: Path) -> None:
+    """Each collaborator gets what it uses through its constructor: one checkpointer, one state-topic
+    mirror and one registry of owned partitions, the same everywhere; nothing is patched in later."""
+    worker = _worker(tmp_path)
+    runtime, checkpointer = worker.runtime, worker.checkpointer
+    assert runtime.checkpointer is checkpointer and worker.rebalancer.checkpointer is checkpointer
+    assert worker.mirror is not None  # the state topic is on by default
+    assert runtime.mirror is worker.mirror and checkpointer.mirror is worker.mirror
+    assert not worker.mirror.usable  # its clients come with run(), which opens the state topic
+    assert runtime.owned is worker.owned and runtime.publisher is worker.publisher
+    assert checkpointer.health is worker.health
+    worker.store.on_lost()
+    assert value(samples(worker.metrics.render().decode()), "sgt_checkpoint_directory_lost_total") == 1
