@@ -104,3 +104,30 @@ def test_every_invariant_cites_a_test() -> None:
         start = text.index(invariant)
         following = text[start:].split("\n**", 1)[0]
         assert "`tests/" in following, invariant
+
+
+def _module_tables() -> list[list[str]]:
+    """The modules each module table lists, one list per table, in the page's order."""
+    tables: list[list[str]] = []
+    lines = _doc().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| module |"):
+            tables.append([])
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                tables[-1].append(row.strip("|").split("|")[0].strip().strip("`"))
+    return tables
+
+
+def test_each_worker_table_is_one_folder_of_the_layout() -> None:
+    """The worker's map follows its folders: one table per folder, so the table says the layer."""
+    folders = []
+    for table in _module_tables():
+        parents = {str(Path(m).parent) for m in table}
+        if any(m.startswith("worker/") for m in table):
+            assert len(parents) == 1, f"docs/architecture.md: a worker table mixes folders {sorted(parents)}"
+            folders.append(parents.pop())
+    assert len(folders) == len(set(folders)), f"a folder has more than one table: {folders}"
+    on_disk = {str(Path(m).parent) for m in _modules_on_disk() if m.startswith("worker/")}
+    assert set(folders) == on_disk

@@ -196,7 +196,7 @@ def _dead_letter_reasons_in_code() -> set[str]:
         reasons |= set(re.findall(r"_dead_letter\([^)]*?\"(\w+)\"\)", source))
         reasons |= set(re.findall(r"\breason = \"(\w+)\"", source))
     for module in ("records.py", "schema.py"):  # their checks return the reason, or None when valid
-        source = _text(REPO / "worker" / module)
+        source = _text(REPO / "worker" / "core" / module)
         reasons |= set(re.findall(r"return \"(\w+)\"", source))
         for pair in re.findall(r"\"(\w+)\" if .* else \"(\w+)\"", source):
             reasons |= set(pair)

@@ -61,7 +61,7 @@ def _text_files() -> list[Path]:
 
 def test_the_scan_sees_the_code_and_the_docs() -> None:
     names = {p.relative_to(REPO).as_posix() for p in _text_files()}
-    assert {"README.md", "sgt/base.py", "worker/loop.py", "docs/architecture.md", ".ci/run"} <= names
+    assert {"README.md", "sgt/base.py", "worker/kafka/loop.py", "docs/architecture.md", ".ci/run"} <= names
 
 
 def test_no_reference_to_a_document_outside_the_repository() -> None:

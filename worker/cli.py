@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import worker
 
 if TYPE_CHECKING:
-    from worker.loop import Worker
+    from worker.kafka.loop import Worker
 
 EXIT_NO_FINAL_CHECKPOINT = 4
 EXIT_FENCED = 5
@@ -196,20 +196,20 @@ def inspect_command(args: argparse.Namespace) -> int:
 def run_command(args: argparse.Namespace, early_signals: list[int] | None = None) -> int:
     """``sgt-worker run``; ``early_signals``: SIGTERM or SIGINT received before the worker existed
     (the worker stops at once, as for a signal received while it runs)."""
-    from worker import checkpoint
+    from worker.checkpoints import file_store
+    from worker.checkpoints.transactional import TransactionFenced
     from worker.config import SETTINGS, ConfigError, describe, redacted, settings_from_args, unknown_variables
+    from worker.kafka.loop import FinalCheckpointError, Worker
     from worker.logs import configure_logging, fields
-    from worker.loop import FinalCheckpointError, Worker
     from worker.metrics import Health, MetricsServer, WorkerMetrics
-    from worker.state_topic import StateTopicLost
-    from worker.transactions import TransactionFenced
+    from worker.state_topic.errors import StateTopicLost
 
     try:
         settings = settings_from_args(args)
     except ConfigError as exc:
         print(f"sgt-worker run: {exc}", file=sys.stderr)
         return 2
-    problem = checkpoint.directory_problem(settings.checkpoint_dir)
+    problem = file_store.directory_problem(settings.checkpoint_dir)
     if problem is not None:
         print(f"sgt-worker run: {describe('checkpoint_dir')}: {problem}", file=sys.stderr)
         return 2
@@ -251,7 +251,7 @@ def run_command(args: argparse.Namespace, early_signals: list[int] | None = None
             "worker stopped: the state topic was deleted or created again", extra=fields(error=str(exc))
         )
         return EXIT_STATE_TOPIC_LOST
-    except checkpoint.OwnerConflict as exc:
+    except file_store.OwnerConflict as exc:
         log.error("checkpoint directory refused", extra=fields(error=str(exc)))
         return 2
     except ConfigError as exc:  # found only once the broker answers (the state topic's settings)

@@ -28,9 +28,9 @@ import orjson
 
 from sgt.evaluation import Prequential
 from sgt.registry import MODEL_TYPES
-from worker import checkpoint
-from worker.interval_score import IntervalScore
-from worker.state import split_state
+from worker.checkpoints import file_store
+from worker.core.interval_score import IntervalScore
+from worker.core.partition_state import split_state
 
 _UNUSABLE = (ValueError, KeyError, TypeError, IndexError)  # a payload that verifies but does not parse
 
@@ -45,13 +45,13 @@ class DirectoryInspection:
 
 
 def summarize(
-    payload: bytes, path: Path, tree: bool = False, owner: checkpoint.Owner | None = None
+    payload: bytes, path: Path, tree: bool = False, owner: file_store.Owner | None = None
 ) -> dict[str, Any]:
     """The summary of one verified checkpoint payload."""
     header, model_blob = split_state(payload)
     model_type = MODEL_TYPES.get(header.get("model_type", ""))
     if model_type is None:
-        raise checkpoint.CheckpointError(f"unknown model type {header.get('model_type')!r}")
+        raise file_store.CheckpointError(f"unknown model type {header.get('model_type')!r}")
     model = model_type.from_bytes(model_blob)
     metrics = Prequential.from_dict(header["prequential"])
     summary: dict[str, Any] = {
@@ -107,17 +107,17 @@ def _json_float(value: float) -> float | None:
 
 def inspect_file(path: str | Path, tree: bool = False) -> dict[str, Any]:
     """The summary of one checkpoint file; raises CheckpointError (or ValueError) if it is unusable."""
-    owner, payload = checkpoint.read_owned(path)
+    owner, payload = file_store.read_owned(path)
     return summarize(payload, Path(path), tree, owner)
 
 
 def inspect_directory(directory: str | Path, tree: bool = False) -> DirectoryInspection:
     """The newest checkpoint of every partition in the directory that verifies and parses."""
     found = DirectoryInspection()
-    for partition in checkpoint.partitions_in(directory):
+    for partition in file_store.partitions_in(directory):
         for path in (
-            checkpoint.checkpoint_path(directory, partition),
-            checkpoint.previous_path(directory, partition),
+            file_store.checkpoint_path(directory, partition),
+            file_store.previous_path(directory, partition),
         ):
             if not path.exists():
                 continue
@@ -133,7 +133,8 @@ def inspect_directory(directory: str | Path, tree: bool = False) -> DirectoryIns
 
 def inspect_topic(bootstrap_servers: str, topic: str, tree: bool = False) -> DirectoryInspection:
     """The newest valid state of every partition of a state topic (``skipped`` names partitions)."""
-    from worker.state_topic import StateTopic, StateTopicConfig
+    from worker.state_topic.admin import StateTopicConfig
+    from worker.state_topic.client import StateTopic
 
     found = DirectoryInspection()
     with StateTopic(StateTopicConfig(bootstrap_servers, topic, timeout_s=20.0)) as states:
@@ -168,7 +169,7 @@ def topic_command(
     bootstrap_servers: str, topic: str, tree: bool, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
     """``sgt-worker inspect --state-topic TOPIC --bootstrap-servers HOST:PORT [--tree]``."""
-    from worker.state_topic import StateTopicError
+    from worker.state_topic.errors import StateTopicError
 
     out, err = out or sys.stdout, err or sys.stderr
     try:

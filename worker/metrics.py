@@ -32,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from worker import __version__
+from worker.core.partition_state import PartitionState
 from worker.logs import fields
 
 # fine between 10 and 100 ms, where a healthy worker's p99 lies, so histogram_quantile is close there
@@ -256,6 +257,37 @@ class WorkerMetrics:
             if name in chosen:
                 self.feature_importance.labels(partition=partition, feature=name).set(value)
         self._importance_labels[partition] = chosen
+
+    def report_partition(self, partition: int, state: PartitionState) -> None:
+        """The per-partition gauges of the model, the prequential error and the join buffer."""
+        m, p = self, str(partition)
+        model = state.model
+        m.tree_nodes.labels(partition=p).set(model.n_nodes)
+        m.tree_leaves.labels(partition=p).set(model.n_leaves)
+        m.tree_depth.labels(partition=p).set(model.depth)
+        m.model_bytes.labels(partition=p).set(model.nbytes)
+        m.model_version.labels(partition=p).set(model.version)
+        m.report_model(p, getattr(model, "n_trees", 1), getattr(model, "n_drifts", 0))
+        m.prequential_error.labels(partition=p, window="cumulative").set(state.prequential.error)
+        m.prequential_error.labels(partition=p, window="recent").set(state.prequential.recent_error)
+        if state.prequential.task == "classification":
+            scores = state.prequential
+            m.prequential_log_loss.labels(partition=p, window="cumulative").set(scores.log_loss)
+            m.prequential_log_loss.labels(partition=p, window="recent").set(scores.recent_log_loss)
+            m.prequential_brier.labels(partition=p, window="cumulative").set(scores.brier)
+            m.prequential_brier.labels(partition=p, window="recent").set(scores.recent_brier)
+        if state.intervals is not None:
+            score = state.intervals
+            m.interval_coverage.labels(partition=p, window="cumulative").set(score.coverage)
+            m.interval_coverage.labels(partition=p, window="recent").set(score.recent_coverage)
+            m.interval_width.labels(partition=p, window="cumulative").set(score.width)
+            m.interval_width.labels(partition=p, window="recent").set(score.recent_width)
+        if state.config.explain and hasattr(model, "feature_importances"):
+            m.report_importances(p, model.feature_importances(), state.config.explain)
+        m.join_pending.labels(partition=p, side="features").set(len(state.join.features))
+        m.join_pending.labels(partition=p, side="labels").set(len(state.join.labels))
+        m.join_pending_bytes.labels(partition=p, side="features").set(state.join.feature_bytes)
+        m.join_pending_bytes.labels(partition=p, side="labels").set(state.join.label_bytes)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,7 +8,7 @@ Run from the repository root (not part of pytest; no network)::
 
 The stream is the worker's SEA (`worker.devtools.streams.SEA`: three features uniform on [0, 10],
 10% label noise, the concept's threshold changing every ``--period`` records, 50,000 by default). Each
-model is the one the worker starts for classification (`worker.model.new_model`, default settings)
+model is the one the worker starts for classification (`worker.core.sgt_models.new_model`, default settings)
 with ``model_max_bytes`` set to each of ``--budgets`` ("none" is unbounded), and learns the stream in
 batches of ``--batch`` records with ``predict_learn_many`` (each row predicted before it is learned).
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from worker.config import load_settings
+from worker.core.sgt_models import new_model
 from worker.devtools.streams import SEA
-from worker.model import new_model
 
 MODELS = ("sgt", "boosted")
 UNITS = {"kib": 1024, "mib": 1024 * 1024, "gib": 1024 * 1024 * 1024}

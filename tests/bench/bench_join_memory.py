@@ -35,9 +35,9 @@ import orjson
 from confluent_kafka import Producer
 
 from tests.worker.worker_util import samples, value
-from worker.checkpoint import checkpoint_path, read_newest
+from worker.checkpoints.file_store import checkpoint_path, read_newest
+from worker.core.partition_state import split_state
 from worker.devtools.embedded_broker import create_topics, free_port, start_tansu
-from worker.state import split_state
 
 REPO = Path(__file__).resolve().parents[2]
 WAIT_LIMIT_S = 900.0

@@ -3,7 +3,7 @@
 For each model size (records learned of the rotating-hyperplane stream: classification, 10 numeric
 features, the worker's default model), the checkpoint payload a partition would write
 (``PartitionState.to_bytes()``) is written to a fresh state topic and restored by another
-:class:`~worker.state_topic.StateTopic`, as a worker on another machine would. Loopback only.
+:class:`~worker.state_topic.client.StateTopic`, as a worker on another machine would. Loopback only.
 Run from the repository root::
 
     .venv/bin/python -m tests.bench.bench_state_topic
@@ -33,10 +33,10 @@ import time
 import uuid
 
 from worker.config import load_settings
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.sgt_models import new_model
 from worker.devtools.embedded_broker import start_tansu
 from worker.devtools.streams import RotatingHyperplane
-from worker.model import new_model
-from worker.state import PartitionState, StateConfig
 
 CONFIG = StateConfig("classification", None)
 LEARN_BATCH = 10_000
@@ -58,7 +58,8 @@ def measure(
     bootstrap: str, records: int, writes: int, max_message_bytes: int, transactional: bool
 ) -> dict[str, float]:
     from sgt.registry import MODEL_TYPES
-    from worker.state_topic import StateTopic, StateTopicConfig, ensure_topic
+    from worker.state_topic.admin import StateTopicConfig, ensure_topic
+    from worker.state_topic.client import StateTopic
 
     blob = checkpoint_payload(records)
     state = PartitionState.from_bytes(blob, CONFIG, MODEL_TYPES)

@@ -37,7 +37,7 @@ Run from the repository root::
     for a record produced while no worker ran. Then a third worker with an EMPTY checkpoint
     directory restores the partition from the state topic, measured the same way. The checkpoint
     write time comes from the worker's ``sgt_checkpoint_seconds`` histogram and from timing
-    ``worker.checkpoint.write_checkpoint`` on the restored state directly.
+    ``worker.checkpoints.file_store.write_checkpoint`` on the restored state directly.
 
 The hidden ``passthrough`` subcommand is the baseline process; the bench starts it itself.
 """
@@ -94,7 +94,7 @@ NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worke
 NO_STATE_TOPIC = "worker-no-state"  # the throughput kind of the worker without a state topic
 EXACTLY_ONCE = "worker-eos"  # the throughput kind of the worker with processing_guarantee exactly_once
 
-# The worker's client settings (worker/loop.py), reproduced for the pass-through baseline.
+# The worker's client settings (worker/kafka/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
@@ -740,9 +740,9 @@ def restore_log_line(log: Path) -> dict[str, Any]:
 
 def time_checkpoint_io(checkpoints: Path, topics: dict[str, str], group: str, repeats: int) -> dict[str, Any]:
     """Restore the checkpoint in-process and time state serialisation and the durable write directly."""
-    from worker.checkpoint import Owner, write_checkpoint
+    from worker.checkpoints.file_store import Owner, write_checkpoint
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
-    from worker.partition import load_state
 
     settings = load_settings(
         {

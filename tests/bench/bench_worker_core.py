@@ -32,13 +32,13 @@ import numpy as np
 import orjson
 
 from worker.config import WorkerSettings, load_settings
+from worker.core.merge import FEATURES
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.sgt_models import new_model, preload
+from worker.core.values import Record
 from worker.devtools.produce import feature_record
 from worker.devtools.streams import RotatingHyperplane
-from worker.loop import _tune_gc
-from worker.merge import FEATURES
-from worker.model import new_model, preload
-from worker.state import PartitionState, StateConfig
-from worker.values import Record
+from worker.kafka.loop import _tune_gc
 
 PARTITIONS = 4
 

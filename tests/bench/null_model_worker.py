@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-import worker.partition
+import worker.checkpoints.restore
 from sgt import SGTClassifier
 from worker.cli import main
 from worker.config import WorkerSettings
@@ -48,5 +48,5 @@ def null_model(_settings: WorkerSettings) -> NullClassifier:
 if __name__ == "__main__":
     # the worker builds each partition's fresh model through this name (a checkpoint is never read:
     # the bench gives every process an empty checkpoint directory)
-    worker.partition.new_model = null_model
+    worker.checkpoints.restore.new_model = null_model
     sys.exit(main())

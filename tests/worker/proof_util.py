@@ -16,9 +16,10 @@ import orjson
 
 from tests.kafka_util import produce_records, read_all
 from tests.worker.worker_util import checkpoint_headers, offline_classification
+from worker.core.partition_state import split_state
 from worker.devtools.embedded_broker import create_topics
-from worker.state import split_state
-from worker.state_topic import StateTopic, StateTopicConfig
+from worker.state_topic.admin import StateTopicConfig
+from worker.state_topic.client import StateTopic
 
 PARTITIONS = 4
 N = 4000

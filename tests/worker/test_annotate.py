@@ -1,5 +1,5 @@
-"""Predictions with ``interval`` and ``explain`` fields (worker.annotate): each row's field is the one the
-model had when it predicted the row, the model learns the same bytes as without them, and the fields
+"""Predictions with ``interval`` and ``explain`` fields (worker.core.annotate): each row's field is the
+one the model had when it predicted the row, the model learns the same bytes as without them, and the fields
 stay within the size bound the settings check."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 
 from sgt import BoostedClassifier, SGTClassifier, SGTRegressor
 from worker.config import ConfigError, load_settings
-from worker.merge import FEATURES, LABELS, Merger
-from worker.model import new_model
-from worker.outputs import annotation_bound, prediction_bound
-from worker.state import PartitionState, StateConfig
-from worker.values import Record
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.outputs import annotation_bound, prediction_bound
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.sgt_models import new_model
+from worker.core.values import Record
 
 
 def _records(n: int, task: str, seed: int = 0) -> list[Record]:

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from sgt import SGTClassifier, SGTRegressor
 from sgt.registry import MODEL_TYPES
-from worker.merge import FEATURES, LABELS, Merger
-from worker.records import decode_feature, decode_label
-from worker.state import PartitionState, StateConfig
-from worker.values import Feature, Invalid, LabelRecord, Record
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.records import decode_feature, decode_label
+from worker.core.values import Feature, Invalid, LabelRecord, Record
 
 MAX_BYTES = 400
 # every reason the core gives (model_error comes from the loop, after a model failure)

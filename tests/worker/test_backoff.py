@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.backoff import FIRST_RETRY_S, LOG_EVERY_S, MAX_RETRY_S, Backoff
+from worker.checkpoints.backoff import FIRST_RETRY_S, LOG_EVERY_S, MAX_RETRY_S, Backoff
 
 
 def test_the_pause_starts_soon_doubles_and_is_capped() -> None:

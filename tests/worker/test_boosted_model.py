@@ -14,11 +14,11 @@ import pytest
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
 from sgt.registry import MODEL_TYPES
 from tests.worker.worker_util import samples, value
+from worker.checkpoints.restore import state_config
 from worker.config import ConfigError, load_settings
+from worker.core.partition_state import PartitionState
+from worker.core.sgt_models import new_model
 from worker.metrics import WorkerMetrics
-from worker.model import new_model
-from worker.partition import state_config
-from worker.state import PartitionState
 
 
 def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None:
@@ -92,7 +92,7 @@ import numpy as np
 import sgt
 from sgt import kernels
 from tests.sgt.sgt_testkit import multiclass_stream, step_regression_stream, threshold_stream
-from worker.model import preload
+from worker.core.sgt_models import preload
 
 preload()
 dispatchers = [getattr(kernels, name) for name in kernels.__all__]

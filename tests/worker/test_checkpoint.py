@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgt.evaluation import Prequential
-from worker.checkpoint import (
+from worker.checkpoints.file_store import (
     LOCK_NAME,
     CheckpointError,
     CheckpointStore,
@@ -170,7 +170,7 @@ def test_the_lock_is_held_across_processes_and_released_by_a_killed_one(tmp_path
         [
             sys.executable,
             "-c",
-            "import sys; from worker.checkpoint import CheckpointStore, Owner; "
+            "import sys; from worker.checkpoints.file_store import CheckpointStore, Owner; "
             f"CheckpointStore(sys.argv[1], Owner{tuple(OTHER.__dict__.values())!r}).acquire(); "
             "print('locked', flush=True); sys.stdin.read()",
             str(tmp_path),
@@ -232,7 +232,7 @@ def test_a_write_fails_cleanly_if_its_temporary_file_is_removed_before_it_is_loc
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A starting worker may take a temporary file created a moment ago for a leftover."""
-    import worker.checkpoint as module
+    import worker.checkpoints.file_store as module
 
     real_flock = fcntl.flock
 
@@ -254,9 +254,9 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
     """The fixture was written by the release before owners (format 1), from a PartitionState of
     partition 0 with labels on their own topic: 400 features and 385 labels processed, a 9-node
     model, 20 features waiting for their labels and 5 labels that never met their features."""
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
-    from worker.partition import load_state
-    from worker.state import split_state
+    from worker.core.partition_state import split_state
 
     shutil.copy(FIXTURE, tmp_path / FIXTURE.name)
     settings = load_settings(
@@ -291,8 +291,8 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_restores_exactly(
 
 
 def test_a_checkpoint_of_the_previous_release_for_other_topics_or_task_is_refused(tmp_path: Path) -> None:
+    from worker.checkpoints.restore import load_state
     from worker.config import load_settings
-    from worker.partition import load_state
 
     shutil.copy(FIXTURE, tmp_path / FIXTURE.name)
     settings = load_settings(
@@ -325,7 +325,7 @@ def test_a_checkpoint_directory_lost_while_running_is_recreated_with_its_lock_an
         shutil.rmtree(directory)
     else:
         (directory / LOCK_NAME).unlink()
-    with caplog.at_level(logging.ERROR, logger="worker.checkpoint"):
+    with caplog.at_level(logging.ERROR, logger="worker.checkpoints.file_store"):
         store.write(0, b"after")
     assert Owner.from_json((directory / LOCK_NAME).read_bytes().strip()) == OWNER
     assert read_newest(directory, 0).payload == b"after"  # type: ignore[union-attr]

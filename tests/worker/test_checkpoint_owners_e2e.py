@@ -34,9 +34,9 @@ from tests.worker.worker_util import (  # start_worker_fixture provides the star
     wait_for,
     worker_args,
 )
-from worker.checkpoint import Owner, checkpoint_path, read_owned
+from worker.checkpoints.file_store import Owner, checkpoint_path, read_owned
+from worker.core.partition_state import split_state
 from worker.devtools.embedded_broker import create_topics
-from worker.state import split_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "legacy-v1" / "partition-0000.ckpt"
 

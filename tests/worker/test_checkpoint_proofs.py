@@ -38,7 +38,7 @@ from tests.worker.worker_util import (  # start_worker_fixture provides the star
     wait_for,
     worker_args,
 )
-from worker.checkpoint import checkpoint_path, previous_path, read_file
+from worker.checkpoints.file_store import checkpoint_path, previous_path, read_file
 
 # the boosted ensemble, small (3 members) and with a drift threshold low enough to act on this stream
 BOOSTED = {"model": "boosted", "n_members": 3, "drift_threshold": 2.0}

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from sgt import BoostedClassifier, SGTClassifier
-from worker.checkpoint import Owner, checkpoint_path, previous_path, write_checkpoint
+from worker.checkpoints.file_store import Owner, checkpoint_path, previous_path, write_checkpoint
+from worker.core.partition_state import PartitionState, StateConfig
 from worker.devtools.embedded_broker import free_port
-from worker.state import PartitionState, StateConfig
 
 CMD = [sys.executable, "-m", "worker"]
 OWNER = Owner("sgt-worker", "features", None, "classification")

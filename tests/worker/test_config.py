@@ -136,7 +136,7 @@ def test_an_output_topic_may_not_be_an_input_or_another_output(flags: dict, mess
 
 
 def test_exactly_once_makes_the_producer_transactional() -> None:
-    from worker.clients import producer_config, transactional_id
+    from worker.kafka.clients import producer_config, transactional_id
 
     at_least_once = load_settings({}, env={})
     assert at_least_once.processing_guarantee == "at_least_once"
@@ -182,7 +182,7 @@ def test_the_worst_prediction_must_fit_half_a_message() -> None:
 
 
 def test_the_producer_message_bound_is_the_setting_and_cannot_be_overridden() -> None:
-    from worker.clients import producer_config
+    from worker.kafka.clients import producer_config
 
     assert (
         producer_config(load_settings({"max_message_bytes": "200000"}, env={}))["message.max.bytes"] == 200000
@@ -192,7 +192,7 @@ def test_the_producer_message_bound_is_the_setting_and_cannot_be_overridden() ->
 
 
 def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -> None:
-    from worker.clients import consumer_config, producer_config
+    from worker.kafka.clients import consumer_config, producer_config
 
     s = load_settings({"kafka_options": "security.protocol=SASL_SSL, sasl.password=hunter2"}, env={})
     assert consumer_config(s)["security.protocol"] == producer_config(s)["security.protocol"] == "SASL_SSL"
@@ -220,7 +220,7 @@ def test_kafka_options_reach_both_clients_but_cannot_override_the_guarantees() -
     ],
 )
 def test_every_accepted_hyperparameter_builds_a_model(extreme: dict) -> None:
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     settings = load_settings(extreme, env={})
     model = new_model(settings)
@@ -243,7 +243,7 @@ def test_n_members_the_library_refuses_is_refused_by_name() -> None:
 
 
 def new_model_of(flags: dict) -> Any:
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     return new_model(load_settings(flags, env={}))
 
@@ -251,7 +251,7 @@ def new_model_of(flags: dict) -> Any:
 def test_models_bound_their_categories_by_default() -> None:
     """Unlike the library's, the worker's default bounds every nominal feature's codes: its records
     come from producers it does not control."""
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     assert new_model(load_settings({}, env={})).max_categories == 256
 
@@ -340,7 +340,7 @@ def test_model_defaults_are_the_librarys() -> None:
     ],
 )
 def test_the_model_settings_reach_the_model(settings: dict, expected: dict) -> None:
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     params = new_model(load_settings(settings, env={})).get_params()
     assert {k: params[k] for k in expected} == expected
@@ -452,9 +452,9 @@ def test_max_classes_is_capped_where_one_record_alone_would_take_the_model_call_
 
 
 def test_the_fetch_settings_suit_a_real_broker_and_reach_every_consumer() -> None:
-    from worker.clients import consumer_config
-    from worker.state_mirror import mirror_config
-    from worker.state_topic import reader_config
+    from worker.kafka.clients import consumer_config
+    from worker.state_topic.admin import reader_config
+    from worker.state_topic.mirror import mirror_config
 
     defaults = load_settings({}, env={})
     # librdkafka's own defaults: a real broker answers a fetch as soon as it holds fetch.min.bytes

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.worker.stub_model import StubModel
-from worker.join import JoinBuffer
-from worker.merge import FEATURES, LABELS, Merger
-from worker.state import PartitionState, StateConfig
-from worker.values import ENTRY_OVERHEAD, VALUE_OVERHEAD, PendingFeature, PendingLabel, Record
+from worker.core.join import JoinBuffer
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.values import ENTRY_OVERHEAD, VALUE_OVERHEAD, PendingFeature, PendingLabel, Record
 
 _op = st.one_of(
     st.tuples(st.just("feature"), st.integers(0, 30), st.integers(0, 400)),

@@ -11,12 +11,15 @@ from confluent_kafka import Producer, TopicPartition
 
 from tests.worker.stub_model import StubModel
 from tests.worker.worker_util import samples, value
+from worker.checkpoints.ledger import DeliveryLatch
+from worker.checkpoints.restore import state_config
 from worker.config import load_settings
-from worker.delivery import DeliveryLatch, RunDelivery
-from worker.loop import Worker
-from worker.partition import Owned, set_partition_gauges, state_config, unseen
-from worker.state import PartitionState
-from worker.values import Record
+from worker.core.partition_state import PartitionState
+from worker.core.values import Record
+from worker.kafka.delivery import RunDelivery
+from worker.kafka.loop import Worker
+from worker.kafka.partition_runtime import OwnedPartition
+from worker.kafka.positions import unseen
 
 
 def _worker(ckpt: Path) -> Worker:
@@ -25,10 +28,10 @@ def _worker(ckpt: Path) -> Worker:
     )
     worker = Worker(settings, model_factory=StubModel, model_registry={"StubModel": StubModel})
     for p in (0, 1):
-        owned = Owned(PartitionState(p, StubModel(), state_config(settings)))
-        owned.since_checkpoint = 5
+        owned = OwnedPartition.of(PartitionState(p, StubModel(), state_config(settings)))
+        owned.schedule.processed(5)
         worker.owned[p] = owned
-        set_partition_gauges(worker.metrics, p, owned)
+        worker.metrics.report_partition(p, owned.state)
         worker.metrics.records.labels(topic="f", partition=str(p)).inc(5)
     return worker
 
@@ -63,21 +66,21 @@ def test_a_failing_checkpoint_write_is_counted_and_not_fatal(tmp_path: Path) -> 
     worker = _worker(blocker / "ckpt")
     owned = worker.owned[0]
     assert worker.checkpointer.write(0, owned, worker.checkpointer.take_snapshot(owned)) is False
-    assert owned.since_checkpoint == 5  # still due: the next attempt writes it
+    assert owned.schedule.records == 5  # still due: the next attempt writes it
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 1
     assert value(parsed, "sgt_last_checkpoint_timestamp_seconds", partition="0") is None
 
 
 def test_a_successful_write_restores_to_the_same_state(tmp_path: Path) -> None:
-    from worker.partition import load_state
+    from worker.checkpoints.restore import load_state
 
     worker = _worker(tmp_path)
     owned = worker.owned[1]
     assert worker.checkpointer.write(1, owned, worker.checkpointer.take_snapshot(owned)) is True
     restored = load_state(worker.settings, 1, registry={"StubModel": StubModel})
     assert restored.to_bytes() == owned.state.to_bytes()
-    assert owned.since_checkpoint == 0
+    assert owned.schedule.records == 0
 
 
 def test_a_run_reports_its_latencies_once_its_last_prediction_is_acknowledged(
@@ -113,41 +116,40 @@ def test_a_delivery_failing_for_good_is_latched_on_the_partition(caplog: pytest.
 
 
 def test_partitions_due_together_are_checkpointed_one_per_turn_oldest_first(tmp_path: Path) -> None:
-    from worker.checkpoint import checkpoint_path
+    from worker.checkpoints.file_store import checkpoint_path
 
     worker = _worker(tmp_path)
     worker.clients.producer = _idle_producer()  # nothing to flush, no broker needed
-    worker.owned[0].last_checkpoint = 0.0  # both long due by time, partition 0 the longer
-    worker.owned[1].last_checkpoint = 1.0
+    worker.owned[0].schedule.last = 0.0  # both long due by time, partition 0 the longer
+    worker.owned[1].schedule.last = 1.0
     _turn(worker)
     assert checkpoint_path(tmp_path, 0).exists() and not checkpoint_path(tmp_path, 1).exists()
     _turn(worker)
     assert checkpoint_path(tmp_path, 1).exists()
-    assert [o.since_checkpoint for o in worker.owned.values()] == [0, 0]
+    assert [o.schedule.records for o in worker.owned.values()] == [0, 0]
 
 
 def test_a_snapshot_is_written_only_once_the_outputs_before_it_are_acknowledged(tmp_path: Path) -> None:
     import logging
 
-    from worker.checkpoint import checkpoint_path
+    from worker.checkpoints.file_store import checkpoint_path
 
     worker = _worker(tmp_path)
     worker.clients.producer = _idle_producer()
     owned = worker.owned[0]
-    run = RunDelivery([1.0, 2.0], None, logging.getLogger("test"), owned.latch)  # two outputs in flight
-    owned.in_flight.append(run)
-    owned.produced_runs = 1
-    owned.last_checkpoint = 0.0
+    run = RunDelivery([1.0, 2.0], None, logging.getLogger("test"), owned.deliveries.latch)  # two in flight
+    owned.deliveries.add(run)
+    owned.schedule.last = 0.0
     _turn(worker)  # snapshots partition 0, which must wait for its run
-    assert owned.snapshot is not None and owned.snapshot.runs == 1
+    assert owned.schedule.pending is not None and owned.schedule.pending.runs == 1
     assert not checkpoint_path(tmp_path, 0).exists()
     run(None, None)
     _turn(worker)
     assert not checkpoint_path(tmp_path, 0).exists()  # one acknowledgement still outstanding
     run(None, None)
     _turn(worker)
-    assert checkpoint_path(tmp_path, 0).exists() and owned.snapshot is None
-    assert owned.acked_runs == 1 and not owned.in_flight
+    assert checkpoint_path(tmp_path, 0).exists() and owned.schedule.pending is None
+    assert owned.deliveries.advance() == 1 and not owned.deliveries.in_flight
 
 
 def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: Path) -> None:
@@ -157,13 +159,17 @@ def test_acknowledged_runs_are_released_every_turn_without_a_snapshot(tmp_path: 
     worker.clients.producer = _idle_producer()
     owned = worker.owned[1]
     reports: list[tuple[float, list[float]]] = []
-    runs = [RunDelivery([1.0], reports.append, logging.getLogger("test"), owned.latch) for _ in range(3)]
-    owned.in_flight.extend(runs)
-    owned.produced_runs = 3
+    runs = [
+        RunDelivery([1.0], reports.append, logging.getLogger("test"), owned.deliveries.latch)
+        for _ in range(3)
+    ]
+    for run in runs:
+        owned.deliveries.add(run)
     runs[0](None, None)
     runs[2](None, None)  # acknowledged out of order: only the leading run can be released
     _turn(worker)
-    assert owned.snapshot is None and list(owned.in_flight) == runs[1:] and owned.acked_runs == 1
+    assert owned.schedule.pending is None and owned.deliveries.in_flight == runs[1:]
+    assert owned.deliveries.advance() == 1
     assert runs[0].event_ts == [] and len(reports) == 2  # reported, then released
 
 
@@ -198,8 +204,8 @@ def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_a
     tmp_path: Path,
 ) -> None:
     """Before, only the number of queued records (100,000) paused a topic, whatever their size."""
-    from worker.merge import FEATURES, LABELS
-    from worker.values import Invalid, MergeEntry
+    from worker.core.merge import FEATURES, LABELS
+    from worker.core.values import Invalid, MergeEntry
 
     worker = _worker(tmp_path)
     worker.runtime.settings = worker.runtime.settings.replace(merge_max_bytes=1000)
@@ -216,12 +222,27 @@ def test_a_topic_whose_queued_records_hold_too_many_bytes_is_paused_until_half_a
     assert recorder.calls == [] and owned.merger.queued_bytes(FEATURES) == 1000
     owned.merger.push(FEATURES, entries[2:], [300, 300])
     worker.runtime.backpressure(0, owned)
-    assert recorder.calls == [("pause", [("f", 0)])] and owned.paused == {FEATURES}
+    assert recorder.calls == [("pause", [("f", 0)])] and owned.position.paused == {FEATURES}
     owned.merger.push(LABELS, [entry(1.5, LABELS, 0)], [10])  # the merge takes the records before it
     assert [e.offset for e in owned.merger.pop_ready(labels_done=False, features_done=False)] == [0, 1, 0]
     assert owned.merger.queued_bytes(FEATURES) == 600
     worker.runtime.backpressure(0, owned)
-    assert owned.paused == {FEATURES}  # above half of the bound still
+    assert owned.position.paused == {FEATURES}  # above half of the bound still
     owned.merger.pop_ready(labels_done=True, features_done=True)
     worker.runtime.backpressure(0, owned)
-    assert recorder.calls[-1] == ("resume", [("f", 0)]) and owned.paused == set()
+    assert recorder.calls[-1] == ("resume", [("f", 0)]) and owned.position.paused == set()
+
+
+def test_the_worker_builds_its_collaborators_first_and_hands_them_on(tmp_path: Path) -> None:
+    """Each collaborator gets what it uses through its constructor: one checkpointer, one state-topic
+    mirror and one registry of owned partitions, the same everywhere; nothing is patched in later."""
+    worker = _worker(tmp_path)
+    runtime, checkpointer = worker.runtime, worker.checkpointer
+    assert runtime.checkpointer is checkpointer and worker.rebalancer.checkpointer is checkpointer
+    assert worker.mirror is not None  # the state topic is on by default
+    assert runtime.mirror is worker.mirror and checkpointer.mirror is worker.mirror
+    assert not worker.mirror.usable  # its clients come with run(), which opens the state topic
+    assert runtime.owned is worker.owned and runtime.publisher is worker.publisher
+    assert checkpointer.health is worker.health
+    worker.store.on_lost()
+    assert value(samples(worker.metrics.render().decode()), "sgt_checkpoint_directory_lost_total") == 1

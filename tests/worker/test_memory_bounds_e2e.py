@@ -28,7 +28,7 @@ from tests.worker.worker_util import (  # start_worker_fixture provides the star
     wait_for,
     worker_args,
 )
-from worker.checkpoint import checkpoint_path
+from worker.checkpoints.file_store import checkpoint_path
 from worker.devtools.embedded_broker import create_topics, free_port
 
 LABELS = 40

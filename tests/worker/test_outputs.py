@@ -10,9 +10,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.outputs import FRAMING_BYTES, fit_dead_letter, prediction_bound
-from worker.state import PartitionState, StateConfig
-from worker.values import Record
+from worker.core.outputs import FRAMING_BYTES, fit_dead_letter, prediction_bound
+from worker.core.partition_state import PartitionState, StateConfig
+from worker.core.values import Record
 
 HEADERS = [
     ("reason", b"oversized"),

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from sgt import SGTRegressor
-from worker.records import MAX_TARGET, decode_feature, decode_label, parse_label
-from worker.values import Feature, Invalid, LabelRecord
+from worker.core.records import MAX_TARGET, decode_feature, decode_label, parse_label
+from worker.core.values import Feature, Invalid, LabelRecord
 
 BAD_FEATURES = [
     (b"\xff\xfe not json", "invalid_utf8"),

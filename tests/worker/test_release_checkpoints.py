@@ -13,8 +13,8 @@ import numpy as np
 import orjson
 import pytest
 
+from worker.checkpoints.restore import load_state
 from worker.config import load_settings
-from worker.partition import load_state
 
 RELEASES = sorted((Path(__file__).parents[1] / "fixtures").glob("release-*"))
 

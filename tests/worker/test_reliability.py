@@ -18,14 +18,14 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 
 from tests.worker.stub_model import StubModel
 from tests.worker.worker_util import samples, value
-from worker import checkpoint
-from worker.backoff import FIRST_RETRY_S
+from worker.checkpoints import file_store
+from worker.checkpoints.backoff import FIRST_RETRY_S
 from worker.config import load_settings
-from worker.loop import Worker
-from worker.merge import FEATURES
-from worker.partition import AHEAD_GRACE_S
-from worker.state_topic import StateTopicFenced, StateWriteError
-from worker.values import Record
+from worker.core.merge import FEATURES
+from worker.core.values import Record
+from worker.kafka.loop import Worker
+from worker.kafka.partition_runtime import AHEAD_GRACE_S
+from worker.state_topic.errors import StateTopicFenced, StateWriteError
 
 
 class FakeMessage:
@@ -117,7 +117,7 @@ def _feed(worker: Worker, consumer: FakeConsumer, offsets: range) -> None:
         Record(o, float(o), None, orjson.dumps({"id": f"r{o}", "x": [float(o)], "y": o % 2})) for o in offsets
     ]
     owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
-    owned.fetched[FEATURES] = offsets.stop
+    owned.position.fetched[FEATURES] = offsets.stop
     consumer.high["f"] = max(consumer.high["f"], offsets.stop)
     _turn(worker)
 
@@ -132,7 +132,7 @@ def _turn(worker: Worker) -> None:
 
 
 def _checkpointed(ckpt: Path) -> list[int] | None:
-    loaded = checkpoint.read_newest(ckpt, 0)
+    loaded = file_store.read_newest(ckpt, 0)
     if loaded is None:
         return None
     head = loaded.payload[4 : 4 + int.from_bytes(loaded.payload[:4], "big")]
@@ -179,17 +179,17 @@ def test_a_slow_checkpoint_write_does_not_stall_the_loop(
 ) -> None:
     worker, consumer, producer = _worker(tmp_path)
     release = threading.Event()
-    write = checkpoint.write_checkpoint
+    write = file_store.write_checkpoint
 
     def slow_write(directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
         release.wait(10)
         return write(directory, partition, payload, owner)
 
-    monkeypatch.setattr(checkpoint, "write_checkpoint", slow_write)
+    monkeypatch.setattr(file_store, "write_checkpoint", slow_write)
     owned = worker.owned[0]
     records = [Record(o, float(o), None, orjson.dumps({"x": [1.0], "y": 1})) for o in range(10)]
     owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
-    owned.fetched[FEATURES] = consumer.high["f"] = 10
+    owned.position.fetched[FEATURES] = consumer.high["f"] = 10
     worker.runtime.process_all()
     producer.poll()
     started = time.monotonic()
@@ -209,6 +209,9 @@ def test_a_slow_checkpoint_write_does_not_stall_the_loop(
 class FakeMirror:
     """The state topic's side of the checkpoint protocol: each write acknowledged at once, then
     confirmed, or refused with ``error`` (a StateWriteError, a StateTopicFenced)."""
+
+    usable = True  # prepared, and not lost
+    lost: str | None = None
 
     def __init__(self) -> None:
         self.error: Exception | None = None
@@ -313,8 +316,8 @@ class FullDisk:
     """Checkpoint file writes that fail with ENOSPC while ``full``; ``writes`` counts the attempts."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full, self.writes, self._write = True, 0, checkpoint.write_checkpoint
-        monkeypatch.setattr(checkpoint, "write_checkpoint", self)
+        self.full, self.writes, self._write = True, 0, file_store.write_checkpoint
+        monkeypatch.setattr(file_store, "write_checkpoint", self)
 
     def __call__(self, directory: Any, partition: int, payload: bytes, owner: Any) -> Path:
         self.writes += 1
@@ -341,7 +344,7 @@ def test_a_full_disk_is_retried_with_backoff_and_a_stop_does_not_wait_for_it(
     disk.full = False
     assert worker.checkpointer.checkpoint_now(worker.owned, [0], force=True) is True
     assert disk.writes == 5 and _checkpointed(tmp_path) == [20, 0] and consumer.commits[-1] == [("f", 0, 20)]
-    assert worker.owned[0].retry.failures == 0  # the streak ended with it
+    assert worker.owned[0].schedule.retry.failures == 0  # the streak ended with it
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_checkpoint_failures_total", reason="write") == 4
 
@@ -378,7 +381,8 @@ def state_header_of(blob: bytes) -> bytes:
 def test_a_position_past_the_end_restarts_the_topic_from_its_start(tmp_path: Path) -> None:
     worker, consumer, _ = _worker(tmp_path)
     owned = worker.owned[0]
-    owned.fetched[FEATURES] = owned.state.next_offsets[FEATURES] = 1000  # restored from a longer topic
+    # restored from a longer topic
+    owned.position.fetched[FEATURES] = owned.state.next_offsets[FEATURES] = 1000
     consumer.high["f"] = 50
     runtime = worker.runtime
     runtime.check_ends(0, owned, FEATURES, 50, now=100.0)
@@ -386,7 +390,7 @@ def test_a_position_past_the_end_restarts_the_topic_from_its_start(tmp_path: Pat
     assert not consumer.seeks  # a stale watermark just after an assignment is not enough
     runtime.check_ends(0, owned, FEATURES, 50, now=100.0 + AHEAD_GRACE_S)
     assert consumer.seeks == [("f", 0, OFFSET_BEGINNING)]
-    assert owned.fetched[FEATURES] == owned.state.next_offsets[FEATURES] == 0
+    assert owned.position.fetched[FEATURES] == owned.state.next_offsets[FEATURES] == 0
     parsed = samples(worker.metrics.render().decode())
     assert value(parsed, "sgt_offset_resets_total", topic="f", reason="past_end") == 1
 
@@ -394,11 +398,11 @@ def test_a_position_past_the_end_restarts_the_topic_from_its_start(tmp_path: Pat
 def test_a_position_that_catches_up_with_its_end_is_left_alone(tmp_path: Path) -> None:
     worker, consumer, _ = _worker(tmp_path)
     owned = worker.owned[0]
-    owned.fetched[FEATURES] = 60
+    owned.position.fetched[FEATURES] = 60
     worker.runtime.check_ends(0, owned, FEATURES, 50, now=0.0)  # an old watermark, then a fresh one
     worker.runtime.check_ends(0, owned, FEATURES, 60, now=AHEAD_GRACE_S)
     worker.runtime.check_ends(0, owned, FEATURES, 60, now=10 * AHEAD_GRACE_S)
-    assert not consumer.seeks and owned.fetched[FEATURES] == 60
+    assert not consumer.seeks and owned.position.fetched[FEATURES] == 60
 
 
 def test_readiness_follows_the_assignment(tmp_path: Path) -> None:
@@ -429,10 +433,10 @@ def test_nothing_the_worker_produces_is_refused_for_its_size(tmp_path: Path) -> 
     owned.merger.push(
         FEATURES, owned.state.decode(FEATURES, [Record(o, 0.0, b"k", d) for o, d in enumerate(docs)])
     )
-    owned.fetched[FEATURES] = consumer.high["f"] = len(docs)
+    owned.position.fetched[FEATURES] = consumer.high["f"] = len(docs)
     _turn(worker)
     assert sorted(t for t, _ in producer.delivered) == ["dead-letters"] * 3 + ["predictions"]
-    assert worker.owned[0].state.next_offsets == [4, 0] and worker.owned[0].latch.failed is None
+    assert worker.owned[0].state.next_offsets == [4, 0] and worker.owned[0].deliveries.failed is None
     parsed = samples(worker.metrics.render().decode())
     reasons = ("oversized", "label_too_long", "prediction_too_large")
     assert [value(parsed, "sgt_invalid_records_total", topic="f", reason=r) for r in reasons] == [1, 1, 1]
@@ -460,12 +464,13 @@ def test_records_past_the_replayed_range_in_the_same_batch_are_processed_after_a
     worker.clients.consumer, worker.clients.producer = consumer, producer  # type: ignore[assignment]
     worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
     _feed(worker, consumer, range(0, 6))  # fails at offset 3: rewound, replayed one by one up to 6
-    assert worker.owned[0].careful_until == [6, 0] and consumer.seeks[-1] == ("f", 0, 0)
+    assert worker.owned[0].recovery.careful_until == [6, 0] and consumer.seeks[-1] == ("f", 0, 0)
     _feed(worker, consumer, range(0, 6))  # the replay: offset 3 fails alone, is marked, rewound again
-    assert worker.owned[0].poison == {(FEATURES, 3)} and worker.owned[0].careful_until == [6, 0]
+    recovery = worker.owned[0].recovery
+    assert recovery.poison == {(FEATURES, 3)} and recovery.careful_until == [6, 0]
     _feed(worker, consumer, range(0, 10))  # the replay, with 4 new records in the same batch
     owned = worker.owned[0]
-    assert owned.state.next_offsets == [10, 0] and owned.careful_until is None
+    assert owned.state.next_offsets == [10, 0] and owned.recovery.careful_until is None
     predicted = [
         orjson.loads(v)["offset"] for topic, v in producer.delivered if topic == settings.predictions_topic
     ]
@@ -494,13 +499,13 @@ def test_health_turns_unhealthy_after_consecutive_checkpoint_failures_and_back_a
         for _ in range(6):  # attempts at 0.5 s (failure 2) and 1.5 s (failure 3)
             clock.now += 0.25
             _turn(worker)
-        assert worker.owned[0].retry.failures == 3
+        assert worker.owned[0].schedule.retry.failures == 3
         assert _status(server.port) == (503, 503) and not worker.health.alive
         ckpt.unlink()  # the file system is usable again: the next attempt (3.5 s) succeeds
         for _ in range(8):
             clock.now += 0.25
             _turn(worker)
-        assert _checkpointed(ckpt) == [20, 0] and worker.owned[0].retry.failures == 0
+        assert _checkpointed(ckpt) == [20, 0] and worker.owned[0].schedule.retry.failures == 0
         assert _status(server.port) == (200, 200)
     finally:
         server.close()
@@ -539,8 +544,8 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
     long. A turn of the loop now processes at most as many records as the cost estimate allows (the
     classes known plus those the records bring), and the rest on the following turns, with the same
     result as one call."""
-    from worker.partition import state_config
-    from worker.state import PartitionState
+    from worker.checkpoints.restore import state_config
+    from worker.core.partition_state import PartitionState
 
     settings = load_settings(
         {
@@ -561,7 +566,7 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
     ]
     owned = worker.owned[0]
     owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
-    owned.fetched[FEATURES] = consumer.high["f"] = 3000
+    owned.position.fetched[FEATURES] = consumer.high["f"] = 3000
     model = owned.state.model
     assert isinstance(model, _CallSizes)
     worker.runtime.process_all()
@@ -583,8 +588,8 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
 def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path: Path, model: str) -> None:
     """The real models, 600 records of 150 classes, cut into calls of at most 67 rows: the same model
     bytes and prequential state as one call over all of them."""
-    from worker.partition import state_config
-    from worker.state import PartitionState
+    from worker.checkpoints.restore import state_config
+    from worker.core.partition_state import PartitionState
 
     settings = load_settings(
         {"checkpoint_dir": str(tmp_path), "features_topic": "f", "max_classes": 200, "model": model}, env={}
@@ -599,13 +604,13 @@ def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path:
     ]
     owned = worker.owned[0]
     owned.merger.push(FEATURES, owned.state.decode(FEATURES, records))
-    owned.fetched[FEATURES] = consumer.high["f"] = 600
+    owned.position.fetched[FEATURES] = consumer.high["f"] = 600
     turns = 0
     while turns == 0 or worker.runtime.more_ready:
         worker.runtime.process_all()
         turns += 1
     assert owned.state.next_offsets == [600, 0] and turns >= 9
-    from worker.model import new_model
+    from worker.core.sgt_models import new_model
 
     whole = PartitionState(0, new_model(settings), state_config(settings))
     whole.process(whole.decode(FEATURES, records), now=0.0)

@@ -33,12 +33,13 @@ from tests.worker.worker_util import (
     worker_args,
     worker_threads_fixture,
 )
-from worker import checkpoint
+from worker.checkpoints import file_store
+from worker.checkpoints.restore import load_state
 from worker.config import WorkerSettings
+from worker.core.partition_state import state_header
 from worker.devtools.embedded_broker import create_topics, start_tansu
-from worker.partition import load_state
-from worker.state import state_header
-from worker.state_topic import StateTopic, StateTopicConfig
+from worker.state_topic.admin import StateTopicConfig
+from worker.state_topic.client import StateTopic
 
 __all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
@@ -55,7 +56,7 @@ def _good(i: int) -> tuple[bytes, bytes]:
 
 
 def _next_offsets(ckpt: Path) -> list[int] | None:
-    loaded = checkpoint.read_newest(ckpt, 0)
+    loaded = file_store.read_newest(ckpt, 0)
     return None if loaded is None else list(state_header(loaded.payload)["next_offsets"])
 
 
@@ -123,7 +124,9 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
     wait_for(lambda: _next_offsets(tmp_path) == [300, 0], 30, "the first checkpoint")
     proxy.hold(client)  # from here on, the worker's predictions do not reach the broker
     produce_records(bootstrap, topics["features"], [_good(i) for i in range(300, 600)], partition=0)
-    wait_for(lambda: worker.owned and worker.owned[0].fetched[0] == 600, 30, "the new records consumed")
+    wait_for(
+        lambda: worker.owned and worker.owned[0].position.fetched[0] == 600, 30, "the new records consumed"
+    )
     time.sleep(5)  # more than message.timeout.ms: the held predictions fail for good
     assert _next_offsets(tmp_path) == [300, 0]  # no checkpoint covers an output not delivered
     proxy.release()
@@ -213,7 +216,7 @@ def test_offsets_past_a_recreated_topics_end_are_read_again_from_its_start(
     settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_seconds=0.5)
     state = load_state(settings, 0)
     state.next_offsets = [5000, 0]
-    checkpoint.write_checkpoint(tmp_path, 0, state.to_bytes(), checkpoint.Owner.of(settings))
+    file_store.write_checkpoint(tmp_path, 0, state.to_bytes(), file_store.Owner.of(settings))
     produce_records(kafka_bootstrap, topics["features"], [_good(i) for i in range(50)], partition=0)
     run = worker_threads(settings)
     predictions = read_all(kafka_bootstrap, topics["predictions"], 1, expect=50, idle_s=30)

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.worker.stub_model import StubModel
-from worker.merge import FEATURES, LABELS, Merger
-from worker.state import STATE_FORMAT, PartitionState, StateConfig
-from worker.values import Record
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.partition_state import STATE_FORMAT, PartitionState, StateConfig
+from worker.core.values import Record
 
 REGISTRY = {"StubModel": StubModel}
 
@@ -456,7 +456,7 @@ def test_a_merge_taken_in_limited_pops_is_the_merge_taken_at_once(
 ) -> None:
     """Popping at most n entries at a time (the bounded model call) takes the same entries in the same
     order as one pop, and leaves the rest queued as one pop does."""
-    from worker.values import Invalid, MergeEntry
+    from worker.core.values import Invalid, MergeEntry
 
     def entries(times: list[int], rank: int) -> list[MergeEntry]:
         ordered = sorted(times)

@@ -1,8 +1,8 @@
-"""The state topic's record format and rules, without Kafka (worker.state_log).
+"""The state topic's record format and rules, without Kafka (worker.state_topic.rules).
 
 The property test plays owners against one simulated partition log: claims, complete and interrupted
 writes, zombies that keep writing after a newer owner claimed, cleanup, and compaction at any point.
-Each owner follows the protocol of worker.state_topic: claim, restore (read everything), then per
+Each owner follows the protocol of worker.state_topic.client: claim, restore (read everything), then per
 state: chunks and manifest, check the records others wrote in between for a newer claim, and only
 then tombstone.
 """
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker import state_log as sl
-from worker.state_log import LogRecord, Ownership
+from worker.state_topic import rules as sl
+from worker.state_topic.rules import LogRecord, Ownership
 
 
 def owner_id(n: int) -> bytes:
@@ -82,7 +82,7 @@ def write(
     interrupt_at: int | None,
     stale: set[tuple[int, int]] | None = None,
 ) -> bool:
-    """One state write as worker.state_topic does it; False when interrupted or fenced.
+    """One state write as worker.state_topic.client does it; False when interrupted or fenced.
 
     ``stale`` collects the (epoch, seq) of manifests appended while a newer claim existed.
     """
@@ -325,7 +325,7 @@ def test_docstring_example() -> None:
 @settings(max_examples=50, deadline=None)
 def test_every_record_fits_the_configured_message_size(size: int, partition: int, epoch: int) -> None:
     """Chunk records, with key and framing, stay under max.message.bytes (HEADROOM_BYTES covers the rest)."""
-    from worker.state_topic import HEADROOM_BYTES, StateTopicConfig
+    from worker.state_topic.admin import HEADROOM_BYTES, StateTopicConfig
 
     config = StateTopicConfig("127.0.0.1:1", "state", max_message_bytes=2 * HEADROOM_BYTES)
     own = Ownership(partition, epoch, owner_id(1), next_seq=2**63 - 1)

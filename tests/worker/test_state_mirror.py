@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.worker.stub_model import StubModel
-from worker.merge import FEATURES, LABELS, Merger
-from worker.state import PartitionState, StateConfig, state_header
-from worker.state_mirror import newer, records_seen
-from worker.values import Record
+from worker.core.merge import FEATURES, LABELS, Merger
+from worker.core.partition_state import PartitionState, StateConfig, state_header
+from worker.core.values import Record
+from worker.state_topic.mirror import newer, records_seen
 
 REGISTRY = {"StubModel": StubModel}
 CONFIG = StateConfig("classification", "labels", features_topic="features")

@@ -1,4 +1,4 @@
-"""worker.state_topic end to end against the session's real Kafka-protocol broker (loopback only).
+"""worker.state_topic.client end to end against the session's real Kafka-protocol broker (loopback only).
 
 Small ``max_message_bytes`` makes ordinary payloads multi-chunk. Zombies and interrupted writes are
 played with a second StateTopic instance and a plain producer writing raw state records.
@@ -31,17 +31,10 @@ from tests.worker.worker_util import (
     worker_args,
     worker_threads_fixture,
 )
-from worker import state_log
-from worker.state_topic import (
-    HEADROOM_BYTES,
-    StateTopic,
-    StateTopicConfig,
-    StateTopicError,
-    StateTopicFenced,
-    StateTopicLost,
-    StateWriteError,
-    ensure_topic,
-)
+from worker.state_topic import rules
+from worker.state_topic.admin import HEADROOM_BYTES, StateTopicConfig, ensure_topic
+from worker.state_topic.client import StateTopic
+from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost, StateWriteError
 
 __all__ = ["proxied_broker_fixture", "start_worker_fixture", "worker_threads_fixture"]
 
@@ -145,8 +138,8 @@ def test_an_interrupted_write_leaves_the_previous_state_restorable(
     writer.write(0, payload(40_000, 2))  # slot 1
     # The owner crashes while writing its third state into slot 0: some chunks, no manifest.
     epoch = writer.epoch(0)
-    own = state_log.Ownership(0, epoch, b"\0" * 16, next_seq=2, last_slot=1, extents=[7, 5])
-    plan = state_log.plan_write(own, payload(60_000, 3), config.chunk_bytes, now=0.0)
+    own = rules.Ownership(0, epoch, b"\0" * 16, next_seq=2, last_slot=1, extents=[7, 5])
+    plan = rules.plan_write(own, payload(60_000, 3), config.chunk_bytes, now=0.0)
     assert plan.slot == 0 and plan.chunks == 8
     produce_records(kafka_bootstrap, config.topic, plan.records[:5], partition=0)
     restored = open_states(config).acquire(0)
@@ -176,15 +169,11 @@ def test_a_stale_owner_is_fenced_and_its_states_ignored(make_config, open_states
     assert any(s.reason.startswith("void: written by epoch") for s in selection.skipped)
     # A zombie that skips the check (raw records into its free slot) cannot win either, before or
     # after the new owner writes.
-    zombie = state_log.Ownership(1, old.epoch(1), b"\1" * 16, next_seq=9, last_slot=0)
-    produce_records(
-        kafka_bootstrap, config.topic, state_log.plan_write(zombie, b"zombie", 100, 0.0).records, 1
-    )
+    zombie = rules.Ownership(1, old.epoch(1), b"\1" * 16, next_seq=9, last_slot=0)
+    produce_records(kafka_bootstrap, config.topic, rules.plan_write(zombie, b"zombie", 100, 0.0).records, 1)
     assert open_states(config).read(1).newest.payload == payload(20_000, 1)
     new.write(1, payload(30_000, 4))
-    produce_records(
-        kafka_bootstrap, config.topic, state_log.plan_write(zombie, b"zombie", 100, 0.0).records, 1
-    )
+    produce_records(kafka_bootstrap, config.topic, rules.plan_write(zombie, b"zombie", 100, 0.0).records, 1)
     assert open_states(config).read(1).newest.payload == payload(30_000, 4)
     # Told about a newer epoch, an owner stops writing.
     new.fence(1, new.epoch(1) + 1)
@@ -271,11 +260,11 @@ def test_a_write_whose_acknowledgements_were_lost_is_found_in_the_log(
     writer = open_states(config)
     writer.acquire(0)
     writer.write(0, payload(30_000, 1))  # seq 0, slot 0
-    owned = writer._owned[0]
-    plan = state_log.plan_write(owned.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
+    claim = writer.claims[0]
+    plan = rules.plan_write(claim.ownership, payload(30_000, 2), config.chunk_bytes, now=0.0)
     produce_records(kafka_bootstrap, config.topic, plan.records, partition=0)  # landed, unacknowledged
-    state_log.attempted(owned.ownership, plan)
-    owned.unsure = plan
+    rules.attempted(claim.ownership, plan)
+    claim.aborted(plan)
     assert plan.slot == 1
     written = writer.write(0, payload(30_000, 3))
     assert written.seq == 2
@@ -349,8 +338,10 @@ def test_a_state_staged_in_the_callers_transaction_is_written_when_it_commits(
     # a state staged right after a confirmed one: the only other offset between them is the commit
     # marker, so the ownership check reads nothing
     reads: list[int] = []
-    read = states._read
-    monkeypatch.setattr(states, "_read", lambda p, start, upto: reads.append(start) or read(p, start, upto))
+    read = states.reader.read
+    monkeypatch.setattr(
+        states.reader, "read", lambda p, start, upto: reads.append(start) or read(p, start, upto)
+    )
     producer.begin_transaction()
     pending = states.stage(0, payload(7_000, 6), producer)
     producer.commit_transaction(20)

@@ -56,7 +56,8 @@ from tests.worker.worker_util import (  # start_worker_fixture provides the star
 )
 from worker.devtools.embedded_broker import create_topics
 from worker.inspect import topic_command
-from worker.state_topic import StateTopic, StateTopicConfig
+from worker.state_topic.admin import StateTopicConfig
+from worker.state_topic.client import StateTopic
 
 
 def _committed(bootstrap: str, group: str, topics: dict[str, str]) -> dict[str, dict[int, int]]:

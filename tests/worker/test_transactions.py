@@ -22,9 +22,9 @@ from tests.worker.test_reliability import (
     _turn,
 )
 from tests.worker.worker_util import samples, value
+from worker.checkpoints.transactional import TransactionalCheckpointer, TransactionFenced
 from worker.config import load_settings
-from worker.loop import Worker
-from worker.transactions import TransactionalCheckpointer, TransactionFenced
+from worker.kafka.loop import Worker
 
 
 class FakeTransactionalProducer(FakeProducer):
@@ -88,6 +88,8 @@ class TransactionalConsumer(FakeConsumer):
 
 class RecordingMirror:
     """Stands for the state topic in the checkpointer: records which partitions' states were staged."""
+
+    usable = True  # prepared, and not lost
 
     def __init__(self) -> None:
         self.staged: list[int] = []
@@ -153,7 +155,7 @@ def test_an_abortable_error_aborts_and_rewinds_to_the_last_commit(tmp_path: Path
     _feed(worker, consumer, range(10, 20))
     assert producer.calls[-3:] == ["commit", "abort", "begin"]
     assert consumer.committed_offsets == {("f", 0): 10} and _checkpointed(tmp_path) == [10, 0]
-    assert worker.owned[0].latch.failed is not None  # no more processing until the rewind
+    assert worker.owned[0].deliveries.failed is not None  # no more processing until the rewind
     worker.recover_deliveries(0.0)
     worker.recover_deliveries(10.0)  # the rewind; the transaction was aborted already: no second abort
     assert producer.calls.count("abort") == 1
@@ -201,12 +203,12 @@ def test_a_restore_behind_the_committed_offsets_learns_without_producing(tmp_pat
     _feed(worker, consumer, range(0, 10))
     consumer.committed_offsets[("f", 0)] = 15  # as if a later commit's file never became durable
     worker.rebalancer.on_assign(consumer, [TopicPartition("f", 0)])  # type: ignore[arg-type]
-    assert worker.owned[0].replay_until == [15, 0]
+    assert worker.owned[0].recovery.replay_until == [15, 0]
     assert not consumer.commits  # committing the file's offsets would move the group's back below 15
     before = len(producer.committed)
     _feed(worker, consumer, range(10, 20))
     assert sorted(orjson.loads(v)["offset"] for _, v in producer.committed[before:]) == list(range(15, 20))
-    assert worker.owned[0].replay_until is None and _checkpointed(tmp_path) == [20, 0]
+    assert worker.owned[0].recovery.replay_until is None and _checkpointed(tmp_path) == [20, 0]
 
 
 def test_a_full_disk_spaces_the_transactions_that_write_the_file_again(
@@ -230,7 +232,7 @@ def test_a_full_disk_spaces_the_transactions_that_write_the_file_again(
     clock.now += 0.5
     _turn(worker)
     assert disk.writes == 4 and producer.calls.count("commit") == 5 and _checkpointed(tmp_path) == [20, 0]
-    assert worker.owned[0].retry.failures == 0
+    assert worker.owned[0].schedule.retry.failures == 0
 
 
 def test_a_partition_state_is_staged_only_once_the_group_has_committed_its_offsets(tmp_path: Path) -> None:

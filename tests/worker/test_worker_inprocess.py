@@ -22,8 +22,8 @@ from tests.worker.worker_util import (
     wait_for,
     worker_threads_fixture,
 )
-from worker.clients import consumer_config
 from worker.devtools.embedded_broker import create_topics
+from worker.kafka.clients import consumer_config
 
 __all__ = ["worker_threads_fixture"]
 
@@ -151,8 +151,8 @@ class _PoisonModel(StubModel):
 def test_a_record_the_model_fails_on_is_dead_lettered_and_the_rest_learned_exactly(
     kafka_bootstrap: str, tmp_path: Path, worker_threads: Start
 ) -> None:
-    from worker.checkpoint import read_newest
-    from worker.state import split_state
+    from worker.checkpoints.file_store import read_newest
+    from worker.core.partition_state import split_state
 
     topics = _topics(kafka_bootstrap, 1, "features", "predictions", "dead")
     settings = inprocess_settings(kafka_bootstrap, topics, tmp_path, checkpoint_records=5, batch_size=30)

@@ -26,11 +26,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sgt.evaluation import Prequential
-from worker.checkpoint import read_newest
+from worker.checkpoints.file_store import read_newest
 from worker.config import WorkerSettings, load_settings
-from worker.loop import Worker
-from worker.model import new_model
-from worker.state import split_state
+from worker.core.partition_state import split_state
+from worker.core.sgt_models import new_model
+from worker.kafka.loop import Worker
 
 FAST = ["--session-timeout-ms", "6000", "--heartbeat-interval-ms", "1000", "--fetch-wait-max-ms", "10"]
 
@@ -57,7 +57,7 @@ def inprocess_settings(bootstrap: str, topics: dict[str, str], ckpt: Path, **ext
 
 
 class WorkerThread:
-    """A :class:`~worker.loop.Worker` running in a daemon thread of the test process.
+    """A :class:`~worker.kafka.loop.Worker` running in a daemon thread of the test process.
 
     What :meth:`Worker.run` raises is kept rather than left to the thread's excepthook (where pytest
     only warns about it): :meth:`stop` and :meth:`join` return it, None for a clean stop, so the test

@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from worker import checkpoint
+from worker.checkpoints import file_store
 from worker.config import ConfigError, WorkerSettings, load_settings, read_toml
+from worker.kafka.loop import Worker
 from worker.logs import configure_logging
-from worker.loop import Worker
 from worker.metrics import Health, MetricsServer, WorkerMetrics
 
 _TOPICS = ("features", "labels", "predictions", "dead-letters")
@@ -97,7 +97,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     if not args.label_delay >= 0:
         return f"--label-delay must be >= 0 seconds, got {args.label_delay:g}"
     if args.checkpoint_dir is not None:
-        return checkpoint.directory_problem(args.checkpoint_dir)
+        return file_store.directory_problem(args.checkpoint_dir)
     return None
 
 
