@@ -52,7 +52,7 @@ from tests.bench.streams import materialise, specs
 COVERAGES = (0.9, 0.95)
 MODELS = {"single": SGTRegressor, "boosted": BoostedRegressor, "adaptive": AdaptiveSGTRegressor}
 WINDOW, SKIP = 1000, 2000
-TARGET_POINTS = 1.0  # the figure: coverage within a point, whole stream and every window
+TARGET_POINTS = 1.0  # the target: coverage within a point, whole stream and every window
 
 #: a rule: (prequential predictions, targets, coverage) -> each record's half-width before learning it
 Rule = Callable[[np.ndarray, np.ndarray, float], np.ndarray]

@@ -1,4 +1,4 @@
-"""The interval layer's coverage (sgt.intervals) where the issue's figures were missed: short streams,
+"""The interval layer's coverage (sgt.intervals) where the previous rule missed its target: short streams,
 residual scales that jump or grow, a wild first residual; its bound over any stretch of records; and the
 restore of the layer's state as the previous format wrote it (tests/sgt/data/*-intervals-v1.sgt)."""
 

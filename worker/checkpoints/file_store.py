@@ -2,10 +2,10 @@
 
 File layout (big-endian), format 2: ``b"SGTCKPT1"`` magic, format version (u16), owner length (u32),
 payload length (u64), the owner (JSON: group id, features and labels topics, task), the payload (a
-:meth:`worker.core.partition_state.PartitionState.to_bytes` blob), SHA-256 of everything before it. Format 1, written
-by the previous release, has no owner (magic, version, payload length, payload, SHA-256); such a file
-is still read, and adopted by the deployment that restores it. Nothing read from disk is ever
-unpickled or evaluated.
+:meth:`worker.core.partition_state.PartitionState.to_bytes` blob), SHA-256 of everything before it.
+Format 1, written by the previous release, has no owner (magic, version, payload length, payload,
+SHA-256); such a file is still read, and adopted by the deployment that restores it. Nothing read
+from disk is ever unpickled or evaluated.
 
 Writing ``partition-0003.ckpt``: the new file goes to a temporary name unique across hosts and
 processes (``.partition-0003.ckpt.<pid>.<random>.<host>.tmp``), locked while it is written, is
@@ -384,7 +384,9 @@ class CheckpointStore:
         self._lock_id: tuple[int, int] | None = None  # (device, inode) of the lock file held
         self._wanted = False  # acquired and not released: a lost lock is taken again
         self._relock = threading.Lock()  # the loop's thread and the writer's may both find it lost
-        self.on_lost: Callable[[], None] = on_lost or (lambda: None)  # told each time the directory or its lock vanished
+        self.on_lost: Callable[[], None] = on_lost or (
+            lambda: None
+        )  # told each time the directory or its lock vanished
 
     # -- the directory lock -------------------------------------------------------------------------
 

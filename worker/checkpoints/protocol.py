@@ -11,9 +11,9 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    acknowledged by the broker (delivery reports, served by ``poll``). A partition whose latch records
    an output lost for good writes no snapshot at all: a checkpoint never covers a lost output.
 3. **File durable**: the snapshot is written by a background thread (temporary file, fsync, rename,
-   directory fsync: :meth:`worker.checkpoints.file_store.CheckpointStore.write`), so a slow disk does not stall the
-   loop, the health beat or the metrics. One write at a time; a partition with a write in flight takes
-   no new snapshot, and revoke, shutdown and rewinds wait for its write first.
+   directory fsync: :meth:`worker.checkpoints.file_store.CheckpointStore.write`), so a slow disk does
+   not stall the loop, the health beat or the metrics. One write at a time; a partition with a write
+   in flight takes no new snapshot, and revoke, shutdown and rewinds wait for its write first.
 3b. **State topic** (when one is configured, :mod:`worker.state_topic.mirror`): once the file is durable,
    the same bytes are handed to the state topic on the loop's thread; the loop goes on processing
    while they travel and checks each turn whether every record was acknowledged, then confirms the
@@ -22,10 +22,10 @@ starts (:meth:`Checkpointer.maybe_checkpoint` runs them across turns of the loop
    fenced by a newer owner (:class:`StateTopicFenced`) puts the partition in :attr:`Checkpointer.fenced`
    for the shell to give it up.
 3c. **Backoff** after a failed write (file or state topic): the partition is due again, but its next
-   attempt waits for :class:`worker.checkpoints.backoff.Backoff` (0.5 s, doubling to 5 s, reset by a checkpoint
-   that succeeds), so an outage that fails every write at once neither rewrites the file nor logs an
-   error on every turn of the loop. Revoke and shutdown (:meth:`Checkpointer.checkpoint_now`) do not
-   wait for it.
+   attempt waits for :class:`worker.checkpoints.backoff.Backoff` (0.5 s, doubling to 5 s, reset by a
+   checkpoint that succeeds), so an outage that fails every write at once neither rewrites the file
+   nor logs an error on every turn of the loop. Revoke and shutdown
+   (:meth:`Checkpointer.checkpoint_now`) do not wait for it.
 4. **Offsets committed** to Kafka, only once the file is durable (and the state topic's copy, when
    there is one) (informational: restore trusts the checkpoint, but monitoring reads the group's
    offsets).
@@ -57,14 +57,13 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
 from worker.checkpoints.schedule import Checkpointable
 from worker.checkpoints.snapshot import Snapshot
-from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
-from worker.logs import fields
 from worker.core.merge import FEATURES, LABELS
+from worker.kafka.clients import Clients
+from worker.logs import fields
 from worker.metrics import Health, WorkerMetrics
 from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateTopicLost
 from worker.state_topic.mirror import Mirroring, StateMirror
-
 
 FLUSH_TIMEOUT_S = 10.0
 
@@ -251,7 +250,9 @@ class Checkpointer:
         """
         offsets = self._wait(partitions)
         todo = [
-            p for p in partitions if p in owned and (owned[p].schedule.records or owned[p].schedule.pending or force)
+            p
+            for p in partitions
+            if p in owned and (owned[p].schedule.records or owned[p].schedule.pending or force)
         ]
         if not todo:
             self._commit(offsets, wait=True)
@@ -377,7 +378,9 @@ class Checkpointer:
         message = "checkpoint not written to the state topic; offsets not committed"
         self.failed(partition, owned, snapshot, message, str(error))
 
-    def failed(self, partition: int, owned: Checkpointable, snapshot: Snapshot, message: str, error: str) -> None:
+    def failed(
+        self, partition: int, owned: Checkpointable, snapshot: Snapshot, message: str, error: str
+    ) -> None:
         """A checkpoint attempt failed: the partition is due again, once its backoff's pause is over
         (step 3c). Logged at the start of a streak of failures, then at most once a minute."""
         failure = owned.schedule.failed(snapshot.records, self.clock())  # due again: the next attempt

@@ -28,6 +28,7 @@ from worker.checkpoints.ledger import DeliveryLedger
 from worker.checkpoints.snapshot import Snapshot
 from worker.core.partition_state import PartitionState
 
+
 class CheckpointSchedule:
     """One partition's checkpoint schedule: records since its last snapshot, when that was taken, the
     backoff after failed attempts, and the snapshot waiting to be written (step 2 of the protocol)."""

@@ -27,9 +27,9 @@ they would never be produced again; docs/reliability.md has the whole argument.
 The state topic's copy must never be ahead either. Kafka hides an aborted transaction's state records
 from the restoring reader (read_committed); a broker that does not filter them (the embedded test
 broker) shows them, and a restore skips a state past the group's committed offsets
-(:meth:`worker.kafka.partition_runtime.PartitionRuntime.assign`). That check needs committed offsets to compare
-with, so a partition's state is staged only from the transaction after the first one that commits
-its offsets: before, an aborted first transaction left a state the check could not tell from a
+(:meth:`worker.kafka.partition_runtime.PartitionRuntime.assign`). That check needs committed offsets to
+compare with, so a partition's state is staged only from the transaction after the first one that
+commits its offsets: before, an aborted first transaction left a state the check could not tell from a
 committed one, and its partition restarted past outputs that were never committed. (When the group has
 no offsets for a partition, e.g. after Kafka expired an idle group's offsets, the topic's state is
 trusted, as it must be on a broker that filters aborted records.)
@@ -67,12 +67,12 @@ from worker.checkpoints.file_store import CheckpointStore, checkpoint_path
 from worker.checkpoints.protocol import Checkpointer, Write
 from worker.checkpoints.schedule import Checkpointable
 from worker.checkpoints.snapshot import Snapshot
-from worker.kafka.clients import Clients
 from worker.config import WorkerSettings
+from worker.kafka.clients import Clients
 from worker.logs import fields
 from worker.metrics import Health, WorkerMetrics
-from worker.state_topic.mirror import Mirroring, StateMirror
 from worker.state_topic.errors import StateTopicError, StateTopicFenced
+from worker.state_topic.mirror import Mirroring, StateMirror
 
 _FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)
