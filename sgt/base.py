@@ -75,8 +75,9 @@ DEFAULTS = {
 
 #: What a leaf predicts with: its value ("constant", the paper's), its value plus a linear term in
 #: the numeric features ("linear", see sgt.tree.Tree.predict_rows), fitted from the same g and h, or
-#: either, each leaf by which predicted its records better so far ("adaptive", see sgt.tree.Tree._choose;
-#: one-output trees only: not the boosted classifier, whose members may have several outputs).
+#: either, each leaf by which predicted its records better so far ("adaptive", see
+#: sgt.leaf.LeafLearner._choose; one-output trees only: not the boosted classifier, whose members may
+#: have several outputs).
 LEAF_MODELS = ("constant", "linear", "adaptive")
 
 # batches of at most this many rows take the one-record path (see BaseSGT._run_rows)

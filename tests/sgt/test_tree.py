@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgt.features import FeatureSpace
-from sgt.tree import FIRST_FULL_WINDOW, Layout, Params, Tree
+from sgt.leaf import FIRST_FULL_WINDOW
+from sgt.tree import Layout, Params, Tree
 
 
 def brute_first_full(tree: Tree, nodes: np.ndarray) -> int:
@@ -107,6 +108,6 @@ def test_every_slot_owns_its_statistics_after_learning_and_a_restore(compiled, m
     learned, restored = model._trees[0], load(model.to_bytes())._trees[0]
     waiting = np.flatnonzero(learned.pending_n[: learned.n_slots] > 0)
     assert waiting.size > 1
-    learned._merge_leaves(waiting)  # several leaves' blocks merged in one pass
+    learned.learner._merge_leaves(waiting)  # several leaves' blocks merged in one pass
     for tree in (learned, restored):
         assert len({_memory_of(held) for held in tree.stats}) == tree.n_slots
