@@ -166,9 +166,9 @@ def _run_rows(
 ) -> None:
     """A few rows: each one as the chunked path treats an event row, i.e. as the one-record path.
 
-    The chunked path's numpy passes cost a fixed ~0.5 ms a call, which dominates for a handful of
-    rows (a streaming worker's batch at a low rate); one row at a time on the trees' list mirrors
-    is about nine times faster for three rows. Same arithmetic, so the same bits either way.
+    The chunked path's numpy passes have a fixed cost a call, which dominates for a handful of rows
+    (a streaming worker's batch at a low rate); one row at a time on the trees' list mirrors is
+    faster there (docs/decisions.md, "Trees: exact arithmetic"). Same arithmetic, so the same bits.
     """
     for i, row in enumerate(codes.tolist()):
         if i in regrids:

@@ -26,7 +26,9 @@ __all__ = ["Layout", "LeafInputs", "Params", "leaf_input", "leaf_inputs", "leaf_
 
 @dataclass(frozen=True)
 class Params:
-    """The hyperparameters a tree needs (validated by the estimator)."""
+    """The hyperparameters a tree needs (validated by the estimator): the paper's delta (the F-test's
+    level), grace_period, lambda_ (the value step's L2 term) and gamma (the cost of a split), the
+    maximum depth, and the linear leaves' settings (see each field's comment)."""
 
     delta: float
     grace_period: int
@@ -43,12 +45,19 @@ class Params:
     # without it (a t statistic below -t; see LeafLearner._newton_linear and sgt.linear_gate.drop_changes)
     linear_gate: float | None = None
     # "adaptive": the weight each attempt keeps of a leaf's tally of its linear term's loss change (the
-    # blocks before it fade by this factor; see sgt.leaf.LeafLearner._choose and docs/decisions.md)
+    # blocks before it fade by this factor; see sgt.leaf.LeafLearner._choose; why 0.5: docs/decisions.md)
     leaf_fading: float = 0.5
 
 
 class Layout:
-    """Where each feature's split statistics live in a slot, derived from a FeatureSpace."""
+    """Where each feature's split statistics live in a slot, derived from a FeatureSpace.
+
+    Parameters
+    ----------
+    space:
+        The feature space: its features' kinds and widths (numeric: bins + 1 codes; nominal: the
+        categories known, + 1), in order. Made anew whenever the widths change.
+    """
 
     def __init__(self, space: FeatureSpace) -> None:
         self.widths = space.widths()

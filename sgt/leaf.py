@@ -225,8 +225,8 @@ class LeafLearner:
 
         A leaf that falls back from its linear term to its constant resets its statistics, which hold
         the linear term's gradients: one that diverged left g in the thousands there, whose variance
-        failed every later F-test (measured: a root that never split, MAE 4.9 against the constant's
-        1.9). (Reset at every change of predictor: Friedman #1's MAE 1.494 against 1.398.)"""
+        would fail every later F-test, so the leaf would never split. Only this change resets: a reset
+        at every change of predictor loses (docs/decisions.md, "Trees: how a leaf learns")."""
         tree = self.tree
         if not tree.adaptive:
             return 1
@@ -321,11 +321,10 @@ class LeafLearner:
         s = (mean h (z-c)(z-c)' + l I)^-1 mean g (z-c): the step moves the prediction by -s . (z - c),
         nothing at the block's centre. Uncentred, a feature whose inputs barely vary in the leaf (a
         timestamp at the end of its grid) made the linear step a second intercept step beside the
-        value's own, which overshot (measured: TrumpApproval's MAE 7.8 uncentred, 2.0 centred).
+        value's own, which overshot (docs/decisions.md, "Trees: how a leaf learns").
 
         l is linear_lambda, not the value's lambda_ (the inputs span [-1/2, 1/2], whereas a value's
-        step is not scaled by inputs). Of 0.003, 0.01, 0.03 and 0.1 (BENCHMARKS.md), 0.01 is the
-        default: 0.003 gains up to 5 points on some streams but doubles TrumpApproval's MAE.
+        step is not scaled by inputs; its default: docs/decisions.md).
 
         The block's g and h were computed at the model's predictions, linear term included, so this
         is a step on the leaf's loss as a function of w (the value has its own step, the null
@@ -420,7 +419,7 @@ class LeafLearner:
         """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
         the longest with instances whose terms are exactly -0.0, which leave a sum in order unchanged
         (x + -0.0 is x for every x), so each leaf gets the bits of its own block alone. (One leaf
-        takes `_newton_linear`: the padding and gathers cost it about 30 us an attempt.)"""
+        takes `_newton_linear`, which pays no padding and gathers.)"""
         tree = self.tree
         if kernels.ENABLED:
             for node, slot in zip(nodes, slots):
@@ -642,7 +641,7 @@ class LeafLearner:
         if not layout.nominal:
             return
         n = tree.merged_count(slot)
-        # a walk to the root (about 30% of a split search on deep trees): only with nominal features
+        # a walk to the root (a large share of a split search on deep trees): only with nominal features
         used = tree.nominal_on_path(node)
         for j in layout.nominal:
             if j not in used:

@@ -60,7 +60,27 @@ NO_NODE = -1
 
 
 class Tree:
-    """A single SGT: nodes, leaf slots and the split attempt. Used through the estimators."""
+    """A single SGT: its nodes and leaf slots in flat arrays, routing and prediction; its leaves learn
+    through its `learner` (sgt.leaf). Used through the estimators, which validate the parameters.
+
+    Parameters
+    ----------
+    params:
+        The hyperparameters (`sgt.layout.Params`).
+    layout:
+        Where each feature's statistics live in a leaf (`sgt.layout.Layout`); `relayout` adopts a
+        wider one as features and categories arrive.
+    root_value:
+        The root's value, the tree's prediction before it learns anything.
+
+    Examples
+    --------
+    >>> from sgt.features import FeatureSpace
+    >>> space = FeatureSpace(bins=4, warm_up=3)
+    >>> tree = Tree(Params(1e-3, 10, 0.1, 0.0, None), Layout(space), root_value=0.5)
+    >>> tree.n_nodes, tree.n_leaves, tree.predict_one(0, [])
+    (1, 1, 0.5)
+    """
 
     #: raw scores per record (sgt.multioutput.MultiOutputTree has several)
     n_outputs = 1

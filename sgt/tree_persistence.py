@@ -3,7 +3,7 @@
 Only the live part of each array is written (no spare capacity, no stale pending rows). A leaf's split
 statistics are mostly empty bins, so they are stored sparsely from format 2 on: the flat indices of
 the (slot, column) rows that hold any non-zero bit and those rows; every other row is +0.0, which
-restores the same bits (see docs/decisions.md, "Saved trees"). Format 1 stored them densely; formats
+restores the same bits (see docs/decisions.md, "Trees in memory"). Format 1 stored them densely; formats
 1 and 2 had no per-slot block sizes (every block was a grace period). A restored structure is checked
 so that routing cannot loop or index out of range, whatever a corrupted blob with a valid checksum
 holds.
