@@ -421,7 +421,7 @@ def _merge_into(held: np.ndarray, block: np.ndarray) -> None:
 
 @_compiled
 def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x with a x = b, a symmetric positive definite: Tree's _solve_positive_definite, its steps and
+    """x with a x = b, a symmetric positive definite: sgt.ordered.solve_positive_definite, its steps and
     their order (Gaussian elimination without pivoting; column k below the pivot is not updated)."""
     rows, rhs = a.copy(), b.copy()
     n = rhs.size
@@ -460,7 +460,7 @@ def linear_newton(
     `codes` [n, features] the block's codes, `numeric` the numeric features, `inputs` each code's input
     z, `g` and `h` [n]; `first`, `second` the upper triangle's pairs of numeric features and `pair_of`
     [width, width] the pair of each (i, j). Every sum runs over the instances in order from -0.0, as
-    _sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
+    sgt.ordered.sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
     n, width, pairs = codes.shape[0], numeric.size, first.size
     empty = np.empty(0)
     h_sum = -0.0
