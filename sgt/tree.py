@@ -20,20 +20,7 @@ of linear leaves) is sgt.leaf's `LeafLearner`, which each tree owns; saving and 
 is sgt.tree_persistence; the hyperparameters and the layout of the statistics are sgt.layout's.
 
 A memory budget (`Tree.cap`, bytes, set by the estimator; see "Memory budget" below) makes the least
-promising leaves *inactive*: their split statistics are freed and they never split again, but they
-still predict, take their blocks and update their value and linear term (an adaptive leaf its choice
-too: see "Memory budget").
-
->>> import numpy as np
->>> from sgt.features import FeatureSpace
->>> space = FeatureSpace(bins=8, warm_up=10)
->>> x = np.random.default_rng(0).uniform(0.0, 1.0, 60)
->>> codes = space.encode_array(x[:, None], np.ones(60, dtype=bool))
->>> tree = Tree(Params(0.1, 20, 0.1, 0.0, None), Layout(space))
->>> for value, row in zip(x, codes):  # g = -1 below 0.5, 1 above: a split near 0.5
-...     _ = tree.learn_one(tree.route_one(row)[0], row, -1.0 if value < 0.5 else 1.0, 1.0, space)
->>> tree.n_splits > 0, tree.route_one(space.encode_one([0.1], learn=False))[1]
-(True, False)
+promising leaves *inactive*: they still predict and learn their values, but never split again.
 """
 
 from __future__ import annotations
@@ -75,11 +62,16 @@ class Tree:
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sgt.features import FeatureSpace
-    >>> space = FeatureSpace(bins=4, warm_up=3)
-    >>> tree = Tree(Params(1e-3, 10, 0.1, 0.0, None), Layout(space), root_value=0.5)
-    >>> tree.n_nodes, tree.n_leaves, tree.predict_one(0, [])
-    (1, 1, 0.5)
+    >>> space = FeatureSpace(bins=8, warm_up=10)
+    >>> x = np.random.default_rng(0).uniform(0.0, 1.0, 60)
+    >>> codes = space.encode_array(x[:, None], np.ones(60, dtype=bool))
+    >>> tree = Tree(Params(0.1, 20, 0.1, 0.0, None), Layout(space))
+    >>> for value, row in zip(x, codes):  # g = -1 below 0.5, 1 above: a split near 0.5
+    ...     _ = tree.learn_one(tree.route_one(row)[0], row, -1.0 if value < 0.5 else 1.0, 1.0, space)
+    >>> tree.n_splits > 0, tree.route_one(space.encode_one([0.1], learn=False))[1]
+    (True, False)
     """
 
     #: raw scores per record (sgt.multioutput.MultiOutputTree has several)
@@ -231,6 +223,8 @@ class Tree:
             setattr(self, name, grown)
 
     def reset_slot(self, slot: int) -> None:
+        """Forget what a slot's leaf learned since its last reset (after a value update, a fall back to
+        its constant, or for a split's first child): statistics, total and pending block."""
         # (not filled with zeros: see _new_slot; an inactive slot keeps none)
         self.stats[slot] = self._new_stats() if self.active[slot] else self.no_stats()
         self.total[slot] = 0.0
@@ -493,7 +487,7 @@ class Tree:
         """The second half of an attempt: apply the candidate if its F-test passes. True if split."""
         return self.learner.act(node, candidate, space)
 
-    # -- growing -------------------------------------------------------------------------------
+    # -- splitting -----------------------------------------------------------------------------
     def nominal_on_path(self, node: int) -> set[int]:
         """Nominal features already split on between the root and `node` (split once per path)."""
         used = set()
@@ -581,6 +575,7 @@ class Tree:
         return np.zeros((0, *self.output_axes(), WIDTH))
 
     def deactivate(self, slot: int) -> None:
+        """Make a slot's leaf inactive: its split statistics are freed, it never splits again."""
         self.active[slot] = False
         self.stats[slot] = self.no_stats()
 
