@@ -55,6 +55,7 @@ class MultiOutputLearner(LeafLearner):
     the outputs side by side (each output's numbers in the order one output's would be)."""
 
     def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
+        """One leaf at a time: the outputs side by side already fill each leaf's numpy passes."""
         return [self.evaluate(node) for node in nodes]
 
     def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
