@@ -1,42 +1,31 @@
-"""What every SGT estimator shares: parameters, feature encoding and the exact batch algorithm.
+"""What every SGT estimator shares: parameters, feature encoding, persistence and the exact batch algorithm.
 
-One record at a time, learning is: encode the record; register its target (a new class adds a
-tree; a regressor's first target sets the base score); route it through every tree, creating a
-leaf where a category is first learned at a nominal branch; compute g and h of the loss at the
-current prediction; add them to each tree's leaf; attempt a split where a leaf's block fills.
-
-The batch methods do exactly that, but vectorised: between *events* the trees do not change, so a whole
-run of records is routed, predicted and appended to the leaves' pending blocks with numpy. An event is a
-record that fills a leaf's block (a split attempt follows), brings a new target (class or base score),
-or reaches a nominal branch with a category the branch has never learned. The event record goes through
-the one-record path (a record that only fills leaves is learned one record after the run before it, on
-the gradients computed with it); records after it are re-routed only where the tree changed. Predictions
-come out strictly prequential: each record is predicted by the model that has learned every record
-before it. sgt.batch finds the events; leaf inputs are computed once per batch.
-
-A model with one tree, whose hooks need not see the rows in order, takes the stretches between new
-targets and grown grids node by node instead (sgt.leafwise): the same bits in fewer numpy passes.
+`BaseSGT` holds the hyperparameters (checked by sgt.checks), the feature space and its layout, the
+trees, the one-record path (`_learn_codes`: register the target, route, predict, compute g and h,
+learn each tree's leaf) and the hooks a concrete estimator fills in (its targets, its loss, what it
+observes per row). The batch methods give the one-record path's bits: the chunked path between
+events is sgt.chunked, the node-by-node path of one-tree models sgt.leafwise. A batch that would
+widen the layout under a memory budget runs as parts cut where a loop widens it (`_widening_rows`).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from sgt.batch import Events
+from sgt.checks import check_int as _check_int
+from sgt.checks import check_real as _check_real
+from sgt.chunked import ROW_BY_ROW_MAX, run_codes, run_parts, widening_rows
 from sgt.explain import importances
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
-from sgt.leafwise import Run, run_leafwise
+from sgt.layout import Layout, LeafInputs, Params
 from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
-from sgt.tree import Layout, LeafInputs, Params, Tree, leaf_inputs_of
+from sgt.tree import Tree
 
-__all__ = ["DEFAULTS", "PAPER_DEFAULTS", "BaseSGT"]
+__all__ = ["DEFAULTS", "PAPER_DEFAULTS", "ROW_BY_ROW_MAX", "BaseSGT"]
 
 #: The paper's settings (section 5 of Gouk et al.; the authors' code): `SGTClassifier(**PAPER_DEFAULTS)`.
 PAPER_DEFAULTS = {
@@ -50,16 +39,11 @@ PAPER_DEFAULTS = {
     "leaf_model": "constant",
 }
 
-#: Our defaults. delta, grace_period and gamma differ from the paper's: measured on five benchmark
-#: streams they gain on every one (+1.5 to +11 accuracy points, -11% MAE) without false splits on
-#: pure-noise classification streams. See BENCHMARKS.md, section 3. grace_start = 10 (a root's
-#: first attempt after 10 records, a new leaf's after 10 * 2^depth) lifts short streams most (a
-#: 1,250-record binary data set: 49.7% -> 88.2%) and every long one by 0.3-2.5 points; the paper's
-#: warm-up, which blocked numeric splits for 1,000 values, is gone (grids grow with the data).
-#: leaf_model = "linear" (not in the paper) with linear_lambda = 0.01, against constant leaves: Friedman
-#: #1's MAE 1.98 -> 1.11, the rotating hyperplane 80.5% -> 91.7%, RBF-5 +2.2 points, ImageSegments +5.9;
-#: within 0.6 points elsewhere (BENCHMARKS.md, side by side). The regressors' leaf_model is "adaptive"
-#: (each leaf serves its linear term or its constant: BENCHMARKS.md, robustness).
+#: Our defaults. delta, grace_period and gamma differ from the paper's, grace_start = 10 (a root's
+#: first attempt after 10 records, a new leaf's after 10 * 2^depth) replaces the paper's warm-up,
+#: which blocked numeric splits for 1,000 values (grids grow with the data), and leaf_model =
+#: "linear" (not in the paper) adds a linear term to each leaf; the regressors' leaf_model is
+#: "adaptive". Why, measured: docs/decisions.md ("The single tree") and BENCHMARKS.md, section 3.
 DEFAULTS = {
     "delta": 1e-3,
     "grace_period": 100,
@@ -78,9 +62,6 @@ DEFAULTS = {
 #: either, each leaf by which predicted its records better so far ("adaptive", see sgt.tree.Tree._choose;
 #: one-output trees only: not the boosted classifier, whose members may have several outputs).
 LEAF_MODELS = ("constant", "linear", "adaptive")
-
-# batches of at most this many rows take the one-record path (see BaseSGT._run_rows)
-ROW_BY_ROW_MAX = 16
 
 
 class TreeGroup(NamedTuple):
@@ -616,13 +597,7 @@ class BaseSGT:
     ) -> tuple[np.ndarray, np.ndarray]:
         """`_run` of rows [0, cuts[0]), [cuts[0], cuts[1]), ... in turn, as one run's result (every
         learning path gives the same model whatever the batches)."""
-        bounds = [0, *cuts.tolist(), len(X)]
-        parts = []
-        for start, end in itertools.pairwise(bounds):
-            shifted = None if out is None else _Shifted(out, start)
-            rows_y = None if y is None else _slice(y, start, end)
-            parts.append(self._run(_slice(X, start, end), rows_y, shifted))
-        return _joined(parts)
+        return run_parts(self, X, y, out, cuts)
 
     def _run_codes(
         self,
@@ -638,159 +613,11 @@ class BaseSGT:
         """`_run` after encoding: rows already coded in the current layout, targets prepared,
         `regrids` the grids that grew at each row (by row); if known, `inputs` the rows' leaf inputs
         and `routes` each tree's (node, stopped) of every row (updated in place as the trees change).
+        The chunked path of sgt.chunked.
 
         A separate entry so that an ensemble can encode a batch once and run each member on the codes.
         """
-        n = codes.shape[0]
-        regrids = regrids or {}
-        capacity = self._n_raw_scores() + len(target_events)
-        raw = np.zeros((n, capacity))
-        outputs_at = np.zeros(n, dtype=np.intp)
-        if n <= ROW_BY_ROW_MAX:
-            self._run_rows(codes, targets, learn, raw, outputs_at, out, regrids)
-            return raw, outputs_at
-        if inputs is None:
-            inputs = leaf_inputs_of(self._layout, codes)
-        if routes is None:
-            routes = [tree.route(codes) for tree in self._trees]
-        events = Events(
-            self._trees,
-            routes,
-            learn,
-            np.union1d(target_events, np.fromiter(regrids, dtype=np.intp, count=len(regrids))),
-        )
-        fold = self._folds_fills()
-        start = 0
-        while start < n:
-            if self._leafwise():  # up to the next new target or grown grid, node by node
-                stop = events.next_fixed(start, n)
-                if stop > start:
-                    run = Run(*routes[0], codes, targets, learn, raw, outputs_at, inputs)
-                    run_leafwise(self, start, stop, run)
-                    events.forget([0])
-                    start = stop
-                    continue
-            end, fill = events.next(start, n)
-            if fill and fold:  # the filling row learns at the end of the plain rows before it
-                self._before_changes(end)
-                changed = self._run_plain(
-                    start, end + 1, routes, codes, targets, learn, raw, outputs_at, out, inputs, fills=True
-                )
-                self._reroute(end + 1, routes, codes, changed)
-                events.forget(t for t, _ in changed)
-                start = end + 1
-                continue
-            if end > start:
-                self._run_plain(start, end, routes, codes, targets, learn, raw, outputs_at, out, inputs)
-            if end == n:
-                break
-            if end in regrids:
-                nodes, row_raw, before = self._before_regrids(codes[end], regrids[end])
-                self._observe_row(out, end, nodes, row_raw, before)  # before the grids grow
-                self._apply_regrids(regrids[end])
-                for t, tree in enumerate(self._trees):  # thresholds may have moved: route the rest anew
-                    routes[t][0][end + 1 :], routes[t][1][end + 1 :] = tree.route(codes[end + 1 :])
-                events.forget(range(len(self._trees)))
-            else:
-                nodes = [int(r[0][end]) for r in routes]
-                row_raw = self._raw_one(nodes, codes[end])
-                self._observe_row(out, end, nodes, row_raw, codes[end])
-            raw[end, : len(row_raw)] = row_raw
-            outputs_at[end] = self._n_outputs()
-            if learn[end]:
-                self._observe_event(end)
-                self._before_changes(end)
-                changed = self._learn_codes(codes[end], targets[end])
-                self._reroute(end + 1, routes, codes, changed)
-                events.forget(t for t, _ in changed)
-            start = end + 1
-        return raw, outputs_at
-
-    def _before_regrids(
-        self, codes: np.ndarray | list[int], regrids: list[Regrid]
-    ) -> tuple[list[int], list[float], list[int]]:
-        """Nodes, raw scores and codes of a record that grows grids, as predicted before learning it (on
-        the old grids)."""
-        before = list(codes)
-        for regrid in regrids:
-            before[regrid.feature] = regrid.code_before
-        nodes = [tree.route_one(before)[0] for tree in self._trees]
-        return nodes, self._raw_one(nodes, before), before
-
-    def _run_rows(
-        self,
-        codes: np.ndarray,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        raw: np.ndarray,
-        outputs_at: np.ndarray,
-        out: Any,
-        regrids: dict[int, list[Regrid]],
-    ) -> None:
-        """A few rows: each one as the chunked path treats an event row, i.e. as the one-record path.
-
-        The chunked path's numpy passes cost a fixed ~0.5 ms a call, which dominates for a handful of
-        rows (a streaming worker's batch at a low rate); one row at a time on the trees' list mirrors
-        is about nine times faster for three rows. Same arithmetic, so the same bits either way.
-        """
-        for i, row in enumerate(codes.tolist()):
-            if i in regrids:
-                nodes, row_raw, before = self._before_regrids(row, regrids[i])
-                self._observe_row(out, i, nodes, row_raw, before)  # before the grids grow
-                self._apply_regrids(regrids[i])
-            else:
-                nodes = [tree.route_one(row)[0] for tree in self._trees]
-                row_raw = self._raw_one(nodes, row)
-                self._observe_row(out, i, nodes, row_raw, row)
-            raw[i, : len(row_raw)] = row_raw
-            outputs_at[i] = self._n_outputs()
-            if learn[i]:
-                self._observe_event(i)
-                self._before_changes(i)
-                self._learn_codes(row, targets[i])
-
-    def _run_plain(
-        self,
-        start: int,
-        end: int,
-        routes: list[tuple[np.ndarray, np.ndarray]],
-        codes: np.ndarray,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        raw_out: np.ndarray,
-        outputs_at: np.ndarray,
-        out: Any,
-        inputs: LeafInputs,
-        fills: bool = False,
-    ) -> list[tuple[int, int]]:
-        """Rows [start, end) hold no event: predict them all, then learn the labelled ones. With
-        `fills`, the last row (labelled) fills a leaf instead: it is learned last, as one record, on
-        the gradients computed with the others; return the (tree, node) pairs whose routing changed."""
-        outputs_at[start:end] = self._n_outputs()
-        if not self._trees:
-            self._observe_plain(out, start, end, [], None, targets, learn, codes[start:end])
-            self._n_seen += int(learn[start:end].sum())
-            return []
-        base = self._base()
-        chunk = [nodes[start:end] for nodes, _ in routes]
-        raw = np.concatenate(
-            [tree.predict_outputs(nodes, inputs, start) + base for tree, nodes in zip(self._trees, chunk)]
-        )
-        raw_out[start:end, : raw.shape[0]] = raw.T
-        self._observe_plain(out, start, end, chunk, raw, targets, learn, codes[start:end])
-        rows = np.flatnonzero(learn[start:end])
-        if not rows.size:
-            return []
-        g, h = self._gradients(raw[:, rows], targets[start:end][rows])
-        plain = rows.size - 1 if fills else rows.size
-        if plain:
-            block = codes[start:end][rows[:plain]]
-            for t, (tree, c) in enumerate(zip(self._trees, self._tree_columns())):
-                tree.append(chunk[t][rows[:plain]], block, g[c, :plain], h[c, :plain])
-            self._n_seen += plain
-        if not fills:
-            return []
-        return self._learn_fill([int(nodes[-1]) for nodes in chunk], codes[end - 1], g[:, -1], h[:, -1])
+        return run_codes(self, codes, targets, learn, target_events, out, regrids, inputs, routes)
 
     def _learn_fill(
         self, nodes: list[int], codes: np.ndarray, g: np.ndarray, h: np.ndarray
@@ -805,115 +632,9 @@ class BaseSGT:
         self._n_seen += 1
         return changed
 
-    def _reroute(
-        self,
-        first: int,
-        routes: list[tuple[np.ndarray, np.ndarray]],
-        codes: np.ndarray,
-        changed: list[tuple[int, int]],
-    ) -> None:
-        """After an event, move the remaining rows that sat at a changed node (or in a new tree)."""
-        n = codes.shape[0]
-        while len(routes) < len(self._trees):
-            tree = self._trees[len(routes)]
-            routes.append((np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)))
-            routes[-1][0][first:], routes[-1][1][first:] = tree.route(codes[first:])
-        for t, node in changed:
-            nodes, stopped = routes[t]
-            rows = first + np.flatnonzero(nodes[first:] == node)
-            if rows.size:
-                nodes[rows], stopped[rows] = self._trees[t].route(codes[rows], start=nodes[rows])
-
-
-def widening_rows(
-    snapshot: tuple[Any, ...], space: FeatureSpace, codes: np.ndarray, learn: np.ndarray
-) -> np.ndarray:
-    """The rows after the first of a batch whose learning widens the layout in a one-record loop: a
-    feature first learned there, or a category that grows a nominal feature's width
-    (`FeatureSpace.widths`). `snapshot`: the space before the batch; `space`: after encoding it.
-
-    Only learned rows register features and categories, with codes in the order they are first met,
-    so a nominal feature's categories after a row number its largest code so far.
-    """
-    names, vocab = snapshot[1], snapshot[4]
-    found = []
-    for j in range(len(space.names)):
-        column = np.where(learn, codes[:, j], 0)  # (a predicted row's unknown category registers none)
-        if j >= len(names):
-            found.append(np.flatnonzero(column)[:1])
-        if space.vocab[j] is None:
-            continue
-        before = len(vocab[j]) if j < len(names) else 0
-        sizes = np.maximum(before, np.maximum.accumulate(column.astype(np.int64)))
-        bits = np.frexp(np.maximum(sizes, 2).astype(np.float64))[1]  # int.bit_length, by row
-        found.append(np.flatnonzero(np.diff(bits, prepend=max(before, 2).bit_length())))
-    rows = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
-    return rows[rows > 0].astype(np.intp)
-
-
-class _Shifted:
-    """A run's `out` for a part of its rows from `start` on: rows it is given move by `start`."""
-
-    def __init__(self, out: Any, start: int) -> None:
-        self._out, self._start = out, start
-
-    def put(self, rows: int | slice, values: np.ndarray) -> None:
-        if isinstance(rows, slice):
-            rows = slice(rows.start + self._start, rows.stop + self._start)
-        else:
-            rows = rows + self._start
-        self._out.put(rows, values)
-
-
-def _slice(rows: Any, start: int, end: int) -> Any:
-    """Rows [start, end) of a batch's records or targets (an array, or any sequence)."""
-    if isinstance(rows, (np.ndarray, list, tuple)):
-        return rows[start:end]
-    return list(rows)[start:end]
-
-
-def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The raw scores and outputs of consecutive runs as one run's (narrower scores padded with zeros,
-    as a run leaves the columns a row has no output for)."""
-    width = max(raw.shape[1] for raw, _ in parts)
-    raws = [np.pad(raw, ((0, 0), (0, width - raw.shape[1]))) for raw, _ in parts]
-    return np.concatenate(raws), np.concatenate([outputs for _, outputs in parts])
-
-
-def _finite(value: numbers.Real) -> bool:
-    """Whether a real number is finite; an integer beyond the float range is not."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
 
 def _with_subclasses(cls: type[BaseSGT]) -> Iterator[type[BaseSGT]]:
     """`cls` and every class derived from it, depth first."""
     yield cls
     for sub in cls.__subclasses__():
         yield from _with_subclasses(sub)
-
-
-def _check_real(
-    name: str,
-    value: Any,
-    low: float,
-    allowed: str,
-    high: float = np.inf,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and _finite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-
-
-def _check_int(name: str, value: Any, low: int, allowed: str, high: int | None = None) -> None:
-    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if ok:
-        ok = value >= low and (high is None or value <= high)
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")

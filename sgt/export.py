@@ -93,13 +93,13 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
         "depth": int(tree.depth[node]),
     }
     feature = int(tree.feature[node])
-    if tree.linear:  # linear leaves: the weight of each numeric feature's input (sgt.tree.leaf_inputs)
+    if tree.linear:  # linear leaves: the weight of each numeric feature's input (sgt.layout.leaf_inputs)
         names, rows = model._space.names, tree.weights[node].reshape(tree.n_outputs, -1)
         weights = [{names[j]: float(row[j]) for j in tree.layout.numeric} for row in rows]
         out["weights"] = weights if multi else weights[0]
     if feature < 0:
         out.update(leaf=True, n=tree.leaf_count(node))
-        if tree.adaptive:  # what the leaf serves, and its constant (see sgt.tree.Tree._choose)
+        if tree.adaptive:  # what the leaf serves, and its constant (see sgt.leaf.LeafLearner._choose)
             constant = float(tree.value[node]) + float(tree.anchor[node]) + base
             out.update(serves="linear" if tree.serving[node] else "constant", constant=constant)
         return out

@@ -7,9 +7,9 @@ compiled by numba instead. Three steps of the attempt:
 - the numeric split search (`numeric_search`, then `numeric_winner` for the winner's variance and
   steps): about 13 us against sgt.split.best_numeric_planes' 80 us (10 features, 64 bins), reading
   the slot's statistics where they lie instead of gathering them into planes;
-- the merge of a leaf's pending block into its statistics (`merge_block`), which Tree._merge_pending
+- the merge of a leaf's pending block into its statistics (`merge_block`), which LeafLearner._merge_pending
   does with sgt.stats' block_stats and merge;
-- a linear leaf's Newton step on its block (`linear_newton`), Tree._newton_linear's sums and solve.
+- a linear leaf's Newton step on its block (`linear_newton`), LeafLearner._newton_linear's sums and solve.
 
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
 changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
@@ -348,7 +348,7 @@ def numeric_winner(stats: np.ndarray, columns: np.ndarray, f: int, t: int, lambd
 def merge_block(
     stats: np.ndarray, total: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray, offsets: np.ndarray
 ) -> None:
-    """Merge a leaf's pending block into its statistics, in place, as Tree._merge_pending does with
+    """Merge a leaf's pending block into its statistics, in place, as LeafLearner._merge_pending does with
     sgt.stats' block_stats and merge: `stats` [columns, outputs, 6] and `total` [outputs, 6] the
     slot's, `codes` [n, F] the block's codes, `g` and `h` [n, outputs], `offsets` each feature's first
     column (a one-output tree passes its arrays with an output axis of 1).
@@ -421,7 +421,7 @@ def _merge_into(held: np.ndarray, block: np.ndarray) -> None:
 
 @_compiled
 def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x with a x = b, a symmetric positive definite: Tree's _solve_positive_definite, its steps and
+    """x with a x = b, a symmetric positive definite: sgt.ordered.solve_positive_definite, its steps and
     their order (Gaussian elimination without pivoting; column k below the pivot is not updated)."""
     rows, rhs = a.copy(), b.copy()
     n = rhs.size
@@ -452,7 +452,7 @@ def linear_newton(
     pair_of: np.ndarray,
     linear_lambda: float,
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """A linear leaf's Newton step on its block, as Tree._newton_linear computes it: (sum of h, the
+    """A linear leaf's Newton step on its block, as LeafLearner._newton_linear computes it: (sum of h, the
     block's h-weighted centre c of the inputs, G = sum g (z - c), the step s), s solving
     (mean h (z-c)(z-c)' + linear_lambda I) s = G / n; c, G and s are empty when the sum of h is not
     positive (then there is no step).
@@ -460,7 +460,7 @@ def linear_newton(
     `codes` [n, features] the block's codes, `numeric` the numeric features, `inputs` each code's input
     z, `g` and `h` [n]; `first`, `second` the upper triangle's pairs of numeric features and `pair_of`
     [width, width] the pair of each (i, j). Every sum runs over the instances in order from -0.0, as
-    _sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
+    sgt.ordered.sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
     n, width, pairs = codes.shape[0], numeric.size, first.size
     empty = np.empty(0)
     h_sum = -0.0
@@ -504,7 +504,7 @@ def linear_steps(
 ) -> None:
     """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
     applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
-    Tree._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
+    LeafLearner._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
     keeps its term; else w -= s and value += s . c, the products added in order."""
     for k in range(value.size):
         h_sum, centre, _, step = linear_newton(

@@ -30,11 +30,14 @@ one-record arithmetic as in Tree, so every learning path gives the same bits.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from sgt import kernels
+from sgt.layout import Layout, LeafInputs, Params
+from sgt.leaf import LeafLearner
+from sgt.ordered import solve_positive_definite_many, sums_in_order
 from sgt.split import (
     Candidate,
     best_nominal_outputs,
@@ -42,21 +45,138 @@ from sgt.split import (
     null_candidate_outputs,
 )
 from sgt.stats import WIDTH, N, block_stats, merge
-from sgt.tree import (
-    NODE_ARRAYS,
-    Layout,
-    LeafInputs,
-    Params,
-    Tree,
-    _solve_positive_definite_many,
-    _sums_in_order,
-)
+from sgt.tree import NODE_ARRAYS, Tree
 
 __all__ = ["MultiOutputTree", "load_tree", "widened"]
 
 
+class MultiOutputLearner(LeafLearner):
+    """The leaf learning of a `MultiOutputTree`: the merge, the Newton step and the candidates with
+    the outputs side by side (each output's numbers in the order one output's would be)."""
+
+    def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
+        """One leaf at a time: the outputs side by side already fill each leaf's numpy passes."""
+        return [self.evaluate(node) for node in nodes]
+
+    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
+        """Each output's Newton step of its linear term on the block: LeafLearner._newton_linear with the
+        outputs side by side (the same operations on each output's numbers, in the same order, so
+        each output gets the bits it would get alone), their systems solved together. (`g_at`: always
+        None here, as multi-output trees are never adaptive.)"""
+        tree = self.tree
+        size, k = int(tree.pending_n[slot]), tree.n_outputs
+        layout = tree.layout
+        numeric = layout.numeric
+        if not numeric.size:
+            return
+        if kernels.ENABLED:
+            first, second = layout.pairs
+            kernels.linear_steps(
+                tree.pending_codes[slot, :size],
+                numeric,
+                layout.inputs,
+                tree.pending_g[slot, :size],
+                tree.pending_h[slot, :size],
+                first,
+                second,
+                layout.pair_of,
+                tree.params.linear_lambda,
+                tree.weights[node],
+                tree.value[node],
+            )
+            return
+        width = numeric.size
+        z = layout.inputs[tree.pending_codes[slot, :size].T[numeric]]  # [features, instances]
+        g, h = tree.pending_g[slot, :size].T, tree.pending_h[slot, :size].T  # [outputs, instances]
+        weighted = np.empty((k, width + 1, size))
+        weighted[:, 0] = h
+        np.multiply(z[None], h[:, None], out=weighted[:, 1:])
+        sums = sums_in_order(weighted.reshape(-1, size).T).reshape(k, width + 1)
+        stepping = np.flatnonzero(sums[:, 0] > 0.0)  # (an output without a positive h sum: none)
+        if not stepping.size:
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            centre = sums[:, 1:] / sums[:, :1]
+        centred = z[None] - centre[:, :, None]
+        first, second = layout.pairs
+        products = np.empty((k, width + first.size, size))
+        np.multiply(centred, g[:, None], out=products[:, :width])
+        np.multiply(centred[:, first], centred[:, second], out=products[:, width:])
+        products[:, width:] *= h[:, None]
+        means = sums_in_order(products.reshape(-1, size).T).reshape(k, -1) / size
+        hessian = means[:, width:][:, layout.pair_of] + tree.params.linear_lambda * np.eye(width)
+        steps = solve_positive_definite_many(hessian[stepping], means[stepping, :width])
+        for out, step in zip(stepping.tolist(), steps.tolist()):
+            self._linear_step(node, step, centre[out], (out,))
+
+    def _merge_pending(self, slot: int) -> None:
+        """LeafLearner._merge_pending with each output's statistics from one `block_stats`: output k's groups
+        come after output k - 1's, each summed in instance order (with sgt.kernels: every output in one
+        pass, the same sums)."""
+        tree = self.tree
+        if not tree.active[slot]:
+            self._merge_total(slot)
+            return
+        size, k = int(tree.pending_n[slot]), tree.n_outputs
+        if kernels.ENABLED:
+            kernels.merge_block(
+                tree.stats[slot],
+                tree.total[slot],
+                tree.pending_codes[slot, :size],
+                tree.pending_g[slot, :size],
+                tree.pending_h[slot, :size],
+                tree.layout.offsets,
+            )
+            tree.pending_n[slot] = 0
+            return
+        layout = tree.layout
+        width = layout.n_features + 1
+        groups = layout.n_columns + 1  # the columns, then the total
+        index = np.zeros((size, width), dtype=np.intp)
+        index[:, :-1] = tree.pending_codes[slot, :size]
+        index += layout.offsets
+        every = (index.ravel()[None, :] + (np.arange(k) * groups)[:, None]).ravel()
+        g = np.repeat(tree.pending_g[slot, :size].T, width, axis=1).ravel()
+        h = np.repeat(tree.pending_h[slot, :size].T, width, axis=1).ravel()
+        block = block_stats(every, g, h, k * groups).reshape(k, groups, WIDTH).transpose(1, 0, 2)
+        merged = merge(np.concatenate([tree.stats[slot], tree.total[slot][None]]), block)
+        tree.stats[slot], tree.total[slot] = merged[:-1], merged[-1]
+        tree.pending_n[slot] = 0
+
+    def _null_candidate(self, slot: int) -> Candidate:
+        tree = self.tree
+        return null_candidate_outputs(tree.total[slot], tree.params.lambda_)
+
+    def _nominal_candidate(self, block: np.ndarray, n: float, feature: int) -> Candidate | None:
+        tree = self.tree
+        return best_nominal_outputs(block, tree.params.lambda_, tree.params.gamma, n, feature)
+
+    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
+        tree = self.tree
+        if kernels.ENABLED:
+            return self._compiled_numeric(slots)
+        params, layout = tree.params, tree.layout
+        out = []
+        for slot in slots:
+            # [columns, outputs, 6] -> [outputs, 6, F, B + 1]
+            planes = np.take(tree.stats[slot].transpose(1, 2, 0), layout.numeric_columns, axis=2)
+            n = tree.merged_count(slot)
+            out.append(best_numeric_outputs(planes, params.lambda_, params.gamma, n, layout.numeric))
+        return out
+
+
 class MultiOutputTree(Tree):
-    """An SGT with `outputs` raw scores per record (two or more), one structure for all of them."""
+    """An SGT with `outputs` raw scores per record (two or more), one structure for all of them.
+
+    Parameters
+    ----------
+    params, layout, root_value:
+        As `sgt.tree.Tree`'s.
+    outputs:
+        Raw scores per record, two or more.
+    """
+
+    learner_type: ClassVar[type[LeafLearner]] = MultiOutputLearner
 
     def __init__(self, params: Params, layout: Layout, outputs: int, root_value: float = 0.0) -> None:
         if outputs < 2:
@@ -64,7 +184,7 @@ class MultiOutputTree(Tree):
         self.n_outputs = int(outputs)
         super().__init__(params, layout, root_value)
 
-    def _output_axes(self) -> tuple[int, ...]:
+    def output_axes(self) -> tuple[int, ...]:
         return (self.n_outputs,)
 
     def merged_count(self, slot: int) -> float:
@@ -90,7 +210,7 @@ class MultiOutputTree(Tree):
         np.multiply(
             weights.transpose(2, 1, 0), inputs.values[first : first + rows].T[:, None, :], out=terms[1:]
         )
-        return _sums_in_order(terms.reshape(terms.shape[0], k * rows)).reshape(k, rows)
+        return sums_in_order(terms.reshape(terms.shape[0], k * rows)).reshape(k, rows)
 
     def predict_rows(self, nodes: np.ndarray, inputs: LeafInputs, first: int = 0) -> np.ndarray:
         raise TypeError("a multi-output tree predicts several outputs: use predict_outputs")
@@ -122,110 +242,6 @@ class MultiOutputTree(Tree):
     ) -> None:
         """Tree.append with `g` and `h` [outputs, instances]."""
         super().append(nodes, codes, g.T, h.T, rank)
-
-    def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
-        return [self.evaluate(node) for node in nodes]
-
-    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
-        """Each output's Newton step of its linear term on the block: Tree._newton_linear with the
-        outputs side by side (the same operations on each output's numbers, in the same order, so
-        each output gets the bits it would get alone), their systems solved together. (`g_at`: always
-        None here, as multi-output trees are never adaptive.)"""
-        size, k = int(self.pending_n[slot]), self.n_outputs
-        layout = self.layout
-        numeric = layout.numeric
-        if not numeric.size:
-            return
-        if kernels.ENABLED:
-            first, second = layout.pairs
-            kernels.linear_steps(
-                self.pending_codes[slot, :size],
-                numeric,
-                layout.inputs,
-                self.pending_g[slot, :size],
-                self.pending_h[slot, :size],
-                first,
-                second,
-                layout.pair_of,
-                self.params.linear_lambda,
-                self.weights[node],
-                self.value[node],
-            )
-            return
-        width = numeric.size
-        z = layout.inputs[self.pending_codes[slot, :size].T[numeric]]  # [features, instances]
-        g, h = self.pending_g[slot, :size].T, self.pending_h[slot, :size].T  # [outputs, instances]
-        weighted = np.empty((k, width + 1, size))
-        weighted[:, 0] = h
-        np.multiply(z[None], h[:, None], out=weighted[:, 1:])
-        sums = _sums_in_order(weighted.reshape(-1, size).T).reshape(k, width + 1)
-        stepping = np.flatnonzero(sums[:, 0] > 0.0)  # (an output without a positive h sum: none)
-        if not stepping.size:
-            return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            centre = sums[:, 1:] / sums[:, :1]
-        centred = z[None] - centre[:, :, None]
-        first, second = layout.pairs
-        products = np.empty((k, width + first.size, size))
-        np.multiply(centred, g[:, None], out=products[:, :width])
-        np.multiply(centred[:, first], centred[:, second], out=products[:, width:])
-        products[:, width:] *= h[:, None]
-        means = _sums_in_order(products.reshape(-1, size).T).reshape(k, -1) / size
-        hessian = means[:, width:][:, layout.pair_of] + self.params.linear_lambda * np.eye(width)
-        steps = _solve_positive_definite_many(hessian[stepping], means[stepping, :width])
-        for out, step in zip(stepping.tolist(), steps.tolist()):
-            self._linear_step(node, step, centre[out], (out,))
-
-    def _merge_pending(self, slot: int) -> None:
-        """Tree._merge_pending with each output's statistics from one `block_stats`: output k's groups
-        come after output k - 1's, each summed in instance order (with sgt.kernels: every output in one
-        pass, the same sums)."""
-        if not self.active[slot]:
-            self._merge_total(slot)
-            return
-        size, k = int(self.pending_n[slot]), self.n_outputs
-        if kernels.ENABLED:
-            kernels.merge_block(
-                self.stats[slot],
-                self.total[slot],
-                self.pending_codes[slot, :size],
-                self.pending_g[slot, :size],
-                self.pending_h[slot, :size],
-                self.layout.offsets,
-            )
-            self.pending_n[slot] = 0
-            return
-        layout = self.layout
-        width = layout.n_features + 1
-        groups = layout.n_columns + 1  # the columns, then the total
-        index = np.zeros((size, width), dtype=np.intp)
-        index[:, :-1] = self.pending_codes[slot, :size]
-        index += layout.offsets
-        every = (index.ravel()[None, :] + (np.arange(k) * groups)[:, None]).ravel()
-        g = np.repeat(self.pending_g[slot, :size].T, width, axis=1).ravel()
-        h = np.repeat(self.pending_h[slot, :size].T, width, axis=1).ravel()
-        block = block_stats(every, g, h, k * groups).reshape(k, groups, WIDTH).transpose(1, 0, 2)
-        merged = merge(np.concatenate([self.stats[slot], self.total[slot][None]]), block)
-        self.stats[slot], self.total[slot] = merged[:-1], merged[-1]
-        self.pending_n[slot] = 0
-
-    def _null_candidate(self, slot: int) -> Candidate:
-        return null_candidate_outputs(self.total[slot], self.params.lambda_)
-
-    def _nominal_candidate(self, block: np.ndarray, n: float, feature: int) -> Candidate | None:
-        return best_nominal_outputs(block, self.params.lambda_, self.params.gamma, n, feature)
-
-    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
-        if kernels.ENABLED:
-            return self._compiled_numeric(slots)
-        params, layout = self.params, self.layout
-        out = []
-        for slot in slots:
-            # [columns, outputs, 6] -> [outputs, 6, F, B + 1]
-            planes = np.take(self.stats[slot].transpose(1, 2, 0), layout.numeric_columns, axis=2)
-            n = self.merged_count(slot)
-            out.append(best_numeric_outputs(planes, params.lambda_, params.gamma, n, layout.numeric))
-        return out
 
     # -- saving --------------------------------------------------------------------------------
     def saved(self, prefix: str) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:

@@ -38,7 +38,8 @@ class SGTRegressor(BaseSGT):
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
     leaf_model
         "adaptive" (default): each leaf serves its linear term or its constant, whichever predicted
-        its records better so far (sgt.tree.Tree._choose); "linear" or "constant" as for the classifier.
+        its records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant" as for the
+        classifier.
     interval_coverages
         Coverages (in (0, 1)) whose prediction intervals the model tracks online from its prequential
         residuals, e.g. (0.9, 0.95) (sgt.intervals); `predict_interval_one` answers for these. Default

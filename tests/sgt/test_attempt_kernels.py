@@ -21,19 +21,11 @@ from hypothesis import strategies as st
 
 from sgt import kernels
 from sgt.features import FeatureSpace
+from sgt.linear_gate import may_reject, rejects_block
+from sgt.ordered import leaf_sums_in_order, solve_positive_definite, sums_in_order
 from sgt.split import Candidate, best_numeric, best_numeric_planes, newton_step
 from sgt.stats import CGH, M2G, M2H, MG, MH, N
-from sgt.tree import (
-    Layout,
-    Params,
-    Tree,
-    _leaf_sums_in_order,
-    _may_reject,
-    _rejects_block,
-    _solve_positive_definite,
-    _sums_in_order,
-    leaf_inputs_of,
-)
+from sgt.tree import Layout, Params, Tree, leaf_inputs_of
 from tests.sgt.sgt_testkit import bits, same_candidates
 
 
@@ -196,9 +188,9 @@ def test_sums_in_order_equal_the_last_cumulative_sum(rows, columns, seed) -> Non
     terms = rng.normal(size=(rows, columns)) * 10.0 ** rng.integers(-8, 9, size=(rows, columns))
     terms[rng.random(terms.shape) < 0.1] = -0.0
     expected = np.cumsum(terms, axis=0)[-1] if rows else np.zeros(columns)
-    assert np.array_equal(bits(_sums_in_order(terms)), bits(expected))
-    assert np.array_equal(bits(_sums_in_order(np.asfortranarray(terms))), bits(expected))
-    assert np.array_equal(bits(_sums_in_order(terms.T.copy().T)), bits(expected))
+    assert np.array_equal(bits(sums_in_order(terms)), bits(expected))
+    assert np.array_equal(bits(sums_in_order(np.asfortranarray(terms))), bits(expected))
+    assert np.array_equal(bits(sums_in_order(terms.T.copy().T)), bits(expected))
 
 
 @settings(max_examples=60, deadline=None)
@@ -209,7 +201,7 @@ def test_solve_equals_the_full_elimination(size, seed) -> None:
     m = rng.normal(size=(size, size))
     a = m @ m.T / size + 0.01 * np.eye(size)
     b = rng.normal(size=size)
-    assert np.array_equal(bits(np.array(_solve_positive_definite(a, b))), bits(reference_solve(a, b)))
+    assert np.array_equal(bits(np.array(solve_positive_definite(a, b))), bits(reference_solve(a, b)))
 
 
 def linear_tree(seed: int, n_numeric: int) -> tuple[Tree, np.random.Generator]:
@@ -241,7 +233,7 @@ def test_linear_leaf_step_equals_the_outer_product_form(n_numeric, size, seed) -
     tree.pending_codes[0, :size], tree.pending_g[0, :size], tree.pending_h[0, :size] = codes, g, h
     tree.pending_n[0] = size
     before = copy.deepcopy(tree)
-    tree._newton_linear(0, 0)
+    tree.learner._newton_linear(0, 0)
     # the reference: numpy's outer products and cumsums, as the step was first written
     numeric = layout.numeric
     weights, value = before.weights[0].copy(), float(before.value[0])
@@ -318,7 +310,7 @@ def leaves_tree(seed: int, n_numeric: int, linear: bool, max_depth: int | None) 
             g[rng.random(size) < 0.5] = -0.0  # zeros of either sign reach the statistics
         tree.append(np.full(size, leaf), codes, g, h)
         if rng.random() < 0.5:  # statistics merged from earlier blocks
-            tree._merge_pending(slot)
+            tree.learner._merge_pending(slot)
             tree.append(np.full(size, leaf), codes[::-1].copy(), rng.normal(size=size), h[::-1].copy())
     return tree, leaves
 
@@ -366,9 +358,9 @@ def test_leaf_sums_equal_each_leafs_own_sums(sizes, quantities, seed) -> None:
     )
     terms[:, 0] = -0.0  # a quantity whose every term is -0.0 sums to -0.0
     padding = np.arange(longest) >= np.array(sizes)[:, None]
-    got = _leaf_sums_in_order(terms, padding)
+    got = leaf_sums_in_order(terms, padding)
     for k, size in enumerate(sizes):
-        assert np.array_equal(bits(got[k]), bits(_sums_in_order(terms[k, :, :size].T)))
+        assert np.array_equal(bits(got[k]), bits(sums_in_order(terms[k, :, :size].T)))
 
 
 def gated_leaf(slope: float, seed: int) -> Tree:
@@ -392,7 +384,7 @@ def test_a_linear_term_its_new_block_rejects_is_dropped_and_its_mean_kept_in_the
     z = tree.layout.inputs[tree.pending_codes[slot, :100, 0]]
     centre = float((z * 0.25).sum() / 25.0)
     value = float(tree.value[0])
-    tree._newton_linear(0, slot)
+    tree.learner._newton_linear(0, slot)
     assert tree.weights[0].tolist() == [0.0] * tree.weights.shape[1]
     assert math.isclose(float(tree.value[0]), value + 2.0 * centre, rel_tol=1e-12, abs_tol=1e-15)
 
@@ -401,8 +393,8 @@ def test_a_linear_term_its_new_block_supports_is_stepped_as_without_the_gate() -
     """Catches a gate that drops a term whose slope the block confirms (g falls as the input grows)."""
     gated, plain = gated_leaf(slope=-1.0, seed=6), gated_leaf(slope=-1.0, seed=6)
     plain.params = dataclasses.replace(plain.params, linear_gate=None)
-    gated._newton_linear(0, int(gated.slot[0]))
-    plain._newton_linear(0, int(plain.slot[0]))
+    gated.learner._newton_linear(0, int(gated.slot[0]))
+    plain.learner._newton_linear(0, int(plain.slot[0]))
     assert gated.weights[0, 0] != 2.0 and np.array_equal(bits(gated.weights), bits(plain.weights))
     assert bits(gated.value[0]) == bits(plain.value[0])
 
@@ -411,7 +403,7 @@ def test_without_the_gate_a_rejected_term_is_stepped() -> None:
     """Catches a gate that acts with `linear_gate` None."""
     tree = gated_leaf(slope=1.0, seed=5)
     tree.params = dataclasses.replace(tree.params, linear_gate=None)
-    tree._newton_linear(0, int(tree.slot[0]))
+    tree.learner._newton_linear(0, int(tree.slot[0]))
     assert tree.weights[0, 0] != 0.0
 
 
@@ -433,15 +425,15 @@ def test_the_gates_screen_passes_every_block_the_t_test_rejects(n_numeric, size,
     h = rng.uniform(0.01, 0.25, size=size)
     z -= (z * h).sum(axis=1, keepdims=True) / h.sum()
     g = drift * (weights @ z) + rng.normal(size=size) * 0.1  # drift > 0: the block rejects the term
-    sums = _sums_in_order(np.concatenate([z * g, z[first] * z[second] * h]).T)
-    if _rejects_block(weights, z, g, h, gate):
-        assert _may_reject(weights.tolist(), sums[:n_numeric].tolist(), gate)
+    sums = sums_in_order(np.concatenate([z * g, z[first] * z[second] * h]).T)
+    if rejects_block(weights, z, g, h, gate):
+        assert may_reject(weights.tolist(), sums[:n_numeric].tolist(), gate)
 
 
 def test_the_gates_screen_sends_to_the_t_test_only_blocks_that_could_reject() -> None:
     """Catches a screen that skips a block whose w . G is positive or NaN, or a negative gate (which
     can reject a block whose loss is higher without its term)."""
-    assert not _may_reject([1.0, 2.0], [-1.0, 0.25], 1.5) and not _may_reject([1.0], [0.0], 1.5)
-    assert _may_reject([1.0, 2.0], [-1.0, 0.75], 1.5)
-    assert _may_reject([1.0, 2.0], [-1.0, 0.25], -1.0)
-    assert _may_reject([math.inf, 1.0], [0.0, -1.0], 1.5)
+    assert not may_reject([1.0, 2.0], [-1.0, 0.25], 1.5) and not may_reject([1.0], [0.0], 1.5)
+    assert may_reject([1.0, 2.0], [-1.0, 0.75], 1.5)
+    assert may_reject([1.0, 2.0], [-1.0, 0.25], -1.0)
+    assert may_reject([math.inf, 1.0], [0.0, -1.0], 1.5)

@@ -106,7 +106,7 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
     seed=st.integers(0, 2**32 - 1),
 )
 def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, outputs, seed) -> None:
-    """Catches a block merged with other bits than Tree._merge_pending's numpy steps, for each output
+    """Catches a block merged with other bits than LeafLearner._merge_pending's numpy steps, for each output
     of a multi-output leaf alike: the block's sums in another order, or empty columns left untouched
     (merge turns their -0.0 means into +0.0)."""
     rng = np.random.default_rng(seed)
@@ -121,7 +121,8 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
     g = rng.normal(size=(rows, outputs)) * rng.choice([1.0, 1e-9, 1e9])
     h = rng.uniform(0.0, 0.25, size=(rows, outputs))
-    # Tree._merge_pending's numpy steps, output by output: one column per feature and code, then the total
+    # LeafLearner._merge_pending's numpy steps, output by output: one column per feature and code, then
+    # the total
     index = np.zeros((rows, features + 1), dtype=np.intp)
     index[:, :-1] = codes
     index += offsets

@@ -20,6 +20,7 @@ import sgt
 from sgt import BoostedClassifier
 from sgt.features import FeatureSpace
 from sgt.multioutput import MultiOutputTree, load_tree, widened
+from sgt.ordered import solve_positive_definite, solve_positive_definite_many
 from sgt.serialization import decode
 from sgt.split import (
     best_nominal,
@@ -30,14 +31,7 @@ from sgt.split import (
     null_candidate_outputs,
 )
 from sgt.stats import block_stats
-from sgt.tree import (
-    Layout,
-    Params,
-    Tree,
-    _solve_positive_definite,
-    _solve_positive_definite_many,
-    leaf_inputs_of,
-)
+from sgt.tree import Layout, Params, Tree, leaf_inputs_of
 from tests.sgt.test_boosted import (
     _LABELS,
     _LABELS5,
@@ -159,8 +153,8 @@ def test_systems_solved_side_by_side_get_the_bits_of_each_alone(seed: int, syste
     m = rng.normal(size=(systems, n, n))
     a = m @ m.transpose(0, 2, 1) + 0.01 * np.eye(n)
     b = rng.normal(size=(systems, n))
-    together = _solve_positive_definite_many(a, b).tolist()
-    assert together == [_solve_positive_definite(a[k], b[k]) for k in range(systems)]
+    together = solve_positive_definite_many(a, b).tolist()
+    assert together == [solve_positive_definite(a[k], b[k]) for k in range(systems)]
 
 
 def test_each_outputs_linear_step_is_a_single_trees_on_its_gradients() -> None:
@@ -172,11 +166,11 @@ def test_each_outputs_linear_step_is_a_single_trees_on_its_gradients() -> None:
     h[1] = 0.0  # an output without a positive Hessian sum takes no step
     multi = MultiOutputTree(params, layout, 3)
     multi.append(np.zeros(60, dtype=np.int32), codes, g, h)
-    multi._newton_linear(0, 0)
+    multi.learner._newton_linear(0, 0)
     for k in range(3):
         single = Tree(params, layout)
         single.append(np.zeros(60, dtype=np.int32), codes, g[k], h[k])
-        single._newton_linear(0, 0)
+        single.learner._newton_linear(0, 0)
         assert multi.weights[0, k].tolist() == single.weights[0].tolist()
         assert float(multi.value[0, k]) == float(single.value[0])
     assert not multi.weights[0, 1].any() and multi.weights[0, 0].any()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from copy import deepcopy
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgt.features import FeatureSpace
-from sgt.tree import FIRST_FULL_WINDOW, Layout, Params, Tree
+from sgt.leaf import FIRST_FULL_WINDOW
+from sgt.multioutput import MultiOutputTree
+from sgt.tree import Layout, Params, Tree
 
 
 def brute_first_full(tree: Tree, nodes: np.ndarray) -> int:
@@ -107,6 +111,40 @@ def test_every_slot_owns_its_statistics_after_learning_and_a_restore(compiled, m
     learned, restored = model._trees[0], load(model.to_bytes())._trees[0]
     waiting = np.flatnonzero(learned.pending_n[: learned.n_slots] > 0)
     assert waiting.size > 1
-    learned._merge_leaves(waiting)  # several leaves' blocks merged in one pass
+    learned.learner._merge_leaves(waiting)  # several leaves' blocks merged in one pass
     for tree in (learned, restored):
         assert len({_memory_of(held) for held in tree.stats}) == tree.n_slots
+
+
+@pytest.mark.parametrize("outputs", [1, 3])
+def test_a_copied_tree_learns_on_its_own_arrays(outputs: int) -> None:
+    """Catches a copy whose learner (sgt.leaf.LeafLearner, which the tree owns) still writes into the
+    tree it was copied from: the copy must learn as the original would and leave the original as it was."""
+    space = FeatureSpace(bins=8, warm_up=10)
+    x = np.random.default_rng(0).uniform(0.0, 1.0, 80)
+    codes = space.encode_array(x[:, None], np.ones(80, dtype=bool))
+    params, layout = Params(0.1, 20, 0.1, 0.0, None, leaf_model="linear"), Layout(space)
+    tree = Tree(params, layout) if outputs == 1 else MultiOutputTree(params, layout, outputs)
+    assert tree.learner.tree is tree and type(tree.learner) is tree.learner_type
+
+    def learn(target: Tree, rows: np.ndarray, values: np.ndarray) -> None:
+        for value, row in zip(values, rows):
+            g = -1.0 if value < 0.5 else 1.0
+            target.learn_one(
+                target.route_one(row)[0],
+                row,
+                g if outputs == 1 else [g] * outputs,
+                1.0 if outputs == 1 else [1.0] * outputs,
+                space,
+            )
+
+    learn(tree, codes[:40], x[:40])
+    before = tree.saved("t")
+    twin = deepcopy(tree)
+    assert twin.learner.tree is twin
+    learn(twin, codes[40:], x[40:])
+    after = tree.saved("t")
+    assert before[0] == after[0] and all(np.array_equal(a, b) for (_, a), (_, b) in zip(before[1], after[1]))
+    learn(tree, codes[40:], x[40:])
+    assert tree.saved("t")[0] == twin.saved("t")[0] and tree.n_splits > 0
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(tree.saved("t")[1], twin.saved("t")[1]))

@@ -1,0 +1,665 @@
+"""How a leaf learns: its pending block, the split attempt, its value's and linear term's steps.
+
+A `Tree` holds its leaves' learning state in flat arrays (see sgt.tree); its `LeafLearner` does the
+arithmetic on them. Pending instances are merged into a leaf's statistics only when the leaf attempts
+a split, one block of exactly `block[slot]` instances at a time (paper, section 3.3: the attempt
+happens every grace_period instances). A new leaf's first block holds `grace_start * 2^depth`
+instances and each attempt that leaves it a leaf doubles it, up to `grace_period`: a young tree moves
+its values and makes its first splits after a handful of records instead of a full grace period, an
+old leaf attempts as the paper's does, and deep leaves (most of them) add few attempts, which cost
+time. The block boundaries are therefore fixed by the algorithm, not by how a caller batched its
+records, which makes every learning path give bit-identical statistics.
+
+The attempt (paper section 3, with the conventions of the authors' public code): evaluate "update the
+leaf value only" and the best split of every feature, take the candidate with the lowest penalised
+mean loss change (the null candidate wins ties, then the earlier feature), and apply it iff its F-test
+gives p < delta and its mean is negative. A value update moves the leaf by its delta and resets its
+statistics; a split gives each child the parent's value plus its delta. A linear leaf first takes a
+Newton step of its linear term on the block; an adaptive leaf first chooses which of its linear term
+and its constant it serves next (`LeafLearner._choose`).
+
+The learner is an object the tree owns rather than functions over the tree because a multi-output
+tree learns with other arithmetic (sgt.multioutput's learner overrides the merge, the Newton step and
+the candidates), and rather than a part of `Tree` so that the structure and routing read on their own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sgt import kernels
+from sgt.features import FeatureSpace
+from sgt.linear_gate import may_reject, rejects_block
+from sgt.ordered import leaf_sums_in_order, solve_positive_definite, sums_in_order
+from sgt.split import (
+    Candidate,
+    best_nominal,
+    best_numeric_compiled,
+    best_numeric_leaves,
+    best_numeric_planes,
+    f_test,
+    null_candidate,
+)
+from sgt.stats import WIDTH, N, block_stats, merge
+
+if TYPE_CHECKING:
+    from sgt.tree import Tree
+
+__all__ = ["ACTIVE", "FIRST_FULL_WINDOW", "INACTIVE", "LeafLearner"]
+
+_LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see LeafLearner._record)
+# how the memory budget holds a split: with active children, or inactive ones (see Tree.room_for_split)
+ACTIVE, INACTIVE = "active", "inactive"
+# the first prefix LeafLearner.first_full searches for a fill (then 4x longer ones)
+FIRST_FULL_WINDOW = 256
+
+
+class LeafLearner:
+    """The learning of a tree's leaves: pending blocks, attempts, merges, candidates, Newton steps.
+
+    It keeps no state of its own: everything it reads and writes is the tree's (so a tree saves,
+    restores and copies as before). A `Tree` makes its own (`Tree.learner`) and forwards its learning
+    methods to it.
+
+    Parameters
+    ----------
+    tree:
+        The tree whose leaves it learns.
+    """
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+
+    def append(
+        self,
+        nodes: np.ndarray,
+        codes: np.ndarray,
+        g: np.ndarray,
+        h: np.ndarray,
+        rank: np.ndarray | None = None,
+    ) -> None:
+        """Add instances (in order) to their leaves' pending blocks; none may fill a block.
+
+        `rank`: each instance's place among the given instances of its leaf (0, 1, ...), where the
+        caller knows it already (sgt.leafwise ranks its rows by node); computed here otherwise."""
+        tree = self.tree
+        if kernels.ENABLED and rank is not None and g.ndim == 1:
+            arrays = (nodes, codes, g, h, rank, tree.slot, tree.pending_n)
+            if not kernels.append_rows(*arrays, tree.pending_codes, tree.pending_g, tree.pending_h):
+                tree.reserve_pending(int((tree.pending_n[tree.slot[nodes]] + rank).max()) + 1)
+                kernels.append_rows(*arrays, tree.pending_codes, tree.pending_g, tree.pending_h)
+            return
+        slots = tree.slot[nodes]
+        if rank is None:
+            order = np.argsort(slots, kind="stable")
+            sorted_slots = slots[order]
+            first = np.searchsorted(sorted_slots, sorted_slots, side="left")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size) - first
+        position = tree.pending_n[slots] + rank
+        tree.reserve_pending(int(position.max()) + 1 if position.size else 0)
+        tree.pending_codes[slots, position, : codes.shape[1]] = codes
+        tree.pending_g[slots, position] = g
+        tree.pending_h[slots, position] = h
+        np.add.at(tree.pending_n, slots, 1)
+
+    def first_full(self, nodes: np.ndarray) -> int:
+        """Index of the first instance that would fill its leaf's pending block, or len(nodes).
+
+        Whether instance i fills its block depends only on instances 0..i, so a prefix that holds a
+        fill holds the first one. The search looks at growing prefixes: the next fill is usually a
+        few dozen instances away, and sorting a short prefix costs far less than sorting them all.
+        """
+        tree = self.tree
+        size = nodes.size
+        if size == 0:
+            return 0
+        slots = tree.slot[nodes]
+        need = tree.block[slots] - tree.pending_n[slots]
+        if size < need.min():
+            return size
+        window = FIRST_FULL_WINDOW
+        while True:
+            prefix = slots[:window]
+            order = np.argsort(prefix, kind="stable")
+            sorted_slots = prefix[order]
+            rank = np.arange(order.size) - np.searchsorted(sorted_slots, sorted_slots, side="left")
+            hits = order[rank + 1 == need[order]]
+            if hits.size:
+                return int(hits.min())
+            if window >= size:
+                return size
+            window *= 4
+
+    def learn_one(
+        self, node: int, codes: Sequence[int] | np.ndarray, g: Any, h: Any, space: FeatureSpace
+    ) -> bool:
+        """Add one instance to leaf `node`; attempt a split when its block fills. True if split.
+
+        `g` and `h`: a float each, or one per output."""
+        tree = self.tree
+        slot = int(tree.slot[node])
+        position = int(tree.pending_n[slot])
+        if position >= tree.pending_g.shape[1]:
+            tree.reserve_pending(position + 1)
+        tree.pending_codes[slot, position, : len(codes)] = codes
+        tree.pending_g[slot, position] = g
+        tree.pending_h[slot, position] = h
+        tree.pending_n[slot] = position + 1
+        if position + 1 < tree.block[slot]:
+            return False
+        return self.attempt(node, space)
+
+    def attempt(self, node: int, space: FeatureSpace) -> bool:
+        """Merge the leaf's full pending block and act on the best candidate. True if it split."""
+        return self.act(node, self.evaluate(node), space)
+
+    def evaluate(self, node: int) -> Candidate:
+        """The first half of an attempt: the linear term's Newton step, the merge of the leaf's full
+        block, and the best candidate. It changes this leaf only, and nothing reads the leaf before
+        `act` (which finishes the attempt) but the attempt itself."""
+        tree = self.tree
+        slot = int(tree.slot[node])
+        if tree.linear and tree.params.linear_steps:
+            self._newton_linear(node, slot, self._choose(node, slot))
+        self._merge_pending(slot)
+        return self._best_candidate(node, slot)
+
+    def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
+        """`evaluate` of several leaves whose blocks are full, with one numpy pass for all of them
+        where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
+        sgt.split.best_numeric_leaves)."""
+        tree = self.tree
+        if len(nodes) == 1:
+            return [self.evaluate(nodes[0])]
+        slots = [int(tree.slot[node]) for node in nodes]
+        if tree.adaptive and tree.params.linear_steps:  # each leaf's own g (see _choose)
+            for node, slot in zip(nodes, slots):
+                self._newton_linear(node, slot, self._choose(node, slot))
+        elif tree.linear and tree.params.linear_steps:
+            self._newton_leaves(nodes, slots)
+        self._merge_leaves(np.array(slots, dtype=np.intp))
+        return self._best_candidates(nodes, slots)
+
+    def act(self, node: int, candidate: Candidate, space: FeatureSpace) -> bool:
+        """The second half of an attempt: apply the candidate if its F-test passes (a value update,
+        or a split, which hands out node ids and slots: so attempts act in the order of their rows).
+        True if the leaf split."""
+        tree = self.tree
+        slot = int(tree.slot[node])
+        n = tree.merged_count(slot)
+        if not tree.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
+            candidate = self._null_candidate(slot)
+        passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < tree.params.delta
+        room = tree.room_for_split(slot, candidate, n) if passed and candidate.is_split else ACTIVE
+        if room is None:
+            tree.deactivate(slot)  # the budget holds no split of it: it stops gathering statistics
+            passed = False
+        elif tree.active[slot]:
+            tree.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
+        if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
+            tree.block[slot] = min(2 * int(tree.block[slot]), tree.params.grace_period)
+        served = self._serve_next(node)
+        if not passed:
+            if tree.adaptive and served and not tree.serving[node]:
+                tree.reset_slot(slot)  # see _serve_next
+            return False
+        if not candidate.is_split:
+            self._step_value(node, candidate.deltas[0], served)
+            tree.reset_slot(slot)
+            tree.n_updates += 1
+            return False
+        tree.split(node, slot, candidate, space, served)
+        if room == INACTIVE:
+            for child in tree.children(node):
+                tree.deactivate(int(tree.slot[child]))
+        return True
+
+    def _serve_next(self, node: int) -> int:
+        """What the leaf served during its block (1: its linear term, or the one model of a tree that is
+        not adaptive), after setting what an adaptive leaf serves next by its tally.
+
+        A leaf that falls back from its linear term to its constant resets its statistics, which hold
+        the linear term's gradients: one that diverged left g in the thousands there, whose variance
+        would fail every later F-test, so the leaf would never split. Only this change resets: a reset
+        at every change of predictor loses (docs/decisions.md, "Trees: how a leaf learns")."""
+        tree = self.tree
+        if not tree.adaptive:
+            return 1
+        served = int(tree.serving[node])
+        tree.serving[node] = int(float(tree.tally[node]) < 0.0)
+        return served
+
+    def _step_value(self, node: int, delta: Any, served: int) -> None:
+        """A value update by `delta`, computed from the g and h of the predictions the leaf `served`: an
+        adaptive leaf moves that predictor alone (the other took its own step in `_choose`)."""
+        tree = self.tree
+        if not tree.adaptive or not tree.layout.numeric.size:  # (no linear term: the value is the constant)
+            tree.value[node] += delta
+        elif served:
+            tree.value[node] += delta
+            tree.anchor[node] -= delta
+        else:
+            tree.anchor[node] += delta
+
+    def _choose(self, node: int, slot: int) -> np.ndarray | None:
+        """An adaptive leaf's choice between its linear term and its constant, on its full block; the
+        block's g at the linear term's predictions (for its Newton step) if the leaf served its
+        constant, else None (the block's own g are).
+
+        Every row of the block was predicted by the same leaf (it changes only at attempts), by its
+        linear term p_l = value + w . z or its constant p_c = value + anchor. With e = p_l - p_c, the
+        second-order expansion of the loss around the served prediction (exact for squared error) gives
+        each row's loss change l(p_l) - l(p_c): g e - h e^2 / 2 if it served p_l, g e + h e^2 / 2 if
+        p_c. The leaf's tally fades by `leaf_fading` and adds the block's sum (in row order): the
+        prequential loss difference of the two predictors on the records the leaf saw, recent ones
+        weighing most. The leaf serves its linear term while the tally is negative. A tally that is
+        not a number (a linear term that overflowed) serves the constant (see `_record`).
+
+        The block's g are at the served prediction; the linear term's Newton step needs them at its own,
+        g + h e when the constant served (exact for squared error, the tree's own approximation else).
+        The predictor not served also takes a Newton step of its level here, from its own g (g - h e
+        for the constant, g + h e for the linear term): the value updates and split steps of `act`,
+        computed from the served predictor's g, move the served one alone (`_step_value`), so each
+        predictor's level follows its own residuals and either is ready when the tally turns.
+        """
+        tree = self.tree
+        if not tree.adaptive:
+            return None
+        size = int(tree.pending_n[slot])
+        numeric = tree.layout.numeric
+        g, h = tree.pending_g[slot, :size], tree.pending_h[slot, :size]
+        if not numeric.size or not size:
+            return None
+        z = tree.layout.inputs[tree.pending_codes[slot, :size].T[numeric]]  # [features, rows]
+        terms = np.empty((numeric.size + 1, size))
+        np.multiply(tree.weights[node, numeric][:, None], z, out=terms[1:])
+        terms[0] = -tree.anchor[node]
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = sums_in_order(terms)
+            linear = bool(tree.serving[node])
+            change = g * e - 0.5 * h * e * e if linear else g * e + 0.5 * h * e * e
+            # the other predictor's g (at its own predictions) and h, summed for its level's step
+            other = np.empty((size, 3))
+            np.multiply(h, e, out=other[:, 0])
+            if linear:
+                np.subtract(g, other[:, 0], out=other[:, 0])
+            else:
+                np.add(g, other[:, 0], out=other[:, 0])
+            other[:, 1] = h
+            other[:, 2] = change
+            g_sum, h_sum, change_sum = sums_in_order(other).tolist()
+            self._record(node, change_sum)
+            step = g_sum / (h_sum + tree.params.lambda_)
+            if not math.isfinite(step):
+                return None if linear else other[:, 0]
+            if linear:  # the constant's level step
+                tree.anchor[node] -= step
+                return None
+            tree.value[node] -= step  # the linear term's level step, the constant kept
+            tree.anchor[node] += step
+            return other[:, 0] - h * step
+
+    def _record(self, node: int, change: float) -> None:
+        """Fade the leaf's tally and add a block's loss change; a change that is not a finite number
+        counts as the largest finite loss of the linear term, so the leaf serves its constant and
+        the tally stays finite (it can fade back)."""
+        tree = self.tree
+        if not math.isfinite(change):
+            change = _LARGEST
+        tally = tree.params.leaf_fading * float(tree.tally[node]) + change
+        tree.tally[node] = min(max(tally, -_LARGEST), _LARGEST)
+
+    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
+        """One Newton step of the leaf's linear term on its block, on inputs centred on the block.
+
+        With z the block's inputs and c their h-weighted mean, w -= s and value += s . c, where
+        s = (mean h (z-c)(z-c)' + l I)^-1 mean g (z-c): the step moves the prediction by -s . (z - c),
+        nothing at the block's centre. Uncentred, a feature whose inputs barely vary in the leaf (a
+        timestamp at the end of its grid) made the linear step a second intercept step beside the
+        value's own, which overshot (docs/decisions.md, "Trees: how a leaf learns").
+
+        l is linear_lambda, not the value's lambda_ (the inputs span [-1/2, 1/2], whereas a value's
+        step is not scaled by inputs; its default: docs/decisions.md).
+
+        The block's g and h were computed at the model's predictions, linear term included, so this
+        is a step on the leaf's loss as a function of w (the value has its own step, the null
+        candidate). It happens at the block boundary, which the algorithm fixes, so it is exact.
+        """
+        tree = self.tree
+        size = int(tree.pending_n[slot])
+        layout = tree.layout
+        numeric = layout.numeric
+        if not numeric.size:
+            return
+        if kernels.ENABLED:
+            self._newton_compiled(node, slot, g_at)
+            return
+        width = numeric.size
+        # one row per feature (or product) and one column per instance: numpy's elementwise steps run
+        # along whole rows, not along short rows of a few features
+        z = layout.inputs[tree.pending_codes[slot, :size].T[numeric]]
+        g = tree.pending_g[slot, :size] if g_at is None else g_at
+        h = tree.pending_h[slot, :size]
+        weighted = np.empty((width + 1, size))
+        weighted[0] = h
+        np.multiply(z, h, out=weighted[1:])
+        sums = sums_in_order(weighted.T)
+        h_sum = float(sums[0])
+        if not h_sum > 0.0:
+            return
+        centre = sums[1:] / h_sum
+        z = z - centre[:, None]
+        # the Hessian is symmetric: its upper triangle only
+        first, second = layout.pairs
+        quantities = width + first.size
+        products = np.empty((quantities, size))
+        np.multiply(z, g, out=products[:width])
+        np.multiply(z[first], z[second], out=products[width:])
+        products[width:] *= h
+        sums = sums_in_order(products.T)
+        if self._gate_drops(node, sums[:width], lambda: z, g, h):
+            self._drop_linear(node, centre)
+            return
+        means = sums / size
+        hessian = means[width:][layout.pair_of] + tree.params.linear_lambda * np.eye(width)
+        self._linear_step(node, solve_positive_definite(hessian, means[:width]), centre)
+
+    def _newton_compiled(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
+        """`_newton_linear` by sgt.kernels' linear_newton: the same sums, step and gate, bit for bit."""
+        tree = self.tree
+        size = int(tree.pending_n[slot])
+        layout = tree.layout
+        codes, g, h = (
+            tree.pending_codes[slot, :size],
+            tree.pending_g[slot, :size] if g_at is None else g_at,
+            tree.pending_h[slot, :size],
+        )
+        first, second = layout.pairs
+        h_sum, centre, gradient, step = kernels.linear_newton(
+            codes,
+            layout.numeric,
+            layout.inputs,
+            g,
+            h,
+            first,
+            second,
+            layout.pair_of,
+            tree.params.linear_lambda,
+        )
+        if not h_sum > 0.0:
+            return
+        numeric = layout.numeric
+        if self._gate_drops(node, gradient, lambda: layout.inputs[codes.T[numeric]] - centre[:, None], g, h):
+            self._drop_linear(node, centre)
+            return
+        self._linear_step(node, step.tolist(), centre)
+
+    def _gate_drops(
+        self, node: int, gradient: np.ndarray, centred: Callable[[], np.ndarray], g: np.ndarray, h: np.ndarray
+    ) -> bool:
+        """Whether the linear gate drops the leaf's term on its block of g and h (two instances or
+        more): the screen on the Newton step's own sums (`gradient`, G; `may_reject`), then the t test
+        over the block's instances, whose inputs centred on the block [features, instances] `centred`
+        gives only then (the compiled step never forms them otherwise)."""
+        tree = self.tree
+        gate = tree.params.linear_gate
+        if gate is None or g.shape[0] < 2:
+            return False
+        weights = tree.weights[node, tree.layout.numeric]
+        return may_reject(weights.tolist(), gradient.tolist(), gate) and rejects_block(
+            weights, centred(), g, h, gate
+        )
+
+    def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
+        """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
+        the longest with instances whose terms are exactly -0.0, which leave a sum in order unchanged
+        (x + -0.0 is x for every x), so each leaf gets the bits of its own block alone. (One leaf
+        takes `_newton_linear`, which pays no padding and gathers.)"""
+        tree = self.tree
+        if kernels.ENABLED:
+            for node, slot in zip(nodes, slots):
+                self._newton_linear(node, slot)
+            return
+        layout = tree.layout
+        numeric = layout.numeric
+        if not numeric.size:
+            return
+        width = numeric.size
+        index = np.array(slots, dtype=np.intp)
+        sizes = tree.pending_n[index]
+        longest = int(sizes.max())
+        padding = np.arange(longest) >= sizes[:, None]  # [leaves, instances]
+        # one row per feature (or product) and one column per instance: numpy's elementwise steps run
+        # along whole rows, not along short rows of a few features
+        z = layout.inputs[tree.pending_codes[index, :longest][:, :, numeric].transpose(0, 2, 1)]
+        g, h = tree.pending_g[index, :longest], tree.pending_h[index, :longest]
+        weighted = np.empty((index.size, width + 1, longest))
+        weighted[:, 0] = h
+        np.multiply(z, h[:, None], out=weighted[:, 1:])
+        sums = leaf_sums_in_order(weighted, padding)
+        ok = sums[:, 0] > 0.0
+        if not ok.any():
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):  # leaves without a positive h sum: unused
+            centre = sums[:, 1:] / sums[:, :1]
+        z = z - centre[:, :, None]
+        # the Hessian is symmetric: its upper triangle only
+        first, second = layout.pairs
+        quantities = width + first.size
+        products = np.empty((index.size, quantities, longest))
+        np.multiply(z, g[:, None], out=products[:, :width])
+        np.multiply(z[:, first], z[:, second], out=products[:, width:])
+        products[:, width:] *= h[:, None]
+        sums = leaf_sums_in_order(products, padding)
+        means = sums / sizes[:, None]
+        gate = tree.params.linear_gate
+        if gate is not None:
+            weights = tree.weights[np.array(nodes, dtype=np.intp)][:, numeric]
+            weight_lists, gradients = weights.tolist(), sums[:, :width].tolist()
+        eye = tree.params.linear_lambda * np.eye(width)
+        for k in np.flatnonzero(ok).tolist():
+            size = int(sizes[k])
+            if (
+                gate is not None
+                and size > 1
+                and may_reject(weight_lists[k], gradients[k], gate)
+                and rejects_block(weights[k], z[k, :, :size], g[k, :size], h[k, :size], gate)
+            ):
+                self._drop_linear(nodes[k], centre[k])
+                continue
+            hessian = means[k, width:][layout.pair_of] + eye
+            self._linear_step(nodes[k], solve_positive_definite(hessian, means[k, :width]), centre[k])
+
+    def _drop_linear(self, node: int, centre: np.ndarray) -> None:
+        """Drop the leaf's linear term, its value at the block's centre kept: value += w . c, w = 0,
+        which is the Newton step s = w (the gate only drops finite terms, so w - w is 0 exactly)."""
+        tree = self.tree
+        self._linear_step(node, tree.weights[node, tree.layout.numeric].tolist(), centre)
+
+    def _linear_step(
+        self, node: int, step: list[float], centre: np.ndarray, output: tuple[int, ...] = ()
+    ) -> None:
+        """Apply a Newton step of the linear term (unless it overflowed): w -= s, value += s . c
+        (of `output`: see `_newton_step`)."""
+        tree = self.tree
+        if not all(math.isfinite(v) for v in step):
+            return
+        index: tuple[Any, ...] = (node, *output, tree.layout.numeric)
+        tree.weights[index] -= step
+        shift = step[0] * float(centre[0])  # summed in order, as np.cumsum does
+        for s_j, c_j in zip(step[1:], centre[1:].tolist()):
+            shift += s_j * c_j
+        tree.value[(node, *output)] += shift
+        if tree.adaptive:  # the constant, value + anchor, stays
+            tree.anchor[(node, *output)] -= shift
+
+    def _merge_leaves(self, slots: np.ndarray) -> None:
+        """`_merge_pending` of several slots in one pass: each slot's statistics take their own
+        columns of one `block_stats` (whose sums run in instance order within each column) and the
+        merge is elementwise, so every slot gets the bits it gets alone."""
+        tree = self.tree
+        if kernels.ENABLED or not tree.active[slots].all():
+            for slot in slots.tolist():
+                self._merge_pending(slot)
+            return
+        sizes = tree.pending_n[slots]
+        capacity = tree.pending_g.shape[1]
+        held = np.arange(capacity) < sizes[:, None]  # [slots, capacity]: the pending instances
+        g = tree.pending_g[slots][held]
+        h = tree.pending_h[slots][held]
+        layout = tree.layout
+        width = layout.n_features + 1
+        columns = layout.n_columns + 1  # each slot's statistics, then its total (as `_merge_pending`)
+        index = np.zeros((g.size, width), dtype=np.intp)
+        index[:, :-1] = tree.pending_codes[slots][held]
+        index += layout.offsets
+        index += np.repeat(np.arange(slots.size) * columns, sizes)[:, None]
+        block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), slots.size * columns)
+        held = np.stack([tree.stats[slot] for slot in slots.tolist()])
+        merged = merge(
+            np.concatenate([held, tree.total[slots][:, None]], axis=1),
+            block.reshape(slots.size, columns, WIDTH),
+        )
+        for slot, rows in zip(slots.tolist(), merged):
+            tree.stats[slot][...] = rows[:-1]  # (into the slot's own array: a view would keep `merged`)
+        tree.total[slots] = merged[:, -1]
+        tree.pending_n[slots] = 0
+
+    def _merge_pending(self, slot: int) -> None:
+        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
+        tree = self.tree
+        if not tree.active[slot]:
+            self._merge_total(slot)
+            return
+        size = int(tree.pending_n[slot])
+        if kernels.ENABLED:
+            kernels.merge_block(  # (the kernel's output axis: one here)
+                tree.stats[slot][:, None],
+                tree.total[slot][None],
+                tree.pending_codes[slot, :size],
+                tree.pending_g[slot, :size, None],
+                tree.pending_h[slot, :size, None],
+                tree.layout.offsets,
+            )
+            tree.pending_n[slot] = 0
+            return
+        g = tree.pending_g[slot, :size]
+        h = tree.pending_h[slot, :size]
+        layout = tree.layout
+        width = layout.n_features + 1
+        # one column of statistics per feature and code, plus one (after them all) that takes every
+        # instance: the leaf's total, from the same bincounts in the same instance order
+        index = np.zeros((size, width), dtype=np.intp)
+        index[:, :-1] = tree.pending_codes[slot, :size]
+        index += layout.offsets
+        block = block_stats(index.ravel(), np.repeat(g, width), np.repeat(h, width), layout.n_columns + 1)
+        merged = merge(np.concatenate([tree.stats[slot], tree.total[slot : slot + 1]]), block)
+        tree.stats[slot], tree.total[slot] = merged[:-1], merged[-1]
+        tree.pending_n[slot] = 0
+
+    def _best_candidate(self, node: int, slot: int) -> Candidate:
+        return self._best_candidates([node], [slot])[0]
+
+    def _best_candidates(self, nodes: list[int], slots: list[int]) -> list[Candidate]:
+        """Each leaf's best candidate (the null one, the best numeric split, each nominal split), the
+        numeric splits of all the leaves searched in one pass (sgt.split.best_numeric_leaves)."""
+        tree = self.tree
+        params, layout = tree.params, tree.layout
+        bests = [self._null_candidate(slot) for slot in slots]
+        open_ = [
+            k
+            for k, node in enumerate(nodes)
+            if (params.max_depth is None or tree.depth[node] < params.max_depth) and tree.active[slots[k]]
+        ]
+        # the best numeric split stands for every numeric feature: the scan below takes the lowest
+        # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
+        by_feature: list[dict[int, Candidate | None]] = [{} for _ in nodes]
+        if layout.numeric.size and open_:
+            numeric = self._best_numeric([slots[k] for k in open_])
+            for k, candidate in zip(open_, numeric):
+                if candidate is not None:
+                    by_feature[k][candidate.feature] = candidate
+        for k in open_:
+            self._nominal_candidates(nodes[k], slots[k], by_feature[k])
+            for j in sorted(by_feature[k]):
+                candidate = by_feature[k][j]
+                if candidate is not None and candidate.mean < bests[k].mean:
+                    bests[k] = candidate
+        return bests
+
+    def _null_candidate(self, slot: int) -> Candidate:
+        tree = self.tree
+        return null_candidate(tree.total[slot], tree.params.lambda_)
+
+    def _nominal_candidate(self, block: np.ndarray, n: float, feature: int) -> Candidate | None:
+        tree = self.tree
+        return best_nominal(block, tree.params.lambda_, tree.params.gamma, n, feature)
+
+    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
+        """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
+        at once for several slots: [slots, 6, F, B + 1])."""
+        tree = self.tree
+        if kernels.ENABLED:
+            return self._compiled_numeric(slots)
+        params, layout = tree.params, tree.layout
+        if len(slots) == 1:
+            planes = np.take(tree.stats[slots[0]].T, layout.numeric_columns, axis=1)
+            n = float(tree.total[slots[0], N])
+            return [best_numeric_planes(planes, params.lambda_, params.gamma, n, layout.numeric)]
+        chosen = np.array(slots, dtype=np.intp)
+        held = np.stack([tree.stats[slot] for slot in slots])
+        planes = np.take(held.transpose(0, 2, 1), layout.numeric_columns, axis=2)
+        n_leaves = tree.total[chosen, N]
+        return best_numeric_leaves(planes, params.lambda_, params.gamma, n_leaves, layout.numeric)
+
+    def _compiled_numeric(self, slots: list[int]) -> list[Candidate | None]:
+        """`_best_numeric` by sgt.kernels' search, the same candidates (a multi-output tree's too: its
+        slots' statistics are [columns, outputs, 6])."""
+        tree = self.tree
+        params, layout = tree.params, tree.layout
+        return [
+            best_numeric_compiled(
+                tree.stats[slot],
+                layout.numeric_columns,
+                params.lambda_,
+                params.gamma,
+                tree.merged_count(slot),
+                layout.numeric,
+            )
+            for slot in slots
+        ]
+
+    def _nominal_candidates(self, node: int, slot: int, by_feature: dict[int, Candidate | None]) -> None:
+        """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one)."""
+        tree = self.tree
+        layout = tree.layout
+        if not layout.nominal:
+            return
+        n = tree.merged_count(slot)
+        # a walk to the root (a large share of a split search on deep trees): only with nominal features
+        used = tree.nominal_on_path(node)
+        for j in layout.nominal:
+            if j not in used:
+                start = int(layout.offsets[j])
+                block = tree.stats[slot][start : start + layout.widths[j]]
+                by_feature[j] = self._nominal_candidate(block, n, j)
+
+    def _merge_total(self, slot: int) -> None:
+        """`_merge_pending` of an inactive slot: its total alone, with the bits the whole merge gives
+        it (`block_stats` sums each group in instance order, and the total is a group of its own
+        there; the merge is elementwise; the compiled merge has the same bits)."""
+        tree = self.tree
+        size = int(tree.pending_n[slot])
+        outputs = tree.n_outputs
+        # output after output, each output's instances in order
+        g = tree.pending_g[slot, :size].reshape(size, outputs).T.ravel()
+        h = tree.pending_h[slot, :size].reshape(size, outputs).T.ravel()
+        block = block_stats(np.repeat(np.arange(outputs), size), g, h, outputs)
+        total = tree.total[slot]
+        tree.total[slot] = merge(total.reshape(outputs, WIDTH), block).reshape(total.shape)
+        tree.pending_n[slot] = 0
