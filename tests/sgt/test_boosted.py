@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgt
-import sgt.boosted
+import sgt.boosted.engine
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
 from sgt.base import BaseSGT
 from sgt.boosted import (
@@ -36,6 +36,12 @@ from sgt.boosted import (
 from sgt.serialization import decode
 from sgt.tree import Tree
 from tests.sgt.sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream
+
+
+def _with_policy(patch: pytest.MonkeyPatch, model: type[Any], **changes: Any) -> None:
+    """Give `model`'s instances made under `patch` its drift policy with `changes` (sgt.boosted.policy)."""
+    patch.setattr(model, "_drift_policy", dataclasses.replace(model._drift_policy, **changes))
+
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift)
@@ -556,7 +562,7 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
 # once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone.
 # (Built without replay, the classifier's response before REPLAY, which the scenario keeps.)
 DROPPING = {**SMALL, "drift_threshold": 5.0}
-NO_REPLAY = {"_replay": 0}
+NO_REPLAY = {"replay": 0, "background_life": DRIFT_PERIOD}  # (and a short background life)
 DROPPED_AT = {5.0: [1500], 10.0: [1500]}
 DRIFTS_AT = {5.0: 2, 10.0: 1}
 
@@ -566,9 +572,7 @@ def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]
     """One record at a time with a short background life: the state, the predictions and the
     records learned when a background ensemble was dropped."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in NO_REPLAY.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **NO_REPLAY)
         model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
         proba: list[dict] = []
         dropped: list[int] = []
@@ -595,9 +599,7 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
     expected, loop_proba, _ = _dropping_loop(threshold)
     params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in NO_REPLAY.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **NO_REPLAY)
         _batches_and_restore_as_the_loop(params, cuts, at, expected, loop_proba)
 
 
@@ -633,7 +635,7 @@ def test_a_drift_without_a_warning_starts_a_fresh_regressor_that_replaces_the_ma
 def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
     X, y = step_regression_stream(DRIFT_PERIOD * 5, seed=92)  # no drift
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        _with_policy(patch, BoostedRegressor, background_life=DRIFT_PERIOD)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(X[:600], y[:600])
         model._detector._state.alarm = True  # as if the drift test had fired at record 600
@@ -650,7 +652,7 @@ def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_li
 @pytest.mark.parametrize("race", [False, True])
 def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift_alarm(race: bool) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", race)
+        _with_policy(patch, BoostedClassifier, race_after_warning=race)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
         model._warning._state.alarm = True  # as if the warning test had fired at record 300
@@ -678,8 +680,7 @@ RACING = {**SMALL, "drift_threshold": 300.0}
 def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
     """One record at a time, racing: the state, the predictions and where replacements happened."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", True)
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, race_after_warning=True, warning_share=0.3)
         model = BoostedClassifier(**RACING)
         proba: list[dict] = []
         replaced: list[int] = []
@@ -696,7 +697,7 @@ def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
 def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
     assert _racing_loop()[2] == [1250]
     with pytest.MonkeyPatch.context() as patch:  # the same stream without the race: an alarm there
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, warning_share=0.3)
         model = BoostedClassifier(**RACING)
         model.learn_many(_RECORDS, _LABELS)
     assert model.to_bytes() != _racing_loop()[0]
@@ -707,8 +708,7 @@ def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
 def test_a_racing_background_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
     expected, loop_proba, _ = _racing_loop()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", True)
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, race_after_warning=True, warning_share=0.3)
         _batches_and_restore_as_the_loop(RACING, cuts, at, expected, loop_proba)
 
 
@@ -927,7 +927,7 @@ def _tree_params(members: list[Any]) -> set[tuple[float, float, int, int | None]
 
 def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_youth", YOUNG)
+        _with_policy(patch, BoostedClassifier, youth=YOUNG)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": None})
         model.learn_many(_RECORDS[:20], _LABELS[:20])  # (both classes: a tree per member)
         assert _tree_params(model._members) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
@@ -945,7 +945,7 @@ def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -
 
 def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_youth", dataclasses.replace(YOUNG, first=False))
+        _with_policy(patch, BoostedClassifier, youth=dataclasses.replace(YOUNG, first=False))
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
         assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
@@ -966,7 +966,7 @@ def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old()
 
 def test_a_young_ensemble_bags_at_its_rate() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedRegressor, "_youth", YOUNG)
+        _with_policy(patch, BoostedRegressor, youth=YOUNG)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": None})
         young = model._weights(np.ones(20_000, dtype=bool))
         model._n_seen = 500
@@ -984,7 +984,7 @@ REPLAY = 300
 @pytest.mark.parametrize("replay", [0, REPLAY])
 def test_a_warning_background_first_learns_the_kept_records_since_the_rise(replay: int) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", replay)
+        _with_policy(patch, BoostedRegressor, replay=replay)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_XR[:300], _YR[:300])
         # as if the warning test had fired at record 300, after a rise over its last 25 records
@@ -1021,13 +1021,13 @@ def test_a_classifier_warning_background_first_learns_the_latest_kept_records_si
 
 
 # the ensembles' drift-response hooks the exactness test below runs with, each on both models
-HOOKS = {"young": ("_youth", YOUNG), "replay": ("_replay", REPLAY)}
+HOOKS = {"young": ("youth", YOUNG), "replay": ("replay", REPLAY)}
 
 
 def _hooked(patch: pytest.MonkeyPatch, hook: str) -> None:
     name, value = HOOKS[hook]
     for model in (BoostedClassifier, BoostedRegressor):
-        patch.setattr(model, name, value)
+        _with_policy(patch, model, **{name: value})
 
 
 @functools.cache
@@ -1064,7 +1064,7 @@ def test_young_and_replaying_ensembles_batch_and_restore_as_the_loop(
 
 def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_alarm_period", 125)
+        _with_policy(patch, BoostedClassifier, alarm_period=125)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but those set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
         model._warning._state.alarm = True  # a warning waits for the drift period ...
@@ -1089,8 +1089,7 @@ def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point(
 
 def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
-        patch.setattr(sgt.boosted._Boosting, "_replay_warned", 7)
+        _with_policy(patch, BoostedRegressor, replay=REPLAY, replay_warned=7)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})
         model.learn_many(_XR[:300], _YR[:300])
         model._warning._state.alarm = True
@@ -1102,14 +1101,13 @@ def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
 
 # a fresh ensemble at a drift without a warning (none comes before the drift alarm), answered every 125
 # records learned, replaying the records since the estimated change
-FRESH = {"_replay": REPLAY, "_replay_warned": 0, "_alarm_period": 125, "_warning_share": 2.0}
+FRESH = {"replay": REPLAY, "replay_warned": 0, "alarm_period": 125, "warning_share": 2.0}
 
 
 @functools.cache
 def _fresh_loop() -> tuple[bytes, list[dict], list[int]]:
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in FRESH.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **FRESH)
         model = BoostedClassifier(**SMALL)
         proba: list[dict] = []
         replaced: list[int] = []
@@ -1131,8 +1129,7 @@ def test_the_fresh_stream_replaces_the_main_one_between_drift_periods() -> None:
 def test_fresh_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
     expected, loop_proba, _ = _fresh_loop()
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in FRESH.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **FRESH)
         _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
 
 
@@ -1151,8 +1148,8 @@ def test_spans_through_or_stopping_at_each_stop_give_the_loops_models(span: str,
     expected, loop_proba, _ = _classifier_loop()
     expected_regressor, loop_values = _regressor_loop()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: SPANS[span])
-        patch.setattr(sgt.boosted, "MAX_SPAN", N)
+        patch.setattr(sgt.boosted.engine._Boosting, "_quiet", lambda self: SPANS[span])
+        patch.setattr(sgt.boosted.engine, "MAX_SPAN", N)
         _batches_and_restore_as_the_loop(COMMITTEE, cuts, N // 2, expected, loop_proba)
         regressor = BoostedRegressor(**SMALL)
         values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
@@ -1163,8 +1160,8 @@ def test_a_replaced_ensemble_counts_its_changes_as_of_the_stop_that_replaced_it(
     """In one batch run through, the classifier's first ensemble runs past the stop where a drift
     replaces it: `version` counts its changes up to that stop only, as the loop does."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: True)
-        patch.setattr(sgt.boosted, "MAX_SPAN", N)
+        patch.setattr(sgt.boosted.engine._Boosting, "_quiet", lambda self: True)
+        patch.setattr(sgt.boosted.engine, "MAX_SPAN", N)
         model = BoostedClassifier(**COMMITTEE)
         model.learn_many(_RECORDS, _LABELS)
     loop = sgt.load(_classifier_loop()[0])
