@@ -372,9 +372,7 @@ class _Core(_Estimator):
             # the columns the rows are predicted in (a member that widens at a row of the span does
             # so at its last: see `_growth_cuts`)
             first = self._outputs.first_column(member.n_outputs)
-            member_raw, _ = member._run_codes(
-                part.codes, table, learn, events, None, regrids, part.inputs, routes
-            )
+            member_raw = member.run(part.codes, table, learn, events, regrids, part.inputs, routes)
             raw = np.zeros((n, width))
             columns = min(width - first, member_raw.shape[1])
             raw[:, first : first + columns] = member_raw[:, :columns]

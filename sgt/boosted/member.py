@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from sgt.base import BaseSGT
-from sgt.features import FeatureSpace
+from sgt.features import FeatureSpace, Regrid
 from sgt.multioutput import MultiOutputTree, widened
-from sgt.tree import Layout, Params
+from sgt.tree import Layout, LeafInputs, Params
 
 __all__ = ["OFFSETS", "TARGET", "WEIGHT", "Marks", "Member", "MemberContext", "Outputs"]
 
@@ -129,6 +129,21 @@ class Member(BaseSGT):
 
     def set_delta_scale(self, scale: float) -> None:
         self._delta_scale = scale
+
+    def run(
+        self,
+        codes: np.ndarray,
+        table: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+        inputs: LeafInputs,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None,
+    ) -> np.ndarray:
+        """Predict then learn the rows of target table `table` in order (sgt.base's exact batch
+        algorithm): the raw scores [rows, outputs] each row was predicted with."""
+        raw, _ = self._run_codes(codes, table, learn, events, None, regrids, inputs, routes)
+        return raw
 
     def watch(self, marks: Marks | None) -> None:
         """Count changes at `marks`'s rows in the next run (None: stop counting)."""

@@ -1168,3 +1168,17 @@ def test_a_replaced_ensemble_counts_its_changes_as_of_the_stop_that_replaced_it(
     assert model.n_drifts == loop.n_drifts == 1
     assert model._retired_version == loop._retired_version > 0
     assert model.version == loop.version
+
+
+@pytest.mark.parametrize("cls", [BoostedClassifier, BoostedRegressor])
+def test_members_read_their_context_and_hold_no_reference_to_the_ensemble(cls: type[Any]) -> None:
+    """A member is built with a context (the feature space, the outputs' shape, the loss and the tree
+    settings it follows), not with its ensemble, whose private state it would otherwise read."""
+    model = cls(**SMALL)
+    model.learn_many(
+        _RECORDS[:50] if cls is BoostedClassifier else _XR[:50],
+        (_LABELS if cls is BoostedClassifier else _YR)[:50],
+    )
+    for member in model._members:
+        assert all(value is not model for value in vars(member).values())
+        assert member._context.space is model._space
