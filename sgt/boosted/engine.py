@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from sgt.boosted.ensemble import _Core
 from sgt.boosted.member import OFFSETS, TARGET, Marks, Member
 from sgt.boosted.policy import MAX_SPAN, QUIET_SHARE
-from sgt.boosted.response import _Responding
 from sgt.boosted.spans import Batch, EnsembleRun, Rows
 from sgt.features import CODE_DTYPE, Regrid
 from sgt.tree import leaf_inputs_of
@@ -36,7 +36,7 @@ from sgt.tree import leaf_inputs_of
 __all__: list[str] = []
 
 
-class _Boosting(_Responding):
+class _Boosting(_Core):
     """What the boosted classifier and regressor share (a mixin over SGTClassifier / SGTRegressor):
     the ensembles' state (sgt.boosted.ensemble), the drift response (sgt.boosted.response) and the
     exact batch runs here."""
@@ -143,11 +143,9 @@ class _Boosting(_Responding):
         cut there (`_run_span`). A span saves each member its fixed costs per run; what it may waste is
         the rest of the span run by an ensemble that an answer drops or replaces.
         """
-        if self._background is not None or self._pending:
+        if self._background is not None or self._response.pending:
             return False
-        return self.drift_threshold is None or not any(
-            d.alarm or d.excess > QUIET_SHARE * d.threshold for d in (self._detector, self._warning)
-        )
+        return self.drift_threshold is None or self._response.quiet(QUIET_SHARE)
 
     def _run_span(
         self, rows: Rows, start: int, end: int, stops: list[int], width: int
@@ -245,16 +243,16 @@ class _Boosting(_Responding):
             self._recent.remember(rows.batch.codes[first:last][learned], targets[learned], regridded)
         self._register_events(targets, events)
         if self.drift_threshold is not None and learned.size:
+            response = self._response
             errors = self._errors(predicted[learned], targets[learned], outputs_at[learned])
-            self._detector.update(errors)
-            self._warning.update(errors)
-            if (self._pending or self._policy.race_after_warning) and background is not None:
-                lead = errors - self._errors(background[learned], targets[learned], outputs_at[learned])
-                self._lead = float(np.cumsum(np.concatenate(([self._lead], lead)))[-1])  # in order
+            background_errors = None
+            if background is not None and response.watches_background():
+                background_errors = self._errors(background[learned], targets[learned], outputs_at[learned])
+            response.watch(errors, background_errors)
             if self._n_seen % self._policy.drift_period == 0 and learn[-1]:
-                self._answer_drift()
+                response.answer_drift(self)
             elif self._n_seen % self._policy.alarm_period == 0 and learn[-1]:
-                self._answer_alarm()
+                response.answer_alarm(self)
         self._refresh_trees()
         return outputs_at
 

@@ -1,29 +1,34 @@
 """The state of a boosted ensemble and what the classifier and regressor give it (`_Core`).
 
 The model holds a main ensemble of members (sgt.boosted.member), at times a background one learning
-beside it since a warning, their two drift tests, the bagging weights (sgt.boosted.bagging) and the
-drift policy (sgt.boosted.policy). This layer holds that state, the hooks the concrete classes give
-(the loss, the errors the tests watch, the outputs per member), the members' shares of the memory
-budget, the views and the saved state, and runs members one after the other over rows
-(`_run_members`), each learning at the shrunken sum of those before it. The drift response
-(sgt.boosted.response) and the exact span engine (sgt.boosted.engine) are the layers above it.
+beside it since a warning, the bagging weights (sgt.boosted.bagging), the drift policy
+(sgt.boosted.policy) and the drift response that holds the two drift tests and decides
+(sgt.boosted.response). This layer holds the ensembles, the hooks the concrete classes give (the loss,
+the errors the tests watch, the outputs per member), the members' shares of the memory budget, the
+views and the saved state; it carries out what the drift response decides (start, promote or drop a
+background ensemble, which may first replay recent records), ages young ensembles, and runs members
+one after the other over rows (`_run_members`), each learning at the shrunken sum of those before
+it. The exact span engine (sgt.boosted.engine) is the layer above it.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
 from sgt.boosted.bagging import Bagging
-from sgt.boosted.member import OFFSETS, WEIGHT, Member, MemberContext, Outputs
-from sgt.boosted.policy import DRIFT_MIN_RECORDS, DriftPolicy
-from sgt.boosted.spans import NO_EVENTS, Part
+from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Member, MemberContext, Outputs
+from sgt.boosted.policy import DriftPolicy
+from sgt.boosted.response import DriftResponse
+from sgt.boosted.spans import NO_EVENTS, Batch, Part
 from sgt.drift import PageHinkley
 from sgt.features import Regrid
 from sgt.recent import RecentRecords
+from sgt.tree import leaf_inputs_of
 
 __all__: list[str] = []
 
@@ -36,7 +41,7 @@ else:
 
 
 class _Core(_Estimator):
-    """What the boosted classifier and regressor share: the ensembles, their detectors and the hooks."""
+    """What the boosted classifier and regressor share: the ensembles, their drift response and the hooks."""
 
     _is_classifier = False
     _space: Any
@@ -99,7 +104,6 @@ class _Core(_Estimator):
             member_delta=self._member_delta,
             linear_steps_now=self._linear_steps_now,
         )
-        self._n_drifts = 0
         self._retired_version = 0  # changes made by members since replaced, so `version` never decreases
         # while a stop inside a span is answered: the ensembles that ran past it, with their changes as
         # of the stop (see `_run_span`)
@@ -109,10 +113,11 @@ class _Core(_Estimator):
         self._background_since = 0  # records learned when it started
         self._members_since = 0  # records learned when the main ensemble started
         self._recent = RecentRecords(policy.replay)
-        self._pending = False  # a drift without a warning: a fresh background must beat the main one
-        self._lead = 0.0  # while pending: the main ensemble's errors minus the background's, this period
-        self._detector = self._new_detector(1.0)
-        self._warning = self._new_detector(policy.warning_share)
+        # the drift tests and the answers the policy gives (it starts, replaces and drops ensembles
+        # through this model's `start_background`, `promote_background` and `drop_background`)
+        self._response = DriftResponse(
+            policy, self.drift_threshold or 1.0, self.drift_delta, relative=not self._is_classifier
+        )
         self._refresh_trees()
 
     # -- hooks the concrete classes give ---------------------------------------------------------
@@ -205,7 +210,7 @@ class _Core(_Estimator):
     @property
     def n_drifts(self) -> int:
         """Drifts detected and answered by replacing the ensemble."""
-        return self._n_drifts
+        return self._response.n_drifts
 
     @property
     def version(self) -> int:
@@ -222,10 +227,6 @@ class _Core(_Estimator):
 
     def _new_tree(self, root_value: float = 0.0) -> None:
         """The ensemble holds no trees of its own (they live in the members)."""
-
-    def _new_detector(self, share: float) -> PageHinkley:
-        threshold = share * (self.drift_threshold or 1.0)
-        return PageHinkley(self.drift_delta, threshold, DRIFT_MIN_RECORDS, relative=not self._is_classifier)
 
     def _new_member(self) -> Member:
         return Member(
@@ -287,11 +288,11 @@ class _Core(_Estimator):
             "background": None if self._background is None else [len(m.trees) for m in self._background],
             "background_since": self._background_since,
             "members_since": self._members_since,
-            "pending": self._pending,
-            "lead": self._lead,
-            "detector": self._detector.state(),
-            "warning": self._warning.state(),
-            "n_drifts": self._n_drifts,
+            "pending": self._response.pending,
+            "lead": self._response.lead,
+            "detector": self._response.detector.state(),
+            "warning": self._response.warning.state(),
+            "n_drifts": self._response.n_drifts,
             "retired_version": self._retired_version,
         }
 
@@ -313,14 +314,10 @@ class _Core(_Estimator):
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
             member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
-        self._detector.restore(extra["detector"])
-        self._warning.restore(extra["warning"])
-        self._n_drifts = int(extra["n_drifts"])
+        self._response.restore(extra)
         # states saved before backgrounds had a bounded life: the life counts from the restore
         self._background_since = int(extra.get("background_since", self._n_seen))
         self._members_since = int(extra.get("members_since", 0))  # saved before: the first ensemble's
-        self._pending = bool(extra.get("pending", False))
-        self._lead = float(extra.get("lead", 0.0))
         self._retired_version = int(extra["retired_version"])
 
     def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
@@ -380,3 +377,101 @@ class _Core(_Estimator):
             predicted = predicted + step
             learned = learned + step
         return predicted
+
+    # -- young ensembles (the policy's `youth`) ----------------------------------------------
+    def _follow_linear_start(self) -> None:
+        """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
+        for member in self._all_members():
+            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+
+    def _follow_youth(self) -> None:
+        """Every ensemble's parameters for its age (at a fixed row: see `_run_encoded`)."""
+        youth = self._policy.youth
+        if youth is None:
+            return
+        for ensemble, since in self._ensembles():
+            share = self._youth_share(since)
+            scale = 1.0 if youth.delta_factor is None else youth.delta_factor ** (1.0 - share)
+            changes: dict[str, Any] = {}
+            for name in ("lambda_", "grace_period", "grace_start"):
+                young = getattr(youth, name)
+                if young is not None:
+                    value = young + share * (getattr(self, name) - young)
+                    changes[name] = value if name == "lambda_" else round(value)
+            for member in ensemble:
+                member.set_delta_scale(scale)
+                member.set_tree_params(delta=self._member_delta(member.n_outputs) * scale, **changes)
+
+    def _youth_share(self, since: int) -> float:
+        """How far an ensemble started at `since` has moved from its young parameters (0 to 1), by its
+        age at the start of the current drift period."""
+        youth = self._policy.youth
+        assert youth is not None
+        if since == 0 and not youth.first:
+            return 1.0
+        period = self._policy.drift_period
+        age = (self._n_seen - since) // period * period
+        return min(1.0, age / youth.records)
+
+    def _weights(self, learn: np.ndarray, since: int | None = None, first: int | None = None) -> np.ndarray:
+        """Bagging weight of every row for every member of the ensemble started at `since` (None: the
+        main one) ([members, rows]; 0 for rows not learned); the first learned row is record `first`
+        (None: the next one)."""
+        youth = self._policy.youth
+        rate = None
+        if youth is not None and youth.poisson_rate is not None and self.poisson_rate is not None:
+            share = self._youth_share(self._members_since if since is None else since)
+            rate = youth.poisson_rate + share * (self.poisson_rate - youth.poisson_rate)
+        first = self._n_seen if first is None else first
+        return self._bagging.weights(learn, self._member_count(), first, rate)
+
+    # -- what the drift response does to the ensembles (`Ensembles`) -----------------------
+    def has_background(self) -> bool:
+        return self._background is not None
+
+    def background_expired(self) -> bool:
+        """Whether the background ensemble has learned for the policy's `background_life` records."""
+        return self._n_seen - self._background_since >= self._policy.background_life
+
+    def start_background(self, detector: PageHinkley | None = None, most: int | None = None) -> None:
+        """A new background ensemble; with the policy's `replay`, it first learns the recent records
+        since the change `detector` estimates (at most `most`)."""
+        self._retire(self._background or [])
+        self._background = self._new_members()
+        self._background_since = self._n_seen
+        if self._policy.replay and detector is not None:
+            k = math.ceil(self._policy.replay_share * detector.rising)
+            self._learn_recent(self._background, k if most is None else min(k, most))
+
+    def promote_background(self) -> None:
+        """The background ensemble becomes the main one."""
+        assert self._background is not None
+        self._retire(self._members)
+        self._members, self._background = self._background, None
+        self._members_since = self._background_since
+
+    def drop_background(self) -> None:
+        self._retire(self._background or [])
+        self._background = None
+
+    def _learn_recent(self, members: list[Member], k: int) -> None:
+        """`members` (a new ensemble, young) learn the last k records kept (as many as are), with the
+        bagging weights of those records."""
+        codes, targets = self._recent.last(k, self._layout.n_features)
+        k = targets.size
+        if not k:
+            return
+        self._follow_youth()
+        learn = np.ones(k, dtype=bool)
+        width = self._n_raw(0) + int(self._outputs.every_class_from_three)
+        table = np.zeros((k, OFFSETS + width))
+        table[:, TARGET] = targets
+        weights = self._weights(learn, self._background_since, first=self._n_seen - k)
+        base = self._base_columns(k, width, learn, targets, NO_EVENTS)
+        part = Batch(codes, leaf_inputs_of(self._layout, codes)).part(0, k)
+        self._run_members(members, part, table, weights, base, learn, NO_EVENTS, {})
+
+    def _retire(self, members: list[Member]) -> None:
+        """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
+        counted = next((changes for ran, changes in self._ran_past if ran is members), None)
+        self._retired_version += sum(m.changes() for m in members) if counted is None else counted

@@ -16,72 +16,75 @@ taken at a fixed multiple of records learned, so every batching gives the same m
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from sgt.boosted.ensemble import _Core
-from sgt.boosted.member import OFFSETS, TARGET, Member
-from sgt.boosted.spans import NO_EVENTS, Batch
+from sgt.boosted.policy import DRIFT_MIN_RECORDS, DriftPolicy
 from sgt.drift import PageHinkley
-from sgt.tree import leaf_inputs_of
 
-__all__: list[str] = []
+__all__ = ["DriftResponse"]
 
 
-class _Responding(_Core):
-    """The ensemble's answers to warnings and drifts, and the young ensembles' parameters."""
+class Ensembles(Protocol):
+    """What a drift response does to the ensembles it answers for (the model: sgt.boosted.ensemble)."""
 
-    # -- young ensembles (the policy's `youth`) ----------------------------------------------
-    def _follow_linear_start(self) -> None:
-        """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
-        for member in self._all_members():
-            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+    def has_background(self) -> bool: ...
 
-    def _follow_youth(self) -> None:
-        """Every ensemble's parameters for its age (at a fixed row: see `_run_encoded`)."""
-        youth = self._policy.youth
-        if youth is None:
-            return
-        for ensemble, since in self._ensembles():
-            share = self._youth_share(since)
-            scale = 1.0 if youth.delta_factor is None else youth.delta_factor ** (1.0 - share)
-            changes: dict[str, Any] = {}
-            for name in ("lambda_", "grace_period", "grace_start"):
-                young = getattr(youth, name)
-                if young is not None:
-                    value = young + share * (getattr(self, name) - young)
-                    changes[name] = value if name == "lambda_" else round(value)
-            for member in ensemble:
-                member.set_delta_scale(scale)
-                member.set_tree_params(delta=self._member_delta(member.n_outputs) * scale, **changes)
+    def background_expired(self) -> bool: ...
 
-    def _youth_share(self, since: int) -> float:
-        """How far an ensemble started at `since` has moved from its young parameters (0 to 1), by its
-        age at the start of the current drift period."""
-        youth = self._policy.youth
-        assert youth is not None
-        if since == 0 and not youth.first:
-            return 1.0
-        period = self._policy.drift_period
-        age = (self._n_seen - since) // period * period
-        return min(1.0, age / youth.records)
+    def start_background(self, detector: PageHinkley | None = None, most: int | None = None) -> None: ...
 
-    def _weights(self, learn: np.ndarray, since: int | None = None, first: int | None = None) -> np.ndarray:
-        """Bagging weight of every row for every member of the ensemble started at `since` (None: the
-        main one) ([members, rows]; 0 for rows not learned); the first learned row is record `first`
-        (None: the next one)."""
-        youth = self._policy.youth
-        rate = None
-        if youth is not None and youth.poisson_rate is not None and self.poisson_rate is not None:
-            share = self._youth_share(self._members_since if since is None else since)
-            rate = youth.poisson_rate + share * (self.poisson_rate - youth.poisson_rate)
-        first = self._n_seen if first is None else first
-        return self._bagging.weights(learn, self._member_count(), first, rate)
+    def promote_background(self) -> None: ...
 
-    # -- answers -------------------------------------------------------------------------------
-    def _answer_drift(self) -> None:
+    def drop_background(self) -> None: ...
+
+
+class DriftResponse:
+    """The two drift tests of an ensemble, what they saw, and the policy's answers at the fixed points.
+
+    It decides when an ensemble starts, replaces the main one or is dropped; the ensembles (`Ensembles`)
+    carry it out. Its state is saved with the model (`state`, `restore`).
+
+    Parameters
+    ----------
+    policy
+        The variant of the answer (sgt.boosted.policy).
+    threshold, delta
+        The drift test's alarm level and tolerated rise (the warning test's level: the policy's
+        `warning_share` of it).
+    relative
+        Whether the errors are relative absolute errors (a regressor's) rather than 0/1 errors.
+    """
+
+    def __init__(self, policy: DriftPolicy, threshold: float, delta: float, relative: bool) -> None:
+        self.policy = policy
+        self.detector = PageHinkley(delta, threshold, DRIFT_MIN_RECORDS, relative=relative)
+        self.warning = PageHinkley(
+            delta, policy.warning_share * threshold, DRIFT_MIN_RECORDS, relative=relative
+        )
+        self.pending = False  # a drift without a warning: a fresh background must beat the main one
+        self.lead = 0.0  # while pending: the main ensemble's errors minus the background's, this period
+        self.n_drifts = 0
+
+    def watches_background(self) -> bool:
+        """Whether the background ensemble's errors count (`watch`): while it must win, or races."""
+        return self.pending or self.policy.race_after_warning
+
+    def watch(self, errors: np.ndarray, background_errors: np.ndarray | None) -> None:
+        """The main ensemble's errors of the rows learned since the last call, in order; the background
+        ensemble's too while they count."""
+        self.detector.update(errors)
+        self.warning.update(errors)
+        if background_errors is not None:
+            lead = errors - background_errors
+            self.lead = float(np.cumsum(np.concatenate(([self.lead], lead)))[-1])  # in order
+
+    def quiet(self, share: float) -> bool:
+        """Whether neither test is alarmed or has an excess above `share` of its threshold."""
+        return not any(d.alarm or d.excess > share * d.threshold for d in (self.detector, self.warning))
+
+    def answer_drift(self, ensembles: Ensembles) -> None:
         """At a fixed point: replace the ensemble after a drift, or start a background one after a warning.
 
         A drift with a background ensemble learning (since a warning) replaces the main ensemble by it.
@@ -92,86 +95,51 @@ class _Responding(_Core):
         background ensemble that made fewer errors than the main one over the period replaces it
         without a drift alarm.
         """
-        policy = self._policy
-        if self._pending:
-            if self._lead > 0.0:
-                self._replace()
-            elif self._background_expired():
-                self._drop_background()  # the main ensemble adapted: no replacement needed
-                self._reset_detectors()
-        elif self._detector.alarm:
-            if self._background is None:
-                self._start_background(self._detector)
-                self._pending = policy.fresh_must_win
-            if not self._pending:
-                self._replace()
-        elif policy.race_after_warning and self._background is not None and self._lead > 0.0:
-            self._replace()  # the warning's background already predicts better: answered before an alarm
-        elif self._warning.alarm:
-            self._start_background(self._warning, policy.replay_warned)
-            self._warning.reset()
-        elif self._background is not None and self._background_expired():
-            self._drop_background()  # no drift confirmed the warning: stop paying for it
-        self._lead = 0.0  # a lead counts over one period
+        policy = self.policy
+        if self.pending:
+            if self.lead > 0.0:
+                self._replace(ensembles)
+            elif ensembles.background_expired():
+                ensembles.drop_background()  # the main ensemble adapted: no replacement needed
+                self._reset()
+        elif self.detector.alarm:
+            if not ensembles.has_background():
+                ensembles.start_background(self.detector, None)
+                self.pending = policy.fresh_must_win
+            if not self.pending:
+                self._replace(ensembles)
+        elif policy.race_after_warning and ensembles.has_background() and self.lead > 0.0:
+            self._replace(ensembles)  # the warning's background already predicts better: before an alarm
+        elif self.warning.alarm:
+            ensembles.start_background(self.warning, policy.replay_warned)
+            self.warning.reset()
+        elif ensembles.has_background() and ensembles.background_expired():
+            ensembles.drop_background()  # no drift confirmed the warning: stop paying for it
+        self.lead = 0.0  # a lead counts over one period
 
-    def _answer_alarm(self) -> None:
+    def answer_alarm(self, ensembles: Ensembles) -> None:
         """Between the points where drifts are answered (every `alarm_period` records): a drift alarm
         with no background ensemble learning, which a fresh ensemble would replace at once at the next
         such point, replaces it now (what a warning started waits for the drift period)."""
-        if self._detector.alarm and self._background is None and not self._policy.fresh_must_win:
-            self._start_background(self._detector)
-            self._replace()
+        if self.detector.alarm and not ensembles.has_background() and not self.policy.fresh_must_win:
+            ensembles.start_background(self.detector, None)
+            self._replace(ensembles)
 
-    def _background_expired(self) -> bool:
-        """Whether the background ensemble has learned for the policy's `background_life` records."""
-        return self._n_seen - self._background_since >= self._policy.background_life
-
-    def _start_background(self, detector: PageHinkley | None = None, most: int | None = None) -> None:
-        """A new background ensemble; with the policy's `replay`, it first learns the recent records
-        since the change `detector` estimates (at most `most`)."""
-        self._retire(self._background or [])
-        self._background = self._new_members()
-        self._background_since = self._n_seen
-        if self._policy.replay and detector is not None:
-            k = math.ceil(self._policy.replay_share * detector.rising)
-            self._learn_recent(self._background, k if most is None else min(k, most))
-
-    def _learn_recent(self, members: list[Member], k: int) -> None:
-        """`members` (a new ensemble, young) learn the last k records kept (as many as are), with the
-        bagging weights of those records."""
-        codes, targets = self._recent.last(k, self._layout.n_features)
-        k = targets.size
-        if not k:
-            return
-        self._follow_youth()
-        learn = np.ones(k, dtype=bool)
-        width = self._n_raw(0) + int(self._outputs.every_class_from_three)
-        table = np.zeros((k, OFFSETS + width))
-        table[:, TARGET] = targets
-        weights = self._weights(learn, self._background_since, first=self._n_seen - k)
-        base = self._base_columns(k, width, learn, targets, NO_EVENTS)
-        part = Batch(codes, leaf_inputs_of(self._layout, codes)).part(0, k)
-        self._run_members(members, part, table, weights, base, learn, NO_EVENTS, {})
-
-    def _replace(self) -> None:
+    def _replace(self, ensembles: Ensembles) -> None:
         """The background ensemble becomes the main one: a drift answered."""
-        assert self._background is not None
-        self._retire(self._members)
-        self._members, self._background = self._background, None
-        self._members_since = self._background_since
-        self._reset_detectors()
-        self._n_drifts += 1
+        ensembles.promote_background()
+        self._reset()
+        self.n_drifts += 1
 
-    def _drop_background(self) -> None:
-        self._retire(self._background or [])
-        self._background = None
+    def _reset(self) -> None:
+        self.detector.reset()
+        self.warning.reset()
+        self.pending = False
 
-    def _reset_detectors(self) -> None:
-        self._detector.reset()
-        self._warning.reset()
-        self._pending = False
-
-    def _retire(self, members: list[Member]) -> None:
-        """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
-        counted = next((changes for ran, changes in self._ran_past if ran is members), None)
-        self._retired_version += sum(m.changes() for m in members) if counted is None else counted
+    def restore(self, extra: dict[str, Any]) -> None:
+        """The state saved with the model (the keys of `_Core._boosting_state`)."""
+        self.detector.restore(extra["detector"])
+        self.warning.restore(extra["warning"])
+        self.n_drifts = int(extra["n_drifts"])
+        self.pending = bool(extra.get("pending", False))
+        self.lead = float(extra.get("lead", 0.0))

@@ -75,11 +75,11 @@ def test_a_drift_without_a_warning_keeps_the_tree_in_use_until_a_fresh_one_makes
     # (the boosted classifier replaces its ensemble at once; one tree does not: see the class)
     model = AdaptiveSGTClassifier(**SMALL)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
     in_use = model._members
     model.learn_many(_RECORDS[600:760], _LABELS[600:760])
     fresh = model._background
-    assert model._members is in_use and model.n_drifts == 0 and model._pending
+    assert model._members is in_use and model.n_drifts == 0 and model._response.pending
     assert fresh is not None and all(t.leaf_count(0) == 10 for m in fresh for t in m._trees)
 
 

@@ -117,7 +117,9 @@ def test_the_streams_make_the_detectors_fire() -> None:
     # ensemble makes fewer errors than the main one; the classifier's background ensemble, started
     # by a warning at 750, replaces its main one at a drift at 1000, and another warning comes at 1500
     assert regressor.n_drifts == 1 and regressor._background is None
-    assert classifier.n_drifts == 1 and not classifier._pending and classifier._background_since == 1500
+    assert (
+        classifier.n_drifts == 1 and not classifier._response.pending and classifier._background_since == 1500
+    )
     assert classifier.classes_[2] == "late"
     assert classifier.n_trees == len(classifier._all_members()) * 2
     assert classifier._background is not None  # the saved states include a background ensemble
@@ -355,7 +357,7 @@ def _batches_and_restore_as_the_loop(
 def test_a_background_ensemble_grows_with_the_main_one() -> None:
     model = BoostedClassifier(**BY_CLASSES)
     model.learn_many(_RECORDS[:1000], _LABELS[:1000])
-    model._start_background()  # as a warning would
+    model.start_background()  # as a warning would
     assert model._background is not None and len(model._background) == BINARY_MEMBERS
     model.learn_many(_RECORDS[1000:1107], _LABELS[1000:1107])
     assert [len(e) for e in (model._members, model._background)] == [MULTICLASS_MEMBERS] * 2
@@ -517,24 +519,24 @@ def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_
     model = BoostedRegressor(**SMALL)
     model.learn_many(_XR[:300], _YR[:300])
     assert model._background is None
-    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
     model.learn_many(_XR[300:490], _YR[300:490])
     assert model._background is None  # acted on only at the next fixed point, record 500
     model.learn_many(_XR[490:510], _YR[490:510])
     background = model._background
-    assert background is not None and not model._warning.alarm
+    assert background is not None and not model._response.warning.alarm
     assert all(tree.leaf_count(0) == 10 for m in background for tree in m._trees)  # learned since
-    model._detector._state.alarm = True
+    model._response.detector._state.alarm = True
     model.learn_many(_XR[510:760], _YR[510:760])
     assert model._members is background and model._background is None
-    assert model.n_drifts == 1 and not model._detector.alarm
+    assert model.n_drifts == 1 and not model._response.detector.alarm
 
 
 def test_a_background_ensemble_no_drift_confirms_is_dropped_after_its_life() -> None:
     X, y = step_regression_stream(DRIFT_PERIOD * 2 + BACKGROUND_LIFE + 10, seed=91)  # no drift
     model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no warning but the one set)
     model.learn_many(X[:300], y[:300])
-    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
     model.learn_many(X[300:500], y[300:500])
     background, version = model._background, model.version
     assert background is not None and model._background_since == 500
@@ -554,7 +556,7 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
         del saved.header["extra"][key]
     restored = BoostedClassifier.from_saved(saved)
     assert restored._background is not None and restored._background_since == N
-    assert not restored._pending and restored._lead == 0.0
+    assert not restored._response.pending and restored._response.lead == 0.0
 
 
 # drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
@@ -606,30 +608,32 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
 def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
     model = BoostedClassifier(**COMMITTEE)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600 ...
-    model._detector._state.low_n = model._detector.n  # ... without a rise (nothing to replay)
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600 ...
+    model._response.detector._state.low_n = (
+        model._response.detector.n
+    )  # ... without a rise (nothing to replay)
     main, drifts = model._members, model.n_drifts
     model.learn_many(_RECORDS[600:624], _LABELS[600:624])
     assert model._members is main  # acted on only at the next alarm point, record 625 (ALARM_PERIOD)
     model.learn_many(_RECORDS[624:635], _LABELS[624:635])
     assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
     assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 625
-    assert not model._pending and not model._detector.alarm
+    assert not model._response.pending and not model._response.detector.alarm
 
 
 def test_a_drift_without_a_warning_starts_a_fresh_regressor_that_replaces_the_main_one_once_better() -> None:
     model = BoostedRegressor(**SMALL)
     model.learn_many(_XR[:600], _YR[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
     main = model._members
     model.learn_many(_XR[600:760], _YR[600:760])
     background = model._background
-    assert model._members is main and model.n_drifts == 0 and model._pending  # the old one predicts
+    assert model._members is main and model.n_drifts == 0 and model._response.pending  # the old one predicts
     assert background is not None and all(t.leaf_count(0) == 10 for m in background for t in m._trees)
     # the targets changed at record 700: the fresh ensemble makes smaller errors by the next fixed point
     model.learn_many(_XR[760:1000], _YR[760:1000])
     assert model._members is background and model._background is None
-    assert model.n_drifts == 1 and not model._pending and not model._detector.alarm
+    assert model.n_drifts == 1 and not model._response.pending and not model._response.detector.alarm
 
 
 def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
@@ -638,15 +642,15 @@ def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_li
         _with_policy(patch, BoostedRegressor, background_life=DRIFT_PERIOD)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(X[:600], y[:600])
-        model._detector._state.alarm = True  # as if the drift test had fired at record 600
+        model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
         model.learn_many(X[600:750], y[600:750])
         main = model._members
-        assert model._pending and model._background is not None and model.n_drifts == 0
+        assert model._response.pending and model._background is not None and model.n_drifts == 0
         model.learn_many(X[750:999], y[750:999])
-        assert model._pending and model._members is main
+        assert model._response.pending and model._members is main
         model.learn_many(X[999:1010], y[999:1010])
     assert model._members is main and model._background is None and model.n_drifts == 0
-    assert not model._pending and not model._detector.alarm
+    assert not model._response.pending and not model._response.detector.alarm
 
 
 @pytest.mark.parametrize("race", [False, True])
@@ -655,7 +659,7 @@ def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift
         _with_policy(patch, BoostedClassifier, race_after_warning=race)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
-        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
         model.learn_many(_RECORDS[300:500], _LABELS[300:500])
         main, background = model._members, model._background
         assert background is not None and model._background_since == 500
@@ -664,7 +668,7 @@ def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift
         model.learn_many(_RECORDS[500:999], _LABELS[500:999])
         assert model._members is main and model._background is background
         model.learn_many(_RECORDS[999:1010], _LABELS[999:1010])
-    assert not model._detector.alarm and not model._pending and model._lead == 0.0
+    assert not model._response.detector.alarm and not model._response.pending and model._response.lead == 0.0
     if race:
         assert model._members is background and model._background is None and model.n_drifts == 1
     else:
@@ -689,7 +693,7 @@ def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
             drifts = model.n_drifts
             model.learn_one(x, y)
             if model.n_drifts != drifts:
-                assert not model._detector.alarm
+                assert not model._response.detector.alarm
                 replaced.append(model.n_seen)
         return model.to_bytes(), proba, replaced
 
@@ -936,7 +940,7 @@ def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -
         model.learn_many(_RECORDS[251:501], _LABELS[251:501])
         assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}  # the model's from 500 on
         # a background ensemble starts young whatever the main one's age
-        model._start_background()
+        model.start_background()
         model.learn_many(_RECORDS[501:502], _LABELS[501:502])
         assert model._background is not None
         assert _tree_params(model._background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
@@ -949,12 +953,12 @@ def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old()
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
         assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
-        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
         model.learn_many(_RECORDS[300:501], _LABELS[300:501])
         background = model._background
         assert background is not None and model._background_since == 500
         assert _tree_params(background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
-        model._detector._state.alarm = True
+        model._response.detector._state.alarm = True
         model.learn_many(_RECORDS[501:751], _LABELS[501:751])  # replaced at 750, at age 250
         assert model._members is background and model._members_since == 500
         restored = BoostedClassifier.from_bytes(model.to_bytes())
@@ -988,8 +992,8 @@ def test_a_warning_background_first_learns_the_kept_records_since_the_rise(repla
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_XR[:300], _YR[:300])
         # as if the warning test had fired at record 300, after a rise over its last 25 records
-        model._warning._state.alarm = True
-        model._warning._state.low_n = model._warning.n - 25
+        model._response.warning._state.alarm = True
+        model._response.warning._state.low_n = model._response.warning.n - 25
         model.learn_many(_XR[300:510], _YR[300:510])
     assert model._background is not None and model._background_since == 500
     assert len(model._recent) == replay
@@ -1001,8 +1005,8 @@ def test_a_warning_background_first_learns_the_kept_records_since_the_rise(repla
 def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_rise() -> None:
     model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # replays by default
     model.learn_many(_RECORDS[:450], _LABELS[:450])
-    model._detector._state.alarm = True
-    model._detector._state.low_n = model._detector.n - 30
+    model._response.detector._state.alarm = True
+    model._response.detector._state.low_n = model._response.detector.n - 30
     model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model.n_drifts == 1 and model._members_since == 500
     assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
@@ -1012,8 +1016,10 @@ def test_a_classifier_warning_background_first_learns_the_latest_kept_records_si
     # (no alarm but the one set, no split while the records are replayed)
     model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0, "grace_period": 500, "grace_start": 500})
     model.learn_many(_RECORDS[:450], _LABELS[:450])
-    model._warning._state.alarm = True  # as if the warning test had fired after a rise of 300 records
-    model._warning._state.low_n = model._warning.n - 300
+    model._response.warning._state.alarm = (
+        True  # as if the warning test had fired after a rise of 300 records
+    )
+    model._response.warning._state.low_n = model._response.warning.n - 300
     model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model._background is not None and model._background_since == 500 and model.n_drifts == 0
     # the latest REPLAY_WARNED of them
@@ -1067,24 +1073,24 @@ def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point(
         _with_policy(patch, BoostedClassifier, alarm_period=125)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but those set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
-        model._warning._state.alarm = True  # a warning waits for the drift period ...
+        model._response.warning._state.alarm = True  # a warning waits for the drift period ...
         model.learn_many(_RECORDS[300:499], _LABELS[300:499])
         assert model._background is None
         model.learn_many(_RECORDS[499:501], _LABELS[499:501])
         background = model._background
         assert background is not None and model._background_since == 500
-        model._detector._state.alarm = True  # ... and so does a drift with a background learning
+        model._response.detector._state.alarm = True  # ... and so does a drift with a background learning
         model.learn_many(_RECORDS[501:749], _LABELS[501:749])
         assert model._members is not background
         model.learn_many(_RECORDS[749:751], _LABELS[749:751])
         assert model._members is background and model.n_drifts == 1
-        model._detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
+        model._response.detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
         main = model._members
         model.learn_many(_RECORDS[751:874], _LABELS[751:874])
         assert model._members is main
         model.learn_many(_RECORDS[874:876], _LABELS[874:876])
     assert model._members is not main and model._members_since == 875 and model.n_drifts == 2
-    assert not model._detector.alarm and model._background is None
+    assert not model._response.detector.alarm and model._background is None
 
 
 def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
@@ -1092,8 +1098,8 @@ def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
         _with_policy(patch, BoostedRegressor, replay=REPLAY, replay_warned=7)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})
         model.learn_many(_XR[:300], _YR[:300])
-        model._warning._state.alarm = True
-        model._warning._state.low_n = model._warning.n - 25
+        model._response.warning._state.alarm = True
+        model._response.warning._state.low_n = model._response.warning.n - 25
         model.learn_many(_XR[300:510], _YR[300:510])
     assert model._background is not None
     assert all(tree.leaf_count(0) == 10 + 7 for m in model._background for tree in m._trees)
