@@ -20,8 +20,9 @@ The package's parts, each with one concern:
   (seed, record, member), so independent of batching;
 - `policy`: the drift response's variants as one frozen value (`DriftPolicy`, `Youth`) and the
   constants;
-- `ensemble`, `response`, `engine`: the ensembles' state and the hooks the concrete classes give; the
-  answers to warnings and drifts (a background ensemble, replacement whole); and the exact span
+- `response`: `DriftResponse`, the two drift tests and the policy's answers to warnings and drifts
+  (a background ensemble, replacement whole), which the ensemble carries out;
+- `ensemble`, `engine`: the ensembles' state and the hooks the concrete classes give; the exact span
   engine that runs a batch as the one-record loop would (`spans`: what the members share over a
   batch);
 - `classifier`, `regressor`: `BoostedClassifier` and `BoostedRegressor`.
