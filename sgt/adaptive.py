@@ -6,9 +6,12 @@ drift is detected. They watch their own prequential errors with the boosted ense
 (sgt.boosted): a Page-Hinkley warning starts a background tree that learns every later record beside
 the main one, and a drift replaces the main tree by it, counted by `n_drifts` (a drift with no warning
 before it starts a fresh tree, which replaces the main one once it makes fewer errors over a period).
-Internally each is a boosted ensemble of one member with learning rate 1 and no bagging, which is the
-single tree's own model; so every guarantee of the ensemble holds (batch ≡ loop under any batching,
-save/restore at any point continues byte for byte).
+Each is built of the boosted ensemble's parts (sgt.boosted): an ensemble of one member with learning
+rate 1 and no bagging, which is the single tree's own model, answering drift by the one-tree policy
+(`ADAPTIVE_CLASSIFIER_POLICY`, `ADAPTIVE_REGRESSOR_POLICY` in sgt.boosted.policy). They are siblings of
+`BoostedClassifier` and `BoostedRegressor`, not subclasses: the ensemble's parameters are not theirs.
+Every guarantee of the ensemble holds (batch ≡ loop under any batching, save/restore at any point
+continues byte for byte).
 
 Like River's Hoeffding adaptive trees beside its Hoeffding trees, the drift response is a class of its
 own rather than a switch on the single tree: it changes what the model is (two trees while a warning
@@ -21,7 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from sgt.base import TreeGroup
-from sgt.boosted import DRIFT_PERIOD, BoostedClassifier, BoostedRegressor
+from sgt.boosted.classifier import _ClassifierEnsemble
+from sgt.boosted.member import Member
+from sgt.boosted.policy import ADAPTIVE_CLASSIFIER_POLICY, ADAPTIVE_REGRESSOR_POLICY
+from sgt.boosted.regressor import _RegressorEnsemble
 from sgt.losses import Loss
 
 __all__ = ["AdaptiveSGTClassifier", "AdaptiveSGTRegressor"]
@@ -33,20 +39,20 @@ _ONE_TREE: dict[str, Any] = {"n_members": 1, "learning_rate": 1.0, "poisson_rate
 class _OneTree:
     """What both adaptive classes share: parameters and views of one tree instead of an ensemble."""
 
-    _members: list[Any]
+    _members: list[Member]
 
     def _without_ensemble(self, params: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in params.items() if k not in _ONE_TREE}
 
     def _tree_groups(self) -> list[TreeGroup]:
         """The views show the tree in use (not a background tree learning since a warning)."""
-        return [TreeGroup("", self._members[0]._trees)]
+        return [TreeGroup("", self._members[0].trees)]
 
     def _view_heading(self) -> str | None:
         return None
 
 
-class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
+class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
     """SGTClassifier with a drift response: a warning grows a background tree, a drift swaps it in.
 
     Parameters
@@ -73,15 +79,6 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
     (True, True)
     """
 
-    # a drift with no warning before it: the fresh tree replaces the tree in use only once it makes
-    # fewer errors (the ensemble's classifier replaces at once; for one tree that lost 2.8 points on
-    # Agrawal with three abrupt drifts, 20,000 records: 88.6% against 91.4%)
-    _fresh_must_win = True
-    # the ensemble's replay was measured for the ensemble only: left off (and with a fresh tree that
-    # must win first, an alarm waits for the drift period)
-    _replay = 0
-    _alarm_period = DRIFT_PERIOD
-
     def __init__(
         self,
         drift_threshold: float | None = 50.0,
@@ -101,7 +98,7 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
         linear_lambda: float = 0.01,
         max_bytes: int | None = None,
     ) -> None:
-        BoostedClassifier.__init__(
+        _ClassifierEnsemble.__init__(
             self,
             drift_threshold=drift_threshold,
             drift_delta=drift_delta,
@@ -121,11 +118,12 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
             max_bytes=max_bytes,
             linear_start=0,  # the single tree's linear terms step from the first record, as SGTClassifier's
             multiclass_trees="per-class",  # SGTClassifier's committee
+            policy=ADAPTIVE_CLASSIFIER_POLICY,  # a fresh tree must win first, no replay
             **_ONE_TREE,
         )
 
     def get_params(self) -> dict[str, Any]:
-        params = self._without_ensemble(BoostedClassifier.get_params(self))
+        params = self._without_ensemble(_ClassifierEnsemble.get_params(self))
         del params["linear_start"], params["multiclass_trees"]  # always 0 and "per-class" (see __init__)
         return params
 
@@ -134,7 +132,7 @@ class AdaptiveSGTClassifier(_OneTree, BoostedClassifier):
         return params  # no linear_start to default (BoostedClassifier's saves before it had one)
 
 
-class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
+class AdaptiveSGTRegressor(_OneTree, _RegressorEnsemble):
     """SGTRegressor with a drift response: a warning grows a background tree, a drift swaps it in.
 
     Parameters
@@ -182,7 +180,7 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
         max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
-        BoostedRegressor.__init__(
+        _RegressorEnsemble.__init__(
             self,
             drift_threshold=drift_threshold,
             drift_delta=drift_delta,
@@ -203,8 +201,9 @@ class AdaptiveSGTRegressor(_OneTree, BoostedRegressor):
             linear_lambda=linear_lambda,
             max_bytes=max_bytes,
             interval_coverages=interval_coverages,
+            policy=ADAPTIVE_REGRESSOR_POLICY,
             **_ONE_TREE,
         )
 
     def get_params(self) -> dict[str, Any]:
-        return self._without_ensemble(BoostedRegressor.get_params(self))
+        return self._without_ensemble(_RegressorEnsemble.get_params(self))

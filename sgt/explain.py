@@ -142,18 +142,18 @@ def explain_raw(model: Any, x: Any) -> np.ndarray:
 def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.ndarray:
     """`explain_raw` of a boosted ensemble: its base columns plus the learning rate times each
     member's terms, in the columns `_predict_raw_one` puts them, then its reference scores."""
-    columns = model._n_raw(0) + int(model._every_class_from_three)
+    columns = model._n_raw(0) + int(model._outputs.every_class_from_three)
     base = model._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), np.zeros(0, dtype=np.intp))
     terms = np.zeros((columns, 1 + n_features))
     terms[:, 0] = base[0][0]
     for member in model._members:
-        rows = [tree_terms(tree, codes, n_features) for tree in member._trees]
+        rows = [tree_terms(tree, codes, n_features) for tree in member.trees]
         if not rows:
             continue
-        first = model._first_column(member.n_outputs)
+        first = model._outputs.first_column(member.n_outputs)
         member_terms = np.concatenate(rows)
         terms[first : first + member_terms.shape[0]] += model.learning_rate * member_terms
-    if model._every_class_from_three:  # each class's score less the first's (a linear map)
+    if model._outputs.every_class_from_three:  # each class's score less the first's (a linear map)
         terms = terms[1:] - terms[:1]
     return terms[: model._n_scores()]
 
@@ -178,7 +178,7 @@ def importances(model: Any) -> dict[str, float]:
     total = np.zeros(n_features)
     if hasattr(model, "_members"):
         for member in model._members:
-            for tree in member._trees:
+            for tree in member.trees:
                 total += model.learning_rate * _tree_importance(tree, n_features)
     else:
         for tree in model._trees:

@@ -30,8 +30,10 @@ tree changes every later row's gradient.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -58,6 +60,45 @@ class Run(NamedTuple):
     inputs: LeafInputs
 
 
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What the passes need of the model that runs them: its one tree and feature space, the base of
+    its raw scores and the outputs known (both fixed within a run: no row of it brings a new target),
+    its gradients, and the calls that count learned rows, announce changes and learn an event's row
+    on the one-record path."""
+
+    tree: Tree
+    space: Any  # sgt.features.FeatureSpace
+    base: float
+    n_outputs: int
+    gradients: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    count_learned: Callable[[int], None]
+    before_changes: Callable[[int], None]
+    learn_event: Callable[[int, np.ndarray, Any], None]
+
+    @classmethod
+    def of(cls, model: BaseSGT) -> Context:
+        """The context of `model` (an estimator of sgt.base, whose `_run_codes` runs the passes)."""
+
+        def count_learned(k: int) -> None:
+            model._n_seen += k
+
+        def learn_event(row: int, codes: np.ndarray, target: Any) -> None:
+            model._observe_event(row)
+            model._learn_codes(codes, target)
+
+        return cls(
+            model._trees[0],
+            model._space,
+            model._base(),
+            model._n_outputs(),
+            model._gradients,
+            count_learned,
+            model._before_changes,
+            learn_event,
+        )
+
+
 class Event(NamedTuple):
     """A row that fills its leaf's block, or stops at a nominal branch, and is learned."""
 
@@ -69,25 +110,26 @@ class Event(NamedTuple):
 def run_leafwise(model: BaseSGT, start: int, stop: int, run: Run) -> None:
     """Predict then learn rows [start, stop) of a one-tree model, node by node; the same bits as the
     chunked path. The rows hold no new target and grow no grid."""
+    context = Context.of(model)
     rows = np.arange(start, stop)
     queue: list[Event] = []
     while rows.size:
-        for event in _evaluate(model._trees[0], _take(model, rows, run, stop)):
+        for event in _evaluate(context.tree, _take(context, rows, run, stop)):
             heapq.heappush(queue, event)
-        rows = _run_events(model, queue, run, stop)
+        rows = _run_events(context, queue, run, stop)
 
 
-def _take(model: BaseSGT, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
+def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
     """Take `rows` (ascending) up to each node's next event: predict them, append the learned ones
     to their leaves (the filling row too: its attempt follows as an event); return the events' rows
     and nodes."""
-    tree: Tree = model._trees[0]
+    tree = context.tree
     at = run.nodes[rows]
     if kernels.ENABLED:
         taken, leaf, place, event_rows, event_nodes = kernels.plan_pass(
             rows, at, run.learn[rows], tree.feature, tree.slot, tree.block, tree.pending_n
         )
-        _predict_append(model, rows[taken], leaf, place, run)
+        _predict_append(context, rows[taken], leaf, place, run)
         return list(zip(event_rows.tolist(), event_nodes.tolist()))
     leaf = tree.feature[at] < 0
     learned = run.learn[rows]
@@ -107,7 +149,7 @@ def _take(model: BaseSGT, rows: np.ndarray, run: Run, stop: int) -> list[tuple[i
     # a learned row's place among its node's learned rows: where it goes in the leaf's pending block
     place = np.empty_like(rank)
     place[order] = rank - 1
-    _predict_append(model, rows[taken], leaf[taken], place[taken], run)
+    _predict_append(context, rows[taken], leaf[taken], place[taken], run)
     return events
 
 
@@ -121,42 +163,43 @@ def _evaluate(tree: Tree, events: list[tuple[int, int]]) -> list[Event]:
     return [Event(row, node, next(candidates) if tree.feature[node] < 0 else None) for row, node in events]
 
 
-def _predict_append(model: BaseSGT, rows: np.ndarray, leaf: np.ndarray, place: np.ndarray, run: Run) -> None:
+def _predict_append(
+    context: Context, rows: np.ndarray, leaf: np.ndarray, place: np.ndarray, run: Run
+) -> None:
     """Predict `rows` at their nodes, then append the learned ones at leaves to their pending blocks
     (a learned row at a branch is an event: it is learned by the one-record path), each learned row
     at `place` among the rows its leaf takes."""
-    tree: Tree = model._trees[0]
+    tree = context.tree
     nodes = run.nodes[rows]
     inputs = LeafInputs(run.inputs.columns, run.inputs.values[rows], run.inputs.every_column)
-    raw = tree.predict_outputs(nodes, inputs) + model._base()  # [outputs, rows]
+    raw = tree.predict_outputs(nodes, inputs) + context.base  # [outputs, rows]
     run.raw_out[rows, : raw.shape[0]] = raw.T
-    run.outputs_at[rows] = model._n_outputs()
+    run.outputs_at[rows] = context.n_outputs
     appended = np.flatnonzero(run.learn[rows] & leaf)
     if not appended.size:
         return
     learned = rows[appended]
-    g, h = model._gradients(raw[:, appended], run.targets[learned])
+    g, h = context.gradients(raw[:, appended], run.targets[learned])
     if tree.n_outputs == 1:
         g, h = g[0], h[0]
     tree.append(nodes[appended], run.codes[learned], g, h, place[appended])
-    model._n_seen += int(appended.size)
+    context.count_learned(int(appended.size))
 
 
-def _run_events(model: BaseSGT, queue: list[Event], run: Run, stop: int) -> np.ndarray:
+def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np.ndarray:
     """Run the queued events in row order up to the horizon; return the rows they leave to take
     (ascending): each event's node's rows after it, routed anew where the tree changed."""
-    tree: Tree = model._trees[0]
+    tree = context.tree
     horizon = stop
     waiting = []
     while queue and queue[0].row < horizon:
         row, node, candidate = heapq.heappop(queue)
-        model._before_changes(row)
+        context.before_changes(row)
         if candidate is None:  # a branch learns a new category: the one-record path
-            model._observe_event(row)
-            model._learn_codes(run.codes[row], run.targets[row])
+            context.learn_event(row, run.codes[row], run.targets[row])
             moved = True
         else:
-            moved = tree.act(node, candidate, model._space)
+            moved = tree.act(node, candidate, context.space)
         # every later row at the node moves (the rows from `stop` on too: the run goes on after it)
         later = row + 1 + np.flatnonzero(run.nodes[row + 1 :] == node)
         if moved and later.size:

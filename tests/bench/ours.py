@@ -156,132 +156,145 @@ class _UnreplayingBoostedClassifier(BoostedClassifier):
     """The classifier's drift response before replay: every alarm answered at the drift period, and no
     new ensemble learning records from before it started (the variants below change this one)."""
 
-    _replay = 0
-    _replay_warned = None
-    _alarm_period = DRIFT_PERIOD
+    _drift_policy = dataclasses.replace(
+        BoostedClassifier._drift_policy, replay=0, replay_warned=None, alarm_period=DRIFT_PERIOD
+    )
 
 
 class _RacingBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier whose warning's background ensemble replaces the main one as soon as it made fewer
     errors over a drift period, without waiting for the drift test."""
 
-    _race_after_warning = True
+    _drift_policy = dataclasses.replace(_UnreplayingBoostedClassifier._drift_policy, race_after_warning=True)
 
 
 class _EarlyWarningBoostedClassifier(_UnreplayingBoostedClassifier):
     """The classifier with its warning test at 0.3 of the drift threshold (0.5 by default)."""
 
-    _warning_share = 0.3
+    _drift_policy = dataclasses.replace(_UnreplayingBoostedClassifier._drift_policy, warning_share=0.3)
 
 
 class _RacingEarlyWarningBoostedClassifier(_RacingBoostedClassifier):
     """Both of the above."""
 
-    _warning_share = 0.3
+    _drift_policy = dataclasses.replace(_RacingBoostedClassifier._drift_policy, warning_share=0.3)
 
 
 class _YoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
     """Every ensemble (the first, and those a warning or drift starts) splits with ten times the split
     confidence at first, back to the model's over its first 2,000 records (geometrically)."""
 
-    _youth = Youth(records=2000, delta_factor=10.0)
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, youth=Youth(records=2000, delta_factor=10.0)
+    )
 
 
 class _LateYoungEagerBoostedClassifier(_UnreplayingBoostedClassifier):
     """As above for the ensembles a warning or drift starts only."""
 
-    _youth = Youth(records=2000, delta_factor=10.0, first=False)
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, youth=Youth(records=2000, delta_factor=10.0, first=False)
+    )
 
 
 class _YoungEager30BoostedClassifier(_UnreplayingBoostedClassifier):
     """Thirty times the split confidence at first."""
 
-    _youth = Youth(records=2000, delta_factor=30.0)
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, youth=Youth(records=2000, delta_factor=30.0)
+    )
 
 
 class _YoungBaggedBoostedClassifier(_UnreplayingBoostedClassifier):
     """Bagging at rate 3 at first, back to 1 over the first 2,000 records."""
 
-    _youth = Youth(records=2000, poisson_rate=3.0)
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, youth=Youth(records=2000, poisson_rate=3.0)
+    )
 
 
 class _YoungLightBoostedClassifier(_UnreplayingBoostedClassifier):
     """`lambda_` 0.1 at first, back to the model's over the first 2,000 records."""
 
-    _youth = Youth(records=2000, lambda_=0.1)
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, youth=Youth(records=2000, lambda_=0.1)
+    )
 
 
 class _ReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
     """An ensemble a warning or drift starts first learns the last records since the detector's estimated
     change, of the 2,500 most recent kept (sgt.recent)."""
 
-    _replay = 2500
+    _drift_policy = dataclasses.replace(_UnreplayingBoostedClassifier._drift_policy, replay=2500)
 
 
 class _ShortReplayingBoostedClassifier(_UnreplayingBoostedClassifier):
     """As above, of the 1,000 most recent."""
 
-    _replay = 1000
+    _drift_policy = dataclasses.replace(_UnreplayingBoostedClassifier._drift_policy, replay=1000)
 
 
 class _Replaying125BoostedClassifier(_ReplayingBoostedClassifier):
     """Replaying, with drifts answered every 125 records learned (250 by default)."""
 
-    _drift_period = 125
-    _alarm_period = 125
+    _drift_policy = dataclasses.replace(
+        _ReplayingBoostedClassifier._drift_policy, drift_period=125, alarm_period=125
+    )
 
 
 class _Answering125BoostedClassifier(_UnreplayingBoostedClassifier):
     """Drifts answered every 125 records learned, without replay."""
 
-    _drift_period = 125
-    _alarm_period = 125
+    _drift_policy = dataclasses.replace(
+        _UnreplayingBoostedClassifier._drift_policy, drift_period=125, alarm_period=125
+    )
 
 
 class _HalfReplayingBoostedClassifier(_ReplayingBoostedClassifier):
     """Replaying the later half of the records since the estimated change only."""
 
-    _replay_share = 0.5
+    _drift_policy = dataclasses.replace(_ReplayingBoostedClassifier._drift_policy, replay_share=0.5)
 
 
 class _WarnedReplayingBoostedClassifier(_ReplayingBoostedClassifier):
     """Replaying at most 250 records after a warning, all since the change after a drift without one,
     which is answered every 125 records learned."""
 
-    _replay_warned = 250
-    _alarm_period = 125
+    _drift_policy = dataclasses.replace(
+        _ReplayingBoostedClassifier._drift_policy, replay_warned=250, alarm_period=125
+    )
 
 
 class _FreshReplaying2500BoostedClassifier(BoostedClassifier):
     """The default with 2,500 recent records kept (500 by default)."""
 
-    _replay = 2500
+    _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, replay=2500)
 
 
 class _Alarm250BoostedClassifier(BoostedClassifier):
     """The default, with a drift alarm that no warning came before answered at the drift period (every
     250 records learned, the default before batches ran through those points) instead of every 125."""
 
-    _alarm_period = DRIFT_PERIOD
+    _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, alarm_period=DRIFT_PERIOD)
 
 
 class _Warned0BoostedClassifier(BoostedClassifier):
     """The default, with a background ensemble that a warning starts learning from the next record only
     (no recent records replayed: the default before)."""
 
-    _replay_warned = 0
+    _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, replay_warned=0)
 
 
 class _Warned250BoostedClassifier(BoostedClassifier):
     """The default, replaying at most 250 records after a warning (125 by default)."""
 
-    _replay_warned = 250
+    _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, replay_warned=250)
 
 
 class _Warned500BoostedClassifier(BoostedClassifier):
     """The default, replaying every kept record since the warning test's change after a warning."""
 
-    _replay_warned = None
+    _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, replay_warned=None)
 
 
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:

@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgt
-from sgt import AdaptiveSGTClassifier, AdaptiveSGTRegressor, SGTClassifier, SGTRegressor
+from sgt import (
+    AdaptiveSGTClassifier,
+    AdaptiveSGTRegressor,
+    BoostedClassifier,
+    BoostedRegressor,
+    SGTClassifier,
+    SGTRegressor,
+)
 from tests.sgt.sgt_testkit import mixed_records, step_regression_stream, threshold_stream
 
 # constant leaves and full blocks, so that the short streams drift past what one tree absorbs
@@ -68,11 +75,11 @@ def test_a_drift_without_a_warning_keeps_the_tree_in_use_until_a_fresh_one_makes
     # (the boosted classifier replaces its ensemble at once; one tree does not: see the class)
     model = AdaptiveSGTClassifier(**SMALL)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
     in_use = model._members
     model.learn_many(_RECORDS[600:760], _LABELS[600:760])
     fresh = model._background
-    assert model._members is in_use and model.n_drifts == 0 and model._pending
+    assert model._members is in_use and model.n_drifts == 0 and model._response.pending
     assert fresh is not None and all(t.leaf_count(0) == 10 for m in fresh for t in m._trees)
 
 
@@ -116,3 +123,19 @@ def test_the_views_show_one_tree() -> None:
     text = model.to_text()
     assert text.startswith("tree 0 (class 1 against 0)\n") and "member" not in text
     assert len(model.to_dict()["trees"]) == 1 and "members" not in model.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "boosted"),
+    [(AdaptiveSGTClassifier, BoostedClassifier), (AdaptiveSGTRegressor, BoostedRegressor)],
+)
+def test_an_adaptive_tree_is_a_one_member_ensemble_with_its_policy_not_a_boosted_subclass(
+    adaptive: type, boosted: type
+) -> None:
+    """The adaptive tree is built of the ensemble's parts (one member, the one-tree drift policy: a fresh
+    tree must predict better before it replaces the tree in use, no replay), not a subclass of the
+    boosted ensemble whose parameters it does not take."""
+    assert not issubclass(adaptive, boosted)
+    model = adaptive()
+    assert len(model._members) == 1 and model.n_trees == (0 if adaptive is AdaptiveSGTClassifier else 1)
+    assert model._policy.fresh_must_win and model._policy.replay == 0

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sgt
-import sgt.boosted
+import sgt.boosted.engine
 from sgt import BoostedClassifier, BoostedRegressor, SerializationError, SGTClassifier
 from sgt.base import BaseSGT
 from sgt.boosted import (
@@ -36,6 +36,12 @@ from sgt.boosted import (
 from sgt.serialization import decode
 from sgt.tree import Tree
 from tests.sgt.sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream
+
+
+def _with_policy(patch: pytest.MonkeyPatch, model: type[Any], **changes: Any) -> None:
+    """Give `model`'s instances made under `patch` its drift policy with `changes` (sgt.boosted.policy)."""
+    patch.setattr(model, "_drift_policy", dataclasses.replace(model._drift_policy, **changes))
+
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift)
@@ -111,7 +117,9 @@ def test_the_streams_make_the_detectors_fire() -> None:
     # ensemble makes fewer errors than the main one; the classifier's background ensemble, started
     # by a warning at 750, replaces its main one at a drift at 1000, and another warning comes at 1500
     assert regressor.n_drifts == 1 and regressor._background is None
-    assert classifier.n_drifts == 1 and not classifier._pending and classifier._background_since == 1500
+    assert (
+        classifier.n_drifts == 1 and not classifier._response.pending and classifier._background_since == 1500
+    )
     assert classifier.classes_[2] == "late"
     assert classifier.n_trees == len(classifier._all_members()) * 2
     assert classifier._background is not None  # the saved states include a background ensemble
@@ -349,7 +357,7 @@ def _batches_and_restore_as_the_loop(
 def test_a_background_ensemble_grows_with_the_main_one() -> None:
     model = BoostedClassifier(**BY_CLASSES)
     model.learn_many(_RECORDS[:1000], _LABELS[:1000])
-    model._start_background()  # as a warning would
+    model.start_background()  # as a warning would
     assert model._background is not None and len(model._background) == BINARY_MEMBERS
     model.learn_many(_RECORDS[1000:1107], _LABELS[1000:1107])
     assert [len(e) for e in (model._members, model._background)] == [MULTICLASS_MEMBERS] * 2
@@ -511,24 +519,24 @@ def test_a_warning_starts_a_background_ensemble_that_replaces_the_main_one_at_a_
     model = BoostedRegressor(**SMALL)
     model.learn_many(_XR[:300], _YR[:300])
     assert model._background is None
-    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
     model.learn_many(_XR[300:490], _YR[300:490])
     assert model._background is None  # acted on only at the next fixed point, record 500
     model.learn_many(_XR[490:510], _YR[490:510])
     background = model._background
-    assert background is not None and not model._warning.alarm
+    assert background is not None and not model._response.warning.alarm
     assert all(tree.leaf_count(0) == 10 for m in background for tree in m._trees)  # learned since
-    model._detector._state.alarm = True
+    model._response.detector._state.alarm = True
     model.learn_many(_XR[510:760], _YR[510:760])
     assert model._members is background and model._background is None
-    assert model.n_drifts == 1 and not model._detector.alarm
+    assert model.n_drifts == 1 and not model._response.detector.alarm
 
 
 def test_a_background_ensemble_no_drift_confirms_is_dropped_after_its_life() -> None:
     X, y = step_regression_stream(DRIFT_PERIOD * 2 + BACKGROUND_LIFE + 10, seed=91)  # no drift
     model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no warning but the one set)
     model.learn_many(X[:300], y[:300])
-    model._warning._state.alarm = True  # as if the warning test had fired at record 300
+    model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
     model.learn_many(X[300:500], y[300:500])
     background, version = model._background, model.version
     assert background is not None and model._background_since == 500
@@ -548,7 +556,7 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
         del saved.header["extra"][key]
     restored = BoostedClassifier.from_saved(saved)
     assert restored._background is not None and restored._background_since == N
-    assert not restored._pending and restored._lead == 0.0
+    assert not restored._response.pending and restored._response.lead == 0.0
 
 
 # drift thresholds at which the classifier's stream, with a background life of one DRIFT_PERIOD,
@@ -556,7 +564,7 @@ def test_a_state_saved_before_backgrounds_had_a_life_counts_it_from_the_restore(
 # once by a fresh ensemble, then a warning (at 1250) that no drift confirms; 10, that warning alone.
 # (Built without replay, the classifier's response before REPLAY, which the scenario keeps.)
 DROPPING = {**SMALL, "drift_threshold": 5.0}
-NO_REPLAY = {"_replay": 0}
+NO_REPLAY = {"replay": 0, "background_life": DRIFT_PERIOD}  # (and a short background life)
 DROPPED_AT = {5.0: [1500], 10.0: [1500]}
 DRIFTS_AT = {5.0: 2, 10.0: 1}
 
@@ -566,9 +574,7 @@ def _dropping_loop(threshold: float = 5.0) -> tuple[bytes, list[dict], list[int]
     """One record at a time with a short background life: the state, the predictions and the
     records learned when a background ensemble was dropped."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in NO_REPLAY.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **NO_REPLAY)
         model = BoostedClassifier(**{**DROPPING, "drift_threshold": threshold})
         proba: list[dict] = []
         dropped: list[int] = []
@@ -595,65 +601,65 @@ def test_dropping_a_background_ensemble_batches_and_restores_as_the_loop(
     expected, loop_proba, _ = _dropping_loop(threshold)
     params = {**DROPPING, "drift_threshold": threshold}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
-        for name, value in NO_REPLAY.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **NO_REPLAY)
         _batches_and_restore_as_the_loop(params, cuts, at, expected, loop_proba)
 
 
 def test_a_classifier_answers_a_drift_without_a_warning_with_a_fresh_ensemble_at_once() -> None:
     model = BoostedClassifier(**COMMITTEE)
     model.learn_many(_RECORDS[:600], _LABELS[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600 ...
-    model._detector._state.low_n = model._detector.n  # ... without a rise (nothing to replay)
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600 ...
+    model._response.detector._state.low_n = (
+        model._response.detector.n
+    )  # ... without a rise (nothing to replay)
     main, drifts = model._members, model.n_drifts
     model.learn_many(_RECORDS[600:624], _LABELS[600:624])
     assert model._members is main  # acted on only at the next alarm point, record 625 (ALARM_PERIOD)
     model.learn_many(_RECORDS[624:635], _LABELS[624:635])
     assert model._members is not main and model._background is None and model.n_drifts == drifts + 1
     assert all(t.leaf_count(0) == 10 for m in model._members for t in m._trees)  # fresh at record 625
-    assert not model._pending and not model._detector.alarm
+    assert not model._response.pending and not model._response.detector.alarm
 
 
 def test_a_drift_without_a_warning_starts_a_fresh_regressor_that_replaces_the_main_one_once_better() -> None:
     model = BoostedRegressor(**SMALL)
     model.learn_many(_XR[:600], _YR[:600])
-    model._detector._state.alarm = True  # as if the drift test had fired at record 600
+    model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
     main = model._members
     model.learn_many(_XR[600:760], _YR[600:760])
     background = model._background
-    assert model._members is main and model.n_drifts == 0 and model._pending  # the old one predicts
+    assert model._members is main and model.n_drifts == 0 and model._response.pending  # the old one predicts
     assert background is not None and all(t.leaf_count(0) == 10 for m in background for t in m._trees)
     # the targets changed at record 700: the fresh ensemble makes smaller errors by the next fixed point
     model.learn_many(_XR[760:1000], _YR[760:1000])
     assert model._members is background and model._background is None
-    assert model.n_drifts == 1 and not model._pending and not model._detector.alarm
+    assert model.n_drifts == 1 and not model._response.pending and not model._response.detector.alarm
 
 
 def test_a_fresh_regressor_that_never_beats_the_main_one_is_dropped_after_its_life() -> None:
     X, y = step_regression_stream(DRIFT_PERIOD * 5, seed=92)  # no drift
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted, "BACKGROUND_LIFE", DRIFT_PERIOD)
+        _with_policy(patch, BoostedRegressor, background_life=DRIFT_PERIOD)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(X[:600], y[:600])
-        model._detector._state.alarm = True  # as if the drift test had fired at record 600
+        model._response.detector._state.alarm = True  # as if the drift test had fired at record 600
         model.learn_many(X[600:750], y[600:750])
         main = model._members
-        assert model._pending and model._background is not None and model.n_drifts == 0
+        assert model._response.pending and model._background is not None and model.n_drifts == 0
         model.learn_many(X[750:999], y[750:999])
-        assert model._pending and model._members is main
+        assert model._response.pending and model._members is main
         model.learn_many(X[999:1010], y[999:1010])
     assert model._members is main and model._background is None and model.n_drifts == 0
-    assert not model._pending and not model._detector.alarm
+    assert not model._response.pending and not model._response.detector.alarm
 
 
 @pytest.mark.parametrize("race", [False, True])
 def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift_alarm(race: bool) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", race)
+        _with_policy(patch, BoostedClassifier, race_after_warning=race)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
-        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
         model.learn_many(_RECORDS[300:500], _LABELS[300:500])
         main, background = model._members, model._background
         assert background is not None and model._background_since == 500
@@ -662,7 +668,7 @@ def test_a_racing_background_replaces_the_main_one_once_it_leads_without_a_drift
         model.learn_many(_RECORDS[500:999], _LABELS[500:999])
         assert model._members is main and model._background is background
         model.learn_many(_RECORDS[999:1010], _LABELS[999:1010])
-    assert not model._detector.alarm and not model._pending and model._lead == 0.0
+    assert not model._response.detector.alarm and not model._response.pending and model._response.lead == 0.0
     if race:
         assert model._members is background and model._background is None and model.n_drifts == 1
     else:
@@ -678,8 +684,7 @@ RACING = {**SMALL, "drift_threshold": 300.0}
 def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
     """One record at a time, racing: the state, the predictions and where replacements happened."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", True)
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, race_after_warning=True, warning_share=0.3)
         model = BoostedClassifier(**RACING)
         proba: list[dict] = []
         replaced: list[int] = []
@@ -688,7 +693,7 @@ def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
             drifts = model.n_drifts
             model.learn_one(x, y)
             if model.n_drifts != drifts:
-                assert not model._detector.alarm
+                assert not model._response.detector.alarm
                 replaced.append(model.n_seen)
         return model.to_bytes(), proba, replaced
 
@@ -696,7 +701,7 @@ def _racing_loop() -> tuple[bytes, list[dict], list[int]]:
 def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
     assert _racing_loop()[2] == [1250]
     with pytest.MonkeyPatch.context() as patch:  # the same stream without the race: an alarm there
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, warning_share=0.3)
         model = BoostedClassifier(**RACING)
         model.learn_many(_RECORDS, _LABELS)
     assert model.to_bytes() != _racing_loop()[0]
@@ -707,8 +712,7 @@ def test_the_racing_stream_replaces_the_main_one_before_a_drift_alarm() -> None:
 def test_a_racing_background_batches_and_restores_as_the_loop(cuts: list[int], at: int) -> None:
     expected, loop_proba, _ = _racing_loop()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_race_after_warning", True)
-        patch.setattr(BoostedClassifier, "_warning_share", 0.3)
+        _with_policy(patch, BoostedClassifier, race_after_warning=True, warning_share=0.3)
         _batches_and_restore_as_the_loop(RACING, cuts, at, expected, loop_proba)
 
 
@@ -927,7 +931,7 @@ def _tree_params(members: list[Any]) -> set[tuple[float, float, int, int | None]
 
 def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_youth", YOUNG)
+        _with_policy(patch, BoostedClassifier, youth=YOUNG)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": None})
         model.learn_many(_RECORDS[:20], _LABELS[:20])  # (both classes: a tree per member)
         assert _tree_params(model._members) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
@@ -936,7 +940,7 @@ def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -
         model.learn_many(_RECORDS[251:501], _LABELS[251:501])
         assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}  # the model's from 500 on
         # a background ensemble starts young whatever the main one's age
-        model._start_background()
+        model.start_background()
         model.learn_many(_RECORDS[501:502], _LABELS[501:502])
         assert model._background is not None
         assert _tree_params(model._background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
@@ -945,16 +949,16 @@ def test_a_young_ensemble_moves_from_its_parameters_to_the_models_as_it_ages() -
 
 def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_youth", dataclasses.replace(YOUNG, first=False))
+        _with_policy(patch, BoostedClassifier, youth=dataclasses.replace(YOUNG, first=False))
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
         assert _tree_params(model._members) == {(BINARY_DELTA, 0.5, 40, 40)}
-        model._warning._state.alarm = True  # as if the warning test had fired at record 300
+        model._response.warning._state.alarm = True  # as if the warning test had fired at record 300
         model.learn_many(_RECORDS[300:501], _LABELS[300:501])
         background = model._background
         assert background is not None and model._background_since == 500
         assert _tree_params(background) == {(BINARY_DELTA * 20.0, 0.05, 20, 5)}
-        model._detector._state.alarm = True
+        model._response.detector._state.alarm = True
         model.learn_many(_RECORDS[501:751], _LABELS[501:751])  # replaced at 750, at age 250
         assert model._members is background and model._members_since == 500
         restored = BoostedClassifier.from_bytes(model.to_bytes())
@@ -966,7 +970,7 @@ def test_a_replacing_ensemble_keeps_its_age_and_a_first_ensemble_may_start_old()
 
 def test_a_young_ensemble_bags_at_its_rate() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedRegressor, "_youth", YOUNG)
+        _with_policy(patch, BoostedRegressor, youth=YOUNG)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": None})
         young = model._weights(np.ones(20_000, dtype=bool))
         model._n_seen = 500
@@ -984,12 +988,12 @@ REPLAY = 300
 @pytest.mark.parametrize("replay", [0, REPLAY])
 def test_a_warning_background_first_learns_the_kept_records_since_the_rise(replay: int) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", replay)
+        _with_policy(patch, BoostedRegressor, replay=replay)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but the one set)
         model.learn_many(_XR[:300], _YR[:300])
         # as if the warning test had fired at record 300, after a rise over its last 25 records
-        model._warning._state.alarm = True
-        model._warning._state.low_n = model._warning.n - 25
+        model._response.warning._state.alarm = True
+        model._response.warning._state.low_n = model._response.warning.n - 25
         model.learn_many(_XR[300:510], _YR[300:510])
     assert model._background is not None and model._background_since == 500
     assert len(model._recent) == replay
@@ -1001,8 +1005,8 @@ def test_a_warning_background_first_learns_the_kept_records_since_the_rise(repla
 def test_a_fresh_classifier_ensemble_first_learns_the_kept_records_since_the_rise() -> None:
     model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # replays by default
     model.learn_many(_RECORDS[:450], _LABELS[:450])
-    model._detector._state.alarm = True
-    model._detector._state.low_n = model._detector.n - 30
+    model._response.detector._state.alarm = True
+    model._response.detector._state.low_n = model._response.detector.n - 30
     model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model.n_drifts == 1 and model._members_since == 500
     assert all(tree.leaf_count(0) == 30 for m in model._members for tree in m._trees)
@@ -1012,8 +1016,10 @@ def test_a_classifier_warning_background_first_learns_the_latest_kept_records_si
     # (no alarm but the one set, no split while the records are replayed)
     model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0, "grace_period": 500, "grace_start": 500})
     model.learn_many(_RECORDS[:450], _LABELS[:450])
-    model._warning._state.alarm = True  # as if the warning test had fired after a rise of 300 records
-    model._warning._state.low_n = model._warning.n - 300
+    model._response.warning._state.alarm = (
+        True  # as if the warning test had fired after a rise of 300 records
+    )
+    model._response.warning._state.low_n = model._response.warning.n - 300
     model.learn_many(_RECORDS[450:500], _LABELS[450:500])
     assert model._background is not None and model._background_since == 500 and model.n_drifts == 0
     # the latest REPLAY_WARNED of them
@@ -1021,13 +1027,13 @@ def test_a_classifier_warning_background_first_learns_the_latest_kept_records_si
 
 
 # the ensembles' drift-response hooks the exactness test below runs with, each on both models
-HOOKS = {"young": ("_youth", YOUNG), "replay": ("_replay", REPLAY)}
+HOOKS = {"young": ("youth", YOUNG), "replay": ("replay", REPLAY)}
 
 
 def _hooked(patch: pytest.MonkeyPatch, hook: str) -> None:
     name, value = HOOKS[hook]
     for model in (BoostedClassifier, BoostedRegressor):
-        patch.setattr(model, name, value)
+        _with_policy(patch, model, **{name: value})
 
 
 @functools.cache
@@ -1064,37 +1070,36 @@ def test_young_and_replaying_ensembles_batch_and_restore_as_the_loop(
 
 def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(BoostedClassifier, "_alarm_period", 125)
+        _with_policy(patch, BoostedClassifier, alarm_period=125)
         model = BoostedClassifier(**{**SMALL, "drift_threshold": 1000.0})  # (no alarm but those set)
         model.learn_many(_RECORDS[:300], _LABELS[:300])
-        model._warning._state.alarm = True  # a warning waits for the drift period ...
+        model._response.warning._state.alarm = True  # a warning waits for the drift period ...
         model.learn_many(_RECORDS[300:499], _LABELS[300:499])
         assert model._background is None
         model.learn_many(_RECORDS[499:501], _LABELS[499:501])
         background = model._background
         assert background is not None and model._background_since == 500
-        model._detector._state.alarm = True  # ... and so does a drift with a background learning
+        model._response.detector._state.alarm = True  # ... and so does a drift with a background learning
         model.learn_many(_RECORDS[501:749], _LABELS[501:749])
         assert model._members is not background
         model.learn_many(_RECORDS[749:751], _LABELS[749:751])
         assert model._members is background and model.n_drifts == 1
-        model._detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
+        model._response.detector._state.alarm = True  # a drift without one: a fresh ensemble at record 875
         main = model._members
         model.learn_many(_RECORDS[751:874], _LABELS[751:874])
         assert model._members is main
         model.learn_many(_RECORDS[874:876], _LABELS[874:876])
     assert model._members is not main and model._members_since == 875 and model.n_drifts == 2
-    assert not model._detector.alarm and model._background is None
+    assert not model._response.detector.alarm and model._background is None
 
 
 def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_replay", REPLAY)
-        patch.setattr(sgt.boosted._Boosting, "_replay_warned", 7)
+        _with_policy(patch, BoostedRegressor, replay=REPLAY, replay_warned=7)
         model = BoostedRegressor(**{**SMALL, "drift_threshold": 1000.0})
         model.learn_many(_XR[:300], _YR[:300])
-        model._warning._state.alarm = True
-        model._warning._state.low_n = model._warning.n - 25
+        model._response.warning._state.alarm = True
+        model._response.warning._state.low_n = model._response.warning.n - 25
         model.learn_many(_XR[300:510], _YR[300:510])
     assert model._background is not None
     assert all(tree.leaf_count(0) == 10 + 7 for m in model._background for tree in m._trees)
@@ -1102,14 +1107,13 @@ def test_a_warning_background_replays_at_most_the_records_allowed() -> None:
 
 # a fresh ensemble at a drift without a warning (none comes before the drift alarm), answered every 125
 # records learned, replaying the records since the estimated change
-FRESH = {"_replay": REPLAY, "_replay_warned": 0, "_alarm_period": 125, "_warning_share": 2.0}
+FRESH = {"replay": REPLAY, "replay_warned": 0, "alarm_period": 125, "warning_share": 2.0}
 
 
 @functools.cache
 def _fresh_loop() -> tuple[bytes, list[dict], list[int]]:
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in FRESH.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **FRESH)
         model = BoostedClassifier(**SMALL)
         proba: list[dict] = []
         replaced: list[int] = []
@@ -1131,8 +1135,7 @@ def test_the_fresh_stream_replaces_the_main_one_between_drift_periods() -> None:
 def test_fresh_replaying_ensembles_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
     expected, loop_proba, _ = _fresh_loop()
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in FRESH.items():
-            patch.setattr(BoostedClassifier, name, value)
+        _with_policy(patch, BoostedClassifier, **FRESH)
         _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
 
 
@@ -1151,8 +1154,8 @@ def test_spans_through_or_stopping_at_each_stop_give_the_loops_models(span: str,
     expected, loop_proba, _ = _classifier_loop()
     expected_regressor, loop_values = _regressor_loop()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: SPANS[span])
-        patch.setattr(sgt.boosted, "MAX_SPAN", N)
+        patch.setattr(sgt.boosted.engine._Boosting, "_quiet", lambda self: SPANS[span])
+        patch.setattr(sgt.boosted.engine, "MAX_SPAN", N)
         _batches_and_restore_as_the_loop(COMMITTEE, cuts, N // 2, expected, loop_proba)
         regressor = BoostedRegressor(**SMALL)
         values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
@@ -1163,11 +1166,25 @@ def test_a_replaced_ensemble_counts_its_changes_as_of_the_stop_that_replaced_it(
     """In one batch run through, the classifier's first ensemble runs past the stop where a drift
     replaces it: `version` counts its changes up to that stop only, as the loop does."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sgt.boosted._Boosting, "_quiet", lambda self: True)
-        patch.setattr(sgt.boosted, "MAX_SPAN", N)
+        patch.setattr(sgt.boosted.engine._Boosting, "_quiet", lambda self: True)
+        patch.setattr(sgt.boosted.engine, "MAX_SPAN", N)
         model = BoostedClassifier(**COMMITTEE)
         model.learn_many(_RECORDS, _LABELS)
     loop = sgt.load(_classifier_loop()[0])
     assert model.n_drifts == loop.n_drifts == 1
     assert model._retired_version == loop._retired_version > 0
     assert model.version == loop.version
+
+
+@pytest.mark.parametrize("cls", [BoostedClassifier, BoostedRegressor])
+def test_members_read_their_context_and_hold_no_reference_to_the_ensemble(cls: type[Any]) -> None:
+    """A member is built with a context (the feature space, the outputs' shape, the loss and the tree
+    settings it follows), not with its ensemble, whose private state it would otherwise read."""
+    model = cls(**SMALL)
+    model.learn_many(
+        _RECORDS[:50] if cls is BoostedClassifier else _XR[:50],
+        (_LABELS if cls is BoostedClassifier else _YR)[:50],
+    )
+    for member in model._members:
+        assert all(value is not model for value in vars(member).values())
+        assert member._context.space is model._space

@@ -1,0 +1,75 @@
+"""Online bagging (Oza and Russell 2001): each member weighs each record by a Poisson draw.
+
+The draw for record n and member m is a pure function of (seed, n, m), made by a counter-based
+generator (splitmix64), so it needs no state beyond the number of records learned and does not depend
+on how records are batched.
+
+>>> bagging = Bagging(rate=1.0, seed=0)
+>>> weights = bagging.weights(np.ones(5, dtype=bool), members=2, first=0)
+>>> weights.shape, bool((weights == bagging.weights(np.ones(5, dtype=bool), 2, 0)).all())
+((2, 5), True)
+>>> Bagging(rate=None, seed=0).weights(np.array([True, False]), members=1, first=0).tolist()
+[[1.0, 0.0]]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Bagging"]
+
+
+class Bagging:
+    """Poisson(`rate`) weights per member and record (`rate` None: every learned record weighs 1)."""
+
+    def __init__(self, rate: float | None, seed: int) -> None:
+        self.rate = rate
+        self.seed = seed
+        self._cdf = None if rate is None else _poisson_cdf(rate)
+
+    def weights(self, learn: np.ndarray, members: int, first: int, rate: float | None = None) -> np.ndarray:
+        """[members, rows]: each member's weight of each row (0 for rows not learned); the first learned
+        row is record `first`. `rate`: a rate other than the model's (a young ensemble's)."""
+        weights = np.zeros((members, learn.size))
+        rows = np.flatnonzero(learn)
+        if self._cdf is None:
+            weights[:, rows] = 1.0
+            return weights
+        cdf = self._cdf if rate is None else _poisson_cdf(rate)
+        index = (first + np.arange(rows.size)).astype(np.uint64)
+        uniform = _uniform(self.seed, index, members)
+        weights[:, rows] = np.searchsorted(cdf, uniform, side="right")
+        return weights
+
+
+def _poisson_cdf(rate: float) -> np.ndarray:
+    """P(K <= k) for k = 0, 1, ... until it rounds to 1 (inverse-CDF sampling by searchsorted)."""
+    cdf = []
+    term = total = math.exp(-rate)
+    k = 0
+    while total < 1.0 - 1e-15 and k < 1000:
+        cdf.append(total)
+        k += 1
+        term *= rate / k
+        total += term
+    cdf.append(1.0)
+    return np.array(cdf)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MEMBER_STEP = np.uint64(0xD1B54A32D192ED03)
+
+
+def _uniform(seed: int, index: np.ndarray, members: int) -> np.ndarray:
+    """Uniform [0, 1) numbers for (record index, member), a pure function of the seed (splitmix64)."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) * _MEMBER_STEP + index[None, :] * _GOLDEN
+        z = z + (np.arange(1, members + 1, dtype=np.uint64) * _MEMBER_STEP)[:, None]
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2.0**53)

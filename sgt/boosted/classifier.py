@@ -1,0 +1,386 @@
+"""`BoostedClassifier`, and the classifier ensemble it shares with the adaptive single tree.
+
+`_ClassifierEnsemble` is the boosted ensemble over SGTClassifier: the softmax cross-entropy, members
+whose outputs follow the classes known, and the member count and split confidence that follow them
+when not given. `BoostedClassifier` is that ensemble with its public parameters and the classifier's
+drift policy; `sgt.adaptive.AdaptiveSGTClassifier` is a one-member one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sgt.base import _check_int, _check_real
+from sgt.boosted.engine import _Boosting
+from sgt.boosted.member import Outputs
+from sgt.boosted.policy import (
+    BINARY_DELTA,
+    BINARY_MEMBERS,
+    CLASSIFIER_POLICY,
+    MULTICLASS_DELTA,
+    MULTICLASS_LINEAR_START,
+    MULTICLASS_MEMBERS,
+    MULTICLASS_TREES,
+    DriftPolicy,
+)
+from sgt.classifier import SGTClassifier, _check_label
+from sgt.softmax import softmax_with_reference
+
+__all__ = ["BoostedClassifier"]
+
+
+class _ClassifierEnsemble(_Boosting, SGTClassifier):
+    """A boosted ensemble of SGTs for classification, with the drift policy it is given."""
+
+    _is_classifier = True
+    #: multi-output trees (three classes or more) have no adaptive leaves
+    _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
+
+    def __init__(
+        self,
+        *,
+        n_members: int | None,
+        learning_rate: float,
+        poisson_rate: float | None,
+        drift_threshold: float | None,
+        drift_delta: float,
+        seed: int,
+        delta: float | None,
+        grace_period: int,
+        lambda_: float,
+        gamma: float,
+        bins: int,
+        warm_up: int,
+        max_depth: int | None,
+        feature_names: Sequence[str] | None,
+        nominal: Sequence[str],
+        max_categories: int | None,
+        grace_start: int,
+        leaf_model: str,
+        linear_lambda: float,
+        linear_start: int | None,
+        multiclass_trees: str,
+        max_bytes: int | None,
+        policy: DriftPolicy,
+    ) -> None:
+        if multiclass_trees not in MULTICLASS_TREES:
+            allowed = ", ".join(map(repr, MULTICLASS_TREES))
+            raise ValueError(f"multiclass_trees must be one of {allowed}, got {multiclass_trees!r}")
+        self.multiclass_trees = multiclass_trees
+        outputs = Outputs(
+            multi_output=multiclass_trees != "per-class",
+            every_class_from_three=multiclass_trees == "multi-output",
+        )
+        self._outputs = outputs  # (the hooks read it while SGTClassifier's init runs)
+        if linear_start is not None:
+            _check_int(
+                "linear_start",
+                linear_start,
+                low=0,
+                allowed="None (by the number of classes) or an integer >= 0",
+            )
+        self.linear_start = None if linear_start is None else int(linear_start)
+        if delta is not None:
+            _check_real(
+                "delta",
+                delta,
+                low=0.0,
+                high=1.0,
+                low_open=True,
+                high_open=True,
+                allowed="None (by the number of classes) or a number in (0, 1)",
+            )
+        self._delta_by_classes = delta is None
+        SGTClassifier.__init__(
+            self,
+            BINARY_DELTA if delta is None else delta,
+            grace_period,
+            lambda_,
+            gamma,
+            bins,
+            warm_up,
+            max_depth,
+            feature_names,
+            nominal,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
+            proba="tree",  # the ensemble's softmax; the members keep no class counts to smooth with
+            linear_gate=None,  # the members' trees have their own parameters
+        )
+        self._init_boosting(
+            n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy, outputs
+        )
+
+    def get_params(self) -> dict[str, Any]:
+        params = SGTClassifier.get_params(self)
+        del params["proba"], params["linear_gate"]  # not parameters of the ensemble
+        if self._delta_by_classes:
+            params["delta"] = None
+        return {
+            **self._boosting_params(),
+            **params,
+            "linear_start": self.linear_start,
+            "multiclass_trees": self.multiclass_trees,
+        }
+
+    def _saved_params(self) -> dict[str, Any]:
+        # "per-class" is what a save without the parameter restores to: left out, such a model saves the
+        # bytes of the format before the parameter
+        params = super()._saved_params()
+        if self.multiclass_trees == "per-class":
+            params.pop("multiclass_trees", None)  # (absent from the adaptive classifier's)
+        return params
+
+    def _state_extra(self) -> dict[str, Any]:
+        return {"classes": list(self._classes), **self._boosting_state()}
+
+    def _restore_extra(self, extra: dict[str, Any]) -> None:
+        self._restore_boosting(extra)
+        classes = extra["classes"]
+        outputs = self._outputs_for_classes(len(classes))
+        if any(m.n_outputs != outputs for m in self._all_members()):
+            raise ValueError(f"{len(classes)} classes need {outputs} outputs per member")
+        self._classes = [_check_label(c) for c in classes]
+        self._class_index = {label: k for k, label in enumerate(self._classes)}
+        self._follow_classes()  # the trees were restored with the model's delta before its classes
+        if any(len(e) != self._member_count() for e in (self._members, self._background) if e is not None):
+            raise ValueError(f"{len(self._members)} members do not match {len(classes)} classes")
+
+    def _n_outputs_per_member(self) -> int:
+        return self._outputs_for_classes(len(self._classes))
+
+    def _outputs_for_classes(self, n_classes: int) -> int:
+        if self._outputs.every_class_from_three and n_classes >= 3:
+            return n_classes
+        return max(0, n_classes - 1)
+
+    def _n_scores(self) -> int:
+        return max(0, len(self._classes) - 1)
+
+    def _member_delta(self, n_outputs: int) -> float:
+        if not self._delta_by_classes:
+            return self.delta
+        return MULTICLASS_DELTA if n_outputs >= 2 else BINARY_DELTA
+
+    def _linear_start(self, n_outputs: int) -> int:
+        if self.linear_start is not None:
+            return self.linear_start
+        return MULTICLASS_LINEAR_START if n_outputs >= 2 else 0
+
+    def _member_count(self) -> int:
+        if self.n_members is not None:
+            return self.n_members
+        return MULTICLASS_MEMBERS if len(self._classes) >= 3 else BINARY_MEMBERS
+
+    def _growth_cuts(self, events: np.ndarray) -> np.ndarray:
+        """After the row that brings the third class when members are added there, or when members
+        then start scoring every class (their raw scores move to other columns)."""
+        third = 2 - len(self._classes)  # the event that brings the third class, if in this batch
+        if (
+            self.n_members is not None and not self._outputs.every_class_from_three
+        ) or not 0 <= third < events.size:
+            return events[:0]
+        return events[third : third + 1] + 1
+
+    def _grow_members(self) -> None:
+        """With `n_members` None: add the members the classes known now ask for after the others (they
+        learn from the next record on; the members before them are unchanged)."""
+        for ensemble in (self._members, self._background):
+            if ensemble is not None:
+                ensemble.extend(self._new_member() for _ in range(self._member_count() - len(ensemble)))
+        self._share_budget()
+
+    def _follow_classes(self) -> None:
+        """With `delta` None: the delta of the classes known now, for new members and every tree."""
+        self.delta = self._member_delta(self._n_outputs_per_member())
+        for member in self._all_members():
+            member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
+
+    def _n_raw(self, n_events: int) -> int:
+        return max(1, len(self._classes) + n_events - 1)
+
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if every_class:  # the softmax over every class: the same as over the scores less the first's
+            p = softmax_with_reference(point[1:] - point[:1])
+            y = targets[None, :] == np.arange(point.shape[0])[:, None]
+        else:
+            p = softmax_with_reference(point)[1:]
+            y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
+        return p - y, p * (1.0 - p)
+
+    def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
+        scores = np.concatenate([np.zeros((point.shape[0], 1)), point], axis=1)
+        known = np.arange(scores.shape[1])[None, :] < np.maximum(outputs_at, 1)[:, None]
+        predicted = np.where(known, scores, -np.inf).argmax(axis=1)
+        return (predicted != targets).astype(np.float64)
+
+    def _base_columns(
+        self, n: int, width: int, learn: np.ndarray, targets: np.ndarray, events: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        zeros = np.zeros((n, width))
+        return zeros, zeros.copy()
+
+    def _register_events(self, targets: np.ndarray, events: np.ndarray) -> None:
+        for row in events.tolist():
+            self._register_target(int(targets[row]))
+        if events.size:
+            self._follow_classes()  # the members followed at the events' rows already
+            self._grow_members()  # a batch is cut after the row that brings the third class
+
+
+class BoostedClassifier(_ClassifierEnsemble):
+    """Online gradient boosting of SGTs for classification, with online bagging and drift detection.
+
+    Member m (one tree while at most two classes are known; from the third class on, one multi-output
+    tree or a tree per class, see `multiclass_trees`) learns from the softmax cross-entropy's
+    gradients at the shrunken sum of the members before it plus its own output; see sgt.boosted for
+    the algorithm. Same methods and guarantees as SGTClassifier (batching never changes the model,
+    `predict_learn_many` is strictly prequential, `to_bytes` restores exactly), plus `n_trees` and
+    `n_drifts`. Why the defaults are what they are: docs/decisions.md, "The boosted ensemble"; the
+    figures: BENCHMARKS.md, section 5.
+
+    Parameters
+    ----------
+    n_members
+        Boosting stages. None (default): `BINARY_MEMBERS` (6) while fewer than three classes are
+        known, `MULTICLASS_MEMBERS` (10) from the third class on (the members added at the record that
+        brings it learn from the next record on, after the others): six are as accurate as ten with
+        two classes and faster; with more classes six lose accuracy.
+    learning_rate
+        Shrinkage eta of each member's contribution, in (0, 1]. Default 0.3.
+    poisson_rate
+        Rate of each record's Poisson weight per member (online bagging); None: every weight is 1.
+        Default 1.
+    drift_threshold
+        Page-Hinkley alarm level on the ensemble's 0/1 errors (a warning at half of it); None: no
+        drift detection. Default 35.
+    drift_delta
+        Tolerated rise of the error rate before it counts towards the alarm. Default 0.005 (larger
+        values leave a small rise of the error unanswered).
+    seed
+        Seed of the bagging weights.
+    delta
+        As for SGTClassifier; None (default): `BINARY_DELTA` (1e-3) while fewer than three classes are
+        known, `MULTICLASS_DELTA` (0.03) from the third class on (every tree switches at the record
+        that brings it; a number applies to every tree whatever the classes). Eager splits pay with
+        many classes, where a class's score sees its own gradients only; with two classes they slow
+        the recovery from drift.
+    lambda_
+        As for SGTClassifier (L2 regularisation of leaf values), but default 0.5: the members then do
+        not fit label noise.
+    gamma
+        As for SGTClassifier, but default 0.02.
+    leaf_model, linear_lambda
+        As for SGTClassifier, default "linear" and 0.01 ("adaptive" is not offered: multi-output trees
+        have no adaptive leaves).
+    linear_start
+        Records the classifier learns before its members' linear leaves step their linear terms (a
+        leaf keeps its parent's term meanwhile; values and splits learn from the first record). None
+        (default): `MULTICLASS_LINEAR_START` (100) from the third class on, 0 with fewer classes (every
+        tree switches at a fixed record, so batching and restoring give the same model). A numeric
+        feature's grid grows from its first values (sgt.features), so a linear term fitted on the first
+        records of a narrow grid extrapolates steeply once the grid widens; with two classes the delay
+        costs more than it saves.
+    multiclass_trees
+        A member's trees from the third class on. "multi-output" (default): one tree whose leaves hold
+        a value and a linear term per class, under the softmax over every class; its splits take the
+        loss change summed over the classes (sgt.multioutput), so each record is routed once and each
+        leaf attempts once for all classes. "multi-output-reference": the same tree with a value per
+        class but the first (whose score is 0). "per-class": one tree per class but the first, each
+        with its own splits (SGTClassifier's committee; saves written before the parameter restore
+        so). While fewer than three classes are known every member has one tree, whatever the choice
+        (the same model bit for bit).
+
+    The other parameters are SGTClassifier's and apply to every tree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgt import BoostedClassifier
+    >>> rng = np.random.default_rng(1)
+    >>> X = rng.uniform(0, 1, size=(4000, 2))
+    >>> y = (X[:, 0] + X[:, 1] > 1).astype(int)
+    >>> model = BoostedClassifier(warm_up=200)
+    >>> proba = model.predict_learn_many(X, y)
+    >>> accuracy = (np.array(model.classes_)[proba.argmax(axis=1)] == y)[2000:].mean()
+    >>> bool(accuracy > 0.9), model.n_trees
+    (True, 6)
+    >>> model.predict_one({"x0": 0.9, "x1": 0.8})
+    1
+
+    References
+    ----------
+    Gouk, Pfahringer and Frank, "Stochastic Gradient Trees", ACML 2019. Oza and Russell, "Online
+    bagging and boosting", AISTATS 2001. Gomes et al., "Adaptive random forests for evolving data
+    stream classification", Machine Learning 106, 2017 (the warning and background scheme).
+    """
+
+    #: the classifier's answer to warnings and drifts (sgt.boosted.policy), given to the ensemble
+    _drift_policy: ClassVar[DriftPolicy] = CLASSIFIER_POLICY
+
+    def __init__(
+        self,
+        n_members: int | None = None,
+        learning_rate: float = 0.3,
+        poisson_rate: float | None = 1.0,
+        drift_threshold: float | None = 35.0,
+        drift_delta: float = 0.005,
+        seed: int = 0,
+        delta: float | None = None,
+        grace_period: int = 100,
+        lambda_: float = 0.5,
+        gamma: float = 0.02,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Sequence[str] = (),
+        max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.01,
+        linear_start: int | None = None,
+        multiclass_trees: str = "multi-output",
+        max_bytes: int | None = None,
+    ) -> None:
+        super().__init__(
+            n_members=n_members,
+            learning_rate=learning_rate,
+            poisson_rate=poisson_rate,
+            drift_threshold=drift_threshold,
+            drift_delta=drift_delta,
+            seed=seed,
+            delta=delta,
+            grace_period=grace_period,
+            lambda_=lambda_,
+            gamma=gamma,
+            bins=bins,
+            warm_up=warm_up,
+            max_depth=max_depth,
+            feature_names=feature_names,
+            nominal=nominal,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            linear_start=linear_start,
+            multiclass_trees=multiclass_trees,
+            max_bytes=max_bytes,
+            policy=self._drift_policy,
+        )
+
+    @classmethod
+    def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
+        params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
+        params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
+        params = super()._params_from_saved(params, loss)
+        del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
+        return params

@@ -1,0 +1,225 @@
+"""One boosting stage (`Member`) and what it needs of its ensemble (`MemberContext`).
+
+A member is one SGT per output (or one multi-output tree, sgt.multioutput) that learns from the
+gradients of the loss at an offset its ensemble gives: the shrunken sum of the members before it. It
+reads nothing of its ensemble but the context it was built with: the shape of the outputs and the
+ensemble's loss and per-output tree settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sgt.base import BaseSGT
+from sgt.features import FeatureSpace, Regrid
+from sgt.multioutput import MultiOutputTree, widened
+from sgt.tree import Layout, LeafInputs, Params
+
+__all__ = ["OFFSETS", "TARGET", "WEIGHT", "Marks", "Member", "MemberContext", "Outputs"]
+
+# columns of a member's target table before the offsets: target, weight
+TARGET, WEIGHT, OFFSETS = 0, 1, 2
+
+#: g and h ([outputs, rows]) of the loss at raw scores [outputs, rows] for targets, and whether the
+#: scores hold every class's
+Gradients = Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """How the members' outputs map onto the ensemble's score columns.
+
+    multi_output
+        Whether a member takes one multi-output tree for two outputs or more (else a tree per output).
+    every_class_from_three
+        Whether members score every class from the third class on (a softmax over K outputs), rather
+        than every class but the first against it (K - 1 outputs beside a reference score of 0).
+    """
+
+    multi_output: bool = False
+    every_class_from_three: bool = False
+
+    def every_class(self, n_outputs: int) -> bool:
+        """Whether a member with `n_outputs` outputs scores every class."""
+        return self.every_class_from_three and n_outputs >= 3
+
+    def first_column(self, n_outputs: int) -> int:
+        """The ensemble's score column of a member's first output. The columns are the raw scores the
+        members sum, one per output; with a softmax over every class they are one per class from the
+        first, and a member of fewer than three outputs (scoring classes from the second against the
+        first, whose score is 0) starts at column 1."""
+        return int(self.every_class_from_three and n_outputs < 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberContext:
+    """What a member needs of its ensemble: the feature space, the outputs' shape, the loss, and for a
+    classifier the outputs that a number of classes asks and the tree settings for a number of
+    outputs (`delta`, `linear_steps`), which follow the classes and the records learned."""
+
+    space: FeatureSpace
+    outputs: Outputs
+    loss_gradients: Gradients
+    outputs_for_classes: Callable[[int], int] | None  # None: a regressor (one output, no classes)
+    member_delta: Callable[[int], float]
+    linear_steps_now: Callable[[int], bool]
+
+
+class Member(BaseSGT):
+    """One boosting stage: a tree per output, learning from gradients at an offset the ensemble gives.
+
+    Its targets are rows of a float table: the target (class index or value), the record's bagging
+    weight, then the offset of each output (the shrunken sum of the members before it).
+    """
+
+    def __init__(
+        self,
+        context: MemberContext,
+        tree_params: dict[str, Any],
+        n_outputs: int,
+        layout: Layout,
+        layout_revision: int,
+        budget: int | None,
+    ) -> None:
+        self.linear_steps = context.linear_steps_now(n_outputs)  # before BaseSGT's init, which may make trees
+        super().__init__(**tree_params)
+        self._context = context
+        self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
+        self._space = context.space
+        self._layout = layout
+        self._layout_revision = layout_revision
+        self._budget = budget  # bytes its trees may take together (None: unbounded)
+        self._grow_outputs(n_outputs)
+        self._marks: Marks | None = None  # set for a run whose changes are wanted at some rows
+
+    @property
+    def n_outputs(self) -> int:
+        """Raw scores per record: the outputs of its trees."""
+        return self._n_raw_scores()
+
+    @property
+    def trees(self) -> list[Any]:
+        """Its trees (the list itself, which the ensemble's views and budget share)."""
+        return self._trees
+
+    @property
+    def delta_scale(self) -> float:
+        """The young ensemble's factor on its split confidence (see Youth)."""
+        return self._delta_scale
+
+    def use_layout(self, layout: Layout, revision: int) -> None:
+        """Route with the ensemble's current layout (after the grids grew)."""
+        self._layout, self._layout_revision = layout, revision
+
+    def use_trees(self, trees: list[Any]) -> None:
+        """Take restored trees."""
+        self._trees = trees
+
+    def set_budget(self, budget: int | None) -> None:
+        """A new share of the ensemble's budget; its trees are brought within it by `fit_budget`."""
+        self._budget = budget
+
+    def fit_budget(self) -> None:
+        """Give every tree its share of the member's budget and bring it within."""
+        self._fit_budget()
+
+    def set_delta_scale(self, scale: float) -> None:
+        self._delta_scale = scale
+
+    def run(
+        self,
+        codes: np.ndarray,
+        table: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+        inputs: LeafInputs,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None,
+    ) -> np.ndarray:
+        """Predict then learn the rows of target table `table` in order (sgt.base's exact batch
+        algorithm): the raw scores [rows, outputs] each row was predicted with."""
+        raw, _ = self._run_codes(codes, table, learn, events, None, regrids, inputs, routes)
+        return raw
+
+    def watch(self, marks: Marks | None) -> None:
+        """Count changes at `marks`'s rows in the next run (None: stop counting)."""
+        self._marks = marks
+
+    def _grow_outputs(self, outputs: int) -> None:
+        """Trees for `outputs` outputs: one more tree per output, or, when the owner's members take
+        one multi-output tree from two outputs on, that tree (widened from the member's tree, in place
+        in the list of trees, which a batch run in progress holds). With a softmax over every class,
+        a single tree's output scores class 1: it becomes the second of the multi-output tree's."""
+        shape = self._context.outputs
+        if not (shape.multi_output and outputs >= 2):
+            while len(self._trees) < outputs:
+                self._new_tree()
+        elif not self._trees:
+            self._trees.append(MultiOutputTree(self._params(), self._layout, outputs))
+        elif self.n_outputs < outputs:
+            old = self.n_outputs
+            positions = [1] if shape.first_column(old) == 1 else list(range(old))
+            self._trees[0] = widened(self._trees[0], outputs, positions)
+        self._fit_budget()  # its trees' shares (at a new class's row: wider statistics, or more trees)
+
+    def _tree_cap(self) -> int | None:
+        """An equal share of the member's budget for each of its trees."""
+        return None if self._budget is None else self._budget // max(1, len(self._trees))
+
+    def _register_target(self, target: Any) -> None:
+        context = self._context
+        if context.outputs_for_classes is None:
+            return
+        needed = context.outputs_for_classes(int(target[TARGET]) + 1)
+        if self.n_outputs < needed:
+            self._grow_outputs(needed)
+            outputs = self.n_outputs  # at the new class's row
+            self.set_tree_params(
+                delta=context.member_delta(outputs) * self._delta_scale,
+                linear_steps=context.linear_steps_now(outputs),
+            )
+
+    def _params(self) -> Params:
+        return dataclasses.replace(super()._params(), linear_steps=self.linear_steps)
+
+    def changes(self) -> int:
+        """Splits and leaf-value updates its trees have made."""
+        return sum(t.n_splits + t.n_updates for t in self._trees)
+
+    def _before_changes(self, row: int) -> None:
+        if self._marks is not None:
+            self._marks.reach(row, self)
+
+    def set_tree_params(self, **changes: Any) -> None:
+        """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
+        split confidence; `linear_steps`: whether linear leaves step their linear terms)."""
+        for name, value in changes.items():
+            setattr(self, name, value)
+        for tree in self._trees:
+            if any(getattr(tree.params, name) != value for name, value in changes.items()):
+                tree.params = dataclasses.replace(tree.params, **changes)
+
+    def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        shape = self._context.outputs
+        first = OFFSETS + shape.first_column(self.n_outputs)
+        point = raw + targets[:, first : first + raw.shape[0]].T
+        g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(self.n_outputs))
+        weight = targets[:, WEIGHT]
+        return g * weight, h * weight
+
+
+class Marks:
+    """A member's changes (`Member.changes`) at given rows of a run: at each, those made before it."""
+
+    def __init__(self, rows: list[int]) -> None:
+        self.rows = rows  # ascending
+        self.changes: list[int] = []
+
+    def reach(self, row: int, member: Member) -> None:
+        """The member may change next at `row`: the rows up to it have their count."""
+        while len(self.changes) < len(self.rows) and self.rows[len(self.changes)] <= row:
+            self.changes.append(member.changes())

@@ -1,0 +1,235 @@
+"""`BoostedRegressor`, and the regression ensemble it shares with the adaptive single tree.
+
+`_RegressorEnsemble` is the boosted ensemble over SGTRegressor: one tree per member, the loss's
+gradients at the base score plus the shrunken sum of the members, relative absolute errors for the
+drift tests. `BoostedRegressor` is that ensemble with its public parameters and the regressor's drift
+policy; `sgt.adaptive.AdaptiveSGTRegressor` is a one-member one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from sgt.boosted.engine import _Boosting
+from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
+from sgt.losses import Loss
+from sgt.regressor import SGTRegressor
+
+__all__ = ["BoostedRegressor"]
+
+
+class _RegressorEnsemble(_Boosting, SGTRegressor):
+    """A boosted ensemble of SGTs for regression, with the drift policy it is given."""
+
+    def __init__(
+        self,
+        *,
+        n_members: int,
+        learning_rate: float,
+        poisson_rate: float | None,
+        drift_threshold: float | None,
+        drift_delta: float,
+        seed: int,
+        delta: float,
+        grace_period: int,
+        lambda_: float,
+        gamma: float,
+        bins: int,
+        warm_up: int,
+        max_depth: int | None,
+        feature_names: Sequence[str] | None,
+        nominal: Sequence[str],
+        loss: Loss | None,
+        base_score: float | None,
+        max_categories: int | None,
+        grace_start: int,
+        leaf_model: str,
+        linear_lambda: float,
+        max_bytes: int | None,
+        interval_coverages: Sequence[float],
+        policy: DriftPolicy,
+    ) -> None:
+        SGTRegressor.__init__(
+            self,
+            delta,
+            grace_period,
+            lambda_,
+            gamma,
+            bins,
+            warm_up,
+            max_depth,
+            feature_names,
+            nominal,
+            loss=loss,
+            base_score=base_score,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
+            interval_coverages=interval_coverages,
+        )
+        self._init_boosting(
+            n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
+        )
+
+    def get_params(self) -> dict[str, Any]:
+        return {**self._boosting_params(), **SGTRegressor.get_params(self)}
+
+    def _state_extra(self) -> dict[str, Any]:
+        return {"base": self._base_value, **self._boosting_state(), **self._interval_state()}
+
+    def _restore_extra(self, extra: dict[str, Any]) -> None:
+        self._restore_boosting(extra)
+        if any(len(m.trees) != 1 for m in self._all_members()):
+            raise ValueError("every member of a regressor has one tree")
+        SGTRegressor._restore_extra(self, extra)
+
+    def _n_outputs_per_member(self) -> int:
+        return 1
+
+    def _n_raw(self, n_events: int) -> int:
+        return 1
+
+    def _base(self) -> float:
+        return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F
+
+    def _loss_gradients(
+        self, point: np.ndarray, targets: np.ndarray, every_class: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        g, h = self.loss.gradient_hessian(targets, point[0])
+        return g[None, :], h[None, :]
+
+    def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
+        return np.abs(self.loss.link(point[:, 0]) - targets)
+
+    def _base_columns(
+        self, n: int, width: int, learn: np.ndarray, targets: np.ndarray, events: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        base = SGTRegressor._base(self)
+        predicted = np.full((n, width), base)
+        learned = predicted.copy()
+        if events.size:  # the first target ever: it sets the base score before the row is learned
+            row = int(events[0])
+            first = float(self.loss.base_score(float(targets[row])))
+            predicted[row + 1 :] = first
+            learned[row:] = first
+        return predicted, learned
+
+    def _register_events(self, targets: np.ndarray, events: np.ndarray) -> None:
+        if events.size:
+            self._register_target(float(targets[int(events[0])]))
+
+
+class BoostedRegressor(_RegressorEnsemble):
+    """Online gradient boosting of SGTs for regression, with online bagging and drift detection.
+
+    The prediction is `loss.link(b + eta (f_1 + ... + f_M))`, b the loss's base score of the first
+    target; member m learns from the loss's gradients at b + eta (f_1 + ... + f_{m-1}) + f_m. See
+    sgt.boosted for the algorithm. Same methods and guarantees as SGTRegressor, plus `n_trees` and
+    `n_drifts`. Why the defaults are what they are: docs/decisions.md, "The boosted ensemble"; the
+    figures: BENCHMARKS.md, sections 5 and 9.
+
+    Parameters
+    ----------
+    n_members
+        Boosting stages. Default 5.
+    learning_rate
+        Shrinkage eta of each member's contribution, in (0, 1]. Default 0.5.
+    poisson_rate
+        As for BoostedClassifier, but default None (no bagging: with linear members bagging lost
+        accuracy).
+    drift_threshold
+        Page-Hinkley alarm level on the ensemble's absolute errors, each divided by the mean absolute
+        error before it (a warning at half of it); None: no drift detection. Default 50.
+    drift_delta
+        Tolerated rise of that relative error before it counts towards the alarm. Default 0.2 (a
+        relative error varies far more than a 0/1 error rate: smaller values raise false alarms).
+    seed
+        As for BoostedClassifier.
+    delta
+        As for SGTRegressor, but default 1e-2.
+    lambda_
+        As for SGTRegressor, default 0.1 (larger values raised false drift alarms on a stationary
+        stream).
+    leaf_model, linear_lambda
+        As for SGTRegressor, but default linear members with `linear_lambda` 0.1.
+
+    The other parameters are SGTRegressor's and apply to every tree.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sgt import BoostedRegressor
+    >>> rng = np.random.default_rng(2)
+    >>> X = rng.uniform(-1, 1, size=(8000, 2))
+    >>> y = 4.0 * (X[:, 0] > 0) + 2.0 * X[:, 1] + rng.normal(0, 0.1, 8000)
+    >>> model = BoostedRegressor(warm_up=200)
+    >>> predictions = model.predict_learn_many(X, y)
+    >>> bool(np.abs(predictions - y)[-2000:].mean() < 0.5), model.n_trees
+    (True, 5)
+
+    References
+    ----------
+    Gouk, Pfahringer and Frank, "Stochastic Gradient Trees", ACML 2019. Oza and Russell, "Online
+    bagging and boosting", AISTATS 2001.
+    """
+
+    #: the regressor's answer to warnings and drifts (sgt.boosted.policy), given to the ensemble
+    _drift_policy: ClassVar[DriftPolicy] = REGRESSOR_POLICY
+
+    def __init__(
+        self,
+        n_members: int = 5,
+        learning_rate: float = 0.5,
+        poisson_rate: float | None = None,
+        drift_threshold: float | None = 50.0,
+        drift_delta: float = 0.2,
+        seed: int = 0,
+        delta: float = 1e-2,
+        grace_period: int = 100,
+        lambda_: float = 0.1,
+        gamma: float = 0.1,
+        bins: int = 64,
+        warm_up: int = 1000,
+        max_depth: int | None = None,
+        feature_names: Sequence[str] | None = None,
+        nominal: Sequence[str] = (),
+        loss: Loss | None = None,
+        base_score: float | None = None,
+        max_categories: int | None = None,
+        grace_start: int = 10,
+        leaf_model: str = "linear",
+        linear_lambda: float = 0.1,
+        max_bytes: int | None = None,
+        interval_coverages: Sequence[float] = (),
+    ) -> None:
+        super().__init__(
+            n_members=n_members,
+            learning_rate=learning_rate,
+            poisson_rate=poisson_rate,
+            drift_threshold=drift_threshold,
+            drift_delta=drift_delta,
+            seed=seed,
+            delta=delta,
+            grace_period=grace_period,
+            lambda_=lambda_,
+            gamma=gamma,
+            bins=bins,
+            warm_up=warm_up,
+            max_depth=max_depth,
+            feature_names=feature_names,
+            nominal=nominal,
+            loss=loss,
+            base_score=base_score,
+            max_categories=max_categories,
+            grace_start=grace_start,
+            leaf_model=leaf_model,
+            linear_lambda=linear_lambda,
+            max_bytes=max_bytes,
+            interval_coverages=interval_coverages,
+            policy=self._drift_policy,
+        )
