@@ -86,8 +86,10 @@ def compare(
     log: Callable[[str], None],
     window: int = WINDOW,
     done: Callable[[list[StreamResult]], None] = lambda results: None,
+    loop: int = ours.LOOP_PREFIX,
 ) -> list[StreamResult]:
-    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery.
+    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery;
+    ``loop``: the records our variants also learn one at a time (their loop speed and loop ≡ batch).
 
     ``done`` is called with the results so far after each stream (a long run can save them as it goes).
     """
@@ -98,7 +100,7 @@ def compare(
         log(f"{spec.name}: {stream.n:,} records")
         models: list[ModelResult] = []
         for variant in selection.variants:
-            run = ours.run(variant, stream)
+            run = ours.run(variant, stream, loop)
             models.append(
                 ModelResult(
                     variant.name,
