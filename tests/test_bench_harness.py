@@ -352,3 +352,38 @@ def test_verdict_is_silent_where_a_model_is_missing() -> None:
     alone = _result("stress-step", {"ours": (OURS, 1.0, 1e3)})
     assert [t.judge(alone) for t in report.TARGETS] == [None] * len(report.TARGETS)
     assert all(judged == 0 for _, _, judged in report.verdict_counts([alone]))
+
+
+def test_variants_are_counted_against_their_own_default() -> None:
+    from tests.bench import report
+    from tests.bench.comparison import OURS
+
+    moons = _result(
+        "stress-moons",
+        {
+            "ours": (OURS, 90.0, 1e3), "ours-constant": (OURS, 89.95, 1e3), "ours-boosted": (OURS, 92.0, 1e4),
+            "ours-boosted-n3": (OURS, 93.0, 1e4), "river-arf": ("ensemble", 92.5, 1e3),
+        },
+    )  # fmt: skip
+    step = _result(
+        "stress-step",
+        {
+            "ours-boosted": (OURS, 1.0, 1e4),
+            "ours-boosted-n3": (OURS, 4.0, 1e4),
+            "river-arf": ("ensemble", 2.0, 1e3),
+        },
+    )
+    constant, n3 = report.variant_summaries([moons, step])
+    fields = (constant.name, constant.default, constant.streams, constant.better, constant.worse)
+    assert fields == ("ours-constant", "ours", 1, 0, 0)  # 0.05 points below: neither better nor worse
+    assert (constant.beats_ensembles, constant.judged) == (0, 1) and math.isnan(constant.mae_ratio)
+    assert constant.points == pytest.approx(-0.05)
+    assert (n3.default, n3.streams, n3.better, n3.worse, n3.beats_ensembles, n3.judged) == (
+        "ours-boosted",
+        2,
+        1,
+        1,
+        1,
+        2,
+    )
+    assert n3.points == pytest.approx(1.0) and n3.mae_ratio == pytest.approx(4.0)

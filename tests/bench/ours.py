@@ -306,7 +306,8 @@ VARIANTS += (
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
-    Variant("ours-boosted-adaptive", boosted(leaf_model="adaptive")),  # each member's leaves choose
+    # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)
+    Variant("ours-boosted-adaptive", boosted_pair({}, {"leaf_model": "adaptive"})),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before

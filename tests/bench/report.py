@@ -26,8 +26,10 @@ them (no noise margin: "at least" means at least), for the single tree (``ours``
   (``ours-constant``, ``ours-linear``), and at most River's SGT's;
 * ensemble: at least the best peer ensemble, and batched at least 20× ARF's one-record speed.
 
-Then one table per stream with every model's every score. Verdicts are PASS/FAIL with the gap (points,
-or % of the MAE); "-" when the comparison model was not run.
+Then each of our other variants against its default (``ours-boosted-*`` against ``ours-boosted``, the
+rest against ``ours``): on how many streams better or worse, by how much on average, and on how many
+at least the best peer ensemble. Then one table per stream with every model's every score. Verdicts
+are PASS/FAIL with the gap (points, or % of the MAE); "-" when the comparison model was not run.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from tests.bench import peers
 from tests.bench.comparison import OURS, ModelResult, StreamResult
@@ -463,6 +467,79 @@ def probability_overview_table(results: list[StreamResult]) -> str:
     return _table(["stream", *names], rows)
 
 
+# -- our variants against their default ------------------------------------------------------------
+
+NOTICEABLE_POINTS, NOTICEABLE_RELATIVE = 0.1, 0.01  # smaller differences count as neither
+
+
+def default_of(name: str) -> str:
+    """The default a variant changes one thing of: ``ours-boosted`` for ``ours-boosted-*``, else ``ours``."""
+    return ENSEMBLE_MODEL if name.startswith(ENSEMBLE_MODEL + "-") else TREE_MODEL
+
+
+@dataclass(frozen=True)
+class VariantSummary:
+    """One variant against its default over the streams both ran on."""
+
+    name: str
+    default: str
+    streams: int
+    better: int  # streams where it beats the default by more than NOTICEABLE_POINTS / _RELATIVE
+    worse: int
+    points: float  # mean accuracy difference in points over the classification streams (nan: none)
+    mae_ratio: float  # geometric mean of its MAE over the default's on the regression streams (nan: none)
+    beats_ensembles: int  # streams where it is at least the best peer ensemble
+    judged: int  # streams with a peer ensemble
+
+
+def variant_summaries(results: list[StreamResult]) -> list[VariantSummary]:
+    names = [n for n in _model_names(results) if n not in (TREE_MODEL, ENSEMBLE_MODEL)]
+    out = []
+    for name in (n for n in names if any(m.name == n and m.kind == OURS for r in results for m in r.models)):
+        default = default_of(name)
+        better = worse = beats = judged = 0
+        points: list[float] = []
+        ratios: list[float] = []
+        paired = [(r, r.named(name), r.named(default)) for r in results]
+        for r, mine, base in ((r, a, b) for r, a, b in paired if a is not None and b is not None):
+            ours_, theirs = mine.scores.headline, base.scores.headline
+            if r.spec.is_regression:
+                ratios.append(ours_ / theirs)
+                better += ours_ < theirs * (1 - NOTICEABLE_RELATIVE)
+                worse += ours_ > theirs * (1 + NOTICEABLE_RELATIVE)
+            else:
+                points.append(ours_ - theirs)
+                better += ours_ > theirs + NOTICEABLE_POINTS
+                worse += ours_ < theirs - NOTICEABLE_POINTS
+            c = check(ours_, _head(best_ensemble(r)), r.spec.is_regression, 0.0, 0.0)
+            if c is not None:
+                judged += 1
+                beats += c.ok
+        out.append(VariantSummary(
+            name, default, len(points) + len(ratios), better, worse,
+            float(np.mean(points)) if points else math.nan,
+            float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan, beats, judged,
+        ))  # fmt: skip
+    return out
+
+
+def variant_table(results: list[StreamResult]) -> str:
+    rows = [
+        [
+            v.name, v.default, str(v.streams), str(v.better), str(v.worse),
+            "-" if _missing(v.points) else f"{v.points:+.2f}",
+            "-" if _missing(v.mae_ratio) else f"{v.mae_ratio:.3f}",
+            f"{v.beats_ensembles} of {v.judged}",
+        ]
+        for v in variant_summaries(results)
+    ]  # fmt: skip
+    return _table(
+        ["variant", "against", "streams", "better", "worse", "mean Δ accuracy, points",
+         "MAE ÷ default's (geometric mean)", "≥ best peer ensemble"],
+        rows,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Question:
     """A table of the report, and which streams it is about."""
@@ -496,6 +573,11 @@ QUESTIONS = (
     ),
     Question("Ensembles: the best peer ensemble, accuracy and speed", ensemble_table, _any),
     Question("Drift: records to recover after each drift", drift_table, lambda r: bool(r.drifts)),
+    Question(
+        "Variants against their default (better / worse: by more than 0.1 point or 1% of the MAE)",
+        variant_table,
+        lambda r: any(m.kind == OURS and m.name not in (TREE_MODEL, ENSEMBLE_MODEL) for m in r.models),
+    ),
 )
 
 
