@@ -387,3 +387,30 @@ def test_variants_are_counted_against_their_own_default() -> None:
         2,
     )
     assert n3.points == pytest.approx(1.0) and n3.mae_ratio == pytest.approx(4.0)
+
+
+def test_a_peer_that_fails_is_reported_and_the_run_goes_on() -> None:
+    """A peer raising on a stream (MOA's SGBT on a one-feature data set) is listed as not run with its
+    error, and the other models' results stand; a later run of it replaces the note when merged."""
+    from tests.bench import comparison, peers, report, saved, streams
+    from tests.bench.metrics import Predictions
+
+    def broken(stream: streams.Stream) -> Predictions:
+        raise RuntimeError("subspaces is null")
+
+    def fine(stream: streams.Stream) -> Predictions:
+        return peers.run_majority(stream)
+
+    moons = streams.specs(["stress-moons-600"])
+    selection = comparison.Selection((), (
+        peers.Peer("broken", peers.ENSEMBLE, peers.CLASSIFICATION, broken),
+        peers.Peer("majority", peers.BASELINE, peers.CLASSIFICATION, fine),
+    ))  # fmt: skip
+    (result,) = comparison.compare(moons, selection, 200, lambda message: None)
+    assert [m.name for m in result.models] == ["majority"]
+    assert result.skipped == ("broken: failed, RuntimeError: subspaces is null",)
+    assert "Not run: broken: failed, RuntimeError: subspaces is null." in report.details(result)
+    fixed = comparison.Selection((), (peers.Peer("broken", peers.ENSEMBLE, peers.CLASSIFICATION, fine),))
+    again = comparison.compare(moons, fixed, 200, lambda message: None)
+    (merged,) = saved.merge([saved.Run(100, [result]), saved.Run(100, again)]).results
+    assert [m.name for m in merged.models] == ["majority", "broken"] and merged.skipped == ()

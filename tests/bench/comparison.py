@@ -39,7 +39,9 @@ class StreamResult:
     n: int
     drifts: tuple[Drift, ...]
     models: tuple[ModelResult, ...]
-    skipped: tuple[str, ...]  # peers selected but not run here (CapyMOA missing)
+    skipped: tuple[
+        str, ...
+    ]  # peers selected but without a result here: "name: why" (CapyMOA missing, an error)
 
     def of_kind(self, *kinds: str) -> list[ModelResult]:
         return [m for m in self.models if m.kind in kinds]
@@ -116,9 +118,15 @@ def compare(
         skipped = []
         for peer in (p for p in selection.peers if p.task == task):
             if peer.needs_capymoa and not has_capymoa:
-                skipped.append(peer.name)
+                skipped.append(f"{peer.name}: CapyMOA not available")
                 continue
-            models.append(ModelResult(peer.name, peer.kind, score(stream, peer.run(stream), window)))
+            try:
+                predictions = peer.run(stream)
+            except Exception as e:  # a peer's own failure (MOA's SGBT on one feature) ends only its run
+                skipped.append(f"{peer.name}: failed, {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                log(f"  {skipped[-1]}")
+                continue
+            models.append(ModelResult(peer.name, peer.kind, score(stream, predictions, window)))
             log(f"  {peer.name}: {models[-1].scores.seconds:.1f} s, {models[-1].scores.headline:.3f}")
         results.append(StreamResult(spec, stream.n, stream.drifts, tuple(models), tuple(skipped)))
         done(results)

@@ -435,7 +435,7 @@ def details(r: StreamResult) -> str:
         "model", "kind", "MAE" if reg else "accuracy", "log loss", "Brier", "first 500", "first 2,000",
         "from 201", "seconds", "records/s", "one by one, records/s", "loop ≡ batch", "records to recover",
     ]  # fmt: skip
-    skipped = f"\n\nNot run (CapyMOA not available): {', '.join(r.skipped)}." if r.skipped else ""
+    skipped = f"\n\nNot run: {'; '.join(r.skipped)}." if r.skipped else ""
     return _table(header, rows) + skipped
 
 
