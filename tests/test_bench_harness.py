@@ -88,6 +88,7 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
         "Short streams:",
         "Ensembles:",
         "Drift:",
+        "Variants against",
     ):
         assert f"### {title}" in out
     assert "| sea | 1,200 | ours | **" in out and "| trump-approval (MAE) | 1,001 | ours | **" in out
