@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgt.grid import from_ordered, grown_grid, ordered
 from sgt.serialization import NamedArray, SerializationError
 
 __all__ = ["MISSING", "UNKNOWN", "FeatureSpace", "Regrid"]
@@ -160,14 +160,14 @@ class FeatureSpace:
             return largest
         if code >= self.bins or self._bin_one(state, largest) <= code:  # every value goes left (a
             return math.inf  # threshold a grown grid moved to its end, or a width past the float range)
-        left, right = _ordered(state.lo), _ordered(largest)
+        left, right = ordered(state.lo), ordered(largest)
         while right - left > 1:
             middle = (left + right) // 2
-            if self._bin_one(state, _from_ordered(middle)) <= code:
+            if self._bin_one(state, from_ordered(middle)) <= code:
                 left = middle
             else:
                 right = middle
-        return _from_ordered(left)
+        return from_ordered(left)
 
     def range_of(self, j: int) -> tuple[float, float] | None:
         state = self.numeric[j]
@@ -196,7 +196,7 @@ class FeatureSpace:
         for state in self.numeric:
             if state is None or not 0 < state.seen < self.warm_up or state.lo == state.hi:
                 continue
-            grid = _grown_grid(state.lo, state.lo, state.hi, self.bins)
+            grid = grown_grid(state.lo, state.lo, state.hi, self.bins)
             if grid is not None:
                 state.lo, state.hi, _ = grid
 
@@ -513,7 +513,7 @@ class FeatureSpace:
 
     def _grow(self, j: int, state: _Numeric, x: float, row: int) -> None:
         """Grow feature j's grid to hold the learned finite value x (no change where it cannot)."""
-        grown = _grown_grid(state.lo, state.hi, x, self.bins)
+        grown = grown_grid(state.lo, state.hi, x, self.bins)
         if grown is None:
             return
         code_before = self._bin_one(state, x)
@@ -616,77 +616,6 @@ class FeatureSpace:
         vocab[key] = code = len(vocab) + 1
         self.revision += 1
         return code
-
-
-def _grown_grid(lo: float, hi: float, x: float, bins: int) -> tuple[float, float, np.ndarray] | None:
-    """The grid [lo', hi') that holds the grid [lo, hi) and x, and the map from old to new codes.
-
-    From a single value v (lo == hi): B bins of the smallest power-of-two width above |x - v| / B,
-    about centred on v and x (the origin a multiple of the width). From a grid: doubled towards x
-    (the old grid becomes the half on the other side) until x is inside, so every old bin lies
-    within one new bin. None when the grid would not be finite (x near the float limits).
-    """
-    if lo == hi:
-        distance = abs(x - lo)
-        width = _power_of_two_above(distance / bins)
-        if not 0.0 < width < math.inf:
-            return None
-        # an origin on the width's lattice keeps every later edge exact (doubling adds and subtracts
-        # multiples of the width), so old bins pair up exactly; then doubled up if needed to hold both
-        origin = (min(x, lo) - (bins * width - distance) / 2.0) / width
-        if not math.isfinite(origin):
-            return None
-        low = math.floor(origin) * width
-        high = low + bins * width
-        while not (math.isfinite(high) and max(x, lo) < high):
-            if not math.isfinite(high):
-                return None
-            high = low + 2.0 * (high - low)
-        # every learned value so far was lo (code 1): they all move to lo's bin on the new grid
-        z = (lo - low) / (high - low) * bins
-        if not math.isfinite(z):  # lo - low or high - low past the float range
-            return None
-        mapping = np.full(bins + 1, 1 + min(bins - 1, max(0, int(z))))
-    else:
-        low, high, step = lo, hi, 0
-        while not low <= x < high:
-            span = high - low
-            if x < low:
-                low = high - 2.0 * span
-            else:
-                high = low + 2.0 * span
-            step += 1
-            if not (math.isfinite(low) and math.isfinite(high)):
-                return None
-        # old bin i covers [lo + i w, lo + (i + 1) w), which lies in new bin (i + offset) >> step
-        # (Python integers: the offset exceeds 64 bits when a value far out grows the grid)
-        # (clipped: where the origins differ by more than 2^53 old bins, the offset is only rounded)
-        shift = (lo - low) / ((hi - lo) / bins)
-        if not math.isfinite(shift):  # lo - low past the float range: the grid cannot grow that far
-            return None
-        offset = round(shift)
-        mapping = np.clip([((i + offset) >> step) + 1 for i in range(-1, bins)], 1, bins)
-    mapping[0] = MISSING
-    return low, high, mapping.astype(CODE_DTYPE)
-
-
-def _ordered(x: float) -> int:
-    """An integer for each double, in the doubles' order (both zeros are 0)."""
-    (bits,) = struct.unpack("<q", struct.pack("<d", x))
-    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
-
-
-def _from_ordered(k: int) -> float:
-    """The double of `_ordered` integer k."""
-    bits = struct.pack("<q", k) if k >= 0 else struct.pack("<Q", -k | 1 << 63)
-    return float(struct.unpack("<d", bits)[0])
-
-
-def _power_of_two_above(x: float) -> float:
-    """The smallest power of two above x (x > 0), exactly; 0 for x = 0."""
-    if x == 0.0:
-        return 0.0
-    return math.ldexp(1.0, math.frexp(x)[1])
 
 
 def _natural_key(name: str) -> tuple[tuple[Any, ...], str]:
