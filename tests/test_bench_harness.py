@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from tests.bench.metrics import brier, log_loss, recoveries
 from tests.bench.streams import Drift
+
+if TYPE_CHECKING:
+    from tests.bench.comparison import StreamResult
 
 
 def test_log_loss_and_brier_exact() -> None:
@@ -76,7 +80,15 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
     merged = capsys.readouterr().out
     comparison = out[out.index("## Side by side") : out.index("## Speed")].strip()
     assert merged[merged.index("## Side by side") :].startswith(comparison)
-    for title in ("Floor:", "Target:", "Probabilities:", "Short streams:", "Ensembles:", "Drift:"):
+    for title in (
+        "Verdict:",
+        "Floor:",
+        "Target:",
+        "Probabilities:",
+        "Short streams:",
+        "Ensembles:",
+        "Drift:",
+    ):
         assert f"### {title}" in out
     assert "| sea | 1,200 | ours | **" in out and "| trump-approval (MAE) | 1,001 | ours | **" in out
     assert "| phishing | 1,200 | ours | **" in out
@@ -174,3 +186,231 @@ def test_soak_runs_a_few_seconds_and_prints_its_rows(capsys: pytest.CaptureFixtu
     assert 0 < last.delivered <= last.produced and last.rate > 0
     assert set(last.model_bytes) == {0, 1} and all(b > 0 for b in last.model_bytes.values())
     assert last.p50_ms > 0 and last.rss_mb > 50
+
+
+# -- the robustness suite (--streams robust) --------------------------------------------------------
+
+
+def test_stress_classification_streams_are_seeded_and_of_their_task() -> None:
+    """Every generated classification stream draws the same records twice, int labels of its task."""
+    from tests.bench import streams, stress
+
+    for name, (_, n, task) in stress.CLASSIFICATION.items():
+        (spec,) = streams.specs([name])
+        assert (spec.group, spec.task, spec.n) == ("robust", task, n)
+        first, again = streams.materialise(spec, 400), streams.materialise(spec, 400)
+        assert np.array_equal(first.X, again.X) and first.y == again.y, name
+        assert all(type(label) is int for label in first.y), name
+        assert len(first.classes) == 2 if task == "binary" else len(first.classes) > 2, name
+        assert np.isfinite(first.X).all(), name
+
+
+def test_stress_classification_streams_have_the_shape_they_claim() -> None:
+    from tests.bench import stress
+
+    def drawn(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+        pairs = list(stress.CLASSIFICATION[name][0](n))
+        return np.array([list(x.values()) for x, _ in pairs]), np.array([y for _, y in pairs])
+
+    X, _ = drawn("stress-timestamp-binary", 500)
+    assert X[:, 0].min() > 1e9 and X[:, 1:].max() <= 1.0
+    X, _ = drawn("stress-micro-binary", 500)
+    assert np.abs(X).max() <= 1e-6
+    assert drawn("stress-irrelevant-binary", 10)[0].shape == (10, 30)
+    _, y = drawn("stress-imbalance-95", 4000)
+    assert 0.03 < y.mean() < 0.07
+    _, y = drawn("stress-skewed-10", 4000)
+    counts = np.bincount(y, minlength=10)
+    assert counts[0] > 0.35 * 4000 and counts[9] < 0.01 * 4000 and (np.diff(counts[:6]) < 0).all()
+    X, y = drawn("stress-led-24", 4000)
+    assert X.shape == (4000, 24) and set(np.unique(X)) == {0.0, 1.0} and len(set(y)) == 10
+    _, clean = drawn("stress-label-noise-10", 4000)  # the same records: only the flips differ
+    _, noisy = drawn("stress-label-noise-30", 4000)
+    # one draw decides the flips: the 30% flipped hold the 10%, so the two differ on about 20% of records
+    assert 0.17 < (clean != noisy).mean() < 0.23
+    X, y = drawn("stress-checkerboard", 4000)
+    assert np.array_equal(y, np.floor(4 * X).astype(int).sum(axis=1) % 2)
+    assert drawn("stress-moons-600", 600)[0].shape == (600, 2)
+
+
+def test_the_suite_holds_every_file_data_set_river_ships_or_names_why_not() -> None:
+    """Each ``FileDataset`` in ``river.datasets`` is a stream of the robust group or is named, with its
+    reason, in ``tests/bench/streams.py``'s docstring; bundled dates are POSIX seconds (UTC)."""
+    pytest.importorskip("river")
+    import inspect
+
+    from river import datasets
+    from river.datasets.base import FileDataset
+
+    from tests.bench import streams
+
+    suite = {s.name for s in streams.specs(["robust"])}
+    bundled = {
+        "Phishing": "phishing", "ImageSegments": "image-segments", "Bananas": "bananas", "Shuttle": "shuttle",
+        "TrumpApproval": "trump-approval", "ChickWeights": "chick-weights", "SP500Stocks": "sp500-stocks",
+        "AirlinePassengers": "airline-passengers", "WaterFlow": "water-flow",
+    }  # fmt: skip
+    left_out = streams.__doc__[streams.__doc__.index("Left out:") :]
+    for name, cls in inspect.getmembers(datasets, inspect.isclass):
+        if issubclass(cls, FileDataset):
+            assert bundled.get(name) in suite or name in left_out, name
+        elif issubclass(cls, datasets.base.RemoteDataset):
+            assert name in left_out, name
+    airline = streams.materialise(streams.specs(["airline-passengers"])[0], 2)
+    assert airline.X[:, 0].tolist() == [-662688000.0, -660009600.0]  # 1949-01-01 and 1949-02-01, UTC
+
+
+def test_river_ensembles_are_peers_for_their_tasks() -> None:
+    pytest.importorskip("river")
+    from tests.bench import peers
+
+    ensembles = {(p.name, p.task) for p in peers.peers() if p.kind == peers.ENSEMBLE}
+    assert ensembles == {
+        ("river-arf", "classification"), ("river-amf", "classification"), ("river-srp", "classification"),
+        ("river-lb", "classification"), ("moa-sgbt", "classification"), ("river-arf", "regression"),
+        ("river-amf", "regression"), ("river-srp", "regression"), ("moa-sgbt", "regression"),
+    }  # fmt: skip
+
+
+# -- the verdict ----------------------------------------------------------------------------------
+
+
+def _result(stream: str, models: dict[str, tuple[str, float, float]], log_loss: float = 0.5) -> StreamResult:
+    """A StreamResult of ``name -> (kind, headline, records/s)``; log loss = Brier = ``log_loss`` for
+    ``ours`` and 0.5 for the others."""
+    from tests.bench.comparison import ModelResult, StreamResult
+    from tests.bench.metrics import Scores
+    from tests.bench.streams import specs
+
+    (spec,) = specs([stream])
+
+    def scores(headline: float, rate: float, loss: float) -> Scores:
+        reg = spec.is_regression
+        nan = math.nan
+        return Scores(
+            reg, 1000, 1000 / rate, headline, nan, nan, nan, nan if reg else loss, nan if reg else loss, ()
+        )
+
+    return StreamResult(
+        spec,
+        1000,
+        (),
+        tuple(
+            ModelResult(name, kind, scores(h, rate, log_loss if name == "ours" else 0.5))
+            for name, (kind, h, rate) in models.items()
+        ),
+        (),
+    )
+
+
+def test_verdict_judges_the_issue_figures_exactly() -> None:
+    from tests.bench import report
+    from tests.bench.comparison import OURS
+
+    classification = _result(
+        "stress-moons",
+        {
+            "ours": (OURS, 90.0, 1e3), "ours-boosted": (OURS, 92.0, 2e5),
+            "river-sgt": ("SGT", 90.0, 1e3), "moa-sgt": ("SGT", 90.1, 1e3),  # ours 0.1 below: no margin
+            "river-ht": ("single tree", 91.0, 1e3),  # within 1 point
+            "river-arf": ("ensemble", 91.0, 1e4), "river-amf": ("ensemble", 92.5, 1e3),  # AMF the best
+        },
+        log_loss=0.4,
+    )  # fmt: skip
+    regression = _result(
+        "stress-step",
+        {
+            "ours": (OURS, 1.04, 1e3), "ours-constant": (OURS, 1.0, 1e3), "ours-linear": (OURS, 1.2, 1e3),
+            "ours-boosted": (OURS, 0.9, 1e5), "river-sgt": ("SGT", 1.04, 1e3),
+            "river-htr": ("single tree", 0.98, 1e3), "river-arf": ("ensemble", 0.95, 1e4),
+        },
+    )  # fmt: skip
+    judged = [[t.judge(r) for t in report.TARGETS] for r in (classification, regression)]
+    texts = [[None if c is None else c.text for c in row] for row in judged]
+    assert texts[0] == [
+        "FAIL (-0.1 pt)", "PASS (-1.0 pt)", "PASS (-20%)", "PASS (-20%)", None, None,
+        "FAIL (-0.5 pt) vs river-amf", "PASS (20.0×)",
+    ]  # fmt: skip
+    assert texts[1] == [
+        "PASS (+0.0%)", "FAIL (+6.1%)", None, None, "PASS (+4.0%)", "PASS (+0%)",
+        "PASS (-5.3%) vs river-arf", "FAIL (10.0×)",
+    ]  # fmt: skip
+    assert report.verdict_counts([classification, regression]) == [
+        (t.title, held, judged)
+        for t, (held, judged) in zip(
+            report.TARGETS, [(1, 2), (1, 2), (1, 1), (1, 1), (1, 1), (1, 1), (1, 2), (1, 2)], strict=True
+        )
+    ]
+    table = report.verdict_table([classification, regression])
+    assert table.splitlines()[-1].startswith("| **holds on** | 2 streams |  |  | 1 of 2 | 1 of 2 | 1 of 1 |")
+
+
+def test_verdict_is_silent_where_a_model_is_missing() -> None:
+    from tests.bench import report
+    from tests.bench.comparison import OURS
+
+    alone = _result("stress-step", {"ours": (OURS, 1.0, 1e3)})
+    assert [t.judge(alone) for t in report.TARGETS] == [None] * len(report.TARGETS)
+    assert all(judged == 0 for _, _, judged in report.verdict_counts([alone]))
+
+
+def test_variants_are_counted_against_their_own_default() -> None:
+    from tests.bench import report
+    from tests.bench.comparison import OURS
+
+    moons = _result(
+        "stress-moons",
+        {
+            "ours": (OURS, 90.0, 1e3), "ours-constant": (OURS, 89.95, 1e3), "ours-boosted": (OURS, 92.0, 1e4),
+            "ours-boosted-n3": (OURS, 93.0, 1e4), "river-arf": ("ensemble", 92.5, 1e3),
+        },
+    )  # fmt: skip
+    step = _result(
+        "stress-step",
+        {
+            "ours-boosted": (OURS, 1.0, 1e4),
+            "ours-boosted-n3": (OURS, 4.0, 1e4),
+            "river-arf": ("ensemble", 2.0, 1e3),
+        },
+    )
+    constant, n3 = report.variant_summaries([moons, step])
+    fields = (constant.name, constant.default, constant.streams, constant.better, constant.worse)
+    assert fields == ("ours-constant", "ours", 1, 0, 0)  # 0.05 points below: neither better nor worse
+    assert (constant.beats_ensembles, constant.judged) == (0, 1) and math.isnan(constant.mae_ratio)
+    assert constant.points == pytest.approx(-0.05)
+    assert (n3.default, n3.streams, n3.better, n3.worse, n3.beats_ensembles, n3.judged) == (
+        "ours-boosted",
+        2,
+        1,
+        1,
+        1,
+        2,
+    )
+    assert n3.points == pytest.approx(1.0) and n3.mae_ratio == pytest.approx(4.0)
+
+
+def test_a_peer_that_fails_is_reported_and_the_run_goes_on() -> None:
+    """A peer raising on a stream (MOA's SGBT on a one-feature data set) is listed as not run with its
+    error, and the other models' results stand; a later run of it replaces the note when merged."""
+    from tests.bench import comparison, peers, report, saved, streams
+    from tests.bench.metrics import Predictions
+
+    def broken(stream: streams.Stream) -> Predictions:
+        raise RuntimeError("subspaces is null")
+
+    def fine(stream: streams.Stream) -> Predictions:
+        return peers.run_majority(stream)
+
+    moons = streams.specs(["stress-moons-600"])
+    selection = comparison.Selection((), (
+        peers.Peer("broken", peers.ENSEMBLE, peers.CLASSIFICATION, broken),
+        peers.Peer("majority", peers.BASELINE, peers.CLASSIFICATION, fine),
+    ))  # fmt: skip
+    (result,) = comparison.compare(moons, selection, 200, lambda message: None)
+    assert [m.name for m in result.models] == ["majority"]
+    assert result.skipped == ("broken: failed, RuntimeError: subspaces is null",)
+    assert "Not run: broken: failed, RuntimeError: subspaces is null." in report.details(result)
+    fixed = comparison.Selection((), (peers.Peer("broken", peers.ENSEMBLE, peers.CLASSIFICATION, fine),))
+    again = comparison.compare(moons, fixed, 200, lambda message: None)
+    (merged,) = saved.merge([saved.Run(100, [result]), saved.Run(100, again)]).results
+    assert [m.name for m in merged.models] == ["majority", "broken"] and merged.skipped == ()

@@ -4,6 +4,7 @@
     python -m tests.bench --quick                  # smoke run: 2,000 records per stream, 200-record window
     python -m tests.bench --streams short,sea --models 'ours*,river-*,majority'
     python -m tests.bench --streams drift --skip-models 'moa-*' --sections comparison --output drift.md
+    python -m tests.bench --streams robust --records 10000   # the robustness suite (tests/bench/stress.py)
     python -m tests.bench --list                   # the streams and models there are
     python -m tests.bench --models 'ours*' --save ours.json          # results also as JSON, to merge:
     python -m tests.bench --merge peers.json,ours.json --output report.md
@@ -24,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from importlib import metadata
 
-from tests.bench import bench_sgt, comparison, report, saved, streams
+from tests.bench import bench_sgt, comparison, ours, report, saved, streams
 from tests.bench.metrics import WINDOW
 
 SECTIONS = ("comparison", "speed", "memory")
@@ -54,6 +55,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--skip-models", help="comma-separated model names or patterns to leave out")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, from {SECTIONS}")
     p.add_argument("--window", type=int, help=f"recent window of the drift recovery (default {WINDOW})")
+    p.add_argument(
+        "--loop",
+        type=int,
+        default=ours.LOOP_PREFIX,
+        help=f"records our variants also learn one at a time, for that speed and loop ≡ batch "
+        f"(default {ours.LOOP_PREFIX:,})",
+    )
     p.add_argument("--output", help="also write the Markdown report to this file")
     p.add_argument("--list", action="store_true", help="list the streams and models, and exit")
     p.add_argument("--save", help="also write the comparison's results as JSON to this file (for --merge)")
@@ -74,6 +82,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--records must be >= 100")
     if args.window < 1:
         p.error("--window must be >= 1")
+    if args.loop < 1:
+        p.error("--loop must be >= 1")
     try:
         args.specs = streams.specs(_names(args.streams))
         args.selection = comparison.select(_names(args.models), _names(args.skip_models))
@@ -84,7 +94,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _listing() -> str:
     lines = ["streams:"]
-    lines += [f"  {s.name:18} {s.group:10} {s.task:11} {s.n:>7,}" for s in streams.specs()]
+    lines += [f"  {s.name:26} {s.group:10} {s.task:11} {s.n:>7,}" for s in streams.specs()]
     lines += ["models:", *(f"  {name}" for name in comparison.model_names())]
     return "\n".join(lines)
 
@@ -143,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         merged = saved.merge(runs)
         parts.append(section(merged.results, merged.window))
     elif "comparison" in args.sections:
-        results = comparison.compare(args.specs, args.selection, args.records, _log, args.window, save_so_far)
+        results = comparison.compare(
+            args.specs, args.selection, args.records, _log, args.window, save_so_far, args.loop
+        )
         _write(args.save, saved.dumps(saved.Run(args.window, results)))
         parts.append(section(results))
     if not args.merge and ("speed" in args.sections or "memory" in args.sections):

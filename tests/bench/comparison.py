@@ -39,7 +39,9 @@ class StreamResult:
     n: int
     drifts: tuple[Drift, ...]
     models: tuple[ModelResult, ...]
-    skipped: tuple[str, ...]  # peers selected but not run here (CapyMOA missing)
+    skipped: tuple[
+        str, ...
+    ]  # peers selected but without a result here: "name: why" (CapyMOA missing, an error)
 
     def of_kind(self, *kinds: str) -> list[ModelResult]:
         return [m for m in self.models if m.kind in kinds]
@@ -86,8 +88,10 @@ def compare(
     log: Callable[[str], None],
     window: int = WINDOW,
     done: Callable[[list[StreamResult]], None] = lambda results: None,
+    loop: int = ours.LOOP_PREFIX,
 ) -> list[StreamResult]:
-    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery.
+    """Run the selection on each stream (at most ``limit`` records each); ``window``: drift recovery;
+    ``loop``: the records our variants also learn one at a time (their loop speed and loop ≡ batch).
 
     ``done`` is called with the results so far after each stream (a long run can save them as it goes).
     """
@@ -98,7 +102,7 @@ def compare(
         log(f"{spec.name}: {stream.n:,} records")
         models: list[ModelResult] = []
         for variant in selection.variants:
-            run = ours.run(variant, stream)
+            run = ours.run(variant, stream, loop)
             models.append(
                 ModelResult(
                     variant.name,
@@ -114,9 +118,15 @@ def compare(
         skipped = []
         for peer in (p for p in selection.peers if p.task == task):
             if peer.needs_capymoa and not has_capymoa:
-                skipped.append(peer.name)
+                skipped.append(f"{peer.name}: CapyMOA not available")
                 continue
-            models.append(ModelResult(peer.name, peer.kind, score(stream, peer.run(stream), window)))
+            try:
+                predictions = peer.run(stream)
+            except Exception as e:  # a peer's own failure (MOA's SGBT on one feature) ends only its run
+                skipped.append(f"{peer.name}: failed, {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                log(f"  {skipped[-1]}")
+                continue
+            models.append(ModelResult(peer.name, peer.kind, score(stream, predictions, window)))
             log(f"  {peer.name}: {models[-1].scores.seconds:.1f} s, {models[-1].scores.headline:.3f}")
         results.append(StreamResult(spec, stream.n, stream.drifts, tuple(models), tuple(skipped)))
         done(results)

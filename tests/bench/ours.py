@@ -319,6 +319,8 @@ VARIANTS += (
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
+    # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)
+    Variant("ours-boosted-adaptive", boosted_pair({}, {"leaf_model": "adaptive"})),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before
@@ -328,6 +330,12 @@ VARIANTS += (
     Variant("ours-boosted-5-gamma0.1", boosted_classifier(n_members=5, gamma=0.1)),
     Variant("ours-boosted-6-grace150", boosted_classifier(n_members=6, grace_period=150)),
     Variant("ours-boosted-20", boosted(n_members=20)),
+    # the robustness suite (--streams robust): sizes, shrinkage and depth for both tasks
+    Variant("ours-boosted-n3", boosted(n_members=3)),
+    Variant("ours-boosted-n10", boosted(n_members=10)),
+    Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),
+    Variant("ours-boosted-grace50", boosted(grace_period=50)),
+    Variant("ours-boosted-depth4", boosted(max_depth=4)),
     # fewer members or bins: what the speed targets would cost (BENCHMARKS.md, section 5)
     Variant("ours-boosted-2", boosted_classifier(n_members=2)),
     Variant("ours-boosted-3", boosted_classifier(n_members=3)),

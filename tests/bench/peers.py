@@ -8,6 +8,11 @@ returns); MOA's is the first most probable class index. All peers use their libr
 seeded where they draw random numbers. MOA's peers run only when CapyMOA imports (it needs a Java
 runtime: ``JAVA_HOME``, or ``java`` on the ``PATH``).
 
+River's ensembles: ARF (``forest.ARF*``, 10 trees), AMF (``forest.AMF*``, the Aggregated Mondrian
+Forest), SRP (``ensemble.SRP*``, Streaming Random Patches) and, for classification only, Leveraging
+Bagging (``ensemble.LeveragingBaggingClassifier``; River gives it no default base model, so it bags
+MOA's default, a Hoeffding tree; River has no Leveraging Bagging regressor).
+
 A peer is a :class:`Peer`: a name (used on the command line and in the tables), its kind (which
 comparison it takes part in) and the tasks it handles.
 """
@@ -90,10 +95,14 @@ def river_sgt(stream: Stream) -> Any:
 
 
 def _river_peers() -> list[Peer]:
-    from river import forest, preprocessing, tree
+    from river import ensemble, forest, preprocessing, tree
 
     def scaled_htr(stream: Stream) -> Any:
         return preprocessing.StandardScaler() | tree.HoeffdingTreeRegressor()
+
+    def leveraging_bagging(stream: Stream) -> Any:
+        # River's LeveragingBaggingClassifier has no default base model: MOA's, a Hoeffding tree
+        return ensemble.LeveragingBaggingClassifier(tree.HoeffdingTreeClassifier(), seed=SEED)
 
     return [
         Peer("river-sgt", SGT, CLASSIFICATION, _river(river_sgt)),
@@ -104,11 +113,16 @@ def _river_peers() -> list[Peer]:
             lambda s: tree.ExtremelyFastDecisionTreeClassifier())),
         Peer("river-arf", ENSEMBLE, CLASSIFICATION, _river(
             lambda s: forest.ARFClassifier(n_models=10, seed=SEED))),
+        Peer("river-amf", ENSEMBLE, CLASSIFICATION, _river(lambda s: forest.AMFClassifier(seed=SEED))),
+        Peer("river-srp", ENSEMBLE, CLASSIFICATION, _river(lambda s: ensemble.SRPClassifier(seed=SEED))),
+        Peer("river-lb", ENSEMBLE, CLASSIFICATION, _river(leveraging_bagging)),
         Peer("river-sgt", SGT, REGRESSION, _river(river_sgt)),
         Peer("river-htr", TREE, REGRESSION, _river(lambda s: tree.HoeffdingTreeRegressor())),
         Peer("river-htr-scaled", TREE, REGRESSION, _river(scaled_htr)),
         Peer("river-arf", ENSEMBLE, REGRESSION, _river(
             lambda s: forest.ARFRegressor(n_models=10, seed=SEED))),
+        Peer("river-amf", ENSEMBLE, REGRESSION, _river(lambda s: forest.AMFRegressor(seed=SEED))),
+        Peer("river-srp", ENSEMBLE, REGRESSION, _river(lambda s: ensemble.SRPRegressor(seed=SEED))),
     ]  # fmt: skip
 
 

@@ -101,7 +101,8 @@ def merge(runs: list[Run]) -> Run:
             names = {m.name for m in r.models}
             models = (*(m for m in old.models if m.name not in names), *r.models)
             models = (*(m for m in models if m.kind == OURS), *(m for m in models if m.kind != OURS))
-            skipped = tuple(s for s in (*old.skipped, *r.skipped) if s not in {m.name for m in models})
+            ran = {m.name for m in models}
+            skipped = tuple(s for s in (*old.skipped, *r.skipped) if s.split(":")[0] not in ran)
             merged[r.spec.name] = StreamResult(
                 old.spec, old.n, old.drifts, models, tuple(dict.fromkeys(skipped))
             )

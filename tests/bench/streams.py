@@ -5,14 +5,25 @@ Three groups, selectable by name on the command line:
 * ``benchmark``: the five long stationary streams of River's synthetic generators (seed 42);
 * ``short``: 500 to 5,300 records: River's bundled real data sets, read from files inside the River
   package (no network), and short prefixes of the synthetic streams;
-* ``robust``: regression streams no default was tuned on: the generated stress streams of
-  ``tests/bench/stress.py`` (timestamp- and micro-scale features, heavy-tailed noise, steps, gross
-  outliers in the target or the features, irrelevant features, short streams), River's SP500Stocks and
-  a 10,000-record Friedman #1;
+* ``robust``: the robustness suite, streams no default was tuned on (``--streams robust``): the
+  generated stress streams of ``tests/bench/stress.py``, classification (timestamp- and micro-scale
+  features, irrelevant features, class imbalance, label noise, a noisy 10-class stream of binary
+  features, 2-D nonlinear sets) and regression (the same scales, heavy-tailed noise, steps, gross
+  outliers in the target or the features), each also cut short (600 to 2,000 records); a
+  10,000-record Friedman #1; and every real data set River ships as a file inside its package (no
+  download), those of ``short`` included;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
   (over 1/400 of the stream) or gradual (over 1/10), centred at known positions (a quarter, half and
   three quarters of the stream). The benchmark
   streams ``sea`` and ``agrawal-f7`` are their stationary counterparts.
+
+River's bundled data sets in the suite: Phishing, ImageSegments, Bananas and Shuttle (classification);
+TrumpApproval, ChickWeights, SP500Stocks, AirlinePassengers and WaterFlow (regression; the last two
+have one feature, a date, given to every model as POSIX seconds: a timestamp-scale feature). Left out:
+SolarFlare (multi-output regression, nominal string features) and Yeast (multi-output binary); every
+other set in ``river.datasets`` is download-only (``RemoteDataset``: Elec2, Insects, Keystroke,
+CreditCard, Higgs, HTTP, SMTP, BETH, CriteoAds, MaliciousURL, TREC07, Bikes, Restaurants, Taxis,
+MovieLens100K, WebTraffic, Music; SMSSpam is also text), and the benchmark runs without network.
 
 River's models take the records as dicts; ours and MOA's take the same values as a 2-D float array
 (features in River's key order). Classification labels are also given as indices into ``classes``,
@@ -30,6 +41,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -38,6 +50,7 @@ from tests.bench import stress
 
 SEED = 42
 GROUPS = ("benchmark", "short", "drift", "robust")
+SUITE = ("robust",)  # the group of a bundled real data set listed in another group too
 DRIFT_LENGTH = 40_000  # three drifts, at 10,000, 20,000 and 30,000 records
 # The width of a drift, the records over which the new concept replaces the old, as a fraction of the
 # stream: 1/400 for an abrupt drift (100 records of 40,000: River's ConceptDriftStream overflows
@@ -89,6 +102,7 @@ class StreamSpec:
     make: Callable[[int], Iterable[tuple[dict, Any]]]  # the length -> River-style (x, y) pairs
     drifts_at: Callable[[int], tuple[Drift, ...]] = lambda n: ()
     reference: Reference | None = None
+    also: tuple[str, ...] = ()  # further groups that select it (a bundled real data set: the suite)
 
     @property
     def is_regression(self) -> bool:
@@ -143,14 +157,23 @@ def _friedman(n: int) -> Iterable:
 
 
 def _bundled(name: str) -> Callable[[int], Iterable]:
-    """One of the data sets River ships inside its package (read from a local file, never downloaded)."""
+    """One of the data sets River ships inside its package (read from a local file, never downloaded);
+    a date or time feature is given as POSIX seconds (a float every model takes)."""
 
     def make(n: int) -> Iterable:
         from river import datasets
 
-        return getattr(datasets, name)()
+        for x, y in getattr(datasets, name)():
+            yield {k: _posix(v) for k, v in x.items()}, y
 
     return make
+
+
+def _posix(value: Any) -> Any:
+    """A date or time as POSIX seconds (a naive one read as UTC, whatever the machine's time zone)."""
+    if not isinstance(value, datetime):
+        return value
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
 def drift_positions(n: int, gradual: bool) -> tuple[Drift, ...]:
@@ -217,11 +240,11 @@ def _specs() -> list[StreamSpec]:
             2.25, 2.47, 1.67, "River HoeffdingTreeRegressor")),
     ]  # fmt: skip
     short = [
-        StreamSpec("phishing", "short", "binary", 1_250, _bundled("Phishing")),
-        StreamSpec("image-segments", "short", "multiclass", 2_310, _bundled("ImageSegments")),
-        StreamSpec("bananas", "short", "binary", 5_300, _bundled("Bananas")),
-        StreamSpec("trump-approval", "short", "regression", 1_001, _bundled("TrumpApproval")),
-        StreamSpec("chick-weights", "short", "regression", 578, _bundled("ChickWeights")),
+        StreamSpec("phishing", "short", "binary", 1_250, _bundled("Phishing"), also=SUITE),
+        StreamSpec("image-segments", "short", "multiclass", 2_310, _bundled("ImageSegments"), also=SUITE),
+        StreamSpec("bananas", "short", "binary", 5_300, _bundled("Bananas"), also=SUITE),
+        StreamSpec("trump-approval", "short", "regression", 1_001, _bundled("TrumpApproval"), also=SUITE),
+        StreamSpec("chick-weights", "short", "regression", 578, _bundled("ChickWeights"), also=SUITE),
         StreamSpec("hyperplane-10-2k", "short", "binary", 2_000, _hyperplane),
         StreamSpec("agrawal-f7-1k", "short", "binary", 1_000, _agrawal),
         StreamSpec("rbf-5-2k", "short", "multiclass", 2_000, _rbf),
@@ -234,25 +257,32 @@ def _specs() -> list[StreamSpec]:
         drifting("agrawal-abrupt", _agrawal_concept, AGRAWAL_CONCEPTS, gradual=False),
         drifting("agrawal-gradual", _agrawal_concept, AGRAWAL_CONCEPTS, gradual=True),
     ]
-    # regression streams no default was tuned on: generated stress streams (tests/bench/stress.py), the
-    # regression data sets River ships as files (TrumpApproval and ChickWeights are in ``short``)
-    robust = [StreamSpec(name, "robust", "regression", n, make) for name, (make, n) in stress.STREAMS.items()]
+    # the robustness suite: generated stress streams (tests/bench/stress.py), then River's bundled sets
+    robust = [
+        StreamSpec(name, "robust", task, n, make) for name, (make, n, task) in stress.CLASSIFICATION.items()
+    ]
     robust += [
-        StreamSpec("sp500-stocks", "robust", "regression", 1_257, _bundled("SP500Stocks")),
+        StreamSpec(name, "robust", "regression", n, make) for name, (make, n) in stress.STREAMS.items()
+    ]
+    robust += [
         StreamSpec("friedman-1-10k", "robust", "regression", 10_000, _friedman),
+        StreamSpec("shuttle", "robust", "binary", 49_097, _bundled("Shuttle")),
+        StreamSpec("sp500-stocks", "robust", "regression", 1_257, _bundled("SP500Stocks")),
+        StreamSpec("airline-passengers", "robust", "regression", 144, _bundled("AirlinePassengers")),
+        StreamSpec("water-flow", "robust", "regression", 1_268, _bundled("WaterFlow")),
     ]
     return benchmark + short + drift + robust
 
 
 def specs(names: list[str] | None = None) -> list[StreamSpec]:
-    """The streams, all or those named; a group name (``benchmark``, ``short``, ``drift``) selects a group."""
+    """The streams, all or those named; a group name (``GROUPS``) selects every stream of that group."""
     table = {s.name: s for s in _specs()}
     if names is None:
         return list(table.values())
     chosen: list[StreamSpec] = []
     for name in names:
         if name in GROUPS:
-            chosen += [s for s in table.values() if s.group == name and s not in chosen]
+            chosen += [s for s in table.values() if name in (s.group, *s.also) and s not in chosen]
         elif name in table:
             chosen += [table[name]] if table[name] not in chosen else []
         else:
