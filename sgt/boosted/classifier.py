@@ -15,6 +15,7 @@ import numpy as np
 
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
+from sgt.boosted.ensemble import checked_max_features
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -127,6 +128,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             **params,
             "linear_start": self.linear_start,
             "multiclass_trees": self.multiclass_trees,
+            **self._subspace_param(),
         }
 
     def _saved_params(self) -> dict[str, Any]:
@@ -135,7 +137,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         params = super()._saved_params()
         if self.multiclass_trees == "per-class":
             params.pop("multiclass_trees", None)  # (absent from the adaptive classifier's)
-        return params
+        return self._without_subspace(params)
 
     def _state_extra(self) -> dict[str, Any]:
         return {"classes": list(self._classes), **self._boosting_state()}
@@ -193,7 +195,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         learn from the next record on; the members before them are unchanged)."""
         for ensemble in (self._members, self._background):
             if ensemble is not None:
-                ensemble.extend(self._new_member() for _ in range(self._member_count() - len(ensemble)))
+                ensemble.extend(self._new_member(m) for m in range(len(ensemble), self._member_count()))
         self._share_budget()
 
     def _follow_classes(self) -> None:
@@ -298,6 +300,13 @@ class BoostedClassifier(_ClassifierEnsemble):
         with its own splits (SGTClassifier's committee; saves written before the parameter restore
         so). While fewer than three classes are known every member has one tree, whatever the choice
         (the same model bit for bit).
+    max_features
+        None (default): every split attempt of a member searches every feature. A number in (0, 1]:
+        each attempt searches a random subset, each feature drawn with that probability, anew at every
+        attempt of every leaf (random subspaces, as in random forests: the members grow different
+        trees). The draw depends only on the seed, the member's position, the leaf and the records it
+        holds, so batching and restoring keep the model exact. Off by default: it lost on the benchmark
+        streams (BENCHMARKS.md, section 5).
 
     The other parameters are SGTClassifier's and apply to every tree.
 
@@ -350,7 +359,9 @@ class BoostedClassifier(_ClassifierEnsemble):
         linear_start: int | None = None,
         multiclass_trees: str = "multi-output",
         max_bytes: int | None = None,
+        max_features: float | None = None,
     ) -> None:
+        self.max_features = checked_max_features(max_features)  # (the members made below read it)
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,
