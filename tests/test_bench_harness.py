@@ -88,6 +88,7 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
         "Short streams:",
         "Ensembles:",
         "Drift:",
+        "Variants against",
     ):
         assert f"### {title}" in out
     assert "| sea | 1,200 | ours | **" in out and "| trump-approval (MAE) | 1,001 | ours | **" in out
@@ -96,7 +97,11 @@ def test_quick_run_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path
         line for line in out.splitlines() if line.startswith("| sea-abrupt | 300 ±1 / 600 ±1 / 900 ±1 | ours")
     ]
     assert len(drift_rows) == 2 and "n/a" not in drift_rows[0]
-    details = [line for line in out.splitlines() if line.startswith(("| ours |", "| ours-paper |"))]
+    details = [  # each stream's details rows of ours (the variants' table also starts a row with a name)
+        line
+        for line in out.splitlines()
+        if line.startswith(("| ours |", "| ours-paper |")) and "records) |" in line
+    ]
     assert len(details) == 8 and all("| yes |" in line for line in details)  # loop ≡ batch on every stream
     assert "| ours, batches of 1,000, whole stream | 1,200 |" in out and "| River SGT | 480 |" in out
     assert "| ours: split statistics" in out and "River SGT: a leaf's quantizer" in out

@@ -336,6 +336,13 @@ VARIANTS += (
     Variant("ours-boosted-lr0.3", boosted(learning_rate=0.3)),
     Variant("ours-boosted-grace50", boosted(grace_period=50)),
     Variant("ours-boosted-depth4", boosted(max_depth=4)),
+    # the regressor's total step, n_members × learning_rate (5 × 0.5 by default), whatever the leaves
+    Variant("ours-boosted-20-constant", boosted(n_members=20, leaf_model="constant")),
+    Variant("ours-boosted-20-lr0.1", boosted(n_members=20, learning_rate=0.1)),
+    Variant("ours-boosted-n10-lr0.25", boosted(n_members=10, learning_rate=0.25)),
+    Variant(
+        "ours-boosted-adaptive-lr0.3", boosted_pair({}, {"leaf_model": "adaptive", "learning_rate": 0.3})
+    ),
     # fewer members or bins: what the speed targets would cost (BENCHMARKS.md, section 5)
     Variant("ours-boosted-2", boosted_classifier(n_members=2)),
     Variant("ours-boosted-3", boosted_classifier(n_members=3)),
