@@ -50,7 +50,7 @@ class Params:
     # None, or the share of the features a split attempt may split on, drawn anew at each attempt
     # (random subspaces, as in random forests: sgt.leaf.subspace); `feature_seed` makes the draws of
     # one tree (an ensemble's member) differ from another's
-    max_features: float | None = None
+    feature_share: float | None = None
     feature_seed: tuple[int, ...] = ()
 
 

@@ -580,7 +580,7 @@ class LeafLearner:
         # the best numeric split stands for every numeric feature: the scan below takes the lowest
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
         by_feature: list[dict[int, Candidate | None]] = [{} for _ in nodes]
-        allowed = {k: self._subspace(nodes[k], slots[k]) for k in open_} if params.max_features else {}
+        allowed = {k: self._subspace(nodes[k], slots[k]) for k in open_} if params.feature_share else {}
         if layout.numeric.size and open_:
             if allowed:  # each leaf its own features: a search each
                 chosen = [np.flatnonzero(allowed[k][layout.numeric]) for k in open_]
@@ -602,9 +602,9 @@ class LeafLearner:
         """The features (a mask over the layout's) this attempt of leaf `node` may split on."""
         tree = self.tree
         params = tree.params
-        assert params.max_features is not None
+        assert params.feature_share is not None
         count = int(tree.merged_count(slot))
-        return subspace(params.feature_seed, node, count, tree.layout.n_features, params.max_features)
+        return subspace(params.feature_seed, node, count, tree.layout.n_features, params.feature_share)
 
     def _null_candidate(self, slot: int) -> Candidate:
         tree = self.tree

@@ -15,7 +15,7 @@ import numpy as np
 
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
-from sgt.boosted.ensemble import checked_max_features
+from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -39,6 +39,8 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     _is_classifier = True
     #: multi-output trees (three classes or more) have no adaptive leaves
     _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
+    #: the members' split confidence while fewer than three classes are known and `delta` is None
+    _binary_delta: ClassVar[float] = BINARY_DELTA
 
     def __init__(
         self,
@@ -97,7 +99,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         self._delta_by_classes = delta is None
         SGTClassifier.__init__(
             self,
-            BINARY_DELTA if delta is None else delta,
+            self._binary_delta if delta is None else delta,
             grace_period,
             lambda_,
             gamma,
@@ -168,7 +170,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     def _member_delta(self, n_outputs: int) -> float:
         if not self._delta_by_classes:
             return self.delta
-        return MULTICLASS_DELTA if n_outputs >= 2 else BINARY_DELTA
+        return MULTICLASS_DELTA if n_outputs >= 2 else self._binary_delta
 
     def _linear_start(self, n_outputs: int) -> int:
         if self.linear_start is not None:
@@ -300,7 +302,7 @@ class BoostedClassifier(_ClassifierEnsemble):
         with its own splits (SGTClassifier's committee; saves written before the parameter restore
         so). While fewer than three classes are known every member has one tree, whatever the choice
         (the same model bit for bit).
-    max_features
+    feature_share
         None (default): every split attempt of a member searches every feature. A number in (0, 1]:
         each attempt searches a random subset, each feature drawn with that probability, anew at every
         attempt of every leaf (random subspaces, as in random forests: the members grow different
@@ -359,9 +361,9 @@ class BoostedClassifier(_ClassifierEnsemble):
         linear_start: int | None = None,
         multiclass_trees: str = "multi-output",
         max_bytes: int | None = None,
-        max_features: float | None = None,
+        feature_share: float | None = None,
     ) -> None:
-        self.max_features = checked_max_features(max_features)  # (the members made below read it)
+        self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,

@@ -35,12 +35,12 @@ __all__: list[str] = []
 _MAX_SEED = 2**63 - 1
 
 
-def checked_max_features(value: Any) -> float | None:
-    """`max_features` as the ensembles keep it, or ValueError naming the setting and what it allows."""
+def checked_feature_share(value: Any) -> float | None:
+    """`feature_share` as the ensembles keep it, or ValueError naming the setting and what it allows."""
     if value is None:
         return None
     _check_real(
-        "max_features",
+        "feature_share",
         value,
         low=0.0,
         high=1.0,
@@ -62,7 +62,7 @@ class _Core(_Estimator):
     _is_classifier = False
     #: the share of the features each split attempt of a member may split on (None: all); the boosted
     #: classes take it as a constructor option, the adaptive single trees keep None
-    max_features: float | None = None
+    feature_share: float | None = None
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -261,24 +261,24 @@ class _Core(_Estimator):
         return member
 
     def _subspace_param(self) -> dict[str, Any]:
-        """`max_features` among the parameters of the classes that take it (not the adaptive trees)."""
-        return {"max_features": self.max_features} if "max_features" in vars(self) else {}
+        """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
+        return {"feature_share": self.feature_share} if "feature_share" in vars(self) else {}
 
     @staticmethod
     def _without_subspace(params: dict[str, Any]) -> dict[str, Any]:
-        """Saved parameters without `max_features` while it is None: what a save without the parameter
+        """Saved parameters without `feature_share` while it is None: what a save without the parameter
         restores to, so such a model saves the bytes of the format before it."""
-        if params.get("max_features", 0) is None:
-            del params["max_features"]
+        if params.get("feature_share", 0) is None:
+            del params["feature_share"]
         return params
 
     def _subspaces(self, position: int) -> dict[str, Any]:
         """The tree parameters of the random subspaces of the member at `position` (none without
-        `max_features`): its draws are seeded by the model's seed and its position, so the members of
+        `feature_share`): its draws are seeded by the model's seed and its position, so the members of
         an ensemble draw differently and a restored or replacing member at that position as before."""
-        if self.max_features is None:
+        if self.feature_share is None:
             return {}
-        return {"max_features": self.max_features, "feature_seed": (self.seed, position)}
+        return {"feature_share": self.feature_share, "feature_seed": (self.seed, position)}
 
     def _new_members(self, count: int | None = None) -> list[Member]:
         return [self._new_member(m) for m in range(self._member_count() if count is None else count)]

@@ -86,7 +86,7 @@ class Member(BaseSGT):
         budget: int | None,
     ) -> None:
         self.linear_steps = context.linear_steps_now(n_outputs)  # before BaseSGT's init, which may make trees
-        self.max_features: float | None = None  # the random subspaces (set_tree_params; Params)
+        self.feature_share: float | None = None  # the random subspaces (set_tree_params; Params)
         self.feature_seed: tuple[int, ...] = ()
         super().__init__(**tree_params)
         self._context = context
@@ -189,7 +189,7 @@ class Member(BaseSGT):
         return dataclasses.replace(
             super()._params(),
             linear_steps=self.linear_steps,
-            max_features=self.max_features,
+            feature_share=self.feature_share,
             feature_seed=self.feature_seed,
         )
 
@@ -203,7 +203,7 @@ class Member(BaseSGT):
 
     def set_tree_params(self, **changes: Any) -> None:
         """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
-        split confidence; `linear_steps`: whether linear leaves step their linear terms; `max_features`
+        split confidence; `linear_steps`: whether linear leaves step their linear terms; `feature_share`
         and `feature_seed`: the random subspaces of its split attempts)."""
         for name, value in changes.items():
             setattr(self, name, value)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sgt.boosted.engine import _Boosting
-from sgt.boosted.ensemble import checked_max_features
+from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
@@ -161,7 +161,7 @@ class BoostedRegressor(_RegressorEnsemble):
         stream).
     leaf_model, linear_lambda
         As for SGTRegressor, but default linear members with `linear_lambda` 0.1.
-    max_features
+    feature_share
         None (default): every split attempt of a member searches every feature. A number in (0, 1]:
         each attempt searches a random subset, each feature drawn with that probability, anew at every
         attempt of every leaf (random subspaces, as in random forests: the members grow different
@@ -217,9 +217,9 @@ class BoostedRegressor(_RegressorEnsemble):
         linear_lambda: float = 0.1,
         max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
-        max_features: float | None = None,
+        feature_share: float | None = None,
     ) -> None:
-        self.max_features = checked_max_features(max_features)  # (the members made below read it)
+        self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,

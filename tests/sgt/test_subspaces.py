@@ -1,4 +1,4 @@
-"""The boosted ensembles' random feature subspaces (`max_features`): each split attempt of a member
+"""The boosted ensembles' random feature subspaces (`feature_share`): each split attempt of a member
 searches a random share of the features, drawn from saved state only, so the models stay exact."""
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ def _streams() -> dict[str, tuple[Any, Any, Any]]:
     X3, y3 = multiclass_stream(N, seed=4)
     XR, yR = step_regression_stream(N, seed=5)
     return {
-        "classifier, mixed records": (lambda: BoostedClassifier(max_features=0.5, **SMALL), records, labels),
+        "classifier, mixed records": (lambda: BoostedClassifier(feature_share=0.5, **SMALL), records, labels),
         "classifier, per-class trees": (
-            lambda: BoostedClassifier(max_features=0.5, multiclass_trees="per-class", **SMALL),
+            lambda: BoostedClassifier(feature_share=0.5, multiclass_trees="per-class", **SMALL),
             list(X3),
             list(y3),
         ),
-        "regressor": (lambda: BoostedRegressor(max_features=0.6, **SMALL), list(XR), list(yR)),
+        "regressor": (lambda: BoostedRegressor(feature_share=0.6, **SMALL), list(XR), list(yR)),
     }
 
 
@@ -101,7 +101,7 @@ def test_a_tiny_share_leaves_no_feature_to_split_on() -> None:
     X, y = multiclass_stream(N, seed=4)
     free = BoostedClassifier(**SMALL)
     free.learn_many(X, y)
-    starved = BoostedClassifier(max_features=1e-12, **SMALL)
+    starved = BoostedClassifier(feature_share=1e-12, **SMALL)
     starved.learn_many(X, y)
     assert _splits(free) > 0
     assert _splits(starved) == 0
@@ -110,7 +110,7 @@ def test_a_tiny_share_leaves_no_feature_to_split_on() -> None:
 def test_a_share_of_one_is_every_feature() -> None:
     """Every draw is below 1: the same trees as without subspaces, prediction for prediction."""
     X, y = step_regression_stream(N, seed=5)
-    every = BoostedRegressor(max_features=1.0, **SMALL)
+    every = BoostedRegressor(feature_share=1.0, **SMALL)
     free = BoostedRegressor(**SMALL)
     assert np.array_equal(every.predict_learn_many(X, y), free.predict_learn_many(X, y))
 
@@ -119,7 +119,7 @@ def test_members_draw_differently() -> None:
     """Each member's draws are seeded by its position: two members' trees differ where, without
     subspaces and bagging, every member would see the same gradients' share of features."""
     X, y = step_regression_stream(N, seed=5)
-    model = BoostedRegressor(max_features=0.5, **SMALL)
+    model = BoostedRegressor(feature_share=0.5, **SMALL)
     model.learn_many(X, y)
     seeds = {tree.params.feature_seed for tree in model._trees}
     assert seeds == {(3, 0), (3, 1), (3, 2)}
@@ -134,17 +134,17 @@ def test_the_draw_of_a_feature_does_not_depend_on_how_many_are_known() -> None:
 
 
 def test_the_parameter_round_trips_and_is_left_out_of_saves_while_none() -> None:
-    model = BoostedClassifier(max_features=0.3)
+    model = BoostedClassifier(feature_share=0.3)
     assert BoostedClassifier(**model.get_params()).get_params() == model.get_params()
-    assert BoostedClassifier.from_bytes(model.to_bytes()).max_features == 0.3
-    assert b"max_features" not in BoostedClassifier().to_bytes()
-    assert b"max_features" not in BoostedRegressor().to_bytes()
+    assert BoostedClassifier.from_bytes(model.to_bytes()).feature_share == 0.3
+    assert b"feature_share" not in BoostedClassifier().to_bytes()
+    assert b"feature_share" not in BoostedRegressor().to_bytes()
 
 
 @pytest.mark.parametrize("value", [0, 0.0, -0.1, 1.5, "sqrt", True, float("nan")])
 @pytest.mark.parametrize("model", [BoostedClassifier, BoostedRegressor])
 def test_a_bad_share_is_named_with_the_allowed_values(model: Any, value: object) -> None:
     with pytest.raises(
-        ValueError, match=r"max_features must be None \(every feature\) or a number in \(0, 1\]"
+        ValueError, match=r"feature_share must be None \(every feature\) or a number in \(0, 1\]"
     ):
-        model(max_features=value)
+        model(feature_share=value)
