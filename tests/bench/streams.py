@@ -1,6 +1,6 @@
 """The benchmark streams: named, seeded, materialised once as arrays so every model sees the same records.
 
-Three groups, selectable by name on the command line:
+Four groups, selectable by name on the command line:
 
 * ``benchmark``: the five long stationary streams of River's synthetic generators (seed 42);
 * ``short``: 500 to 5,300 records: River's bundled real data sets, read from files inside the River
