@@ -47,9 +47,10 @@ from sgt.split import (
 from sgt.stats import WIDTH, N, block_stats, merge
 
 if TYPE_CHECKING:
+    from sgt.layout import Layout
     from sgt.tree import Tree
 
-__all__ = ["ACTIVE", "FIRST_FULL_WINDOW", "INACTIVE", "LeafLearner"]
+__all__ = ["ACTIVE", "FIRST_FULL_WINDOW", "INACTIVE", "LeafLearner", "subspace"]
 
 _LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see LeafLearner._record)
 # how the memory budget holds a split: with active children, or inactive ones (see Tree.room_for_split)
@@ -579,18 +580,31 @@ class LeafLearner:
         # the best numeric split stands for every numeric feature: the scan below takes the lowest
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
         by_feature: list[dict[int, Candidate | None]] = [{} for _ in nodes]
+        allowed = {k: self._subspace(nodes[k], slots[k]) for k in open_} if params.feature_share else {}
         if layout.numeric.size and open_:
-            numeric = self._best_numeric([slots[k] for k in open_])
+            if allowed:  # each leaf its own features: a search each
+                chosen = [np.flatnonzero(allowed[k][layout.numeric]) for k in open_]
+                numeric = [self._best_numeric([slots[k]], c)[0] for k, c in zip(open_, chosen)]
+            else:
+                numeric = self._best_numeric([slots[k] for k in open_])
             for k, candidate in zip(open_, numeric):
                 if candidate is not None:
                     by_feature[k][candidate.feature] = candidate
         for k in open_:
-            self._nominal_candidates(nodes[k], slots[k], by_feature[k])
+            self._nominal_candidates(nodes[k], slots[k], by_feature[k], allowed.get(k))
             for j in sorted(by_feature[k]):
                 candidate = by_feature[k][j]
                 if candidate is not None and candidate.mean < bests[k].mean:
                     bests[k] = candidate
         return bests
+
+    def _subspace(self, node: int, slot: int) -> np.ndarray:
+        """The features (a mask over the layout's) this attempt of leaf `node` may split on."""
+        tree = self.tree
+        params = tree.params
+        assert params.feature_share is not None
+        count = int(tree.merged_count(slot))
+        return subspace(params.feature_seed, node, count, tree.layout.n_features, params.feature_share)
 
     def _null_candidate(self, slot: int) -> Candidate:
         tree = self.tree
@@ -600,42 +614,45 @@ class LeafLearner:
         tree = self.tree
         return best_nominal(block, tree.params.lambda_, tree.params.gamma, n, feature)
 
-    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
+    def _best_numeric(self, slots: list[int], chosen: np.ndarray | None = None) -> list[Candidate | None]:
         """Each slot's best numeric split, from the planes [6, F, B + 1] of its statistics (taken
-        at once for several slots: [slots, 6, F, B + 1])."""
+        at once for several slots: [slots, 6, F, B + 1]). `chosen`: of one slot, the positions of the
+        numeric features it may split on (a random subspace; None: all)."""
         tree = self.tree
+        if chosen is not None and not chosen.size:
+            return [None]
         if kernels.ENABLED:
-            return self._compiled_numeric(slots)
+            return self._compiled_numeric(slots, chosen)
         params, layout = tree.params, tree.layout
         if len(slots) == 1:
-            planes = np.take(tree.stats[slots[0]].T, layout.numeric_columns, axis=1)
+            columns, features = _numeric_of(layout, chosen)
+            planes = np.take(tree.stats[slots[0]].T, columns, axis=1)
             n = float(tree.total[slots[0], N])
-            return [best_numeric_planes(planes, params.lambda_, params.gamma, n, layout.numeric)]
+            return [best_numeric_planes(planes, params.lambda_, params.gamma, n, features)]
         chosen = np.array(slots, dtype=np.intp)
         held = np.stack([tree.stats[slot] for slot in slots])
         planes = np.take(held.transpose(0, 2, 1), layout.numeric_columns, axis=2)
         n_leaves = tree.total[chosen, N]
         return best_numeric_leaves(planes, params.lambda_, params.gamma, n_leaves, layout.numeric)
 
-    def _compiled_numeric(self, slots: list[int]) -> list[Candidate | None]:
+    def _compiled_numeric(self, slots: list[int], chosen: np.ndarray | None = None) -> list[Candidate | None]:
         """`_best_numeric` by sgt.kernels' search, the same candidates (a multi-output tree's too: its
         slots' statistics are [columns, outputs, 6])."""
         tree = self.tree
-        params, layout = tree.params, tree.layout
+        params = tree.params
+        columns, features = _numeric_of(tree.layout, chosen)
         return [
             best_numeric_compiled(
-                tree.stats[slot],
-                layout.numeric_columns,
-                params.lambda_,
-                params.gamma,
-                tree.merged_count(slot),
-                layout.numeric,
+                tree.stats[slot], columns, params.lambda_, params.gamma, tree.merged_count(slot), features
             )
             for slot in slots
         ]
 
-    def _nominal_candidates(self, node: int, slot: int, by_feature: dict[int, Candidate | None]) -> None:
-        """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one)."""
+    def _nominal_candidates(
+        self, node: int, slot: int, by_feature: dict[int, Candidate | None], allowed: np.ndarray | None = None
+    ) -> None:
+        """Add the leaf's nominal splits to `by_feature` (a feature split once per path is not one;
+        `allowed`: a mask of the features this attempt may split on, None: all)."""
         tree = self.tree
         layout = tree.layout
         if not layout.nominal:
@@ -644,7 +661,7 @@ class LeafLearner:
         # a walk to the root (a large share of a split search on deep trees): only with nominal features
         used = tree.nominal_on_path(node)
         for j in layout.nominal:
-            if j not in used:
+            if j not in used and (allowed is None or allowed[j]):
                 start = int(layout.offsets[j])
                 block = tree.stats[slot][start : start + layout.widths[j]]
                 by_feature[j] = self._nominal_candidate(block, n, j)
@@ -663,3 +680,22 @@ class LeafLearner:
         total = tree.total[slot]
         tree.total[slot] = merge(total.reshape(outputs, WIDTH), block).reshape(total.shape)
         tree.pending_n[slot] = 0
+
+
+def _numeric_of(layout: Layout, chosen: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The numeric features' columns [F, B + 1] and indices, or those at positions `chosen` only."""
+    if chosen is None:
+        return layout.numeric_columns, layout.numeric
+    return layout.numeric_columns[chosen], layout.numeric[chosen]
+
+
+def subspace(seed: tuple[int, ...], node: int, count: int, n_features: int, share: float) -> np.ndarray:
+    """The features (a mask [n_features]) one split attempt may split on: feature j when the j-th uniform
+    draw of a generator seeded with (`seed`, `node`, `count`) is below `share`.
+
+    The draw is a pure function of the tree's seed, the leaf's node id and the records its statistics
+    hold at the attempt, all saved state that batching does not change, so batch learning, the
+    one-record loop and a restored model draw the same features. Feature j's draw does not depend on
+    how many features are known (a generator's first j draws are the same however many follow), so a
+    feature first seen later in a batch changes no other feature's draw."""
+    return np.random.default_rng([*seed, node, count]).random(n_features) < share

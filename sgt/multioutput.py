@@ -151,17 +151,21 @@ class MultiOutputLearner(LeafLearner):
         tree = self.tree
         return best_nominal_outputs(block, tree.params.lambda_, tree.params.gamma, n, feature)
 
-    def _best_numeric(self, slots: list[int]) -> list[Candidate | None]:
+    def _best_numeric(self, slots: list[int], chosen: np.ndarray | None = None) -> list[Candidate | None]:
         tree = self.tree
+        if chosen is not None and not chosen.size:
+            return [None]
         if kernels.ENABLED:
-            return self._compiled_numeric(slots)
+            return self._compiled_numeric(slots, chosen)
         params, layout = tree.params, tree.layout
+        columns = layout.numeric_columns if chosen is None else layout.numeric_columns[chosen]
+        features = layout.numeric if chosen is None else layout.numeric[chosen]
         out = []
         for slot in slots:
             # [columns, outputs, 6] -> [outputs, 6, F, B + 1]
-            planes = np.take(tree.stats[slot].transpose(1, 2, 0), layout.numeric_columns, axis=2)
+            planes = np.take(tree.stats[slot].transpose(1, 2, 0), columns, axis=2)
             n = tree.merged_count(slot)
-            out.append(best_numeric_outputs(planes, params.lambda_, params.gamma, n, layout.numeric))
+            out.append(best_numeric_outputs(planes, params.lambda_, params.gamma, n, features))
         return out
 
 

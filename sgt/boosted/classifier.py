@@ -15,6 +15,7 @@ import numpy as np
 
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
+from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -38,6 +39,8 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     _is_classifier = True
     #: multi-output trees (three classes or more) have no adaptive leaves
     _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
+    #: the members' split confidence while fewer than three classes are known and `delta` is None
+    _binary_delta: ClassVar[float] = BINARY_DELTA
 
     def __init__(
         self,
@@ -96,7 +99,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         self._delta_by_classes = delta is None
         SGTClassifier.__init__(
             self,
-            BINARY_DELTA if delta is None else delta,
+            self._binary_delta if delta is None else delta,
             grace_period,
             lambda_,
             gamma,
@@ -127,6 +130,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             **params,
             "linear_start": self.linear_start,
             "multiclass_trees": self.multiclass_trees,
+            **self._subspace_param(),
         }
 
     def _saved_params(self) -> dict[str, Any]:
@@ -135,7 +139,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         params = super()._saved_params()
         if self.multiclass_trees == "per-class":
             params.pop("multiclass_trees", None)  # (absent from the adaptive classifier's)
-        return params
+        return self._without_subspace(params)
 
     def _state_extra(self) -> dict[str, Any]:
         return {"classes": list(self._classes), **self._boosting_state()}
@@ -166,7 +170,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     def _member_delta(self, n_outputs: int) -> float:
         if not self._delta_by_classes:
             return self.delta
-        return MULTICLASS_DELTA if n_outputs >= 2 else BINARY_DELTA
+        return MULTICLASS_DELTA if n_outputs >= 2 else self._binary_delta
 
     def _linear_start(self, n_outputs: int) -> int:
         if self.linear_start is not None:
@@ -193,7 +197,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         learn from the next record on; the members before them are unchanged)."""
         for ensemble in (self._members, self._background):
             if ensemble is not None:
-                ensemble.extend(self._new_member() for _ in range(self._member_count() - len(ensemble)))
+                ensemble.extend(self._new_member(m) for m in range(len(ensemble), self._member_count()))
         self._share_budget()
 
     def _follow_classes(self) -> None:
@@ -298,6 +302,14 @@ class BoostedClassifier(_ClassifierEnsemble):
         with its own splits (SGTClassifier's committee; saves written before the parameter restore
         so). While fewer than three classes are known every member has one tree, whatever the choice
         (the same model bit for bit).
+    feature_share
+        None (default): every split attempt of a member searches every feature. A number in (0, 1]:
+        each attempt searches a random subset, each feature drawn with that probability, anew at every
+        attempt of every leaf (random subspaces, as in random forests: the members grow different
+        trees). The draw depends only on the seed, the member's position, the leaf and the records it
+        holds, so batching and restoring keep the model exact. Off by default: it wins on many features
+        (LED) and loses on few (the checkerboard), on SEA and on Agrawal's gradual drift (BENCHMARKS.md,
+        section 5).
 
     The other parameters are SGTClassifier's and apply to every tree.
 
@@ -350,7 +362,9 @@ class BoostedClassifier(_ClassifierEnsemble):
         linear_start: int | None = None,
         multiclass_trees: str = "multi-output",
         max_bytes: int | None = None,
+        feature_share: float | None = None,
     ) -> None:
+        self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,

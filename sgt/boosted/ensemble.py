@@ -34,6 +34,22 @@ __all__: list[str] = []
 
 _MAX_SEED = 2**63 - 1
 
+
+def checked_feature_share(value: Any) -> float | None:
+    """`feature_share` as the ensembles keep it, or ValueError naming the setting and what it allows."""
+    if value is None:
+        return None
+    _check_real(
+        "feature_share",
+        value,
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        allowed="None (every feature) or a number in (0, 1]",
+    )
+    return float(value)
+
+
 if TYPE_CHECKING:  # the layers are always combined with a BaseSGT subclass, whose members they use
     _Estimator = BaseSGT
 else:
@@ -44,6 +60,9 @@ class _Core(_Estimator):
     """What the boosted classifier and regressor share: the ensembles, their drift response and the hooks."""
 
     _is_classifier = False
+    #: the share of the features each split attempt of a member may split on (None: all); the boosted
+    #: classes take it as a constructor option, the adaptive single trees keep None
+    feature_share: float | None = None
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -228,8 +247,9 @@ class _Core(_Estimator):
     def _new_tree(self, root_value: float = 0.0) -> None:
         """The ensemble holds no trees of its own (they live in the members)."""
 
-    def _new_member(self) -> Member:
-        return Member(
+    def _new_member(self, position: int) -> Member:
+        """A fresh member at `position` in its ensemble (which seeds its random subspaces)."""
+        member = Member(
             self._member_context,
             self._tree_params(),
             self._n_outputs_per_member(),
@@ -237,9 +257,31 @@ class _Core(_Estimator):
             self._layout_revision,
             self._member_budget(),
         )
+        member.set_tree_params(**self._subspaces(position))
+        return member
+
+    def _subspace_param(self) -> dict[str, Any]:
+        """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
+        return {"feature_share": self.feature_share} if "feature_share" in vars(self) else {}
+
+    @staticmethod
+    def _without_subspace(params: dict[str, Any]) -> dict[str, Any]:
+        """Saved parameters without `feature_share` while it is None: what a save without the parameter
+        restores to, so such a model saves the bytes of the format before it."""
+        if params.get("feature_share", 0) is None:
+            del params["feature_share"]
+        return params
+
+    def _subspaces(self, position: int) -> dict[str, Any]:
+        """The tree parameters of the random subspaces of the member at `position` (none without
+        `feature_share`): its draws are seeded by the model's seed and its position, so the members of
+        an ensemble draw differently and a restored or replacing member at that position as before."""
+        if self.feature_share is None:
+            return {}
+        return {"feature_share": self.feature_share, "feature_seed": (self.seed, position)}
 
     def _new_members(self, count: int | None = None) -> list[Member]:
-        return [self._new_member() for _ in range(self._member_count() if count is None else count)]
+        return [self._new_member(m) for m in range(self._member_count() if count is None else count)]
 
     def _all_members(self) -> list[Member]:
         return self._members + (self._background or [])
@@ -309,11 +351,14 @@ class _Core(_Estimator):
         if len(counts) != len(members) or sum(counts) != len(self._trees) or min(counts) < 0:
             raise ValueError(f"{len(self._trees)} trees do not make members of {counts}")
         trees = iter(self._trees)
-        for member, count in zip(members, counts):
+        positions = [*range(len(self._members)), *range(len(members) - len(self._members))]
+        for member, count, position in zip(members, counts, positions):
             member.use_trees(list(itertools.islice(trees, count)))
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
-            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+            member.set_tree_params(
+                linear_steps=self._linear_steps_now(member.n_outputs), **self._subspaces(position)
+            )
         self._response.restore(extra)
         # states saved before backgrounds had a bounded life: the life counts from the restore
         self._background_since = int(extra.get("background_since", self._n_seen))

@@ -86,6 +86,8 @@ class Member(BaseSGT):
         budget: int | None,
     ) -> None:
         self.linear_steps = context.linear_steps_now(n_outputs)  # before BaseSGT's init, which may make trees
+        self.feature_share: float | None = None  # the random subspaces (set_tree_params; Params)
+        self.feature_seed: tuple[int, ...] = ()
         super().__init__(**tree_params)
         self._context = context
         self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
@@ -184,7 +186,12 @@ class Member(BaseSGT):
             )
 
     def _params(self) -> Params:
-        return dataclasses.replace(super()._params(), linear_steps=self.linear_steps)
+        return dataclasses.replace(
+            super()._params(),
+            linear_steps=self.linear_steps,
+            feature_share=self.feature_share,
+            feature_seed=self.feature_seed,
+        )
 
     def changes(self) -> int:
         """Splits and leaf-value updates its trees have made."""
@@ -196,7 +203,8 @@ class Member(BaseSGT):
 
     def set_tree_params(self, **changes: Any) -> None:
         """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
-        split confidence; `linear_steps`: whether linear leaves step their linear terms)."""
+        split confidence; `linear_steps`: whether linear leaves step their linear terms; `feature_share`
+        and `feature_seed`: the random subspaces of its split attempts)."""
         for name, value in changes.items():
             setattr(self, name, value)
         for tree in self._trees:

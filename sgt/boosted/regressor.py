@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from sgt.boosted.engine import _Boosting
+from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
@@ -77,7 +78,10 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         )
 
     def get_params(self) -> dict[str, Any]:
-        return {**self._boosting_params(), **SGTRegressor.get_params(self)}
+        return {**self._boosting_params(), **SGTRegressor.get_params(self), **self._subspace_param()}
+
+    def _saved_params(self) -> dict[str, Any]:
+        return self._without_subspace(super()._saved_params())
 
     def _state_extra(self) -> dict[str, Any]:
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state()}
@@ -157,6 +161,13 @@ class BoostedRegressor(_RegressorEnsemble):
         stream).
     leaf_model, linear_lambda
         As for SGTRegressor, but default linear members with `linear_lambda` 0.1.
+    feature_share
+        None (default): every split attempt of a member searches every feature. A number in (0, 1]:
+        each attempt searches a random subset, each feature drawn with that probability, anew at every
+        attempt of every leaf (random subspaces, as in random forests: the members grow different
+        trees). The draw depends only on the seed, the member's position, the leaf and the records it
+        holds, so batching and restoring keep the model exact. Off by default: 0.5 wins on most
+        regression streams and loses on two of the three real ones (BENCHMARKS.md, section 5).
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -206,7 +217,9 @@ class BoostedRegressor(_RegressorEnsemble):
         linear_lambda: float = 0.1,
         max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
+        feature_share: float | None = None,
     ) -> None:
+        self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,

@@ -297,6 +297,18 @@ class _Warned500BoostedClassifier(BoostedClassifier):
     _drift_policy = dataclasses.replace(BoostedClassifier._drift_policy, replay_warned=None)
 
 
+class _BinaryDelta001BoostedClassifier(BoostedClassifier):
+    """The default with a binary split confidence of 0.01 (1e-3 by default; multiclass unchanged)."""
+
+    _binary_delta = 0.01
+
+
+class _BinaryDelta003BoostedClassifier(BoostedClassifier):
+    """The default with a binary split confidence of 0.003."""
+
+    _binary_delta = 0.003
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -404,6 +416,17 @@ VARIANTS += (
     # multiclass (RBF-5, ImageSegments): the split confidence before it followed the classes, a smaller
     # tree budget, alone and with eager splits
     Variant("ours-boosted-delta0.001", boosted_classifier(delta=1e-3)),
+    # members free to grow deep (2-D moons, checkerboard): a lower split confidence, whatever the classes
+    Variant("ours-boosted-delta0.05", boosted_classifier(delta=0.05)),
+    Variant("ours-boosted-delta0.05-grace50", boosted_classifier(delta=0.05, grace_period=50)),
+    # random feature subspaces: each split attempt of a member searches a share of the features
+    Variant("ours-boosted-share0.5", boosted(feature_share=0.5)),
+    Variant("ours-boosted-share0.7", boosted(feature_share=0.7)),
+    Variant("ours-boosted-binary-delta0.01", boosted_class(_BinaryDelta001BoostedClassifier)),
+    Variant("ours-boosted-binary-delta0.003", boosted_class(_BinaryDelta003BoostedClassifier)),
+    # multiclass members' linear terms on noisy binary features (LED): more regularised, or later
+    Variant("ours-boosted-linear-lambda0.1", boosted_classifier(linear_lambda=0.1)),
+    Variant("ours-boosted-linear1000", boosted_classifier(linear_start=1000)),
     # multiclass: linear terms stepping from the first record, as before `linear_start` waited 100
     Variant("ours-boosted-linear0", boosted_classifier(linear_start=0)),
     Variant("ours-boosted-m3-lr0.6", boosted_classifier(n_members=3, learning_rate=0.6)),
