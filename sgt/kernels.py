@@ -15,7 +15,9 @@ A multi-output tree (a multiclass ensemble's member) runs them too: the search s
 changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
 each output's linear term. And four steps of a batch:
 
-- which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking);
+- which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking); after an
+  event, the node's later rows (`node_rows_after`) and the earliest row where their next event may
+  fall (`next_event`, leafwise._horizon);
 - a linear tree's raw scores (`predict_linear`, Tree.predict_rows and MultiOutputTree.predict_outputs);
 - appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append);
 - routing rows through a tree without nominal branches (`route_numeric`, Tree.route).
@@ -68,6 +70,8 @@ __all__ = [
     "linear_newton",
     "linear_steps",
     "merge_block",
+    "next_event",
+    "node_rows_after",
     "numeric_search",
     "numeric_winner",
     "plan_pass",
@@ -564,6 +568,57 @@ def plan_pass(
         taken[n_taken], leaf[n_taken], place[n_taken] = i, is_leaf, count - 1
         n_taken += 1
     return taken[:n_taken], leaf[:n_taken], place[:n_taken], event_rows[:n_events], event_nodes[:n_events]
+
+
+@_compiled
+def node_rows_after(nodes: np.ndarray, row: int, node: int) -> np.ndarray:
+    """The rows after `row` whose node is `node`, ascending: sgt.leafwise._run_events' scan after an
+    event, ``row + 1 + np.flatnonzero(nodes[row + 1:] == node)``."""
+    out = np.empty(nodes.size - row - 1 if nodes.size > row else 0, dtype=np.int64)
+    n = 0
+    for i in range(row + 1, nodes.size):
+        if nodes[i] == node:
+            out[n] = i
+            n += 1
+    return out[:n]
+
+
+@_compiled
+def next_event(
+    rest: np.ndarray,
+    learn: np.ndarray,
+    nodes: np.ndarray,
+    feature: np.ndarray,
+    slot: np.ndarray,
+    block: np.ndarray,
+    pending_n: np.ndarray,
+    stop: int,
+) -> int:
+    """sgt.leafwise._horizon: the earliest row of `rest` (ascending, not yet taken) where an event of
+    their nodes may fall: with `need` the smallest number of learned rows any of their nodes takes
+    before its event (the rest of a leaf's block, 1 at a branch), the `need`-th learned row of
+    `rest`; `stop` when fewer are learned."""
+    need = -1
+    count = 0
+    for i in range(rest.size):
+        row = rest[i]
+        if not learn[row]:
+            continue
+        count += 1
+        node = nodes[row]
+        own = 1 if feature[node] >= 0 else block[slot[node]] - pending_n[slot[node]]
+        if need < 0 or own < need:
+            need = own
+    if need < 0 or need > count:
+        return stop
+    index = need - 1 if need > 0 else count + need - 1  # (numpy's index from the end, as leafwise's)
+    for i in range(rest.size):
+        row = rest[i]
+        if learn[row]:
+            if index == 0:
+                return int(row)
+            index -= 1
+    return stop
 
 
 @_compiled

@@ -175,15 +175,24 @@ def _predict_append(
     raw = tree.predict_outputs(nodes, inputs) + context.base  # [outputs, rows]
     run.raw_out[rows, : raw.shape[0]] = raw.T
     run.outputs_at[rows] = context.n_outputs
-    appended = np.flatnonzero(run.learn[rows] & leaf)
-    if not appended.size:
+    appends = run.learn[rows] & leaf
+    if not appends.any():
         return
-    learned = rows[appended]
-    g, h = context.gradients(raw[:, appended], run.targets[learned])
+    if appends.all():  # (mostly: every row learned, at a leaf) the arrays as they are, not copies
+        learned, raw_learned, place_learned = rows, raw, place
+    else:
+        appended = np.flatnonzero(appends)
+        learned, raw_learned, nodes, place_learned = (
+            rows[appended],
+            raw[:, appended],
+            nodes[appended],
+            place[appended],
+        )
+    g, h = context.gradients(raw_learned, run.targets[learned])
     if tree.n_outputs == 1:
         g, h = g[0], h[0]
-    tree.append(nodes[appended], run.codes[learned], g, h, place[appended])
-    context.count_learned(int(appended.size))
+    tree.append(nodes, run.codes[learned], g, h, place_learned)
+    context.count_learned(int(learned.size))
 
 
 def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np.ndarray:
@@ -201,7 +210,10 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
         else:
             moved = tree.act(node, candidate, context.space)
         # every later row at the node moves (the rows from `stop` on too: the run goes on after it)
-        later = row + 1 + np.flatnonzero(run.nodes[row + 1 :] == node)
+        if kernels.ENABLED:
+            later = kernels.node_rows_after(run.nodes, row, node)
+        else:
+            later = row + 1 + np.flatnonzero(run.nodes[row + 1 :] == node)
         if moved and later.size:
             run.nodes[later], run.stopped[later] = tree.route(run.codes[later], start=run.nodes[later])
         rest = later[later < stop]
@@ -216,6 +228,9 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
 
 def _horizon(tree: Tree, rest: np.ndarray, run: Run, stop: int) -> int:
     """The earliest row where an event of the nodes `rest` (not yet taken) now sit at may fall."""
+    if kernels.ENABLED:
+        feature, slot, block, pending_n = tree.feature, tree.slot, tree.block, tree.pending_n
+        return kernels.next_event(rest, run.learn, run.nodes, feature, slot, block, pending_n, stop)
     learned = rest[run.learn[rest]]
     if not learned.size:
         return stop

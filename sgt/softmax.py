@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["softmax_one", "softmax_rows", "softmax_with_reference"]
+__all__ = ["binary_gradients", "softmax_one", "softmax_rows", "softmax_with_reference"]
 
 
 def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
@@ -22,6 +22,22 @@ def softmax_with_reference(raw: np.ndarray) -> np.ndarray:
     for k in range(1, e.shape[0]):
         total += e[k]
     return e / total
+
+
+def binary_gradients(u: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cross-entropy's gradient and hessian of class 1's raw scores `u` [m] against the labels
+    `y` [m] (bool: class 1) with two classes: `softmax_with_reference(u[None])[1]` as p, then p - y
+    and p (1 - p), the same operations on the same operands, so the same bits.
+
+    Why: a boosted member's gradients are computed a few dozen rows at a time, where the general
+    form's dozen numpy calls (concatenate, a reduction, a copy, ...) cost more than the arithmetic.
+    The maximum over (0, u) is `np.maximum(0, u)` (the reduction compares the same pair, NaN
+    included), and the sum adds class 0's exp and class 1's, in that order."""
+    top = np.maximum(0.0, u)
+    e0 = np.exp(0.0 - top)
+    e1 = np.exp(u - top)
+    p = e1 / (e0 + e1)
+    return p - y, p * (1.0 - p)
 
 
 def softmax_rows(raw: np.ndarray, known: np.ndarray, n_classes: int) -> np.ndarray:

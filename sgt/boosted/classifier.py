@@ -28,7 +28,7 @@ from sgt.boosted.policy import (
     DriftPolicy,
 )
 from sgt.classifier import SGTClassifier, _check_label
-from sgt.softmax import softmax_with_reference
+from sgt.softmax import binary_gradients, softmax_with_reference
 
 __all__ = ["BoostedClassifier"]
 
@@ -215,6 +215,9 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         if every_class:  # the softmax over every class: the same as over the scores less the first's
             p = softmax_with_reference(point[1:] - point[:1])
             y = targets[None, :] == np.arange(point.shape[0])[:, None]
+        elif point.shape[0] == 1:  # two classes: the same bits in fewer numpy calls
+            g, h = binary_gradients(point[0], targets == 1)
+            return g[None], h[None]
         else:
             p = softmax_with_reference(point)[1:]
             y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]

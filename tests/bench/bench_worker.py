@@ -22,7 +22,10 @@ Run from the repository root::
     and so state-topic writes, frequent enough to weigh during a short run). With
     ``--exactly-once`` each round also runs the worker with ``--processing-guarantee exactly_once``
     right after the default one (at_least_once) and reports the ratio per round: the cost of the
-    transactions (one per checkpoint, so ``--checkpoint-seconds`` matters here too).
+    transactions (one per checkpoint, so ``--checkpoint-seconds`` matters here too). With ``--boosted``
+    each round also runs the worker with ``--model boosted`` right after the default one (the single
+    tree, unless SGT_MODEL says otherwise) and reports the ensemble's rates over the tree's per round
+    and their median: the ensemble's cost in the same run.
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The measure that matters to a consumer, record timestamp
@@ -93,6 +96,7 @@ LATENCY_SETTLE = 2000  # records produced, not measured, while the measuring pro
 NULL_MODEL = "null-model"  # the throughput kind of tests/bench/null_model_worker.py
 NO_STATE_TOPIC = "worker-no-state"  # the throughput kind of the worker without a state topic
 EXACTLY_ONCE = "worker-eos"  # the throughput kind of the worker with processing_guarantee exactly_once
+BOOSTED = "worker-boosted"  # the throughput kind of the worker with the boosted ensemble (--model boosted)
 
 # The worker's client settings (worker/kafka/loop.py), reproduced for the pass-through baseline.
 CONSUMER_SETTINGS: dict[str, Any] = {
@@ -625,11 +629,13 @@ class Bench:
         """Start the worker or the pass-through (which stops after ``count`` records, and notes its
         deliveries in ``deliveries`` if given) on ``topics``."""
         group = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        if kind in ("worker", NULL_MODEL, NO_STATE_TOPIC, EXACTLY_ONCE):
+        if kind in ("worker", NULL_MODEL, NO_STATE_TOPIC, EXACTLY_ONCE, BOOSTED):
             checkpoints = self.workdir / f"ckpt-{group}"
             extra: tuple[str, ...] = ("--state-topic", "none") if kind == NO_STATE_TOPIC else ()
             if kind == EXACTLY_ONCE:
                 extra = ("--processing-guarantee", "exactly_once", "--transactional-id", group)
+            if kind == BOOSTED:
+                extra = ("--model", "boosted")
             return self.start_worker(
                 topics, group, checkpoints, f"{kind}-{group}", profile, kind == NULL_MODEL, extra
             )
@@ -920,6 +926,15 @@ def report_throughput(rows: list[dict[str, Any]]) -> None:
             f"{statistics.median(r['total'] for r in eos):.1%} total, "
             f"{statistics.median(r['steady'] for r in eos):.1%} steady"
         )
+    boosted = relative_rates(rows, BOOSTED, "worker")
+    for r in boosted:
+        print(f"round {r['round']}: boosted / single tree {r['total']:.1%} total, {r['steady']:.1%} steady")
+    if boosted:
+        print(
+            f"median of {len(boosted)} rounds: boosted / single tree "
+            f"{statistics.median(r['total'] for r in boosted):.1%} total, "
+            f"{statistics.median(r['steady'] for r in boosted):.1%} steady (target >= 50% steady)"
+        )
     costs = state_topic_costs(rows)
     for r in costs:
         print(
@@ -1068,6 +1083,11 @@ def main(argv: list[str] | None = None) -> int:
         help="throughput: each round also runs the worker with exactly_once, right after the default one",
     )
     parser.add_argument(
+        "--boosted",
+        action="store_true",
+        help="throughput: each round also runs the worker with the boosted ensemble right after the default",
+    )
+    parser.add_argument(
         "--checkpoint-seconds", type=float, help="every worker's --checkpoint-seconds (default: its own)"
     )
     parser.add_argument("--profile", type=Path, help="throughput: run the worker under cProfile, stats here")
@@ -1103,6 +1123,7 @@ def main(argv: list[str] | None = None) -> int:
         if "throughput" in wanted:
             kinds += ["worker", *([NO_STATE_TOPIC] if args.state_topic_comparison else [])]
             kinds += [EXACTLY_ONCE] if args.exactly_once else []
+            kinds += [BOOSTED] if args.boosted else []
             kinds += [NULL_MODEL] if args.null_model else []
         results["throughput"] = [
             {"round": n, **measure(lambda b, k=kind: b.throughput(args.records, k, profiles.get(k)))}

@@ -234,3 +234,47 @@ def test_kernels_compile_without_a_cache_where_none_is_writable(monkeypatch) -> 
         return 2.0 * x
 
     assert kernels._compiled(double)(2.0) == 4.0
+
+
+@settings(deadline=None)  # the first example compiles the kernels
+@given(
+    n_rows=st.integers(1, 80),
+    n_nodes=st.integers(1, 6),
+    learned_share=st.sampled_from([0.0, 0.5, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_event_scans_are_leafwise_numpy_code(n_rows, n_nodes, learned_share, seed) -> None:
+    """Catches `node_rows_after` or `next_event` giving other rows than sgt.leafwise's numpy code:
+    after an event at a row, the node's later rows, and the row where their nodes' next event may
+    fall (leaves with part of a block pending, branches needing one row, rows not learned skipped)."""
+    from types import SimpleNamespace
+
+    from sgt import leafwise
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, n_nodes, size=n_rows).astype(np.int32)
+    learn = rng.random(n_rows) < learned_share
+    block = rng.integers(1, 6, size=n_nodes).astype(np.int64)
+    tree = SimpleNamespace(
+        feature=np.where(rng.random(n_nodes) < 0.3, 2, -1).astype(np.int32),
+        slot=rng.permutation(n_nodes).astype(np.int32),
+        block=block,
+        pending_n=(rng.integers(0, 6, size=n_nodes) % block).astype(np.int64),
+    )
+    run = SimpleNamespace(nodes=nodes, learn=learn)
+    stop = int(rng.integers(n_rows // 2, n_rows + 1))
+    row, node = int(rng.integers(0, n_rows)), int(rng.integers(0, n_nodes))
+    rest = np.flatnonzero(rng.random(n_rows) < 0.6)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "ENABLED", False)
+        expected = (
+            row + 1 + np.flatnonzero(nodes[row + 1 :] == node),
+            leafwise._horizon(tree, rest, run, stop),
+        )
+        patch.setattr(kernels, "ENABLED", True)
+        assert leafwise._horizon(tree, rest, run, stop) == expected[1]
+    later = kernels.node_rows_after(nodes, row, node)
+    assert later.tolist() == expected[0].tolist()
+    assert later.dtype == expected[0].dtype
+    args = (rest, learn, nodes, tree.feature, tree.slot, tree.block, tree.pending_n, stop)
+    assert kernels.next_event(*args) == expected[1]
