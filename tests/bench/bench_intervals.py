@@ -178,23 +178,44 @@ def multiplicative_rule(p: np.ndarray, y: np.ndarray, c: float, eta: float = 0.2
 
 
 def layer_rule(
-    step: float = STEP, rate: float = SCALE_RATE, clip: float = SCALE_CLIP, start: float | None = None
+    step: float = STEP,
+    rate: float = SCALE_RATE,
+    clip: float = SCALE_CLIP,
+    start: float | None = None,
+    young: float = 0.0,
+    gain: float = 0.0,
 ) -> Rule:
     """The layer's rule with its constants changed (`start`: the levels' first value, else the
-    Gaussian level); with none changed, the layer itself (checked in `variant_rows`)."""
+    Gaussian level); with none changed, the layer itself (checked in `variant_rows`). `young` > 0
+    makes a young layer converge faster (issue 31's AirlinePassengers): the n-th residual steps the
+    level by max(step, young * 20 / sqrt(n)) and the scale at rate max(1 / n, rate, young / sqrt(n));
+    `gain` adds conformal PID's integrator, gain * tan(E log n / (0.3 n)) on the cumulative coverage
+    error E, to the published level (functions of n and the misses only: exact under any batching)."""
 
     def rule(p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
-        out, s = np.empty(y.size), 0.0
+        out, s, error = np.empty(y.size), 0.0, 0.0
         level = initial_level(c) if start is None else start
         for i, (prediction, target) in enumerate(zip(p.tolist(), y.tolist())):
-            out[i] = level * s if i else math.inf
+            published = level + gain * _bent(error, i + 1) if gain and i else level
+            out[i] = max(0.0, published) * s if i else math.inf
             r = abs(target - prediction)
             if i:
-                level = max(0.0, level + step * (c if r > level * s else c - 1.0))
-            s += max(1.0 / (i + 1), rate) * ((min(r, clip * s) if s > 0.0 else r) - s)
+                error += (r > out[i]) - (1 - c)
+                stepped = max(step, young * 20 / math.sqrt(i)) if young else step
+                level = max(0.0, level + stepped * (c if r > level * s else c - 1.0))
+            young_rate = young / math.sqrt(i + 1) if young else 0.0
+            s += max(1.0 / (i + 1), rate, young_rate) * ((min(r, clip * s) if s > 0.0 else r) - s)
         return out
 
     return rule
+
+
+def _bent(error: float, t: int, saturation: float = 0.3) -> float:
+    """Conformal PID's saturated integrator tan(E log t / (t C_sat)), capped at +-100 levels."""
+    angle = error * math.log(t) / (t * saturation)
+    return (
+        math.copysign(100.0, error) if abs(angle) >= math.pi / 2 else max(-100.0, min(100.0, math.tan(angle)))
+    )
 
 
 VARIANTS: dict[str, Rule] = {
@@ -207,6 +228,9 @@ VARIANTS: dict[str, Rule] = {
     "layer, step 0.2": layer_rule(step=0.2),
     "layer, scale rate 0.005": layer_rule(rate=0.005),
     "layer, scale not clipped": layer_rule(clip=math.inf),
+    "layer, young: step 6/sqrt(n), scale rate 0.3/sqrt(n)": layer_rule(young=0.3),
+    "layer, young: step 10/sqrt(n), scale rate 0.5/sqrt(n)": layer_rule(young=0.5),
+    "the last + PID integrator, K_I 1": layer_rule(young=0.5, gain=1.0),
 }
 
 
