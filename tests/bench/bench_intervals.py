@@ -46,7 +46,16 @@ from typing import Any
 import numpy as np
 
 from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor
-from sgt.intervals import SCALE_CLIP, SCALE_RATE, STEP, IntervalLayer, initial_level
+from sgt.intervals import (
+    SCALE_CLIP,
+    SCALE_RATE,
+    STEP,
+    YOUNG_RATE,
+    YOUNG_STEP,
+    YOUNG_STEP_CAP,
+    IntervalLayer,
+    initial_level,
+)
 from tests.bench.streams import materialise, specs
 
 COVERAGES = (0.9, 0.95)
@@ -182,15 +191,14 @@ def layer_rule(
     rate: float = SCALE_RATE,
     clip: float = SCALE_CLIP,
     start: float | None = None,
-    young: float = 0.0,
+    young: tuple[float, float, float] = (YOUNG_STEP, YOUNG_STEP_CAP, YOUNG_RATE),
     gain: float = 0.0,
 ) -> Rule:
     """The layer's rule with its constants changed (`start`: the levels' first value, else the
-    Gaussian level); with none changed, the layer itself (checked in `variant_rows`). `young` > 0
-    makes a young layer converge faster (issue 31's AirlinePassengers): the n-th residual steps the
-    level by max(step, young * 20 / sqrt(n)) and the scale at rate max(1 / n, rate, young / sqrt(n));
-    `gain` adds conformal PID's integrator, gain * tan(E log n / (0.3 n)) on the cumulative coverage
-    error E, to the published level (functions of n and the misses only: exact under any batching)."""
+    Gaussian level; `young`: YOUNG_STEP, YOUNG_STEP_CAP and YOUNG_RATE, (0, 0, 0) for none); with none
+    changed, the layer itself (checked in `variant_rows`). `gain` adds conformal PID's integrator,
+    gain * tan(E log n / (0.3 n)) on the cumulative coverage error E, to the published level."""
+    young_step, cap, young_rate = young
 
     def rule(p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
         out, s, error = np.empty(y.size), 0.0, 0.0
@@ -201,10 +209,10 @@ def layer_rule(
             r = abs(target - prediction)
             if i:
                 error += (r > out[i]) - (1 - c)
-                stepped = max(step, young * 20 / math.sqrt(i)) if young else step
+                stepped = max(step, min(cap, young_step / math.sqrt(i)))
                 level = max(0.0, level + stepped * (c if r > level * s else c - 1.0))
-            young_rate = young / math.sqrt(i + 1) if young else 0.0
-            s += max(1.0 / (i + 1), rate, young_rate) * ((min(r, clip * s) if s > 0.0 else r) - s)
+            scale_rate = max(1.0 / (i + 1), rate, young_rate / math.sqrt(i + 1))
+            s += scale_rate * ((min(r, clip * s) if s > 0.0 else r) - s)
         return out
 
     return rule
@@ -226,11 +234,11 @@ VARIANTS: dict[str, Rule] = {
     "multiplicative, eta 0.2": multiplicative_rule,
     "layer, levels from 0": layer_rule(start=0.0),
     "layer, step 0.2": layer_rule(step=0.2),
-    "layer, scale rate 0.005": layer_rule(rate=0.005),
     "layer, scale not clipped": layer_rule(clip=math.inf),
-    "layer, young: step 6/sqrt(n), scale rate 0.3/sqrt(n)": layer_rule(young=0.3),
-    "layer, young: step 10/sqrt(n), scale rate 0.5/sqrt(n)": layer_rule(young=0.5),
-    "the last + PID integrator, K_I 1": layer_rule(young=0.5, gain=1.0),
+    "layer, not young (step 0.3, scale rate max(1/n, 0.01))": layer_rule(young=(0.0, 0.0, 0.0)),
+    "layer, young step not capped": layer_rule(young=(YOUNG_STEP, math.inf, YOUNG_RATE)),
+    "layer, young scale rate 0.5 / sqrt(n)": layer_rule(young=(YOUNG_STEP, YOUNG_STEP_CAP, 0.5)),
+    "layer + PID integrator, K_I 1": layer_rule(gain=1.0),
 }
 
 
