@@ -33,7 +33,8 @@ from 0; the residual scale's update is clipped at SCALE_CLIP times itself so tha
 does not widen the next hundred intervals (it still counts as the miss it is). BENCHMARKS.md
 (section 10) has the figures and the rules measured against this one: an integrator on the coverage
 error (conformal PID), adaptive conformal inference over a window of residuals, a step proportional to
-the half-width itself, the levels starting at 0, another step or scale rate.
+the half-width itself, the levels starting at 0, the layer without its young step and scale rate
+or with the young step uncapped.
 
 The young step and rate are for the short growing stream (AirlinePassengers: 144 records whose
 residuals peak each summer, the peaks growing). With STEP and a running mean from the start it was

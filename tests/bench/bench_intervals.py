@@ -228,16 +228,13 @@ def _bent(error: float, t: int, saturation: float = 0.3) -> float:
 
 VARIANTS: dict[str, Rule] = {
     "the previous rule (format 1)": previous_rule,
-    "previous + PID integrator, K_I 5": pid_rule(5.0),
     "previous + PID integrator, K_I 20": pid_rule(20.0),
     "ACI, 1,000 residuals, gamma 0.01": aci_rule,
     "multiplicative, eta 0.2": multiplicative_rule,
     "layer, levels from 0": layer_rule(start=0.0),
-    "layer, step 0.2": layer_rule(step=0.2),
     "layer, scale not clipped": layer_rule(clip=math.inf),
     "layer, not young (step 0.3, scale rate max(1/n, 0.01))": layer_rule(young=(0.0, 0.0, 0.0)),
     "layer, young step not capped": layer_rule(young=(YOUNG_STEP, math.inf, YOUNG_RATE)),
-    "layer, young scale rate 0.5 / sqrt(n)": layer_rule(young=(YOUNG_STEP, YOUNG_STEP_CAP, 0.5)),
     "layer + PID integrator, K_I 1": layer_rule(gain=1.0),
 }
 
