@@ -5,6 +5,7 @@ restore of the layer's state as the previous format wrote it (tests/sgt/data/*-i
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,14 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import BoostedRegressor, SGTRegressor
-from sgt.intervals import STEP, IntervalLayer, level_step
+from sgt.intervals import (
+    SCALE_RATE,
+    STEP,
+    YOUNG_STEP_CAP,
+    IntervalLayer,
+    level_step,
+    scale_rate,
+)
 from sgt.serialization import decode
 from tests.sgt.sgt_testkit import as_dicts
 
@@ -79,6 +87,16 @@ def test_a_short_growing_seasonal_series_is_covered() -> None:
     residuals += rng.normal(0, 5, months.size)
     for c, hit in _hits(residuals).items():
         assert _points_off(hit, c) <= 1.0, (c, hit.mean())
+
+
+def test_the_young_step_and_scale_rate_fall_to_the_constants_and_never_rise() -> None:
+    """The bound over a stretch needs a step that never grows with n; the long streams' figures need
+    the layer to be the constant-step, constant-rate one once it is no longer young."""
+    steps = [level_step(n) for n in range(1, 6000)]
+    rates = [scale_rate(n) for n in range(1, 6000)]
+    assert all(a >= b for a, b in pairwise(steps)) and all(a >= b for a, b in pairwise(rates))
+    assert steps[0] == YOUNG_STEP_CAP and level_step(1111) > STEP and level_step(1112) == STEP
+    assert scale_rate(4899) > SCALE_RATE and scale_rate(4900) == SCALE_RATE == rates[-1]
 
 
 @settings(max_examples=60)
