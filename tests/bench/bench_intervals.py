@@ -22,7 +22,8 @@ three), and ``explain_one`` per record (mean over 1,000 records of the learned m
 
 ``--variants`` replays other rules over the same predictions (conformal PID's integrator added to the
 previous rule, adaptive conformal inference over a window of residuals, multiplicative quantile
-tracking, the layer with one constant changed): cells missing, worst distances, width over the layer's.
+tracking, the layer with one constant changed or without its young step and scale rate): cells
+missing, worst distances, width over the layer's.
 
 ``--moa`` adds MOA's prediction-interval regressors through CapyMOA (``MVE`` and ``AdaPI``, default
 base learner, one instance at a time: predict, then train) on ``friedman-1``, ``friedman-drift``,
