@@ -20,12 +20,12 @@ stretch of T records, the misses exceed (1 - c) T by at most the level's rise ov
 by STEP (the level moves by exactly step * (miss - (1 - c)) a record, unless it stops at 0, which only
 adds hits); on a stretch that starts young, by at most the level at its end / STEP - the level at its
 start / the step there (the step never grows with n). The level is a ratio of residuals and moves
-by a unit or so, so the bound is a few records:
-a unit of rise is 3.3 misses, a third of a point over 1,000 records, half a point over 600. Normalising
-is what keeps the level that still: the scale follows a change of the residuals' size within about
-1 / SCALE_RATE records, so the level (their shape) barely moves when they grow or jump, where an
-absolute half-width stepped by the residual scale lags a growing scale by a share of misses
-(ChickWeights: 83% for 90%) and a jump by tens of misses (up to 4 points of a window).
+by a unit or so, so the bound is a few records: a unit of rise is 3.3 misses at STEP, a third of a
+point over 1,000 records, half a point over 600. Normalising is what keeps the level that still: the
+scale follows a change of the residuals' size within about 1 / SCALE_RATE records, so the level
+(their shape) barely moves when they grow or jump, where an absolute half-width stepped by the
+residual scale lags a growing scale by a share of misses (ChickWeights: 83% for 90%) and a jump by
+tens of misses (up to 4 points of a window).
 
 The level starts where it would stand for Gaussian residuals (``z_((1+c)/2) / sqrt(2 / pi)``, the
 quantile over the mean of |N(0, 1)|), so a short stream does not spend its first records walking up
