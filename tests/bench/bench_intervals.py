@@ -22,7 +22,8 @@ three), and ``explain_one`` per record (mean over 1,000 records of the learned m
 
 ``--variants`` replays other rules over the same predictions (conformal PID's integrator added to the
 previous rule, adaptive conformal inference over a window of residuals, multiplicative quantile
-tracking, the layer with one constant changed): cells missing, worst distances, width over the layer's.
+tracking, the layer with one constant changed or without its young step and scale rate): cells
+missing, worst distances, width over the layer's.
 
 ``--moa`` adds MOA's prediction-interval regressors through CapyMOA (``MVE`` and ``AdaPI``, default
 base learner, one instance at a time: predict, then train) on ``friedman-1``, ``friedman-drift``,
@@ -46,7 +47,16 @@ from typing import Any
 import numpy as np
 
 from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor
-from sgt.intervals import SCALE_CLIP, SCALE_RATE, STEP, IntervalLayer, initial_level
+from sgt.intervals import (
+    SCALE_CLIP,
+    SCALE_RATE,
+    STEP,
+    YOUNG_RATE,
+    YOUNG_STEP,
+    YOUNG_STEP_CAP,
+    IntervalLayer,
+    initial_level,
+)
 from tests.bench.streams import materialise, specs
 
 COVERAGES = (0.9, 0.95)
@@ -178,35 +188,55 @@ def multiplicative_rule(p: np.ndarray, y: np.ndarray, c: float, eta: float = 0.2
 
 
 def layer_rule(
-    step: float = STEP, rate: float = SCALE_RATE, clip: float = SCALE_CLIP, start: float | None = None
+    step: float = STEP,
+    rate: float = SCALE_RATE,
+    clip: float = SCALE_CLIP,
+    start: float | None = None,
+    young: tuple[float, float, float] = (YOUNG_STEP, YOUNG_STEP_CAP, YOUNG_RATE),
+    gain: float = 0.0,
 ) -> Rule:
     """The layer's rule with its constants changed (`start`: the levels' first value, else the
-    Gaussian level); with none changed, the layer itself (checked in `variant_rows`)."""
+    Gaussian level; `young`: YOUNG_STEP, YOUNG_STEP_CAP and YOUNG_RATE, (0, 0, 0) for none); with none
+    changed, the layer itself (checked in `variant_rows`). `gain` adds conformal PID's integrator,
+    gain * tan(E log n / (0.3 n)) on the cumulative coverage error E, to the published level."""
+    young_step, cap, young_rate = young
 
     def rule(p: np.ndarray, y: np.ndarray, c: float) -> np.ndarray:
-        out, s = np.empty(y.size), 0.0
+        out, s, error = np.empty(y.size), 0.0, 0.0
         level = initial_level(c) if start is None else start
         for i, (prediction, target) in enumerate(zip(p.tolist(), y.tolist())):
-            out[i] = level * s if i else math.inf
+            published = level + gain * _bent(error, i + 1) if gain and i else level
+            out[i] = max(0.0, published) * s if i else math.inf
             r = abs(target - prediction)
             if i:
-                level = max(0.0, level + step * (c if r > level * s else c - 1.0))
-            s += max(1.0 / (i + 1), rate) * ((min(r, clip * s) if s > 0.0 else r) - s)
+                error += (r > out[i]) - (1 - c)
+                stepped = max(step, min(cap, young_step / math.sqrt(i)))
+                level = max(0.0, level + stepped * (c if r > level * s else c - 1.0))
+            scale_rate = max(1.0 / (i + 1), rate, young_rate / math.sqrt(i + 1))
+            s += scale_rate * ((min(r, clip * s) if s > 0.0 else r) - s)
         return out
 
     return rule
 
 
+def _bent(error: float, t: int, saturation: float = 0.3) -> float:
+    """Conformal PID's saturated integrator tan(E log t / (t C_sat)), capped at +-100 levels."""
+    angle = error * math.log(t) / (t * saturation)
+    return (
+        math.copysign(100.0, error) if abs(angle) >= math.pi / 2 else max(-100.0, min(100.0, math.tan(angle)))
+    )
+
+
 VARIANTS: dict[str, Rule] = {
     "the previous rule (format 1)": previous_rule,
-    "previous + PID integrator, K_I 5": pid_rule(5.0),
     "previous + PID integrator, K_I 20": pid_rule(20.0),
     "ACI, 1,000 residuals, gamma 0.01": aci_rule,
     "multiplicative, eta 0.2": multiplicative_rule,
     "layer, levels from 0": layer_rule(start=0.0),
-    "layer, step 0.2": layer_rule(step=0.2),
-    "layer, scale rate 0.005": layer_rule(rate=0.005),
     "layer, scale not clipped": layer_rule(clip=math.inf),
+    "layer, not young (step 0.3, scale rate max(1/n, 0.01))": layer_rule(young=(0.0, 0.0, 0.0)),
+    "layer, young step not capped": layer_rule(young=(YOUNG_STEP, math.inf, YOUNG_RATE)),
+    "layer + PID integrator, K_I 1": layer_rule(gain=1.0),
 }
 
 
