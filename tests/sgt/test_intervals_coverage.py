@@ -76,7 +76,7 @@ def test_a_wild_first_residual_does_not_widen_the_intervals_that_follow() -> Non
 
 
 def test_a_short_growing_seasonal_series_is_covered() -> None:
-    """144 monthly records as AirlinePassengers' (River's data set): a model that follows the trend but not the
+    """144 monthly records as AirlinePassengers' (River's): a model that follows the trend but not the
     season, the level growing 1% a month, so the residuals peak each summer and the peaks grow. Within
     a point; the layer without its young step and scale rate covered 85.4% / 91.0% (its level had to
     climb from the Gaussian 2.1 to 4 at STEP while a running-mean scale lagged the peaks)."""
