@@ -210,6 +210,10 @@ class _Core(_Estimator):
         """Raw scores of a record (the classifier's: one per class but the first)."""
         return 1
 
+    def _step(self) -> float:
+        """The shrinkage each member's output is added with (the regressor bounds it)."""
+        return self.learning_rate
+
     # -- parameters and introspection ----------------------------------------------------------
     def _boosting_params(self) -> dict[str, Any]:
         return {
@@ -388,7 +392,7 @@ class _Core(_Estimator):
             ]
             first = self._outputs.first_column(member.n_outputs)
             raw[0, first : first + len(values)] = values
-            total = total + self.learning_rate * raw
+            total = total + self._step() * raw
         return self._reference_scores(total)[0, : self._n_scores()].tolist()
 
     # -- members in order ----------------------------------------------------------------------
@@ -418,7 +422,7 @@ class _Core(_Estimator):
             raw = np.zeros((n, width))
             columns = min(width - first, member_raw.shape[1])
             raw[:, first : first + columns] = member_raw[:, :columns]
-            step = self.learning_rate * raw
+            step = self._step() * raw
             predicted = predicted + step
             learned = learned + step
         return predicted
