@@ -261,6 +261,7 @@ class _Core(_Estimator):
             self._layout_revision,
             self._member_budget(),
         )
+        member.follow_far_terms(self._drop_far_terms)
         member.set_tree_params(**self._subspaces(position))
         return member
 
@@ -358,6 +359,7 @@ class _Core(_Estimator):
         positions = [*range(len(self._members)), *range(len(members) - len(self._members))]
         for member, count, position in zip(members, counts, positions):
             member.use_trees(list(itertools.islice(trees, count)))
+            member.follow_far_terms(self._drop_far_terms)  # (those made before the restore read it)
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
             member.set_tree_params(
