@@ -159,7 +159,8 @@ class BoostedRegressor(_RegressorEnsemble):
     n_members
         Boosting stages. Default 5.
     learning_rate
-        Shrinkage eta of each member's contribution, in (0, 1]. Default 0.5.
+        Shrinkage eta of each member's contribution, in (0, 1]. Default 0.5. The ensemble takes at most
+        2.5 / n_members (`TOTAL_STEP`): more members at a large rate diverged.
     poisson_rate
         As for BoostedClassifier, but default None (no bagging: with linear members bagging lost
         accuracy).

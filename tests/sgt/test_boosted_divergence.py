@@ -1,4 +1,4 @@
-"""The boosted regressor does not diverge when its members' total step grows (issue 28).
+"""The boosted regressor does not diverge when its members' total step grows.
 
 Every member corrects the residual it sees at the same block boundaries as the others, from gradients
 computed before any of them moved: together they move the prediction by `n_members * learning_rate`

@@ -1,5 +1,5 @@
 """A feature grid that grows at once by its number of bins or more (a far outlier in the warm-up) no
-longer makes linear leaves extrapolate to it (issue 28).
+longer makes linear leaves extrapolate to it.
 
 The linear term is re-expressed on the grown grid by scaling its weight by the growth: the values it
 was learned on now fall in one or two bins, so the term only extrapolates its slope to the outlier,
@@ -67,3 +67,17 @@ def test_a_model_saved_before_the_rule_keeps_rescaling() -> None:
     assert old_mae > 2.0 * _mae(new, X[300:], y[300:])
     again = BoostedRegressor.from_bytes(old.to_bytes())
     assert not again._drop_far_terms and again.to_bytes() == old.to_bytes()
+
+
+def test_far_growths_keep_batch_loop_and_restore_exact() -> None:
+    X, y = _feature_outliers(700)
+    X[:150] = np.clip(X[:150], -1.0, 1.0)  # terms learned before the far growths
+    batch = BoostedRegressor(n_members=3, warm_up=500)
+    batch.learn_many(X, y)
+    loop = BoostedRegressor(n_members=3, warm_up=500)
+    for row, target in zip(X[:350], y[:350]):
+        loop.learn_one({f"x{j}": float(v) for j, v in enumerate(row)}, target)
+    loop = BoostedRegressor.from_bytes(loop.to_bytes())
+    for row, target in zip(X[350:], y[350:]):
+        loop.learn_one({f"x{j}": float(v) for j, v in enumerate(row)}, target)
+    assert loop.to_bytes() == batch.to_bytes()
