@@ -66,3 +66,13 @@ def test_a_model_saved_before_the_bound_keeps_its_step() -> None:
     old = BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
     assert old._step() == 0.5
     assert model._step() == 0.125
+
+
+def test_explanations_add_up_to_the_bounded_prediction() -> None:
+    from sgt.explain import explain_raw
+
+    X, y = _friedman(1500)
+    model = BoostedRegressor(n_members=20, learning_rate=0.5)
+    model.learn_many(X, y.tolist())
+    record = {f"x{j}": float(v) for j, v in enumerate(X[0])}
+    assert abs(float(explain_raw(model, record).sum()) - model.predict_one(record)) < 1e-9
