@@ -145,6 +145,9 @@ class BaseSGT:
         self._layout_revision = self._space.revision
         self._trees: list[Tree] = []
         self._n_seen = 0
+        # how a grid's large growth carries linear terms (Params.drop_far_terms): a saved model restores
+        # the rule it was saved with, False before the rule existed
+        self._drop_far_terms = True
 
     # -- hooks for the concrete estimators ----------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -240,6 +243,7 @@ class BaseSGT:
             self.grace_start,
             self.leaf_model,
             self.linear_lambda,
+            drop_far_terms=self._drop_far_terms,
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -377,6 +381,7 @@ class BaseSGT:
             "space": space,
             "trees": [],
             "extra": self._state_extra(),
+            "drop_far_terms": self._drop_far_terms,
         }
         arrays = [ranges]
         for t, tree in enumerate(self._trees):
@@ -407,6 +412,7 @@ class BaseSGT:
         with reading():
             header, arrays = saved.header, saved.arrays
             model = cls(**cls._params_from_saved(dict(header["params"]), loss))
+            model._drop_far_terms = bool(header.get("drop_far_terms", False))
             model._space.load_saved(header["space"], arrays["space.ranges"], saved.version)
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision

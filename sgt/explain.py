@@ -152,7 +152,7 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
             continue
         first = model._outputs.first_column(member.n_outputs)
         member_terms = np.concatenate(rows)
-        terms[first : first + member_terms.shape[0]] += model.learning_rate * member_terms
+        terms[first : first + member_terms.shape[0]] += model._step() * member_terms
     if model._outputs.every_class_from_three:  # each class's score less the first's (a linear map)
         terms = terms[1:] - terms[:1]
     return terms[: model._n_scores()]
@@ -179,7 +179,7 @@ def importances(model: Any) -> dict[str, float]:
     if hasattr(model, "_members"):
         for member in model._members:
             for tree in member.trees:
-                total += model.learning_rate * _tree_importance(tree, n_features)
+                total += model._step() * _tree_importance(tree, n_features)
     else:
         for tree in model._trees:
             total += _tree_importance(tree, n_features)

@@ -52,6 +52,10 @@ class Params:
     # one tree (an ensemble's member) differ from another's
     feature_share: float | None = None
     feature_seed: tuple[int, ...] = ()
+    # whether a grid that grows at once by its number of bins or more moves a linear term into the
+    # value rather than rescale it (see Tree._regrid_weights); the models set it, saved models before
+    # it restore without it
+    drop_far_terms: bool = False
 
 
 class Layout:

@@ -303,8 +303,16 @@ class Tree:
         w = self.weights[:n, ..., j]
         span, new_span = hi - lo, new_hi - new_lo
         scale = new_span / span if hi != lo else math.inf
+        bins = self.layout.bins
         if not math.isfinite(scale):
-            shift = w * leaf_input(1, self.layout.bins)
+            shift = w * leaf_input(1, bins)
+            self.weights[:n, ..., j] = 0.0
+        elif scale >= bins and self.params.drop_far_terms:
+            # the old range fits in one new bin (two at most), whose centre may lie far outside it:
+            # rescaled, the term would give the values it was learned on its value at that centre and
+            # extrapolate its full slope to the far value that grew the grid. Dropped, it keeps its
+            # value at the old range's middle (input 0), the leaf's value
+            shift = np.zeros_like(w)
             self.weights[:n, ..., j] = 0.0
         else:
             shift = w * (0.5 * new_span / span + (new_lo - lo) / span - 0.5)

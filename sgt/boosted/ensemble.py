@@ -210,6 +210,10 @@ class _Core(_Estimator):
         """Raw scores of a record (the classifier's: one per class but the first)."""
         return 1
 
+    def _step(self) -> float:
+        """The shrinkage each member's output is added with (the regressor bounds it)."""
+        return self.learning_rate
+
     # -- parameters and introspection ----------------------------------------------------------
     def _boosting_params(self) -> dict[str, Any]:
         return {
@@ -257,6 +261,7 @@ class _Core(_Estimator):
             self._layout_revision,
             self._member_budget(),
         )
+        member.follow_far_terms(self._drop_far_terms)
         member.set_tree_params(**self._subspaces(position))
         return member
 
@@ -354,6 +359,7 @@ class _Core(_Estimator):
         positions = [*range(len(self._members)), *range(len(members) - len(self._members))]
         for member, count, position in zip(members, counts, positions):
             member.use_trees(list(itertools.islice(trees, count)))
+            member.follow_far_terms(self._drop_far_terms)  # (those made before the restore read it)
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
             member.set_tree_params(
@@ -388,7 +394,7 @@ class _Core(_Estimator):
             ]
             first = self._outputs.first_column(member.n_outputs)
             raw[0, first : first + len(values)] = values
-            total = total + self.learning_rate * raw
+            total = total + self._step() * raw
         return self._reference_scores(total)[0, : self._n_scores()].tolist()
 
     # -- members in order ----------------------------------------------------------------------
@@ -418,7 +424,7 @@ class _Core(_Estimator):
             raw = np.zeros((n, width))
             columns = min(width - first, member_raw.shape[1])
             raw[:, first : first + columns] = member_raw[:, :columns]
-            step = self.learning_rate * raw
+            step = self._step() * raw
             predicted = predicted + step
             learned = learned + step
         return predicted

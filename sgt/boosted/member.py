@@ -129,6 +129,12 @@ class Member(BaseSGT):
         """Give every tree its share of the member's budget and bring it within."""
         self._fit_budget()
 
+    def follow_far_terms(self, drop: bool) -> None:
+        """Carry linear terms over large grid growths as the ensemble does (Params.drop_far_terms):
+        a model restored from a save before the rule keeps the old one, in its new trees too."""
+        self._drop_far_terms = drop
+        self.set_tree_params(drop_far_terms=drop)
+
     def set_delta_scale(self, scale: float) -> None:
         self._delta_scale = scale
 

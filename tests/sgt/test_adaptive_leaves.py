@@ -50,7 +50,9 @@ def test_a_diverging_linear_term_falls_back_to_the_constant() -> None:
     X, y = _outlier_features(5000, seed=2)
     default, constant = _mae(SGTRegressor(), X, y), _mae(SGTRegressor(leaf_model="constant"), X, y)
     assert default < 1.05 * constant
-    assert _mae(SGTRegressor(leaf_model="linear"), X, y) > 10 * constant  # what the default was
+    # linear leaves themselves no longer diverge here since a far grid growth drops their terms
+    # (158 before; tests/sgt/test_far_regrid.py)
+    assert _mae(SGTRegressor(leaf_model="linear"), X, y) < 1.05 * constant
 
 
 def test_adaptive_leaves_keep_the_gains_of_either_leaf_model() -> None:
