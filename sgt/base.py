@@ -616,13 +616,8 @@ class BaseSGT:
         inputs: LeafInputs | None = None,
         routes: list[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """`_run` after encoding: rows already coded in the current layout, targets prepared,
-        `regrids` the grids that grew at each row (by row); if known, `inputs` the rows' leaf inputs
-        and `routes` each tree's (node, stopped) of every row (updated in place as the trees change).
-        The chunked path of sgt.chunked.
-
-        A separate entry so that an ensemble can encode a batch once and run each member on the codes.
-        """
+        """`_run` after encoding (`sgt.chunked.run_codes` says what each argument is): a method so
+        that an ensemble can encode a batch once and run each member on the codes."""
         return run_codes(self, codes, targets, learn, target_events, out, regrids, inputs, routes)
 
     def _learn_fill(
