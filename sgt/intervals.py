@@ -162,7 +162,7 @@ class IntervalLayer:
         self.scale = scale + scale_rate(self.n) * (counted - scale)
 
     def _track(self, r: float) -> None:
-        """Move each level by STEP * (miss - (1 - c)); the miss is judged by the published half-width
+        """Move each level by level_step(n) * (miss - (1 - c)); the miss is judged by the published half-width
         (the same product `half_width` returns), so the layer scores exactly what it published."""
         levels, scale, step = self.levels, self.scale, level_step(self.n)
         for k, c in enumerate(self.coverages):
