@@ -20,9 +20,12 @@ not hold on to the old concept: after every `HALF_LIFE` learned records its stat
 count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
 ``proba="calibrated"`` mixes the same naive Bayes into the calibrated softmax while the trees are
-young, and retires it for good (`Retirement`) once its weight is at its floor (the difference at its
-bound: it has nothing left to add until a concept change) or after a set number of records, so that a
-long stream pays for it only at its start: `mix_until` is `mix` stopping at that record.
+young, and retires it for good by a `Tournament` on the experts' log losses over every learned record
+(`NaiveBayes.lead`, the difference unbounded): once the trees' is a margin below its own, or from a set
+number of records on once the trees' is at most its own, so that a long stream on which the trees are
+the better expert pays for it only at its start: `mix_until` is `mix` stopping at that record. (A young
+naive Bayes saved before the tournament keeps `Retirement`, the rule then: its weight at its floor,
+the bounded difference at its bound, or a set number of records.)
 
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
@@ -49,6 +52,7 @@ same bits, however the trees' side of a batch is chunked.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -56,7 +60,15 @@ import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "Mixed", "NaiveBayes", "Retirement"]
+__all__ = [
+    "HALF_LIFE",
+    "LOG_RATIO_BOUND",
+    "UNIFORM_SHARE",
+    "Mixed",
+    "NaiveBayes",
+    "Retirement",
+    "Tournament",
+]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
@@ -106,6 +118,9 @@ class NaiveBayes:
         }
         self._pending: list[_Learned] = []
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
+        # L_bayes - L_trees over every learned record, unbounded: what `Tournament` retires a young naive
+        # Bayes by; None where nothing reads it (proba="mixed", or a young one saved before it was kept)
+        self.lead: float | None = None
         self.since = 0  # records learned since the statistics last halved
         # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
         # do not change (a record predicted, then learned, computes it once); not model state
@@ -224,8 +239,11 @@ class NaiveBayes:
         bayes = self._estimate_one(x, numeric, k)
         logs = np.log(np.array([max(bayes[target], _TINY), max(tree_proba[target], _TINY)])).tolist()
         loss_bayes, loss_trees = -logs[0], -logs[1]  # numpy's log, as `mix`
-        ratio = self.log_ratio + (loss_bayes - loss_trees)
+        step = loss_bayes - loss_trees
+        ratio = self.log_ratio + step
         self.log_ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio))
+        if self.lead is not None:
+            self.lead += step  # as `mix_until`, row by row on Python floats
         self._learn_one(x, numeric, target)
 
     def _derive(self, numeric: list[int], k: int) -> _Derived:
@@ -553,7 +571,7 @@ class NaiveBayes:
         tree: np.ndarray,
         tree_learned: np.ndarray,
         targets: np.ndarray,
-        retirement: Retirement | None = None,
+        retirement: Retirement | Tournament | None = None,
         learned_before: int = 0,
     ) -> Mixed:
         """`mix`, stopping after the learned row at which `retirement` says the naive Bayes retires
@@ -561,7 +579,7 @@ class NaiveBayes:
         `tree` exactly, and the difference is that after the retiring row."""
         learned = targets >= 0
         losses = -np.log(np.maximum(np.stack([estimate.learned[learned], tree_learned[learned]]), _TINY))
-        ratio, bound = self.log_ratio, LOG_RATIO_BOUND
+        ratio, bound, lead = self.log_ratio, LOG_RATIO_BOUND, self.lead
         path = [ratio]  # the difference after each learned row
         retired = -1
         for step in (losses[0] - losses[1]).tolist():
@@ -571,10 +589,12 @@ class NaiveBayes:
             elif ratio < -bound:
                 ratio = -bound
             path.append(ratio)
-            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1):
+            if lead is not None:
+                lead += step
+            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1, lead):
                 retired = len(path) - 2  # among the learned rows
                 break
-        self.log_ratio = ratio
+        self.log_ratio, self.lead = ratio, lead
         order: np.ndarray = np.cumsum(learned) - learned  # each row: the learned rows before it
         at = None if retired < 0 else int(np.flatnonzero(learned)[retired])  # the retiring row
         if at is not None:
@@ -588,7 +608,10 @@ class NaiveBayes:
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"log_ratio": self.log_ratio, "since": self.since}
+        state: dict[str, Any] = {"log_ratio": self.log_ratio, "since": self.since}
+        if self.lead is not None:  # absent, a young naive Bayes restores with the rule it was saved under
+            state["lead"] = self.lead
+        return state
 
     def arrays(self) -> list[tuple[str, np.ndarray]]:
         return [(f"bayes.{name}", getattr(self, name)) for name in self.SAVED]
@@ -601,6 +624,13 @@ class NaiveBayes:
         if not abs(log_ratio) <= LOG_RATIO_BOUND:
             raise ValueError(f"naive Bayes log-loss difference {log_ratio!r} out of range")
         bayes.log_ratio = log_ratio
+        lead = state.get("lead")  # absent before `Tournament`, and with proba="mixed"
+        if lead is not None:
+            if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not math.isfinite(lead):
+                raise ValueError(
+                    f"naive Bayes cumulative log-loss difference {lead!r} is not a finite number"
+                )
+            bayes.lead = float(lead)
         since = state.get("since", 0)  # absent before the statistics halved
         if not (isinstance(since, int) and not isinstance(since, bool) and 0 <= since < HALF_LIFE):
             raise ValueError(f"naive Bayes records since halving {since!r} out of range [0, {HALF_LIFE})")
@@ -639,10 +669,34 @@ class Retirement:
     ratio: float
     records: int
 
-    def retires(self, log_ratio: float, learned: int) -> bool:
+    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
         """Whether it retires after a learned record that leaves the difference at `log_ratio` and the
-        model with `learned` records learned."""
+        model with `learned` records learned (`lead`, the unbounded difference, takes no part)."""
         return log_ratio >= self.ratio or learned >= self.records
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """When a young naive Bayes beside calibrated trees retires, by the experts' log losses over every
+    record learned (`NaiveBayes.lead`, unbounded): once the trees' is `lead` nats below its own, or, from
+    `records` learned records on, once the trees' is at most its own.
+
+    `Retirement` judges by the bounded difference, which forgets how far an expert fell behind: on
+    streams where the naive Bayes is the better expert on the whole (a noisy LED display, ten skewed
+    Gaussian classes) that difference still touches its bound by chance early on, or the record count
+    ends it, and the trees alone lose up to 4 points of accuracy. A naive Bayes that leads the
+    tournament stays for as long as it leads.
+    """
+
+    lead: float
+    records: int
+
+    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
+        """Whether it retires after a learned record that leaves the cumulative difference at `lead` and
+        the model with `learned` records learned (`log_ratio`, the bounded one, takes no part)."""
+        if lead is None:
+            raise ValueError("a tournament needs the naive Bayes' cumulative log-loss difference")
+        return lead >= self.lead or (learned >= self.records and lead >= 0.0)
 
 
 @dataclass

@@ -34,7 +34,9 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
+from sgt.bayes import Retirement, Tournament
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.classifier import YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
@@ -71,6 +73,15 @@ def calibrated_alone(spec: StreamSpec) -> Any:
     model = single(spec)
     if not spec.is_regression:
         model._bayes = None  # retired before the first record
+    return model
+
+
+def young_bayes(spec: StreamSpec, rule: Retirement | Tournament) -> Any:
+    """The default with another retirement rule for its young naive Bayes (the classifier's default on
+    a regression stream)."""
+    model = single(spec)
+    if not spec.is_regression:
+        model._retirement = rule
     return model
 
 
@@ -112,6 +123,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
     Variant("ours-calibrated-alone", calibrated_alone),
+    # the young naive Bayes retired by the bounded log-loss difference or at 5,000 records (the default
+    # before the tournament), or by a tournament with a longer lead
+    Variant("ours-bounded-retirement", lambda spec: young_bayes(spec, YOUNG_BAYES_BOUNDED)),
+    Variant("ours-lead-30", lambda spec: young_bayes(spec, Tournament(lead=30.0, records=5000))),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
