@@ -25,7 +25,7 @@ PROBA_MODES = ("calibrated", "mixed", *MODES)
 #: when the naive Bayes that ``proba="calibrated"`` mixes in while the trees are young retires: once the
 #: trees' log loss over every learned record is LEAD nats below its own, or from 5,000 records on once
 #: the trees' is at most its own; while it leads, it stays (docs/decisions.md)
-YOUNG_BAYES = Tournament(lead=LOG_RATIO_BOUND, records=5000)
+YOUNG_BAYES = Tournament(lead=LOG_RATIO_BOUND, records=5000, least=200)
 #: the rule of a young naive Bayes saved before `Tournament` (its state has no "lead"): once its weight
 #: in the mixture is at its floor, exp(-LOG_RATIO_BOUND), or after 5,000 records at the latest
 YOUNG_BAYES_BOUNDED = Retirement(ratio=LOG_RATIO_BOUND, records=5000)
@@ -180,7 +180,8 @@ class SGTClassifier(BaseSGT):
         self.proba = proba
         self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
-        self._bayes = NaiveBayes(self.bins) if proba in ("mixed", "calibrated") else None
+        # (a feature of two values is a Bernoulli variable to the naive Bayes of a new model)
+        self._bayes = NaiveBayes(self.bins, two_valued=True) if proba in ("mixed", "calibrated") else None
         self._calibrator = Calibrator() if proba == "calibrated" else None
         # with the calibration the naive Bayes is young: it retires for good once the trees lead it
         self._retirement: Retirement | Tournament | None = YOUNG_BAYES if proba == "calibrated" else None

@@ -5,8 +5,9 @@
   calibration learn the same with it or without it);
 - when it retires (`YOUNG_BAYES`, a `Tournament`): after the learned record that puts the trees' log
   loss over every learned record `lead` nats below its own, or, from `records` learned records on,
-  the first that leaves the trees' at most its own; while it leads it stays (it failed before the
-  tournament: retired at 5,000 records at the latest); a retired model saves no naive Bayes state;
+  the first that leaves the trees' at most its own, never before `least` records; while it leads it
+  stays (it failed before the tournament: retired at 5,000 records at the latest); a retired model
+  saves no naive Bayes state;
 - the rule before the tournament (`Retirement`), which a young model saved then keeps: after the
   learned record that puts its weight at its floor (the bounded difference at its bound), or after
   `records` learned records, whichever comes first;
@@ -143,7 +144,7 @@ def test_it_retires_after_the_set_number_of_records_at_the_latest() -> None:
 def test_the_tournament_retires_it_at_the_record_that_puts_the_trees_lead_at_its_margin() -> None:
     records, labels = _stream()
     model = _small("calibrated")
-    assert model._retirement == YOUNG_BAYES == Tournament(LOG_RATIO_BOUND, 5000)
+    assert model._retirement == YOUNG_BAYES == Tournament(LOG_RATIO_BOUND, 5000, least=200)
     leads = []
     for x, y in zip(records, labels, strict=True):
         if y is None:
@@ -178,6 +179,8 @@ def test_the_tournament_retires_by_the_lead_or_from_the_record_count_on_by_any_l
     assert not rule.retires(9.0, 99, 2.9) and not rule.retires(9.0, 5000, -0.1)  # the bounded one is ignored
     with pytest.raises(ValueError, match="cumulative log-loss difference"):
         rule.retires(0.0, 1, None)
+    patient = Tournament(3.0, 100, least=50)
+    assert not patient.retires(9.0, 49, 30.0) and patient.retires(9.0, 50, 3.0)
 
 
 # -- exactness with a retirement inside the stream -------------------------------------------------
