@@ -96,11 +96,11 @@ class SGTClassifier(BaseSGT):
         times the time per record. While the trees are young it is mixed with a naive Bayes, as
         ``"mixed"`` mixes the raw softmax, which retires for good once the trees' log loss over every
         learned record is 10 nats below its own, or from 5,000 learned records on once the trees' is at
-        most its own, and not before 200 records (`YOUNG_BAYES`); from then on the calibrated softmax is published alone, at no
-        extra cost. ``"tree"``: the trees' softmax (the paper's model). ``"mixed"``:
-        the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf model
-        of the Hoeffding trees; a feature of two values is a Bernoulli variable), each weighted by its prequential log loss so far (sgt.bayes): the
-        naive Bayes carries the first
+        most its own, and not before 200 records (`YOUNG_BAYES`); from then on the calibrated softmax
+        is published alone, at no extra cost. ``"tree"``: the trees' softmax (the paper's model).
+        ``"mixed"``: the trees' softmax mixed with a Gaussian naive Bayes over the numeric features
+        (the leaf model of the Hoeffding trees; a feature of two values is a Bernoulli variable), each
+        weighted by its prequential log loss so far (sgt.bayes): the naive Bayes carries the first
         few hundred records, while the trees are young, and the trees the rest; better calibrated on
         short and drifting streams, at about 1.15 times the time per record in batches and twice
         one record at a time. ``"blend"``: every node also counts the classes of the records learned
