@@ -20,9 +20,12 @@ not hold on to the old concept: after every `HALF_LIFE` learned records its stat
 count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
 ``proba="calibrated"`` mixes the same naive Bayes into the calibrated softmax while the trees are
-young, and retires it for good (`Retirement`) once its weight is at its floor (the difference at its
-bound: it has nothing left to add until a concept change) or after a set number of records, so that a
-long stream pays for it only at its start: `mix_until` is `mix` stopping at that record.
+young, and retires it for good by a `Tournament` on the experts' log losses over every learned record
+(`NaiveBayes.lead`, the difference unbounded): once the trees' is a margin below its own, or from a set
+number of records on once the trees' is at most its own, so that a long stream on which the trees are
+the better expert pays for it only at its start: `mix_until` is `mix` stopping at that record. (A young
+naive Bayes saved before the tournament keeps `Retirement`, the rule then: its weight at its floor,
+the bounded difference at its bound, or a set number of records.)
 
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
@@ -49,14 +52,23 @@ same bits, however the trees' side of a batch is chunked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from sgt.features import Regrid
 
-__all__ = ["HALF_LIFE", "LOG_RATIO_BOUND", "UNIFORM_SHARE", "Mixed", "NaiveBayes", "Retirement"]
+__all__ = [
+    "HALF_LIFE",
+    "LOG_RATIO_BOUND",
+    "UNIFORM_SHARE",
+    "Mixed",
+    "NaiveBayes",
+    "Retirement",
+    "Tournament",
+]
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
@@ -92,9 +104,12 @@ class NaiveBayes:
     #: the arrays a saved model holds
     SAVED = ("class_counts", "counts", "sums", "squares", "histogram")
 
-    def __init__(self, bins: int, half_life: int = HALF_LIFE) -> None:
+    def __init__(self, bins: int, half_life: int = HALF_LIFE, two_valued: bool = False) -> None:
         self.bins = bins
         self.half_life = half_life
+        # whether a feature whose learned values take exactly two codes is estimated as a Bernoulli
+        # variable (see `_pairs`) rather than a Gaussian: saved, absent before it (a Gaussian every time)
+        self.two_valued = two_valued
         # the statistics, by name (see the properties below); `_pending` holds the records learned one at
         # a time and not yet added to them (integer sums: added in bulk, in any order, they are the same)
         self._store: dict[str, np.ndarray] = {
@@ -106,6 +121,9 @@ class NaiveBayes:
         }
         self._pending: list[_Learned] = []
         self.log_ratio = 0.0  # L_bayes - L_trees, bounded
+        # L_bayes - L_trees over every learned record, unbounded: what `Tournament` retires a young naive
+        # Bayes by; None where nothing reads it (proba="mixed", or a young one saved before it was kept)
+        self.lead: float | None = None
         self.since = 0  # records learned since the statistics last halved
         # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
         # do not change (a record predicted, then learned, computes it once); not model state
@@ -224,8 +242,11 @@ class NaiveBayes:
         bayes = self._estimate_one(x, numeric, k)
         logs = np.log(np.array([max(bayes[target], _TINY), max(tree_proba[target], _TINY)])).tolist()
         loss_bayes, loss_trees = -logs[0], -logs[1]  # numpy's log, as `mix`
-        ratio = self.log_ratio + (loss_bayes - loss_trees)
+        step = loss_bayes - loss_trees
+        ratio = self.log_ratio + step
         self.log_ratio = min(LOG_RATIO_BOUND, max(-LOG_RATIO_BOUND, ratio))
+        if self.lead is not None:
+            self.lead += step  # as `mix_until`, row by row on Python floats
         self._learn_one(x, numeric, target)
 
     def _derive(self, numeric: list[int], k: int) -> _Derived:
@@ -244,8 +265,41 @@ class NaiveBayes:
         # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
         width = len(cols)
         known = [any(counts[c * width + j] for c in range(k)) for j in range(width)]
-        self._derived = _Derived(key, means, variances, logs, known, counts, sums, squares, classes)
-        return self._derived
+        seen = self._seen(np.array(cols, dtype=np.int64))
+        pairs = [codes if codes is not None and len(codes) == 2 else None for codes in seen]
+        d = _Derived(key, means, variances, logs, known, counts, sums, squares, classes, seen, pairs)
+        d.masses = [0.0] * (2 * k * width)
+        self._derived = d
+        self._bernoulli(d, [c * width + j for c in range(k) for j in range(width) if pairs[j] is not None])
+        return d
+
+    def _seen(self, numeric: np.ndarray) -> list[tuple[int, ...] | None]:
+        """Per feature of `numeric`, the codes of its learned values, in order, while at most two (None
+        for more, and for every feature without `two_valued`: each is then a Gaussian whatever comes)."""
+        if not self.two_valued:
+            return [None] * len(numeric)
+        present = self.histogram[:, numeric].sum(axis=0) > 0  # [features, code]
+        out: list[tuple[int, ...] | None] = []
+        for row in present:
+            codes = np.flatnonzero(row)
+            out.append(tuple(codes.tolist()) if codes.size <= 2 else None)
+        return out
+
+    def _bernoulli(self, d: _Derived, at: list[int]) -> None:
+        """The log masses of the low and the high code of two-valued features at cells `at` of `d`
+        (class-major), as `_piece` computes them: the share of each code with one pseudo record of each."""
+        width = len(d.key[0])
+        ratios = []
+        for i in at:
+            pair = d.pairs[i % width]
+            assert pair is not None
+            low, high = pair
+            n = d.counts[i]
+            n_high = (d.sums[i] - n * low) // (high - low)
+            ratios += [(n - n_high + 1.0) / (n + 2.0), (n_high + 1.0) / (n + 2.0)]
+        logs = np.log(np.array(ratios)).tolist()
+        for t, i in enumerate(at):
+            d.masses[2 * i], d.masses[2 * i + 1] = logs[2 * t], logs[2 * t + 1]
 
     def _moments(
         self, counts: list[int], sums: list[int], squares: list[int]
@@ -284,6 +338,9 @@ class NaiveBayes:
             d.means[i], d.variances[i], d.logs[i] = mean, variance, log
             d.known[j] = True
         d.logs[k * width :] = logs[len(at) :]
+        paired = [i for i, j in zip(at, present, strict=True) if d.pairs[j] is not None]
+        if paired:
+            self._bernoulli(d, paired)
 
     def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
         """`_piece`'s estimate of one row, in the same order of operations (a record predicted, then
@@ -298,8 +355,15 @@ class NaiveBayes:
             score = d.logs[k * width + c]
             for j in present:
                 at = c * width + j
-                z = x[j] - d.means[at]
-                score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
+                pair = d.pairs[j]
+                if pair is None:
+                    z = x[j] - d.means[at]
+                    score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
+                elif x[j] == pair[0]:
+                    score = score + d.masses[2 * at]
+                elif x[j] == pair[1]:
+                    score = score + d.masses[2 * at + 1]
+                # (a third code of a two-valued feature takes no part: `_piece` adds 0.0)
             scores.append(score)
         top = max(scores)
         e = np.exp(np.array([score - top for score in scores])).tolist()
@@ -326,6 +390,9 @@ class NaiveBayes:
             len(self._store["class_counts"]),
         ):
             self._derived = None
+        d = self._derived
+        if d is not None and any(_new_code(d.seen[j], x[j]) for j in positions):
+            self._derived = None  # a feature of at most two codes learned another: its kind may change
         self._refresh(target, positions, values)
 
     def _halve(self) -> None:
@@ -427,15 +494,28 @@ class NaiveBayes:
         """`estimate` of rows [first, end) of `x` (their numeric codes) in pieces, into `out` (its
         `predicted` rows only if `predict`)."""
         step = max(1, PIECE_CELLS // (self.class_counts.size * max(1, x.shape[1])))
-        for start in range(first, end, step):
-            rows = slice(start, min(end, start + step))
-            piece = self._piece(x[rows], targets[rows], out.known[rows], numeric)
+        start = first
+        while start < end:
+            seen = self._seen(numeric)
+            stop = _after_new_code(x, targets, seen, start, min(end, start + step))
+            rows = slice(start, stop)
+            piece = self._piece(x[rows], targets[rows], out.known[rows], numeric, seen)
             if predict:
                 out.predicted[rows] = piece.predicted
             out.learned[rows] = piece.learned
+            start = stop
 
-    def _piece(self, x: np.ndarray, targets: np.ndarray, known: np.ndarray, numeric: np.ndarray) -> Estimate:
-        """`estimate` of rows without grids growing: each from the statistics of the rows before it.
+    def _piece(
+        self,
+        x: np.ndarray,
+        targets: np.ndarray,
+        known: np.ndarray,
+        numeric: np.ndarray,
+        codes_before: list[tuple[int, ...] | None],
+    ) -> Estimate:
+        """`estimate` of rows without grids growing, nor a feature of at most two codes learning another
+        but in the last row (`codes_before`: `_seen` before the piece): each from the statistics of the
+        rows before it.
 
         Between two learned rows of a class its statistics do not change, so each class's moments are
         computed once per *state* (its statistics before the piece, then after each of its rows: K
@@ -470,6 +550,9 @@ class NaiveBayes:
         np.divide(terms, np.take(variance, state, axis=1), out=terms)
         np.add(np.take(log_variance, state, axis=1), terms, out=terms)
         np.multiply(-0.5, terms, out=terms)
+        for j, codes in enumerate(codes_before):
+            if codes is not None and len(codes) == 2:
+                terms[j] = _bernoulli_terms(states[:, j], states[:, f + j], codes, x[:, j], state)
         # a feature takes part with a value, and values of it learned before (`_derive`'s `known`)
         used = valid
         if not ahead.all():
@@ -553,7 +636,7 @@ class NaiveBayes:
         tree: np.ndarray,
         tree_learned: np.ndarray,
         targets: np.ndarray,
-        retirement: Retirement | None = None,
+        retirement: Retirement | Tournament | None = None,
         learned_before: int = 0,
     ) -> Mixed:
         """`mix`, stopping after the learned row at which `retirement` says the naive Bayes retires
@@ -561,7 +644,7 @@ class NaiveBayes:
         `tree` exactly, and the difference is that after the retiring row."""
         learned = targets >= 0
         losses = -np.log(np.maximum(np.stack([estimate.learned[learned], tree_learned[learned]]), _TINY))
-        ratio, bound = self.log_ratio, LOG_RATIO_BOUND
+        ratio, bound, lead = self.log_ratio, LOG_RATIO_BOUND, self.lead
         path = [ratio]  # the difference after each learned row
         retired = -1
         for step in (losses[0] - losses[1]).tolist():
@@ -571,10 +654,12 @@ class NaiveBayes:
             elif ratio < -bound:
                 ratio = -bound
             path.append(ratio)
-            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1):
+            if lead is not None:
+                lead += step
+            if retirement is not None and retirement.retires(ratio, learned_before + len(path) - 1, lead):
                 retired = len(path) - 2  # among the learned rows
                 break
-        self.log_ratio = ratio
+        self.log_ratio, self.lead = ratio, lead
         order: np.ndarray = np.cumsum(learned) - learned  # each row: the learned rows before it
         at = None if retired < 0 else int(np.flatnonzero(learned)[retired])  # the retiring row
         if at is not None:
@@ -588,7 +673,12 @@ class NaiveBayes:
 
     # -- serialisation ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"log_ratio": self.log_ratio, "since": self.since}
+        state: dict[str, Any] = {"log_ratio": self.log_ratio, "since": self.since}
+        if self.lead is not None:  # absent, a young naive Bayes restores with the rule it was saved under
+            state["lead"] = self.lead
+        if self.two_valued:  # absent, every feature is a Gaussian, as before two-valued features
+            state["two_valued"] = True
+        return state
 
     def arrays(self) -> list[tuple[str, np.ndarray]]:
         return [(f"bayes.{name}", getattr(self, name)) for name in self.SAVED]
@@ -601,6 +691,17 @@ class NaiveBayes:
         if not abs(log_ratio) <= LOG_RATIO_BOUND:
             raise ValueError(f"naive Bayes log-loss difference {log_ratio!r} out of range")
         bayes.log_ratio = log_ratio
+        two_valued = state.get("two_valued", False)
+        if not isinstance(two_valued, bool):
+            raise ValueError(f"naive Bayes two_valued must be true or false, got {two_valued!r}")
+        bayes.two_valued = two_valued
+        lead = state.get("lead")  # absent before `Tournament`, and with proba="mixed"
+        if lead is not None:
+            if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not math.isfinite(lead):
+                raise ValueError(
+                    f"naive Bayes cumulative log-loss difference {lead!r} is not a finite number"
+                )
+            bayes.lead = float(lead)
         since = state.get("since", 0)  # absent before the statistics halved
         if not (isinstance(since, int) and not isinstance(since, bool) and 0 <= since < HALF_LIFE):
             raise ValueError(f"naive Bayes records since halving {since!r} out of range [0, {HALF_LIFE})")
@@ -639,10 +740,40 @@ class Retirement:
     ratio: float
     records: int
 
-    def retires(self, log_ratio: float, learned: int) -> bool:
+    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
         """Whether it retires after a learned record that leaves the difference at `log_ratio` and the
-        model with `learned` records learned."""
+        model with `learned` records learned (`lead`, the unbounded difference, takes no part)."""
         return log_ratio >= self.ratio or learned >= self.records
+
+
+@dataclass(frozen=True)
+class Tournament:
+    """When a young naive Bayes beside calibrated trees retires, by the experts' log losses over every
+    record learned (`NaiveBayes.lead`, unbounded): once the trees' is `lead` nats below its own, or, from
+    `records` learned records on, once the trees' is at most its own; never before `least` records.
+
+    `Retirement` judges by the bounded difference, which forgets how far an expert fell behind: on
+    streams where the naive Bayes is the better expert on the whole (a noisy LED display, ten skewed
+    Gaussian classes) that difference still touches its bound by chance early on, or the record count
+    ends it, and the trees alone lose up to 4 points of accuracy. A naive Bayes that leads the
+    tournament stays for as long as it leads. Its first records say little: over many features of two
+    values a naive Bayes of a few records per class is overconfident (odds of 2^24 from one record of
+    a class over 24 binary features), and on a noisy LED display the trees led it by up to 24 nats
+    over the first 30 to 80 records before it overtook them for good by record 200 (`least`).
+    """
+
+    lead: float
+    records: int
+    least: int = 0
+
+    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
+        """Whether it retires after a learned record that leaves the cumulative difference at `lead` and
+        the model with `learned` records learned (`log_ratio`, the bounded one, takes no part)."""
+        if lead is None:
+            raise ValueError("a tournament needs the naive Bayes' cumulative log-loss difference")
+        if learned < self.least:
+            return False
+        return lead >= self.lead or (learned >= self.records and lead >= 0.0)
 
 
 @dataclass
@@ -658,6 +789,9 @@ class _Derived:
     sums: list[int]
     squares: list[int]
     classes: list[int]  # records per class
+    seen: list[tuple[int, ...] | None]  # per feature: its codes while at most two (`NaiveBayes._seen`)
+    pairs: list[tuple[int, int] | None]  # per feature: its two codes if two-valued, else None (a Gaussian)
+    masses: list[float] = field(default_factory=list)  # per cell: the low code's log mass, the high's
     last: tuple[list[int], list[float]] | None = None  # the last codes estimated, and their estimate
 
 
@@ -692,6 +826,47 @@ class _Learned(NamedTuple):
     target: int
     features: list[int]  # the numeric features it has a value of
     codes: list[int]  # their codes
+
+
+def _bernoulli_terms(
+    counts: np.ndarray, sums: np.ndarray, codes: tuple[int, ...], x: np.ndarray, state: np.ndarray
+) -> np.ndarray:
+    """[rows, K] a two-valued feature's log mass of each row's code per class: from the class's state
+    of the row (`state` [rows, K]) whose `counts` and `sums` of the feature's codes [state] give the
+    records of each code; with one pseudo record of each code (`NaiveBayes._bernoulli`'s arithmetic).
+    A row's third code, or none, takes no part (0)."""
+    low, high = codes
+    n_high = (sums - counts * low) // (high - low)
+    total = counts + 2.0
+    # (the state after a piece's last row may hold a third code, which it brings: no row reads that state,
+    # and its masses may be nonsense)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        masses = np.log(np.stack([(counts - n_high + 1.0) / total, (n_high + 1.0) / total]))  # [2, states]
+    picked = np.where(x[:, None] == high, masses[1][state], masses[0][state])
+    return np.where((x[:, None] == low) | (x[:, None] == high), picked, 0.0)
+
+
+def _after_new_code(
+    x: np.ndarray, targets: np.ndarray, seen: list[tuple[int, ...] | None], start: int, stop: int
+) -> int:
+    """`stop`, or the row after the first learned row of [start, stop) that brings a feature of at most
+    two codes (`seen`, per column of `x`) another code: the rows after it see it of another kind."""
+    watched = [j for j, codes in enumerate(seen) if codes is not None]
+    if not watched:
+        return stop
+    rows = x[start:stop][:, watched]
+    fresh = (rows > 0) & (targets[start:stop] >= 0)[:, None]
+    for column, j in enumerate(watched):
+        for code in seen[j] or ():
+            fresh[:, column] &= rows[:, column] != code
+    hits = np.flatnonzero(fresh.any(axis=1))
+    return stop if not hits.size else start + int(hits[0]) + 1
+
+
+def _new_code(seen: tuple[int, ...] | None, code: int) -> bool:
+    """Whether a learned `code` is new to a feature whose codes so far are `seen` (None: more than two,
+    which no code changes)."""
+    return seen is not None and code not in seen
 
 
 def _priors(classes: list[int]) -> list[float]:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_real
-from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement
+from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement, Tournament
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
@@ -22,9 +22,13 @@ __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
 
 #: how the classifier makes probabilities (see SGTClassifier's ``proba``)
 PROBA_MODES = ("calibrated", "mixed", *MODES)
-#: when the naive Bayes that ``proba="calibrated"`` mixes in while the trees are young retires: once its
-#: weight in the mixture is at its floor, exp(-LOG_RATIO_BOUND), or after 5,000 records at the latest
-YOUNG_BAYES = Retirement(ratio=LOG_RATIO_BOUND, records=5000)
+#: when the naive Bayes that ``proba="calibrated"`` mixes in while the trees are young retires: once the
+#: trees' log loss over every learned record is LEAD nats below its own, or from 5,000 records on once
+#: the trees' is at most its own; while it leads, it stays (docs/decisions.md)
+YOUNG_BAYES = Tournament(lead=LOG_RATIO_BOUND, records=5000, least=200)
+#: the rule of a young naive Bayes saved before `Tournament` (its state has no "lead"): once its weight
+#: in the mixture is at its floor, exp(-LOG_RATIO_BOUND), or after 5,000 records at the latest
+YOUNG_BAYES_BOUNDED = Retirement(ratio=LOG_RATIO_BOUND, records=5000)
 
 
 class SGTClassifier(BaseSGT):
@@ -90,12 +94,13 @@ class SGTClassifier(BaseSGT):
         loss of every learned record (sgt.calibration; Platt scaling with two classes): it starts as
         the softmax, and cools it when it is overconfident, as after a concept change, at about 1.05
         times the time per record. While the trees are young it is mixed with a naive Bayes, as
-        ``"mixed"`` mixes the raw softmax, which retires for good once its weight in the mixture is at
-        its floor or after 5,000 learned records (`YOUNG_BAYES`); from then on the calibrated softmax
-        is published alone, at no extra cost. ``"tree"``: the trees' softmax (the paper's model). ``"mixed"``:
-        the trees' softmax mixed with a Gaussian naive Bayes over the numeric features (the leaf model
-        of the Hoeffding trees), each weighted by its prequential log loss so far (sgt.bayes): the
-        naive Bayes carries the first
+        ``"mixed"`` mixes the raw softmax, which retires for good once the trees' log loss over every
+        learned record is 10 nats below its own, or from 5,000 learned records on once the trees' is at
+        most its own, and not before 200 records (`YOUNG_BAYES`); from then on the calibrated softmax
+        is published alone, at no extra cost. ``"tree"``: the trees' softmax (the paper's model).
+        ``"mixed"``: the trees' softmax mixed with a Gaussian naive Bayes over the numeric features
+        (the leaf model of the Hoeffding trees; a feature of two values is a Bernoulli variable), each
+        weighted by its prequential log loss so far (sgt.bayes): the naive Bayes carries the first
         few hundred records, while the trees are young, and the trees the rest; better calibrated on
         short and drifting streams, at about 1.15 times the time per record in batches and twice
         one record at a time. ``"blend"``: every node also counts the classes of the records learned
@@ -175,10 +180,13 @@ class SGTClassifier(BaseSGT):
         self.proba = proba
         self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
-        self._bayes = NaiveBayes(self.bins) if proba in ("mixed", "calibrated") else None
+        # (a feature of two values is a Bernoulli variable to the naive Bayes of a new model)
+        self._bayes = NaiveBayes(self.bins, two_valued=True) if proba in ("mixed", "calibrated") else None
         self._calibrator = Calibrator() if proba == "calibrated" else None
         # with the calibration the naive Bayes is young: it retires for good once the trees lead it
-        self._retirement = YOUNG_BAYES if proba == "calibrated" else None
+        self._retirement: Retirement | Tournament | None = YOUNG_BAYES if proba == "calibrated" else None
+        if self._bayes is not None and proba == "calibrated":
+            self._bayes.lead = 0.0  # the tournament's score
         # while a batch runs with the calibration: the rows learned on the one-record path, by row
         self._calibrating: _Calibrating | None = None
         # while a chunked batch runs with the naive Bayes: the trees' softmax of its event rows as learned
@@ -250,6 +258,8 @@ class SGTClassifier(BaseSGT):
             self._calibrator = Calibrator.restore(extra["calibration"], len(self._classes))
             # saved after its naive Bayes retired, or before the calibration had one: none from now on
             self._bayes = self._restored_bayes(extra, arrays) if "bayes" in extra else None
+            if self._bayes is not None and self._bayes.lead is None:
+                self._retirement = YOUNG_BAYES_BOUNDED  # saved before the tournament: its rule then
         elif self._bayes is not None and "bayes" in extra and self._calibrator is None:
             self._bayes = self._restored_bayes(extra, arrays)
         elif "smoothing" not in extra:
@@ -440,7 +450,8 @@ class SGTClassifier(BaseSGT):
         calibrated = self._calibrator.proba_one(raw) if raw else [1.0] * len(self._classes)
         row = [int(c) for c in codes]
         self._bayes.learn_one(row, calibrated, target, self._numeric_list(len(row)))
-        if self._retirement.retires(self._bayes.log_ratio, self._n_seen + 1):  # this record counted
+        bayes = self._bayes
+        if self._retirement.retires(bayes.log_ratio, self._n_seen + 1, bayes.lead):  # this record counted
             self._bayes = None
 
     def _observe_event(self, row: int) -> None:

@@ -34,7 +34,9 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
+from sgt.bayes import Retirement, Tournament
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
@@ -71,6 +73,19 @@ def calibrated_alone(spec: StreamSpec) -> Any:
     model = single(spec)
     if not spec.is_regression:
         model._bayes = None  # retired before the first record
+    return model
+
+
+def young_bayes(
+    spec: StreamSpec, rule: Retirement | Tournament | None, two_valued: bool = True, proba: str | None = None
+) -> Any:
+    """The classifier (``proba``, the default's if None) with another retirement rule for its young naive
+    Bayes, whose features of two values are Bernoulli variables or not (``two_valued``); the regressor's
+    default on a regression stream."""
+    model = single(spec, proba=proba)
+    if not spec.is_regression:
+        model._retirement = rule if rule is not None else model._retirement
+        model._bayes.two_valued = two_valued
     return model
 
 
@@ -112,6 +127,17 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
     Variant("ours-calibrated-alone", calibrated_alone),
+    # the young naive Bayes: as before the tournament and two-valued features (retired by the bounded
+    # log-loss difference or at 5,000 records; every feature a Gaussian), each change alone, and other
+    # tournaments (a longer lead; no records, or 100, before it may retire)
+    Variant("ours-before-tournament", lambda spec: young_bayes(spec, YOUNG_BAYES_BOUNDED, two_valued=False)),
+    Variant("ours-bounded-retirement", lambda spec: young_bayes(spec, YOUNG_BAYES_BOUNDED)),
+    Variant("ours-gaussian-bayes", lambda spec: young_bayes(spec, YOUNG_BAYES, two_valued=False)),
+    Variant("ours-lead-30", lambda spec: young_bayes(spec, Tournament(lead=30.0, records=5000, least=200))),
+    Variant("ours-least-0", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000))),
+    Variant("ours-least-50", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=50))),
+    Variant("ours-least-100", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=100))),
+    Variant("ours-mixed-gaussian", lambda spec: young_bayes(spec, None, two_valued=False, proba="mixed")),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
