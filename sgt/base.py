@@ -148,9 +148,6 @@ class BaseSGT:
         # how a grid's large growth carries linear terms (Params.drop_far_terms): a saved model restores
         # the rule it was saved with, False before the rule existed
         self._drop_far_terms = True
-        # whether adaptive leaves split on their constant's statistics (Params.constant_splits): the
-        # regressor's rule; a saved model restores the rule it was saved with, False before it existed
-        self._constant_splits = False
 
     # -- hooks for the concrete estimators ----------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -247,7 +244,6 @@ class BaseSGT:
             self.leaf_model,
             self.linear_lambda,
             drop_far_terms=self._drop_far_terms,
-            constant_splits=self._constant_splits,
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -387,8 +383,6 @@ class BaseSGT:
             "extra": self._state_extra(),
             "drop_far_terms": self._drop_far_terms,
         }
-        if self._constant_splits:  # (written only when set: other models' bytes as before)
-            header["constant_splits"] = True
         arrays = [ranges]
         for t, tree in enumerate(self._trees):
             counters, tree_arrays = tree.saved(f"t{t}")
@@ -419,7 +413,6 @@ class BaseSGT:
             header, arrays = saved.header, saved.arrays
             model = cls(**cls._params_from_saved(dict(header["params"]), loss))
             model._drop_far_terms = bool(header.get("drop_far_terms", False))
-            model._constant_splits = bool(header.get("constant_splits", False))
             model._space.load_saved(header["space"], arrays["space.ranges"], saved.version)
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision

@@ -47,11 +47,6 @@ class Params:
     # "adaptive": the weight each attempt keeps of a leaf's tally of its linear term's loss change (the
     # blocks before it fade by this factor; see sgt.leaf.LeafLearner._choose; why 0.5: docs/decisions.md)
     leaf_fading: float = 0.5
-    # "adaptive": whether a leaf's split statistics, value updates and split steps are its constant's
-    # whichever predictor it serves, so the tree grows the constant-leaf tree's structure and the linear
-    # term rides along (see sgt.leaf.LeafLearner._choose); the regressor sets it, saved models before it
-    # restore without it
-    constant_splits: bool = False
     # None, or the share of the features a split attempt may split on, drawn anew at each attempt
     # (random subspaces, as in random forests: sgt.leaf.subspace); `feature_seed` makes the draws of
     # one tree (an ensemble's member) differ from another's

@@ -233,7 +233,7 @@ class LeafLearner:
             return 1
         served = int(tree.serving[node])
         tree.serving[node] = int(float(tree.tally[node]) < 0.0)
-        return 0 if tree.params.constant_splits else served
+        return served
 
     def _step_value(self, node: int, delta: Any, served: int) -> None:
         """A value update by `delta`, computed from the g and h of the predictions the leaf `served`: an
@@ -295,8 +295,6 @@ class LeafLearner:
             other[:, 2] = change
             g_sum, h_sum, change_sum = sums_in_order(other).tolist()
             self._record(node, change_sum)
-            if linear and tree.params.constant_splits:
-                return self._constant_block(node, slot, other[:, 0])
             step = g_sum / (h_sum + tree.params.lambda_)
             if not math.isfinite(step):
                 return None if linear else other[:, 0]
@@ -306,35 +304,6 @@ class LeafLearner:
             tree.value[node] -= step  # the linear term's level step, the constant kept
             tree.anchor[node] += step
             return other[:, 0] - h * step
-
-    def _constant_block(self, node: int, slot: int, constant_g: np.ndarray) -> np.ndarray | None:
-        """`_choose`'s end for a leaf that served its linear term while its split statistics are its
-        constant's (`Params.constant_splits`): the linear term takes its level's Newton step from the
-        block's own g, the block's g become the constant's (`constant_g`, g - h e), which the merge, the
-        value update and a split then use, and the linear term's g after its level step are returned
-        for its Newton step.
-
-        So the tree grows as the constant-leaf tree grows (the same statistics, up to rounding), whichever
-        predictor its leaves serve: a linear term that serves takes its level from its own residuals and
-        does not steer the splits. Grown on the linear term's gradients, a tree split a step-shaped target
-        in other places than the constant-leaf tree, at up to 2.4 times its MAE (docs/decisions.md,
-        "Trees: how a leaf learns"). A row whose constant g is not a number (a linear term that overflowed
-        there) counts as 0: nothing is known of the constant's residual on it."""
-        tree = self.tree
-        size = int(tree.pending_n[slot])
-        own = np.empty((size, 2))
-        own[:, 0] = tree.pending_g[slot, :size]
-        own[:, 1] = tree.pending_h[slot, :size]
-        g_sum, h_sum = sums_in_order(own).tolist()
-        np.copyto(constant_g, 0.0, where=~np.isfinite(constant_g))
-        tree.pending_g[slot, :size] = constant_g
-        step = g_sum / (h_sum + tree.params.lambda_)
-        if not math.isfinite(step):
-            return own[:, 0]
-        tree.value[node] -= step  # the linear term's level step, the constant kept
-        tree.anchor[node] += step
-        with np.errstate(over="ignore", invalid="ignore"):
-            return own[:, 0] - own[:, 1] * step
 
     def _record(self, node: int, change: float) -> None:
         """Fade the leaf's tally and add a block's loss change; a change that is not a finite number

@@ -100,9 +100,6 @@ class SGTRegressor(BaseSGT):
             raise ValueError(f"loss must be an sgt.losses.Loss instance, got {loss!r}")
         if base_score is not None:
             _check_real("base_score", base_score, low=-np.inf, allowed="None or a finite number")
-        # adaptive leaves grow the constant-leaf tree's structure (Params.constant_splits; why:
-        # docs/decisions.md, "Trees: how a leaf learns")
-        self._constant_splits = True
         self.loss = loss if loss is not None else SquaredError()
         self.base_score = None if base_score is None else float(base_score)
         self._base_value = self.base_score
