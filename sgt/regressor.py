@@ -1,4 +1,5 @@
-"""SGTRegressor: one Stochastic Gradient Tree for squared error or any loss of sgt.losses."""
+"""SGTRegressor: a Stochastic Gradient Tree (by default one per leaf model, the best serving) for squared
+error or any loss of sgt.losses."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ __all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor"]
 #: first serves while the errors tie, as they do before the first record)
 AUTO_LEAVES = ("adaptive", "constant", "linear")
 #: leaf_model="auto": the weight each learned record keeps of a tree's faded absolute error (a half-life
-#: of about 34 records; why: docs/decisions.md, "The single tree")
+#: of about 34 records; why: docs/decisions.md, "The regressor's leaves")
 AUTO_FADING = 0.98
 _LARGEST = 1e300  # one record's absolute error counts as at most this (a faded error stays finite)
 
 
 class SGTRegressor(BaseSGT):
-    """Online regressor: a single Stochastic Gradient Tree (paper section 4.2).
+    """Online regressor: a single Stochastic Gradient Tree (paper section 4.2); by default three, one per
+    leaf model, of which the one that predicted the latest records best serves (`leaf_model` below).
 
     The prediction is `loss.link(base + tree(x))`. With the default squared error (g = F - y,
     h = 1) the base score is the first target, so the tree learns deviations from it: shifting
@@ -52,7 +54,7 @@ class SGTRegressor(BaseSGT):
         the one whose absolute error, faded by `AUTO_FADING` per learned record, is lowest (about three
         times the work of one tree). A tree's structure depends on its leaf model: on a step-shaped
         target the trees with linear terms split elsewhere than the constant-leaf tree, and no choice
-        within a leaf recovers the constant-leaf tree's MAE (docs/decisions.md, "The single tree").
+        within a leaf recovers the constant-leaf tree's MAE (docs/decisions.md, "The regressor's leaves").
         "adaptive": one tree whose leaves each serve their linear term or their constant, whichever
         predicted their records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant"
         as for the classifier.
