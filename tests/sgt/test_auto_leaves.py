@@ -161,3 +161,19 @@ def test_a_tree_whose_predictions_overflow_stops_serving_and_the_errors_stay_fin
     for _ in range(5):
         model._record_errors([1e308, 1.0, 1.0], -1e308)
     assert all(np.isfinite(model._auto_errors))
+
+
+def test_rows_without_a_target_are_predicted_and_leave_the_errors_as_they_are() -> None:
+    """predict_learn_many with targets None on some rows: each row predicted as predict_one would, and
+    the errors (and bytes) of a loop that learns only the others."""
+    y = [None if i % 7 == 3 else float(t) for i, t in enumerate(_Y[:900])]
+    batched = SGTRegressor(grace_period=40)
+    got = batched.predict_learn_many(_X[:900], y)
+    loop = SGTRegressor(grace_period=40)
+    expected = []
+    for x, target in zip(_X[:900], y, strict=True):
+        expected.append(loop.predict_one(x))
+        if target is not None:
+            loop.learn_one(x, target)
+    assert got.tolist() == expected
+    assert batched._auto_errors == loop._auto_errors and batched.to_bytes() == loop.to_bytes()
