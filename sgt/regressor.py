@@ -227,15 +227,13 @@ class SGTRegressor(BaseSGT):
             error = abs(p - y)
             errors[k] = self._auto_fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
 
-    def _width(self) -> int:
-        """The raw scores per row of a run that are the trees' (its later columns are unused)."""
-        return 1 if self._auto_errors is None else len(self._auto_leaves)
-
-    def _served_rows(self, linked: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
-        """Each row's prediction from the trees' predictions [rows, trees] (the first with one tree): the
-        serving tree's as it stood before the row, the errors updated by each learned row in order."""
+    def _served_rows(self, raw: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
+        """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving
+        tree's as it stood before the row, the errors updated by each learned row in order."""
         if self._auto_errors is None:
-            return linked[:, 0]
+            return self.loss.link(raw[:, 0])
+        # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
+        linked = self.loss.link(np.ascontiguousarray(raw[:, : len(self._auto_leaves)]))
         out = np.empty(linked.shape[0])
         for i, row in enumerate(linked.tolist()):
             out[i] = row[self._serving()]
@@ -303,7 +301,7 @@ class SGTRegressor(BaseSGT):
         Rows whose target is None are only predicted. Equal to a loop of predict_one and learn_one.
         """
         raw, _ = self._run(X, y)
-        predictions = self._served_rows(self.loss.link(raw[:, : self._width()]), y)
+        predictions = self._served_rows(raw, y)
         if self._intervals is not None:  # the prequential residuals, in row order
             self._intervals.learn_many(predictions, y)
         return predictions
@@ -356,7 +354,7 @@ class SGTRegressor(BaseSGT):
         layer = self._layer()
         layer.half_width(coverage)
         raw, _ = self._run(X, y)
-        predictions = self._served_rows(self.loss.link(raw[:, : self._width()]), y)
+        predictions = self._served_rows(raw, y)
         widths = layer.learn_many(predictions, y, coverage)
         assert widths is not None
         return predictions, np.column_stack([predictions - widths, predictions + widths])

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor, kernels
+from sgt.losses import Poisson
 from sgt.regressor import AUTO_LEAVES
 from sgt.serialization import SerializationError, decode, encode
 from tests.sgt.sgt_testkit import learned_in_pieces, mixed_regression_stream, predicted_then_learned
@@ -177,3 +178,24 @@ def test_rows_without_a_target_are_predicted_and_leave_the_errors_as_they_are() 
             loop.learn_one(x, target)
     assert got.tolist() == expected
     assert batched._auto_errors == loop._auto_errors and batched.to_bytes() == loop.to_bytes()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_auto_regressor_with_a_poisson_loss_gives_the_loops_predictions_and_bytes(compiled: bool) -> None:
+    """The trees' predictions pass through the loss's link (exp) before their errors are taken."""
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1.0, 1.0, (1500, 3))
+    y = rng.poisson(np.exp(1.0 + (X[:, 0] > 0) + 0.5 * X[:, 1])).astype(float)
+    enabled = kernels.ENABLED
+    try:
+        kernels.ENABLED = compiled and enabled
+        batched = SGTRegressor(loss=Poisson(), grace_period=40)
+        got = np.concatenate(
+            [batched.predict_learn_many(X[lo : lo + 250], y[lo : lo + 250]) for lo in range(0, 1500, 250)]
+        )
+        loop = SGTRegressor(loss=Poisson(), grace_period=40)
+        expected = predicted_then_learned(loop, X, y)
+    finally:
+        kernels.ENABLED = enabled
+    assert got.tolist() == expected and batched.to_bytes() == loop.to_bytes()
+    assert len(set(batched._auto_errors)) == 3 and batched.n_splits >= 3
