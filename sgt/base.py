@@ -417,7 +417,7 @@ class BaseSGT:
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision
             model._trees = [
-                load_tree(model._params(), model._layout, f"t{t}", counters, arrays)
+                load_tree(model._params_of_tree(t), model._layout, f"t{t}", counters, arrays)
                 for t, counters in enumerate(header["trees"])
             ]
             model._n_seen = int(header["n_seen"])
@@ -503,8 +503,13 @@ class BaseSGT:
             for tree in self._trees:
                 tree.regrid(regrid)
 
+    def _params_of_tree(self, t: int) -> Params:
+        """The parameters of the model's tree `t` (all the same but in a regressor with
+        `leaf_model="auto"`, whose trees differ in their leaf model)."""
+        return self._params()
+
     def _new_tree(self, root_value: float = 0.0) -> None:
-        self._trees.append(Tree(self._params(), self._layout, root_value))
+        self._trees.append(Tree(self._params_of_tree(len(self._trees)), self._layout, root_value))
         self._fit_budget()  # (at a new target's row: the shares are smaller)
 
     # -- the one-record path -------------------------------------------------------------------

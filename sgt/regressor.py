@@ -1,23 +1,35 @@
-"""SGTRegressor: one Stochastic Gradient Tree for squared error or any loss of sgt.losses."""
+"""SGTRegressor: a Stochastic Gradient Tree (by default one per leaf model, the best serving) for squared
+error or any loss of sgt.losses."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from sgt.base import BaseSGT, _check_real
+from sgt.base import LEAF_MODELS, BaseSGT, TreeGroup, _check_real
 from sgt.explain import Explanation, explanations
 from sgt.intervals import IntervalLayer, check_coverages
+from sgt.layout import Params
 from sgt.losses import Loss, SquaredError, get_loss
 from sgt.serialization import SerializationError
 
-__all__ = ["SGTRegressor"]
+__all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor"]
+
+#: leaf_model="auto": the trees the regressor grows side by side, one per leaf model, in this order (the
+#: first serves while the errors tie, as they do before the first record)
+AUTO_LEAVES = ("adaptive", "constant", "linear")
+#: leaf_model="auto": the weight each learned record keeps of a tree's faded absolute error (a half-life
+#: of about 34 records; why: docs/decisions.md, "The regressor's leaves")
+AUTO_FADING = 0.98
+_LARGEST = 1e300  # one record's absolute error counts as at most this (a faded error stays finite)
 
 
 class SGTRegressor(BaseSGT):
-    """Online regressor: a single Stochastic Gradient Tree (paper section 4.2).
+    """Online regressor: a single Stochastic Gradient Tree (paper section 4.2); by default three, one per
+    leaf model, of which the one that predicted the latest records best serves (`leaf_model` below).
 
     The prediction is `loss.link(base + tree(x))`. With the default squared error (g = F - y,
     h = 1) the base score is the first target, so the tree learns deviations from it: shifting
@@ -37,9 +49,15 @@ class SGTRegressor(BaseSGT):
     base_score
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
     leaf_model
-        "adaptive" (default): each leaf serves its linear term or its constant, whichever predicted
-        its records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant" as for the
-        classifier.
+        "auto" (default): three trees learn side by side, one with each of the leaf models below
+        (`AUTO_LEAVES`), each from the gradients of its own predictions, and the model predicts with
+        the one whose absolute error, faded by `AUTO_FADING` per learned record, is lowest (about three
+        times the work of one tree). A tree's structure depends on its leaf model: on a step-shaped
+        target the trees with linear terms split elsewhere than the constant-leaf tree, and no choice
+        within a leaf recovers the constant-leaf tree's MAE (docs/decisions.md, "The regressor's leaves").
+        "adaptive": one tree whose leaves each serve their linear term or their constant, whichever
+        predicted their records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant"
+        as for the classifier.
     interval_coverages
         Coverages (in (0, 1)) whose prediction intervals the model tracks online from its prequential
         residuals, e.g. (0.9, 0.95) (sgt.intervals); `predict_interval_one` answers for these. Default
@@ -60,6 +78,11 @@ class SGTRegressor(BaseSGT):
     7
     """
 
+    _leaf_models: ClassVar[tuple[str, ...]] = (*LEAF_MODELS, "auto")
+    # leaf_model="auto"'s trees and fading (class attributes so that a benchmark variant may change them)
+    _auto_leaves: ClassVar[tuple[str, ...]] = AUTO_LEAVES
+    _auto_fading: ClassVar[float] = AUTO_FADING
+
     def __init__(
         self,
         delta: float = 1e-3,
@@ -75,11 +98,15 @@ class SGTRegressor(BaseSGT):
         base_score: float | None = None,
         max_categories: int | None = None,
         grace_start: int = 10,
-        leaf_model: str = "adaptive",
+        leaf_model: str = "auto",
         linear_lambda: float = 0.01,
         max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
+        # leaf_model="auto": each tree's faded absolute error (see AUTO_LEAVES), None otherwise
+        self._auto_errors: list[float] | None = (
+            [0.0] * len(self._auto_leaves) if leaf_model == "auto" else None
+        )
         super().__init__(
             delta,
             grace_period,
@@ -126,7 +153,10 @@ class SGTRegressor(BaseSGT):
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         """The saved loss name becomes the built-in loss of that name (with its saved arguments), or
-        `loss` if it has that name (and those arguments)."""
+        `loss` if it has that name (and those arguments). A model saved without a leaf model (before
+        there was a choice) restores with "adaptive" leaves, as it did before "auto" was the default."""
+        if "auto" in cls._leaf_models:  # saved before the parameter: restored as it was then restored
+            params.setdefault("leaf_model", "adaptive")
         name = params.pop("loss")
         args = params.pop("loss_args", {})
         if loss is not None:
@@ -142,6 +172,74 @@ class SGTRegressor(BaseSGT):
                 f"the model uses the custom loss {name!r}: pass it as load(..., loss=...)"
             ) from None
         return {**params, "loss": type(built_in)(**args) if args else built_in}
+
+    def _params_of_tree(self, t: int) -> Params:
+        """With leaf_model="auto", tree t's leaf model is `AUTO_LEAVES[t]`."""
+        params = super()._params_of_tree(t)
+        if self.leaf_model != "auto":
+            return params
+        return dataclasses.replace(params, leaf_model=self._auto_leaves[t])
+
+    def _new_tree(self, root_value: float = 0.0) -> None:
+        """The model's tree, or with leaf_model="auto" its trees (one per leaf model)."""
+        for _ in self._auto_leaves if self.leaf_model == "auto" else ("",):
+            super()._new_tree(root_value)
+
+    def _tree_groups(self) -> list[TreeGroup]:
+        """The views show the tree that predicts (with leaf_model="auto", the serving one)."""
+        if self._auto_errors is None:
+            return super()._tree_groups()
+        return [TreeGroup("", [self._trees[self._serving()]])]
+
+    def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
+        arrays = super()._state_arrays()
+        if self._auto_errors is not None:
+            arrays.append(("errors", np.array(self._auto_errors)))
+        return arrays
+
+    def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        super()._restore_arrays(extra, arrays)
+        if self._auto_errors is None:
+            return
+        errors = arrays.get("errors")
+        if errors is None or errors.shape != (len(self._auto_leaves),) or not np.isfinite(errors).all():
+            raise SerializationError("a model with leaf_model='auto' needs its trees' errors")
+        self._auto_errors = errors.astype(np.float64).tolist()
+
+    # -- leaf_model="auto": the tree that serves -------------------------------------------------
+    def _serving(self) -> int:
+        """The tree that predicts (its index): the lowest faded absolute error, the first on ties (the
+        only one but with leaf_model="auto")."""
+        errors = self._auto_errors
+        if errors is None:
+            return 0
+        return min(range(len(errors)), key=errors.__getitem__)
+
+    def _record_errors(self, predictions: list[float], target: Any) -> None:
+        """Fade each tree's absolute error and add its error on one learned record (`predictions`: the
+        trees' predictions made before it was learned). An error that is not a number, or beyond
+        `_LARGEST`, counts as `_LARGEST`: a tree whose prediction overflowed stops serving, and its
+        faded error stays finite, so it can serve again once it predicts well."""
+        errors = self._auto_errors
+        assert errors is not None
+        y = float(self.loss.check_target(target))
+        for k, p in enumerate(predictions):
+            error = abs(p - y)
+            errors[k] = self._auto_fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
+
+    def _served_rows(self, raw: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
+        """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving
+        tree's as it stood before the row, the errors updated by each learned row in order."""
+        if self._auto_errors is None:
+            return self.loss.link(raw[:, 0])
+        # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
+        linked = self.loss.link(np.ascontiguousarray(raw[:, : len(self._auto_leaves)]))
+        out = np.empty(linked.shape[0])
+        for i, row in enumerate(linked.tolist()):
+            out[i] = row[self._serving()]
+            if y is not None and y[i] is not None:
+                self._record_errors(row, y[i])
+        return out
 
     def _state_extra(self) -> dict[str, Any]:
         return {"base": self._base_value, **self._interval_state()}
@@ -176,18 +274,26 @@ class SGTRegressor(BaseSGT):
         return 0.0 if self._base_value is None else self._base_value
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        g, h = self.loss.gradient_hessian(targets, raw[0])
-        return g[None, :], h[None, :]
+        """Each tree's g and h at its own raw scores (with leaf_model="auto" the trees learn apart)."""
+        if raw.shape[0] == 1:
+            g, h = self.loss.gradient_hessian(targets, raw[0])
+            return g[None, :], h[None, :]
+        pairs = [self.loss.gradient_hessian(targets, scores) for scores in raw]
+        return np.stack([g for g, _ in pairs]), np.stack([h for _, h in pairs])
 
     # -- prediction and learning ---------------------------------------------------------------
+    def _linked_one(self, x: Any) -> np.ndarray:
+        """The trees' predictions of one record (one per tree)."""
+        return self.loss.link(np.array(self._predict_raw_one(x)))
+
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self.loss.link(np.array(self._predict_raw_one(x)))[0])
+        return float(self._linked_one(x)[self._serving()])
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""
         raw, _ = self._run(X, None)
-        return self.loss.link(raw[:, 0])
+        return self.loss.link(raw[:, self._serving()])
 
     def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
         """Predict each row with the model that learned all earlier rows, then learn it.
@@ -195,31 +301,37 @@ class SGTRegressor(BaseSGT):
         Rows whose target is None are only predicted. Equal to a loop of predict_one and learn_one.
         """
         raw, _ = self._run(X, y)
-        predictions = self.loss.link(raw[:, 0])
+        predictions = self._served_rows(raw, y)
         if self._intervals is not None:  # the prequential residuals, in row order
             self._intervals.learn_many(predictions, y)
         return predictions
 
     def learn_one(self, x: Any, y: float) -> None:
         """Learn one record."""
-        if self._intervals is None:
+        if self._intervals is None and self._auto_errors is None:
             self._learn_one(x, y)
             return
-        prediction = self.predict_one(x)  # the residual is the one of the prediction before learning
+        # the residuals are those of the predictions before learning
+        linked = self._linked_one(x)
+        prediction = float(linked[self._serving()])
         self._learn_one(x, y)
-        self._intervals.learn_one(prediction, float(y))
+        if self._auto_errors is not None:
+            self._record_errors(linked.tolist(), y)
+        if self._intervals is not None:
+            self._intervals.learn_one(prediction, float(y))
 
     def learn_many(self, X: Any, y: Sequence[Any]) -> None:
         """Learn rows in order; identical to a loop of learn_one (targets None are skipped)."""
-        if self._intervals is None:
+        if self._intervals is None and self._auto_errors is None:
             self._run(X, y)
         else:
             self.predict_learn_many(X, y)
 
     def explain_one(self, x: Any) -> Explanation:
         """The raw score of `x` (for squared error, its prediction) as a base value plus each
-        feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms."""
-        return explanations(self, x)[0]
+        feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
+        (with leaf_model="auto": of the tree that serves)."""
+        return explanations(self, x)[self._serving()]
 
     # -- prediction intervals (sgt.intervals) --------------------------------------------------
     def _layer(self) -> IntervalLayer:
@@ -242,7 +354,7 @@ class SGTRegressor(BaseSGT):
         layer = self._layer()
         layer.half_width(coverage)
         raw, _ = self._run(X, y)
-        predictions = self.loss.link(raw[:, 0])
+        predictions = self._served_rows(raw, y)
         widths = layer.learn_many(predictions, y, coverage)
         assert widths is not None
         return predictions, np.column_stack([predictions - widths, predictions + widths])

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
@@ -31,6 +32,8 @@ TOTAL_STEP = 2.5
 
 class _RegressorEnsemble(_Boosting, SGTRegressor):
     """A boosted ensemble of SGTs for regression, with the drift policy it is given."""
+
+    _leaf_models: ClassVar[tuple[str, ...]] = LEAF_MODELS  # (not the single regressor's "auto")
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ from sgt.bayes import Retirement, Tournament
 from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
+from sgt.regressor import AUTO_FADING, AUTO_LEAVES
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
@@ -111,6 +112,20 @@ def fading(spec: StreamSpec, factor: float) -> Any:
     return model_class(leaf_model="adaptive")
 
 
+def auto(spec: StreamSpec, leaves: tuple[str, ...] = AUTO_LEAVES, factor: float = AUTO_FADING) -> Any:
+    """The regressor's tree-level leaf choice (``leaf_model="auto"``) with other trees or another fading
+    of their errors (the classifier's default on a classification stream)."""
+    if not spec.is_regression:
+        return SGTClassifier()
+    model_class = type("Auto", (SGTRegressor,), {"_auto_leaves": leaves, "_auto_fading": factor})
+    return model_class(leaf_model="auto")
+
+
+def auto_leaves(spec: StreamSpec) -> dict[str, Any]:
+    """``leaf_model="auto"`` on a regression stream (the classifier has no such leaf model)."""
+    return {"leaf_model": "auto"} if spec.is_regression else {}
+
+
 def huber(spec: StreamSpec) -> dict[str, Any]:
     """``loss=Huber()`` (delta 1) on a regression stream (the classifier has no loss parameter)."""
     return {"loss": Huber()} if spec.is_regression else {}
@@ -142,6 +157,14 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
     Variant("ours-adaptive-leaves", lambda spec: single(spec, leaf_model="adaptive")),  # the classifier too
+    # the regressor's leaf_model="auto" (its default; the classifier's default on classification streams):
+    # as it is, of two trees only (linear and constant leaves), and with other fadings of the errors
+    Variant("ours-auto", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **auto_leaves(spec))),
+    Variant("ours-auto-two", lambda spec: auto(spec, ("linear", "constant"))),
+    Variant("ours-auto-fading-0.95", lambda spec: auto(spec, factor=0.95)),
+    Variant("ours-auto-fading-0.99", lambda spec: auto(spec, factor=0.99)),
+    Variant("ours-auto-fading-0.995", lambda spec: auto(spec, factor=0.995)),
+    Variant("ours-auto-fading-0.999", lambda spec: auto(spec, factor=0.999)),
     Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
     Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
     Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),

@@ -57,7 +57,9 @@ def test_without_a_drift_it_is_the_single_tree_bit_for_bit() -> None:
     assert adaptive.n_drifts == 0 and adaptive.n_trees == 1
     Xr, yr = step_regression_stream(6000, seed=94)
     regressor = AdaptiveSGTRegressor()
-    assert np.array_equal(regressor.predict_learn_many(Xr, yr), SGTRegressor().predict_learn_many(Xr, yr))
+    assert np.array_equal(
+        regressor.predict_learn_many(Xr, yr), SGTRegressor(leaf_model="adaptive").predict_learn_many(Xr, yr)
+    )
     assert regressor.n_drifts == 0
 
 
@@ -110,7 +112,7 @@ def test_parameters_are_the_single_trees_plus_the_drift_test() -> None:
     assert AdaptiveSGTRegressor().get_params() == {
         "drift_threshold": 50.0,
         "drift_delta": 0.2,
-        **SGTRegressor().get_params(),
+        **SGTRegressor(leaf_model="adaptive").get_params(),  # (its tree's leaves: no tree-level choice)
     }
     restored = sgt.load(AdaptiveSGTRegressor(grace_period=50).to_bytes())
     assert type(restored) is AdaptiveSGTRegressor and restored.get_params()["grace_period"] == 50

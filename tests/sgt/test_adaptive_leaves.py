@@ -1,5 +1,6 @@
-"""Adaptive leaves (`leaf_model="adaptive"`, the regressor's default): each leaf serves its linear term
-or its constant, whichever predicted the leaf's records better so far (sgt.leaf.LeafLearner._choose).
+"""Adaptive leaves (`leaf_model="adaptive"`, one of the regressor's default trees): each leaf serves its
+linear term or its constant, whichever predicted the leaf's records better so far
+(sgt.leaf.LeafLearner._choose).
 
 - A linear term that diverges (a feature with rare values a thousand times its usual range: the grid
   spans them, so the usual values share a few bins and the outliers meet a steep term) no longer wrecks
@@ -72,8 +73,8 @@ def test_adaptive_leaves_keep_the_gains_of_either_leaf_model() -> None:
     assert errors["step", "constant"] < errors["step", "adaptive"] < errors["step", "linear"]
 
 
-def test_the_regressor_defaults_to_adaptive_leaves_the_boosted_classifier_refuses_them() -> None:
-    assert SGTRegressor().leaf_model == "adaptive" and SGTClassifier().leaf_model == "linear"
+def test_the_regressor_defaults_to_a_tree_of_each_the_boosted_classifier_refuses_them() -> None:
+    assert SGTRegressor().leaf_model == "auto" and SGTClassifier().leaf_model == "linear"
     with pytest.raises(ValueError, match="leaf_model must be one of 'constant', 'linear', got 'adaptive'"):
         BoostedClassifier(leaf_model="adaptive")  # its members' trees may have several outputs
 

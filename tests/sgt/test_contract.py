@@ -461,8 +461,8 @@ def test_defaults_are_documented_and_the_papers_are_one_argument_away() -> None:
     # our defaults differ from the paper's in delta, grace_period, gamma and grace_start (measured)
     for model in (SGTClassifier(), SGTRegressor(), MILClassifier()):
         params = model.to_dict()["params"]
-        # the regressor's leaves choose between their linear term and their constant (measured)
-        own = {"leaf_model": "adaptive"} if isinstance(model, SGTRegressor) else {}
+        # the regressor chooses between trees of each leaf model (measured)
+        own = {"leaf_model": "auto"} if isinstance(model, SGTRegressor) else {}
         assert {k: params[k] for k in DEFAULTS} == {**DEFAULTS, **own}
         assert params["max_depth"] is None
     assert DEFAULTS == {

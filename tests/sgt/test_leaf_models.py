@@ -138,7 +138,7 @@ def test_constant_leaves_store_no_weights_and_a_bad_leaf_model_is_named() -> Non
     linear.learn_many(_X[:300], _Y[:300])
     assert b"t0.weights" not in model.to_bytes() and b"t0.weights" in linear.to_bytes()
     assert SGTRegressor.from_bytes(linear.to_bytes()).to_bytes() == linear.to_bytes()
-    bad = "leaf_model must be one of 'constant', 'linear', 'adaptive', got 'tree'"
+    bad = "leaf_model must be one of 'constant', 'linear', 'adaptive', 'auto', got 'tree'"
     with pytest.raises(ValueError, match=bad):
         SGTRegressor(leaf_model="tree")
     with pytest.raises(ValueError, match="linear_lambda must be > 0, got 0"):

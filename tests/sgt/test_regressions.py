@@ -260,7 +260,7 @@ def test_R6_learning_an_unseen_category_adds_a_leaf_at_the_branch_value() -> Non
     nodes, root_value = model.n_nodes, model.to_dict()["trees"][0]["value"]
     model.learn_one({"c": "zzz"}, 100.0)
     root = model.to_dict()["trees"][0]
-    assert model.n_nodes == nodes + 1
+    assert model.n_nodes == nodes + model.n_trees  # (a leaf in each tree)
     assert "zzz" in root["categories"]
     new_leaf = root["children"][root["categories"].index("zzz")]
     assert new_leaf["leaf"] and new_leaf["value"] == root_value

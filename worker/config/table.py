@@ -309,8 +309,8 @@ SETTINGS: tuple[Setting, ...] = (
         "leaf_model",
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
-        "constant; none = the model's default (for sgt regression each leaf serves its linear term or "
-        "its constant, whichever predicted better; else linear).",
+        "constant; none = the model's default (for sgt regression a tree of each leaf model, the one "
+        "that predicted the latest records best serving; else linear).",
         optional_one_of("linear", "constant"),
     ),
     Setting(
