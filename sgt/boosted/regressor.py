@@ -19,7 +19,7 @@ from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
-__all__ = ["TOTAL_STEP", "BoostedRegressor"]
+__all__ = ["TOTAL_STEP", "BoostedRegressor", "damped_share"]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -27,6 +27,26 @@ __all__ = ["TOTAL_STEP", "BoostedRegressor"]
 #: boundary to the next (Friedman #1: 20 members at 0.5 had 50 times the MAE of 5 at 0.5); 2.5 is the
 #: largest sum measured stable (5 at 0.5, 10 at 0.25), so the defaults keep their step.
 TOTAL_STEP = 2.5
+
+
+def damped_share(step: float, members: int) -> float:
+    """The share of its Newton steps each member after the first takes, so that the members together
+    move the prediction by at most the residual they saw: step * (1 + (members - 1) * share) <= 1.
+
+    Why: every member takes its Newton step at the same block boundaries, from gradients gathered
+    before any of them moved (the members' leaves start and split together), so each member after
+    the first also fits the part of the residual the members before it are fitting at that very
+    boundary. Undamped, the prediction moves by step * members times the residual (2.5 with the
+    defaults), and the members after the first then spend the following blocks undoing it, each with
+    the sign of the one before flipped: on a slowly moving target (a time series) they never settle,
+    and the ensemble learned next to nothing (TrumpApproval: the MAE of the running mean, where one
+    tree has two thirds of it). Damped so, the first boundary moves the prediction by at most the
+    residual, and the damped members still converge to the same fit (a damped Newton step has the same
+    fixed point), a few blocks later.
+    """
+    if members <= 1:
+        return 1.0
+    return min(1.0, (1.0 / step - 1.0) / (members - 1))
 
 
 class _RegressorEnsemble(_Boosting, SGTRegressor):
@@ -80,10 +100,11 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             max_bytes=max_bytes,
             interval_coverages=interval_coverages,
         )
+        self._bounded_step = True  # False for models saved before the bound (see `_step`)
+        self._damped_members = True  # False for models saved before the damping (see `_step_share`)
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
         )
-        self._bounded_step = True  # False for models saved before the bound (see `_step`)
 
     def get_params(self) -> dict[str, Any]:
         return {**self._boosting_params(), **SGTRegressor.get_params(self), **self._subspace_param()}
@@ -93,12 +114,19 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _state_extra(self) -> dict[str, Any]:
         bound = {"bounded_step": True} if self._step() != self.learning_rate else {}
+        if self._damped_members and self._step_share(1) != 1.0:
+            bound["damped_members"] = True
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state(), **bound}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         # saved without the key: before the bound, or a step it leaves alone (the same either way)
         self._bounded_step = bool(extra.get("bounded_step", False))
+        # saved without the key: before the damping, or with no member it damps (the same either way)
+        self._damped_members = bool(extra.get("damped_members", False))
         self._restore_boosting(extra)
+        for ensemble in (self._members, self._background or []):
+            for position, member in enumerate(ensemble):
+                member.set_step_share(self._step_share(position))
         if any(len(m.trees) != 1 for m in self._all_members()):
             raise ValueError("every member of a regressor has one tree")
         SGTRegressor._restore_extra(self, extra)
@@ -111,6 +139,13 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if not self._bounded_step:
             return self.learning_rate
         return min(self.learning_rate, TOTAL_STEP / self._member_count())
+
+    def _step_share(self, position: int) -> float:
+        """The share of its Newton steps the member at `position` takes: all for the first, and for
+        the others `damped_share` (unless saved before the damping)."""
+        if position == 0 or not getattr(self, "_damped_members", False):
+            return 1.0
+        return damped_share(self._step(), self._member_count())
 
     def _n_raw(self, n_events: int) -> int:
         return 1
