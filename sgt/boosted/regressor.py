@@ -16,6 +16,8 @@ import numpy as np
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
+from sgt.boosted.residual import ResidualLevel
+from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
@@ -102,6 +104,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         )
         self._bounded_step = True  # False for models saved before the bound (see `_step`)
         self._damped_members = True  # False for models saved before the damping (see `_step_share`)
+        # the residual level added to the predictions (BoostedRegressor's; None: none, as saved before)
+        self._residual: ResidualLevel | None = None
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
         )
@@ -113,9 +117,12 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         return self._without_subspace(super()._saved_params())
 
     def _state_extra(self) -> dict[str, Any]:
-        bound = {"bounded_step": True} if self._step() != self.learning_rate else {}
+        # keys saved only where they change something, so a model they leave alone saves as before
+        bound: dict[str, Any] = {"bounded_step": True} if self._step() != self.learning_rate else {}
         if self._damped_members and self._step_share(1) != 1.0:
             bound["damped_members"] = True
+        if self._residual is not None:
+            bound["residual"] = self._residual.state()
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state(), **bound}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
@@ -123,6 +130,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         self._bounded_step = bool(extra.get("bounded_step", False))
         # saved without the key: before the damping, or with no member it damps (the same either way)
         self._damped_members = bool(extra.get("damped_members", False))
+        residual = extra.get("residual")  # (saved without: before the residual level, none)
+        self._residual = None if residual is None else ResidualLevel.restored(residual)
         self._restore_boosting(extra)
         for ensemble in (self._members, self._background or []):
             for position, member in enumerate(ensemble):
@@ -149,6 +158,31 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _n_raw(self, n_events: int) -> int:
         return 1
+
+    # -- the residual level (sgt.boosted.residual), added to the ensemble's predictions ----------
+    def _run_encoded(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's run, then each row's prediction corrected by the residual level as it stood
+        before the row, which then learns the row's residual (every path runs through here)."""
+        out, outputs_at = super()._run_encoded(codes, targets, learn, events, regrids)
+        if self._residual is not None:
+            out[:, 0] = self._residual.apply(out[:, 0], targets, learn)
+        return out, outputs_at
+
+    def _predict_raw_one(self, x: Any) -> list[float]:
+        scores = super()._predict_raw_one(x)
+        if self._residual is None:
+            return scores
+        return [scores[0] + self._residual.correction()]  # (as `ResidualLevel.apply` adds it)
+
+    def _output_offset(self) -> float:
+        return 0.0 if self._residual is None else self._residual.correction()
 
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F
@@ -299,3 +333,5 @@ class BoostedRegressor(_RegressorEnsemble):
             interval_coverages=interval_coverages,
             policy=self._drift_policy,
         )
+        if type(self.loss).link is Loss.link:  # (a residual level of a linked score would not add up)
+            self._residual = ResidualLevel()
