@@ -489,14 +489,35 @@ def _gain_damped(gain: float) -> type[BoostedRegressor]:
     return _GainDamped
 
 
+class _LevellessBoostedRegressor(BoostedRegressor):
+    """The default without its residual level (sgt.boosted.residual): the members' predictions."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._residual = None
+
+
+class _PreviousBoostedRegressor(_UndampedBoostedRegressor):
+    """The default before this round: undamped members and no residual level."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._residual = None
+
+
 def boosted_regressor_class(regressor: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """The default classifier, and the regressor of the class given with ``params``."""
     return lambda spec: regressor(**params) if spec.is_regression else BoostedClassifier()
 
 
 # the regressor's members' step shares (sgt.boosted.regressor.damped_share: the default damps every
-# member after the first so that together they move the prediction by at most the residual)
+# member after the first so that together they move the prediction by at most the residual) and its
+# residual level (sgt.boosted.residual); with a shorter grace period (more frequent leaf steps)
 VARIANTS += (
+    Variant("ours-boosted-before-damping", boosted_regressor_class(_PreviousBoostedRegressor)),
+    Variant("ours-boosted-no-level", boosted_regressor_class(_LevellessBoostedRegressor)),
+    Variant("ours-boosted-grace25-regressor", boosted_regressor_class(BoostedRegressor, grace_period=25)),
+    Variant("ours-boosted-grace20-regressor", boosted_regressor_class(BoostedRegressor, grace_period=20)),
     Variant("ours-boosted-undamped", boosted_regressor_class(_UndampedBoostedRegressor)),
     Variant(
         "ours-boosted-undamped-constant",
