@@ -219,9 +219,12 @@ class BoostedRegressor(_RegressorEnsemble):
 
     The prediction is `loss.link(b + eta (f_1 + ... + f_M))`, b the loss's base score of the first
     target; member m learns from the loss's gradients at b + eta (f_1 + ... + f_{m-1}) + f_m. See
-    sgt.boosted for the algorithm. Same methods and guarantees as SGTRegressor, plus `n_trees` and
-    `n_drifts`. Why the defaults are what they are: docs/decisions.md, "The boosted ensemble"; the
-    figures: BENCHMARKS.md, sections 5 and 9.
+    sgt.boosted for the algorithm. The members after the first take `damped_share` of their Newton
+    steps (all take theirs at the same block boundaries), and with a loss without a link (squared
+    error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
+    that has done better (sgt.boosted.residual: a target that wanders over time). Same methods and
+    guarantees as SGTRegressor, plus `n_trees` and `n_drifts`. Why the defaults are what they are:
+    docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
 
     Parameters
     ----------
