@@ -21,7 +21,7 @@ from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
-__all__ = ["TOTAL_STEP", "BoostedRegressor", "damped_share"]
+__all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "damped_share"]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -31,6 +31,11 @@ __all__ = ["TOTAL_STEP", "BoostedRegressor", "damped_share"]
 TOTAL_STEP = 2.5
 
 
+#: the least share `damped_share` gives: at a step of 1 (or near it) the first member alone moves the
+#: prediction by the residual, and the members after it would otherwise not learn at all
+MIN_SHARE = 0.1
+
+
 def damped_share(step: float, members: int) -> float:
     """The share of its Newton steps each member after the first takes, so that the members together
     move the prediction by at most the residual they saw: step * (1 + (members - 1) * share) <= 1.
@@ -38,7 +43,8 @@ def damped_share(step: float, members: int) -> float:
     Why: every member takes its Newton step at the same block boundaries, from gradients gathered
     before any of them moved (the members' leaves start and split together), so each member after
     the first also fits the part of the residual the members before it are fitting at that very
-    boundary. Undamped, the prediction moves by step * members times the residual (2.5 with the
+    boundary. (At least `MIN_SHARE`: with a step near 1 the bound cannot hold but by members that
+    never learn.) Undamped, the prediction moves by step * members times the residual (2.5 with the
     defaults), and the members after the first then spend the following blocks undoing it, each with
     the sign of the one before flipped: on a slowly moving target (a time series) they never settle,
     and the ensemble learned next to nothing (TrumpApproval: the MAE of the running mean, where one
@@ -48,7 +54,7 @@ def damped_share(step: float, members: int) -> float:
     """
     if members <= 1:
         return 1.0
-    return min(1.0, (1.0 / step - 1.0) / (members - 1))
+    return min(1.0, max(MIN_SHARE, (1.0 / step - 1.0) / (members - 1)))
 
 
 class _RegressorEnsemble(_Boosting, SGTRegressor):

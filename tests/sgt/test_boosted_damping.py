@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sgt import BoostedRegressor, kernels
-from sgt.boosted.regressor import damped_share
+from sgt.boosted.regressor import MIN_SHARE, damped_share
 from sgt.serialization import decode, encode
 
 
@@ -65,6 +65,16 @@ def test_the_damped_members_move_the_prediction_by_at_most_the_residual(step: fl
     share = damped_share(step, members)
     assert 0.0 < share <= 1.0
     assert step * (1 + (members - 1) * share) <= 1.0 + 1e-12 or share == 1.0
+
+
+def test_members_after_a_full_step_still_learn() -> None:
+    # (at a step of 1 the bound leaves them nothing: before the floor, a division by zero)
+    assert damped_share(1.0, 2) == damped_share(1.0, 5) == MIN_SHARE
+    X, y = _shift(300)
+    model = _members_only(n_members=2, learning_rate=1.0)
+    assert [m._step_share for m in model._members] == [1.0, MIN_SHARE]
+    predictions = model.predict_learn_many(X, y.tolist())
+    assert abs(predictions[-50:] - 1.0).max() < 0.2
 
 
 def test_the_shares_are_the_default_members_own() -> None:
