@@ -146,6 +146,9 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
     base = model._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), np.zeros(0, dtype=np.intp))
     terms = np.zeros((columns, 1 + n_features))
     terms[:, 0] = base[0][0]
+    offset = model._output_offset()  # (the regressor's residual level)
+    if offset:
+        terms[0, 0] += offset
     for member in model._members:
         rows = [tree_terms(tree, codes, n_features) for tree in member.trees]
         if not rows:

@@ -25,7 +25,8 @@ The package's parts, each with one concern:
 - `ensemble`, `engine`: the ensembles' state and the hooks the concrete classes give; the exact span
   engine that runs a batch as the one-record loop would (`spans`: what the members share over a
   batch);
-- `classifier`, `regressor`: `BoostedClassifier` and `BoostedRegressor`.
+- `classifier`, `regressor`: `BoostedClassifier` and `BoostedRegressor` (`residual`: the regressor's
+  correction of its predictions by a recent mean of its residuals).
 
 Batch learning, the one-record loop and save/restore give the same model byte for byte. Why the
 defaults are what they are: docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md,

@@ -214,6 +214,16 @@ class _Core(_Estimator):
         """The shrinkage each member's output is added with (the regressor bounds it)."""
         return self.learning_rate
 
+    def _output_offset(self) -> float:
+        """What is added to the first raw score of a record after the members' (the regressor's
+        residual level; sgt.explain adds it to the base)."""
+        return 0.0
+
+    def _step_share(self, position: int) -> float:
+        """The share of its Newton steps the member at `position` takes (the regressor damps all but
+        the first; see `Member.set_step_share`)."""
+        return 1.0
+
     # -- parameters and introspection ----------------------------------------------------------
     def _boosting_params(self) -> dict[str, Any]:
         return {
@@ -263,6 +273,7 @@ class _Core(_Estimator):
         )
         member.follow_far_terms(self._drop_far_terms)
         member.set_tree_params(**self._subspaces(position))
+        member.set_step_share(self._step_share(position))
         return member
 
     def _subspace_param(self) -> dict[str, Any]:

@@ -97,6 +97,8 @@ class Member(BaseSGT):
         self._budget = budget  # bytes its trees may take together (None: unbounded)
         self._grow_outputs(n_outputs)
         self._marks: Marks | None = None  # set for a run whose changes are wanted at some rows
+        self._step_share = 1.0  # the share of its Newton steps it takes (see `set_step_share`)
+        self._undamped = (self.lambda_, self.linear_lambda, self.gamma)  # (its parameters at share 1)
 
     @property
     def n_outputs(self) -> int:
@@ -134,6 +136,22 @@ class Member(BaseSGT):
         a model restored from a save before the rule keeps the old one, in its new trees too."""
         self._drop_far_terms = drop
         self.set_tree_params(drop_far_terms=drop)
+
+    def set_step_share(self, share: float) -> None:
+        """Take `share` (in (0, 1]) of each Newton step its leaves would take, with the same splits.
+
+        The Hessians it learns from and its trees' `lambda_` and `linear_lambda` are divided by the
+        share, and `gamma` multiplied by it: every Newton step (leaf values and linear terms) is then
+        that share of the undamped one, and every candidate's loss change too, so the split tests (the
+        F-test is scale-free; the penalty scales with them) decide as before. Its ensemble damps the
+        members that step at the same block boundaries as the ones before them (see
+        sgt.boosted.regressor's `damped_share`). Set anew on restored trees, which hold the model's.
+        """
+        lambda_, linear_lambda, gamma = self._undamped
+        self._step_share = share
+        self.set_tree_params(
+            lambda_=lambda_ / share, linear_lambda=linear_lambda / share, gamma=gamma * share
+        )
 
     def set_delta_scale(self, scale: float) -> None:
         self._delta_scale = scale
@@ -223,6 +241,8 @@ class Member(BaseSGT):
         point = raw + targets[:, first : first + raw.shape[0]].T
         g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(self.n_outputs))
         weight = targets[:, WEIGHT]
+        if self._step_share != 1.0:  # (1.0: the bits of before the share)
+            return g * weight, h * (weight / self._step_share)
         return g * weight, h * weight
 
 

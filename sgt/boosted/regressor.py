@@ -17,10 +17,12 @@ from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
+from sgt.boosted.residual import ResidualLevel
+from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 
-__all__ = ["TOTAL_STEP", "BoostedRegressor"]
+__all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "damped_share"]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -28,6 +30,32 @@ __all__ = ["TOTAL_STEP", "BoostedRegressor"]
 #: boundary to the next (Friedman #1: 20 members at 0.5 had 50 times the MAE of 5 at 0.5); 2.5 is the
 #: largest sum measured stable (5 at 0.5, 10 at 0.25), so the defaults keep their step.
 TOTAL_STEP = 2.5
+
+
+#: the least share `damped_share` gives: at a step of 1 (or near it) the first member alone moves the
+#: prediction by the residual, and the members after it would otherwise not learn at all
+MIN_SHARE = 0.1
+
+
+def damped_share(step: float, members: int) -> float:
+    """The share of its Newton steps each member after the first takes, so that the members together
+    move the prediction by at most the residual they saw: step * (1 + (members - 1) * share) <= 1.
+
+    Why: every member takes its Newton step at the same block boundaries, from gradients gathered
+    before any of them moved (the members' leaves start and split together), so each member after
+    the first also fits the part of the residual the members before it are fitting at that very
+    boundary. (At least `MIN_SHARE`: with a step near 1 the bound cannot hold but by members that
+    never learn.) Undamped, the prediction moves by step * members times the residual (2.5 with the
+    defaults), and the members after the first then spend the following blocks undoing it, each with
+    the sign of the one before flipped: on a slowly moving target (a time series) they never settle,
+    and the ensemble learned next to nothing (TrumpApproval: the MAE of the running mean, where one
+    tree has two thirds of it). Damped so, the first boundary moves the prediction by at most the
+    residual, and the damped members still converge to the same fit (a damped Newton step has the same
+    fixed point), a few blocks later.
+    """
+    if members <= 1:
+        return 1.0
+    return min(1.0, max(MIN_SHARE, (1.0 / step - 1.0) / (members - 1)))
 
 
 class _RegressorEnsemble(_Boosting, SGTRegressor):
@@ -83,10 +111,13 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             max_bytes=max_bytes,
             interval_coverages=interval_coverages,
         )
+        self._bounded_step = True  # False for models saved before the bound (see `_step`)
+        self._damped_members = True  # False for models saved before the damping (see `_step_share`)
+        # the residual level added to the predictions (BoostedRegressor's; None: none, as saved before)
+        self._residual: ResidualLevel | None = None
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
         )
-        self._bounded_step = True  # False for models saved before the bound (see `_step`)
 
     def get_params(self) -> dict[str, Any]:
         return {**self._boosting_params(), **SGTRegressor.get_params(self), **self._subspace_param()}
@@ -95,13 +126,25 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         return self._without_subspace(super()._saved_params())
 
     def _state_extra(self) -> dict[str, Any]:
-        bound = {"bounded_step": True} if self._step() != self.learning_rate else {}
+        # keys saved only where they change something, so a model they leave alone saves as before
+        bound: dict[str, Any] = {"bounded_step": True} if self._step() != self.learning_rate else {}
+        if self._damped_members and self._step_share(1) != 1.0:
+            bound["damped_members"] = True
+        if self._residual is not None:
+            bound["residual"] = self._residual.state()
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state(), **bound}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         # saved without the key: before the bound, or a step it leaves alone (the same either way)
         self._bounded_step = bool(extra.get("bounded_step", False))
+        # saved without the key: before the damping, or with no member it damps (the same either way)
+        self._damped_members = bool(extra.get("damped_members", False))
+        residual = extra.get("residual")  # (saved without: before the residual level, none)
+        self._residual = None if residual is None else ResidualLevel.restored(residual)
         self._restore_boosting(extra)
+        for ensemble in (self._members, self._background or []):
+            for position, member in enumerate(ensemble):
+                member.set_step_share(self._step_share(position))
         if any(len(m.trees) != 1 for m in self._all_members()):
             raise ValueError("every member of a regressor has one tree")
         SGTRegressor._restore_extra(self, extra)
@@ -115,8 +158,40 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             return self.learning_rate
         return min(self.learning_rate, TOTAL_STEP / self._member_count())
 
+    def _step_share(self, position: int) -> float:
+        """The share of its Newton steps the member at `position` takes: all for the first, and for
+        the others `damped_share` (unless saved before the damping)."""
+        if position == 0 or not getattr(self, "_damped_members", False):
+            return 1.0
+        return damped_share(self._step(), self._member_count())
+
     def _n_raw(self, n_events: int) -> int:
         return 1
+
+    # -- the residual level (sgt.boosted.residual), added to the ensemble's predictions ----------
+    def _run_encoded(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's run, then each row's prediction corrected by the residual level as it stood
+        before the row, which then learns the row's residual (every path runs through here)."""
+        out, outputs_at = super()._run_encoded(codes, targets, learn, events, regrids)
+        if self._residual is not None:
+            out[:, 0] = self._residual.apply(out[:, 0], targets, learn)
+        return out, outputs_at
+
+    def _predict_raw_one(self, x: Any) -> list[float]:
+        scores = super()._predict_raw_one(x)
+        if self._residual is None:
+            return scores
+        return [scores[0] + self._residual.correction()]  # (as `ResidualLevel.apply` adds it)
+
+    def _output_offset(self) -> float:
+        return 0.0 if self._residual is None else self._residual.correction()
 
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F
@@ -153,9 +228,12 @@ class BoostedRegressor(_RegressorEnsemble):
 
     The prediction is `loss.link(b + eta (f_1 + ... + f_M))`, b the loss's base score of the first
     target; member m learns from the loss's gradients at b + eta (f_1 + ... + f_{m-1}) + f_m. See
-    sgt.boosted for the algorithm. Same methods and guarantees as SGTRegressor, plus `n_trees` and
-    `n_drifts`. Why the defaults are what they are: docs/decisions.md, "The boosted ensemble"; the
-    figures: BENCHMARKS.md, sections 5 and 9.
+    sgt.boosted for the algorithm. The members after the first take `damped_share` of their Newton
+    steps (all take theirs at the same block boundaries), and with a loss without a link (squared
+    error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
+    that has done better (sgt.boosted.residual: a target that wanders over time). Same methods and
+    guarantees as SGTRegressor, plus `n_trees` and `n_drifts`. Why the defaults are what they are:
+    docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
 
     Parameters
     ----------
@@ -267,3 +345,5 @@ class BoostedRegressor(_RegressorEnsemble):
             interval_coverages=interval_coverages,
             policy=self._drift_policy,
         )
+        if type(self.loss).link is Loss.link:  # (a residual level of a linked score would not add up)
+            self._residual = ResidualLevel()

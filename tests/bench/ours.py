@@ -504,6 +504,82 @@ VARIANTS += (
 )
 
 
+class _UndampedBoostedRegressor(BoostedRegressor):
+    """The regressor before its members after the first were damped: every member takes its full Newton
+    step at the shared block boundaries (the default before; see sgt.boosted.regressor.damped_share)."""
+
+    def _step_share(self, position: int) -> float:
+        return 1.0
+
+
+class _EvenlyDampedBoostedRegressor(BoostedRegressor):
+    """Every member, the first too, takes 1 / (step * members) of its Newton steps (total gain 1)."""
+
+    def _step_share(self, position: int) -> float:
+        return min(1.0, 1.0 / (self._step() * self._member_count()))
+
+
+class _HarmonicBoostedRegressor(BoostedRegressor):
+    """The member at position m takes 1 / (m + 1) of its Newton steps."""
+
+    def _step_share(self, position: int) -> float:
+        return 1.0 / (position + 1)
+
+
+def _gain_damped(gain: float) -> type[BoostedRegressor]:
+    """The default's rule with a total gain of `gain` at the first boundary instead of 1."""
+
+    class _GainDamped(BoostedRegressor):
+        def _step_share(self, position: int) -> float:
+            if position == 0:
+                return 1.0
+            return min(1.0, (gain / self._step() - 1.0) / (self._member_count() - 1))
+
+    return _GainDamped
+
+
+class _LevellessBoostedRegressor(BoostedRegressor):
+    """The default without its residual level (sgt.boosted.residual): the members' predictions."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._residual = None
+
+
+class _PreviousBoostedRegressor(_UndampedBoostedRegressor):
+    """The default before this round: undamped members and no residual level."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._residual = None
+
+
+def boosted_regressor_class(regressor: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
+    """The default classifier, and the regressor of the class given with ``params``."""
+    return lambda spec: regressor(**params) if spec.is_regression else BoostedClassifier()
+
+
+# the regressor's members' step shares (sgt.boosted.regressor.damped_share: the default damps every
+# member after the first so that together they move the prediction by at most the residual) and its
+# residual level (sgt.boosted.residual); with a shorter grace period (more frequent leaf steps)
+VARIANTS += (
+    Variant("ours-boosted-before-damping", boosted_regressor_class(_PreviousBoostedRegressor)),
+    Variant("ours-boosted-no-level", boosted_regressor_class(_LevellessBoostedRegressor)),
+    Variant("ours-boosted-grace25-regressor", boosted_regressor_class(BoostedRegressor, grace_period=25)),
+    Variant("ours-boosted-grace20-regressor", boosted_regressor_class(BoostedRegressor, grace_period=20)),
+    Variant("ours-boosted-undamped", boosted_regressor_class(_UndampedBoostedRegressor)),
+    Variant(
+        "ours-boosted-undamped-constant",
+        boosted_regressor_class(_UndampedBoostedRegressor, leaf_model="constant"),
+    ),
+    Variant("ours-boosted-damped-even", boosted_regressor_class(_EvenlyDampedBoostedRegressor)),
+    Variant("ours-boosted-damped-harmonic", boosted_regressor_class(_HarmonicBoostedRegressor)),
+    Variant("ours-boosted-damped-gain1.25", boosted_regressor_class(_gain_damped(1.25))),
+    Variant("ours-boosted-damped-gain1.5", boosted_regressor_class(_gain_damped(1.5))),
+    Variant("ours-boosted-damped-gain2", boosted_regressor_class(_gain_damped(2.0))),
+)
+
+
 @dataclass(frozen=True)
 class OurRun:
     """A variant's batched run over the stream and its one-record loop over a prefix."""

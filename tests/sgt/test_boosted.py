@@ -445,7 +445,8 @@ def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
     expected = model._base_value
     for (value,) in members:
         expected = expected + model.learning_rate * value
-    assert model.predict_one(x) == expected
+    assert model._residual is not None  # then the residual level's correction (sgt.boosted.residual)
+    assert model.predict_one(x) == expected + model._residual.correction()
 
 
 def test_later_members_fit_what_the_earlier_ones_leave() -> None:
