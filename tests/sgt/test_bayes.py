@@ -23,8 +23,10 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import SerializationError, SGTClassifier
-from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes, Tournament
+from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, NaiveBayes
+from sgt.bayes_moments import UNIFORM_SHARE, VARIANCE_FLOOR
 from sgt.features import Regrid
+from sgt.retirement import Tournament
 from tests.sgt.test_serialization import _pack, _unpack
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, run_rows
 
