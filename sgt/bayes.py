@@ -108,7 +108,8 @@ class NaiveBayes:
         self.bins = bins
         self.half_life = half_life
         # whether a feature whose learned values take exactly two codes is estimated as a Bernoulli
-        # variable (see `_pairs`) rather than a Gaussian: saved, absent before it (a Gaussian every time)
+        # variable (see `_seen`, `Moments.pairs`) rather than a Gaussian: saved, absent before it (a
+        # Gaussian every time)
         self.two_valued = two_valued
         # the statistics, by name (see the properties below); `_pending` holds the records learned one at
         # a time and not yet added to them (integer sums: added in bulk, in any order, they are the same)
@@ -276,12 +277,6 @@ class NaiveBayes:
             out.append(tuple(codes.tolist()) if codes.size <= 2 else None)
         return out
 
-    def _refresh(self, c: int, present: list[int], values: list[int]) -> None:
-        """`_derive` again after class c learned a record with values `values` of features `present`
-        (positions in `numeric`): only those features' moments of class c, and the priors, change."""
-        if self._derived is not None:
-            self._derived.refresh(c, present, values)
-
     def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
         """`_piece`'s estimate of one row, in the same order of operations (`Moments.estimate`)."""
         return self._derive(numeric, k).estimate(x)
@@ -305,7 +300,8 @@ class NaiveBayes:
         d = self._derived
         if d is not None and any(_new_code(d.seen[j], x[j]) for j in positions):
             self._derived = None  # a feature of at most two codes learned another: its kind may change
-        self._refresh(target, positions, values)
+        elif d is not None:  # `_derive` again: only the moments the record changes
+            d.refresh(target, positions, values)
 
     def _halve(self) -> None:
         """Forget half of what was learned: every count of the histogram halves (rounding down), and the
