@@ -1,5 +1,4 @@
-"""What the naive Bayes estimate of sgt.bayes is made of: each class's moments and log masses per feature,
-its prior, and the estimate they give.
+"""The naive Bayes estimate of sgt.bayes: each class's moments or log masses per feature, and its prior.
 
 The statistics are integers over the features' codes (see sgt.bayes): per class, the count of records,
 and per class and numeric feature the count, sum and sum of squares of the codes of records whose value
