@@ -14,28 +14,24 @@ mixture's log loss is then at most the better expert's plus log 2 (plus what the
 The difference L_bayes - L_trees is kept within [-LOG_RATIO_BOUND, LOG_RATIO_BOUND] after every record: an
 expert that has fallen far behind keeps a weight of about exp(-LOG_RATIO_BOUND), enough to come back
 after a concept change, and too little to cost anything measurable meanwhile. The naive Bayes
-estimate keeps a share `UNIFORM_SHARE` of the uniform distribution, so that its mistakes are bounded.
+estimate keeps a share `UNIFORM_SHARE` of the uniform distribution, so that its mistakes are bounded
+(sgt.bayes_moments).
 After a concept change the trees' log loss jumps and the naive Bayes takes over for a while, so it must
 not hold on to the old concept: after every `HALF_LIFE` learned records its statistics halve (each
 count of codes rounds down): a record learned n records ago weighs about 2^(-n / HALF_LIFE).
 
 ``proba="calibrated"`` mixes the same naive Bayes into the calibrated softmax while the trees are
-young, and retires it for good by a `Tournament` on the experts' log losses over every learned record
-(`NaiveBayes.lead`, the difference unbounded): once the trees' is a margin below its own, or from a set
-number of records on once the trees' is at most its own, so that a long stream on which the trees are
-the better expert pays for it only at its start: `mix_until` is `mix` stopping at that record. (A young
-naive Bayes saved before the tournament keeps `Retirement`, the rule then: its weight at its floor,
-the bounded difference at its bound, or a set number of records.)
+young, and retires it for good by a rule of sgt.retirement (`Tournament`, on the experts' log losses over
+every learned record: `NaiveBayes.lead`, the difference unbounded): `mix_until` is `mix` stopping at the
+record at which it retires.
 
 The estimate works on the features' codes (see sgt.features), whose statistics are integers: per
 class, the count of records, and per class and numeric feature the count, sum and sum of squares of
-the codes of records whose value was not missing. Each feature's mean and variance take one pseudo
-record at the grid's centre with the variance of the whole grid, so that a class with no value yet
-has a broad, defined density; a variance never falls below that of a uniform value within one bin
-(1/12). A missing value leaves its feature out of the estimate, and so does a feature of which no
-value has been learned yet. Nominal features take no part. When a numeric grid grows, the per-code
-counts of every class carry over with the grid's mapping, and halving keeps them consistent: the
-counts, sums and sums of squares are the halved per-code counts'.
+the codes of records whose value was not missing. What the estimate makes of them (per class and
+feature a Gaussian with one pseudo record, or a Bernoulli variable for a feature of two values; a
+missing value leaving its feature out) is sgt.bayes_moments'. Nominal features take no part. When a
+numeric grid grows, the per-code counts of every class carry over with the grid's mapping, and
+halving keeps them consistent: the counts, sums and sums of squares are the halved per-code counts'.
 
 Exactness: the statistics are integers (the same in any order). A single record takes `predict_one`
 and `learn_one`: Python floats, with numpy's log and exp (whose bits do not depend on the array's
@@ -53,12 +49,20 @@ same bits, however the trees' side of a batch is chunked.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from sgt.bayes_moments import (
+    UNIFORM_SHARE,
+    Moments,
+    bernoulli_terms,
+    normalised,
+    state_moments,
+)
 from sgt.features import Regrid
+from sgt.retirement import Mixed, Retirement, Tournament
 
 __all__ = [
     "HALF_LIFE",
@@ -72,12 +76,8 @@ __all__ = [
 
 #: bound (in nats) of the difference between the experts' cumulative log losses
 LOG_RATIO_BOUND = 10.0
-#: share of the uniform distribution in the naive Bayes estimate
-UNIFORM_SHARE = 0.05
 #: the naive Bayes statistics halve after every this many learned records (it forgets a concept gone)
 HALF_LIFE = 1000
-#: the least variance of a feature's codes: a uniform value within one bin
-VARIANCE_FLOOR = 1.0 / 12.0
 #: a batch is estimated in pieces of at most this many cells of its [features, rows, classes] arrays:
 #: small enough that numpy's temporaries are reused rather than mapped afresh (they are the cost)
 PIECE_CELLS = 10240
@@ -108,7 +108,8 @@ class NaiveBayes:
         self.bins = bins
         self.half_life = half_life
         # whether a feature whose learned values take exactly two codes is estimated as a Bernoulli
-        # variable (see `_pairs`) rather than a Gaussian: saved, absent before it (a Gaussian every time)
+        # variable (see `_seen`, `Moments.pairs`) rather than a Gaussian: saved, absent before it (a
+        # Gaussian every time)
         self.two_valued = two_valued
         # the statistics, by name (see the properties below); `_pending` holds the records learned one at
         # a time and not yet added to them (integer sums: added in bulk, in any order, they are the same)
@@ -127,7 +128,7 @@ class NaiveBayes:
         self.since = 0  # records learned since the statistics last halved
         # what a record's estimate needs from the statistics, for `predict_one` and `learn_one` while they
         # do not change (a record predicted, then learned, computes it once); not model state
-        self._derived: _Derived | None = None
+        self._derived: Moments | None = None
 
     def _array(self, name: str) -> np.ndarray:
         """One of the statistics, with every record learned so far."""
@@ -249,8 +250,9 @@ class NaiveBayes:
             self.lead += step  # as `mix_until`, row by row on Python floats
         self._learn_one(x, numeric, target)
 
-    def _derive(self, numeric: list[int], k: int) -> _Derived:
-        """Each class's mean, variance and log variance per feature and log prior: `_piece`'s."""
+    def _derive(self, numeric: list[int], k: int) -> Moments:
+        """What a record's estimate needs from the statistics, of the features `numeric` and the first
+        `k` classes (kept while the statistics do not change)."""
         key = (tuple(numeric), k)
         if self._derived is not None and self._derived.key == key:
             return self._derived
@@ -259,19 +261,9 @@ class NaiveBayes:
         sums = self.sums[:k, cols].ravel().tolist()
         squares = self.squares[:k, cols].ravel().tolist()
         classes = self.class_counts[:k].tolist()
-        means, variances = self._moments(counts, sums, squares)
-        logs = np.log(np.array([*variances, *_priors(classes)])).tolist()
-        # a feature no class has a value of yet takes no part (not even equal terms for every class: in
-        # a batch, a feature first learned later in it is already known, with no values, to earlier rows)
-        width = len(cols)
-        known = [any(counts[c * width + j] for c in range(k)) for j in range(width)]
         seen = self._seen(np.array(cols, dtype=np.int64))
-        pairs = [codes if codes is not None and len(codes) == 2 else None for codes in seen]
-        d = _Derived(key, means, variances, logs, known, counts, sums, squares, classes, seen, pairs)
-        d.masses = [0.0] * (2 * k * width)
-        self._derived = d
-        self._bernoulli(d, [c * width + j for c in range(k) for j in range(width) if pairs[j] is not None])
-        return d
+        self._derived = Moments.of(key, self.bins, counts, sums, squares, classes, seen)
+        return self._derived
 
     def _seen(self, numeric: np.ndarray) -> list[tuple[int, ...] | None]:
         """Per feature of `numeric`, the codes of its learned values, in order, while at most two (None
@@ -285,94 +277,9 @@ class NaiveBayes:
             out.append(tuple(codes.tolist()) if codes.size <= 2 else None)
         return out
 
-    def _bernoulli(self, d: _Derived, at: list[int]) -> None:
-        """The log masses of the low and the high code of two-valued features at cells `at` of `d`
-        (class-major), as `_piece` computes them: the share of each code with one pseudo record of each."""
-        width = len(d.key[0])
-        ratios = []
-        for i in at:
-            pair = d.pairs[i % width]
-            assert pair is not None
-            low, high = pair
-            n = d.counts[i]
-            n_high = (d.sums[i] - n * low) // (high - low)
-            ratios += [(n - n_high + 1.0) / (n + 2.0), (n_high + 1.0) / (n + 2.0)]
-        logs = np.log(np.array(ratios)).tolist()
-        for t, i in enumerate(at):
-            d.masses[2 * i], d.masses[2 * i + 1] = logs[2 * t], logs[2 * t + 1]
-
-    def _moments(
-        self, counts: list[int], sums: list[int], squares: list[int]
-    ) -> tuple[list[float], list[float]]:
-        """The means and variances of statistics `counts`, `sums` and `squares`, as `_piece` computes
-        them."""
-        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
-        extra = centre * centre + spread
-        means, variances = [], []
-        for n, s, q in zip(counts, sums, squares, strict=True):
-            weight = n + 1.0
-            mean = (s + centre) / weight
-            means.append(mean)
-            variances.append((q + extra) / weight - mean * mean + VARIANCE_FLOOR)
-        return means, variances
-
-    def _refresh(self, c: int, present: list[int], values: list[int]) -> None:
-        """`_derive` again after class c learned a record with values `values` of features `present`
-        (positions in `numeric`): only those features' moments of class c, and the priors, change."""
-        d = self._derived
-        if d is None:
-            return
-        d.last = None
-        k, width = d.key[1], len(d.key[0])
-        at = [c * width + j for j in present]
-        for i, v in zip(at, values, strict=True):
-            d.counts[i] += 1
-            d.sums[i] += v
-            d.squares[i] += v * v
-        d.classes[c] += 1
-        means, variances = self._moments(
-            [d.counts[i] for i in at], [d.sums[i] for i in at], [d.squares[i] for i in at]
-        )
-        logs = np.log(np.array([*variances, *_priors(d.classes)])).tolist()
-        for i, j, mean, variance, log in zip(at, present, means, variances, logs, strict=False):
-            d.means[i], d.variances[i], d.logs[i] = mean, variance, log
-            d.known[j] = True
-        d.logs[k * width :] = logs[len(at) :]
-        paired = [i for i, j in zip(at, present, strict=True) if d.pairs[j] is not None]
-        if paired:
-            self._bernoulli(d, paired)
-
     def _estimate_one(self, x: list[int], numeric: list[int], k: int) -> list[float]:
-        """`_piece`'s estimate of one row, in the same order of operations (a record predicted, then
-        learned, is estimated once: the statistics have not changed in between)."""
-        d = self._derive(numeric, k)
-        if d.last is not None and d.last[0] == x:
-            return d.last[1]
-        width = len(numeric)
-        present = [j for j, v in enumerate(x) if v > 0 and d.known[j]]
-        scores = []
-        for c in range(k):
-            score = d.logs[k * width + c]
-            for j in present:
-                at = c * width + j
-                pair = d.pairs[j]
-                if pair is None:
-                    z = x[j] - d.means[at]
-                    score = score + -0.5 * (d.logs[at] + z * z / d.variances[at])
-                elif x[j] == pair[0]:
-                    score = score + d.masses[2 * at]
-                elif x[j] == pair[1]:
-                    score = score + d.masses[2 * at + 1]
-                # (a third code of a two-valued feature takes no part: `_piece` adds 0.0)
-            scores.append(score)
-        top = max(scores)
-        e = np.exp(np.array([score - top for score in scores])).tolist()
-        norm = e[0]
-        for v in e[1:]:
-            norm += v
-        estimate = [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
-        d.last = (x, estimate)
-        return estimate
+        """`_piece`'s estimate of one row, in the same order of operations (`Moments.estimate`)."""
+        return self._derive(numeric, k).estimate(x)
 
     def _learn_one(self, x: list[int], numeric: list[int], target: int) -> None:
         self._add_one(x, numeric, target)
@@ -393,7 +300,8 @@ class NaiveBayes:
         d = self._derived
         if d is not None and any(_new_code(d.seen[j], x[j]) for j in positions):
             self._derived = None  # a feature of at most two codes learned another: its kind may change
-        self._refresh(target, positions, values)
+        elif d is not None:  # `_derive` again: only the moments the record changes
+            d.refresh(target, positions, values)
 
     def _halve(self) -> None:
         """Forget half of what was learned: every count of the histogram halves (rounding down), and the
@@ -530,13 +438,8 @@ class NaiveBayes:
         ahead = self.counts[:, numeric].sum(axis=0) > 0  # features with values learned before the piece
         states = self._learn_piece(x[rows], valid[rows], y, per_class, starts, numeric)
         # each class's moments per state: one pseudo record at the grid's centre with the grid's variance
-        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
         f = x.shape[1]
-        weight = states[:, :f] + 1.0
-        mean = (states[:, f : 2 * f] + centre) / weight
-        variance = (states[:, 2 * f :] + (centre * centre + spread)) / weight - mean * mean + VARIANCE_FLOOR
-        log_variance = np.log(variance)
-        mean, variance, log_variance = mean.T, variance.T, log_variance.T  # [F, state]
+        mean, variance, log_variance = state_moments(states, self.bins)  # [F, state]
         # the state of class c that row i sees: before the piece, or after its last row of class c before i
         onehot = np.zeros((m, k), dtype=np.int64)
         onehot[rows, y] = 1
@@ -552,8 +455,8 @@ class NaiveBayes:
         np.multiply(-0.5, terms, out=terms)
         for j, codes in enumerate(codes_before):
             if codes is not None and len(codes) == 2:
-                terms[j] = _bernoulli_terms(states[:, j], states[:, f + j], codes, x[:, j], state)
-        # a feature takes part with a value, and values of it learned before (`_derive`'s `known`)
+                terms[j] = bernoulli_terms(states[:, j], states[:, f + j], codes, x[:, j], state)
+        # a feature takes part with a value, and values of it learned before (`Moments.known`)
         used = valid
         if not ahead.all():
             counted = valid & (targets >= 0)[:, None]
@@ -561,13 +464,13 @@ class NaiveBayes:
         if not used.all():
             terms = np.where(used.T[:, :, None], terms, 0.0)
         classes = self.class_counts[None, :] - per_class + seen
-        predicted = _normalised(terms, classes, known)
+        predicted = normalised(terms, classes, known)
         at, target = np.arange(m), np.maximum(targets, 0)
         chosen = predicted[at, target]
         # a row that brings a new class is learned with one class more than it was predicted with
         new = np.flatnonzero(targets >= known)
         if new.size:
-            again = _normalised(terms[:, new], classes[new], known[new] + 1)
+            again = normalised(terms[:, new], classes[new], known[new] + 1)
             chosen[new] = again[np.arange(new.size), target[new]]
         return Estimate(known, predicted, np.where(targets >= 0, chosen, 1.0))
 
@@ -723,127 +626,12 @@ class NaiveBayes:
         return bayes
 
 
-class Mixed(NamedTuple):
-    """`NaiveBayes.mix_until`'s result: the probabilities, and the row after which the naive Bayes
-    retired (None if it did not)."""
-
-    proba: np.ndarray
-    retired_at: int | None
-
-
-@dataclass(frozen=True)
-class Retirement:
-    """When a young naive Bayes beside calibrated trees retires: once the trees' cumulative log loss
-    is `ratio` nats below its own (its weight is then below exp(-ratio)), or once the model has learned
-    `records` records, whichever comes first."""
-
-    ratio: float
-    records: int
-
-    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
-        """Whether it retires after a learned record that leaves the difference at `log_ratio` and the
-        model with `learned` records learned (`lead`, the unbounded difference, takes no part)."""
-        return log_ratio >= self.ratio or learned >= self.records
-
-
-@dataclass(frozen=True)
-class Tournament:
-    """When a young naive Bayes beside calibrated trees retires, by the experts' log losses over every
-    record learned (`NaiveBayes.lead`, unbounded): once the trees' is `lead` nats below its own, or, from
-    `records` learned records on, once the trees' is at most its own; never before `least` records.
-
-    `Retirement` judges by the bounded difference, which forgets how far an expert fell behind: on
-    streams where the naive Bayes is the better expert on the whole (a noisy LED display, ten skewed
-    Gaussian classes) that difference still touches its bound by chance early on, or the record count
-    ends it, and the trees alone lose up to 4 points of accuracy. A naive Bayes that leads the
-    tournament stays for as long as it leads. Its first records say little: over many features of two
-    values a naive Bayes of a few records per class is overconfident (odds of 2^24 from one record of
-    a class over 24 binary features), and on a noisy LED display the trees led it by up to 24 nats
-    over the first 30 to 80 records before it overtook them for good by record 200 (`least`).
-    """
-
-    lead: float
-    records: int
-    least: int = 0
-
-    def retires(self, log_ratio: float, learned: int, lead: float | None = None) -> bool:
-        """Whether it retires after a learned record that leaves the cumulative difference at `lead` and
-        the model with `learned` records learned (`log_ratio`, the bounded one, takes no part)."""
-        if lead is None:
-            raise ValueError("a tournament needs the naive Bayes' cumulative log-loss difference")
-        if learned < self.least:
-            return False
-        return lead >= self.lead or (learned >= self.records and lead >= 0.0)
-
-
-@dataclass
-class _Derived:
-    """`NaiveBayes._derive`'s result: per class and feature (row-major, classes first) and per class."""
-
-    key: tuple[tuple[int, ...], int]
-    means: list[float]
-    variances: list[float]
-    logs: list[float]  # the log variances, then the K log priors
-    known: list[bool]  # per feature: some class has a value of it
-    counts: list[int]  # the statistics the moments are of, per class and feature
-    sums: list[int]
-    squares: list[int]
-    classes: list[int]  # records per class
-    seen: list[tuple[int, ...] | None]  # per feature: its codes while at most two (`NaiveBayes._seen`)
-    pairs: list[tuple[int, int] | None]  # per feature: its two codes if two-valued, else None (a Gaussian)
-    masses: list[float] = field(default_factory=list)  # per cell: the low code's log mass, the high's
-    last: tuple[list[int], list[float]] | None = None  # the last codes estimated, and their estimate
-
-
-def _normalised(terms: np.ndarray, classes: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """[rows, K] the estimate of each row over its first `known` classes (0 beyond them; at least one).
-
-    `terms`: [F, rows, K] each feature's log density term (0 where a feature takes no part); `classes`:
-    [rows, K] the class counts before each row. The log prior, then each feature's term in feature
-    order (`_estimate_one`'s order of operations), normalised in class order.
-    """
-    k = classes.shape[1]
-    count = np.maximum(known, 1)[:, None]
-    total = classes.sum(axis=1, keepdims=True)  # integers: exact
-    log_joint = np.log((classes + 1.0) / (total + count))
-    for term in terms:
-        log_joint = log_joint + term
-    mine = np.arange(k)[None, :] < count
-    if not mine.all():
-        log_joint = np.where(mine, log_joint, -np.inf)
-    e = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
-    norm = e[:, 0].copy()
-    for c in range(1, k):
-        norm += e[:, c]
-    uniform = UNIFORM_SHARE / count
-    estimate = (1.0 - UNIFORM_SHARE) * (e / norm[:, None]) + uniform
-    return estimate if mine.all() else np.where(mine, estimate, 0.0)
-
-
 class _Learned(NamedTuple):
     """A record learned one at a time, not yet added to the statistics."""
 
     target: int
     features: list[int]  # the numeric features it has a value of
     codes: list[int]  # their codes
-
-
-def _bernoulli_terms(
-    counts: np.ndarray, sums: np.ndarray, codes: tuple[int, ...], x: np.ndarray, state: np.ndarray
-) -> np.ndarray:
-    """[rows, K] a two-valued feature's log mass of each row's code per class: from the class's state
-    of the row (`state` [rows, K]) whose `counts` and `sums` of the feature's codes [state] give the
-    records of each code; with one pseudo record of each code (`NaiveBayes._bernoulli`'s arithmetic).
-    A row's third code, or none, takes no part (0)."""
-    low, high = codes
-    n_high = (sums - counts * low) // (high - low)
-    total = counts + 2.0
-    # (the state after a piece's last row may hold a third code, which it brings: no row reads that state,
-    # and its masses may be nonsense)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        masses = np.log(np.stack([(counts - n_high + 1.0) / total, (n_high + 1.0) / total]))  # [2, states]
-    picked = np.where(x[:, None] == high, masses[1][state], masses[0][state])
-    return np.where((x[:, None] == low) | (x[:, None] == high), picked, 0.0)
 
 
 def _after_new_code(
@@ -867,12 +655,6 @@ def _new_code(seen: tuple[int, ...] | None, code: int) -> bool:
     """Whether a learned `code` is new to a feature whose codes so far are `seen` (None: more than two,
     which no code changes)."""
     return seen is not None and code not in seen
-
-
-def _priors(classes: list[int]) -> list[float]:
-    """Each class's prior: its records plus one, over all records plus the classes."""
-    total, k = sum(classes), len(classes)
-    return [(n + 1.0) / (total + k) for n in classes]
 
 
 def _padded(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_real
-from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes, Retirement, Tournament
+from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
+from sgt.retirement import Retirement, Tournament
 from sgt.smoothing import MODES, Smoother
 from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
 from sgt.tree import LeafInputs, Params

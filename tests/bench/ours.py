@@ -34,11 +34,11 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
-from sgt.bayes import Retirement, Tournament
 from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.regressor import AUTO_FADING, AUTO_LEAVES
+from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec

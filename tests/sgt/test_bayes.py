@@ -10,6 +10,7 @@ tested with the smoothing's modes in test_smoothing.py; features of two values c
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import json
 import math
@@ -23,8 +24,10 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import SerializationError, SGTClassifier
-from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, UNIFORM_SHARE, VARIANCE_FLOOR, NaiveBayes, Tournament
+from sgt.bayes import HALF_LIFE, LOG_RATIO_BOUND, NaiveBayes
+from sgt.bayes_moments import UNIFORM_SHARE, VARIANCE_FLOOR
 from sgt.features import Regrid
+from sgt.retirement import Tournament
 from tests.sgt.test_serialization import _pack, _unpack
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _loop, _small, _stream, run_rows
 
@@ -608,3 +611,20 @@ def test_a_forged_two_valued_flag_is_refused() -> None:
     header["extra"]["bayes"]["two_valued"] = "yes"
     with pytest.raises((ValueError, SerializationError), match="two_valued"):
         sgt.load(_pack(version, header, payloads))
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Mixed", "sgt.retirement"),
+        ("Retirement", "sgt.retirement"),
+        ("Tournament", "sgt.retirement"),
+        ("UNIFORM_SHARE", "sgt.bayes_moments"),
+    ],
+)
+def test_a_name_sgt_bayes_exported_before_its_module_moved_still_comes_from_it(name: str, home: str) -> None:
+    """The retirement rules and the estimate's arithmetic have modules of their own; sgt.bayes, their
+    home before, still exports the same objects, so code that imported them from it runs unchanged."""
+    bayes = importlib.import_module("sgt.bayes")
+    assert name in bayes.__all__
+    assert getattr(bayes, name) is getattr(importlib.import_module(home), name)

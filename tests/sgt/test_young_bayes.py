@@ -33,9 +33,10 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import SGTClassifier
-from sgt.bayes import LOG_RATIO_BOUND, Retirement, Tournament
+from sgt.bayes import LOG_RATIO_BOUND
 from sgt.calibration import STEP
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
+from sgt.retirement import Retirement, Tournament
 from tests.sgt.sgt_testkit import as_dicts, multiclass_stream
 from tests.sgt.test_serialization import _pack, _unpack
 from tests.sgt.test_smoothing import PROPERTY, N, _cuts, _small, _stream, run_rows
