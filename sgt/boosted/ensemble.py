@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -63,6 +63,15 @@ class _Core(_Estimator):
     #: the share of the features each split attempt of a member may split on (None: all); the boosted
     #: classes take it as a constructor option, the adaptive single trees keep None
     feature_share: float | None = None
+    #: (growth, cap) of the members' split confidence while a leaf finds no split (Params.relax_growth);
+    #: None: every leaf keeps its delta. This and the two ladders below are class attributes that the
+    #: variants in tests/bench/ours.py set (none won broadly: docs/decisions.md, "The boosted ensemble")
+    _relax: ClassVar[tuple[float, float] | None] = None
+    #: factors on the split confidence of the members by position in their ensemble (the last repeats;
+    #: empty: 1), through each member's `delta_scale` (so not with a policy's `youth`, which sets it)
+    _delta_ladder: ClassVar[tuple[float, ...]] = ()
+    #: the shrinkage of the members by position (the last repeats; empty: `_step()` for every member)
+    _step_ladder: ClassVar[tuple[float, ...]] = ()
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -214,6 +223,11 @@ class _Core(_Estimator):
         """The shrinkage each member's output is added with (the regressor bounds it)."""
         return self.learning_rate
 
+    def _member_step(self, position: int) -> float:
+        """The shrinkage of the member at `position` in its ensemble."""
+        ladder = self._step_ladder
+        return ladder[min(position, len(ladder) - 1)] if ladder else self._step()
+
     # -- parameters and introspection ----------------------------------------------------------
     def _boosting_params(self) -> dict[str, Any]:
         return {
@@ -262,8 +276,19 @@ class _Core(_Estimator):
             self._member_budget(),
         )
         member.follow_far_terms(self._drop_far_terms)
-        member.set_tree_params(**self._subspaces(position))
+        member.set_tree_params(**self._subspaces(position), **self._relaxing())
+        ladder = self._delta_ladder
+        if ladder:
+            member.set_delta_scale(ladder[min(position, len(ladder) - 1)])
+            member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
         return member
+
+    def _relaxing(self) -> dict[str, Any]:
+        """The tree parameters of the members' relaxing split confidence (none without `_relax`)."""
+        if self._relax is None:
+            return {}
+        growth, cap = self._relax
+        return {"relax_growth": growth, "relax_cap": cap}
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
@@ -363,8 +388,12 @@ class _Core(_Estimator):
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
             member.set_tree_params(
-                linear_steps=self._linear_steps_now(member.n_outputs), **self._subspaces(position)
+                linear_steps=self._linear_steps_now(member.n_outputs),
+                **self._subspaces(position),
+                **self._relaxing(),
             )
+            if self._delta_ladder:  # (the classifier's follow its classes once they are restored)
+                member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
         self._response.restore(extra)
         # states saved before backgrounds had a bounded life: the life counts from the restore
         self._background_since = int(extra.get("background_since", self._n_seen))
@@ -387,14 +416,14 @@ class _Core(_Estimator):
         codes = self._space.encode_one(x, learn=False)
         columns = self._n_raw(0) + int(self._outputs.every_class_from_three)
         total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
-        for member in self._members:
+        for m, member in enumerate(self._members):
             raw = np.zeros_like(total)
             values = [
                 v for tree in member.trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
             ]
             first = self._outputs.first_column(member.n_outputs)
             raw[0, first : first + len(values)] = values
-            total = total + self._step() * raw
+            total = total + self._member_step(m) * raw
         return self._reference_scores(total)[0, : self._n_scores()].tolist()
 
     # -- members in order ----------------------------------------------------------------------
@@ -424,7 +453,7 @@ class _Core(_Estimator):
             raw = np.zeros((n, width))
             columns = min(width - first, member_raw.shape[1])
             raw[:, first : first + columns] = member_raw[:, :columns]
-            step = self._step() * raw
+            step = self._member_step(m) * raw
             predicted = predicted + step
             learned = learned + step
         return predicted

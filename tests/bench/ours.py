@@ -309,6 +309,44 @@ class _BinaryDelta003BoostedClassifier(BoostedClassifier):
     _binary_delta = 0.003
 
 
+class _Relaxing10BoostedClassifier(BoostedClassifier):
+    """Members whose leaves relax their split confidence while they find no split: delta times 10 per
+    grace period of records gathered without a split or value update, at most 0.5 (Params.relax_growth)."""
+
+    _relax = (10.0, 0.5)
+
+
+class _Relaxing3BoostedClassifier(BoostedClassifier):
+    """As above, times 3 per grace period, at most 0.3."""
+
+    _relax = (3.0, 0.3)
+
+
+class _LadderBoostedClassifier(BoostedClassifier):
+    """Members of diverse split confidence: the first two at the default, then 3, 10, 30 and 100 times it."""
+
+    _delta_ladder = (1.0, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+class _DoublingLadderBoostedClassifier(BoostedClassifier):
+    """Each member at twice the split confidence of the one before (1, 2, 4, ... times the default)."""
+
+    _delta_ladder = tuple(2.0**m for m in range(10))
+
+
+class _LadderRelaxingBoostedClassifier(_LadderBoostedClassifier):
+    """The ladder, and leaves that relax as `_Relaxing3BoostedClassifier`'s."""
+
+    _relax = (3.0, 0.3)
+
+
+class _FullFirstBoostedClassifier(BoostedClassifier):
+    """The first member at full rate (shrinkage 1), the others at the default 0.3: on a short stream the
+    ensemble starts as the single tree would."""
+
+    _step_ladder = (1.0, 0.3)
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -452,6 +490,14 @@ VARIANTS += (
     Variant(
         "ours-boosted-multi-output-delta0.01", boosted_classifier(multiclass_trees="multi-output", delta=0.01)
     ),
+    # members that grow deep on low-dimensional data (2-D checkerboard, moons, Bananas), diverse members,
+    # a full-rate first member (the ensemble against its own single tree on short streams)
+    Variant("ours-boosted-relax10", boosted_class(_Relaxing10BoostedClassifier)),
+    Variant("ours-boosted-relax3", boosted_class(_Relaxing3BoostedClassifier)),
+    Variant("ours-boosted-ladder", boosted_class(_LadderBoostedClassifier)),
+    Variant("ours-boosted-ladder-doubling", boosted_class(_DoublingLadderBoostedClassifier)),
+    Variant("ours-boosted-ladder-relax3", boosted_class(_LadderRelaxingBoostedClassifier)),
+    Variant("ours-boosted-full-first", boosted_class(_FullFirstBoostedClassifier)),
 )
 
 
