@@ -347,6 +347,41 @@ class _FullFirstBoostedClassifier(BoostedClassifier):
     _step_ladder = (1.0, 0.3)
 
 
+class _MixedBoostedClassifier(BoostedClassifier):
+    """Members from the fourth on with constant leaves, grace period 50 and 50 times the split
+    confidence: the first members fit what linear leaves can, the later ones grow deep where they
+    cannot (LED's noisy binary features, 2-D data). For the benchmark only: a restore gives every
+    member the model's leaves (the tree parameters a member takes at its position are not saved)."""
+
+    _late = (3, {"leaf_model": "constant", "grace_period": 50}, 50.0)
+
+    def _new_member(self, position: int) -> Any:
+        first, params, scale = self._late
+        if position < first:
+            return super()._new_member(position)
+        own = {**self._tree_params(), **params}
+        self._tree_params = lambda: own  # type: ignore[method-assign]  # (this member's only)
+        try:
+            member = super()._new_member(position)
+        finally:
+            del self._tree_params
+        member.set_delta_scale(scale)
+        member.set_tree_params(delta=self._member_delta(member.n_outputs) * scale)
+        return member
+
+
+class _MixedConstantBoostedClassifier(_MixedBoostedClassifier):
+    """Members from the fourth on with constant leaves, the other settings the default's."""
+
+    _late = (3, {"leaf_model": "constant"}, 1.0)
+
+
+class _MixedRelaxingBoostedClassifier(_MixedBoostedClassifier):
+    """The mixed members, and leaves that relax as `_Relaxing10BoostedClassifier`'s."""
+
+    _relax = (10.0, 0.5)
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -498,6 +533,9 @@ VARIANTS += (
     Variant("ours-boosted-ladder-doubling", boosted_class(_DoublingLadderBoostedClassifier)),
     Variant("ours-boosted-ladder-relax3", boosted_class(_LadderRelaxingBoostedClassifier)),
     Variant("ours-boosted-full-first", boosted_class(_FullFirstBoostedClassifier)),
+    Variant("ours-boosted-mixed", boosted_class(_MixedBoostedClassifier)),
+    Variant("ours-boosted-mixed-constant", boosted_class(_MixedConstantBoostedClassifier)),
+    Variant("ours-boosted-mixed-relax10", boosted_class(_MixedRelaxingBoostedClassifier)),
 )
 
 
