@@ -28,7 +28,7 @@ from sgt.boosted.spans import NO_EVENTS, Batch, Part
 from sgt.drift import PageHinkley
 from sgt.features import Regrid
 from sgt.recent import RecentRecords
-from sgt.tree import leaf_inputs_of
+from sgt.tree import Params, leaf_inputs_of
 
 __all__: list[str] = []
 
@@ -63,10 +63,12 @@ class _Core(_Estimator):
     #: the share of the features each split attempt of a member may split on (None: all); the boosted
     #: classes take it as a constructor option, the adaptive single trees keep None
     feature_share: float | None = None
-    #: (growth, cap) of the members' split confidence while a leaf finds no split (Params.relax_growth);
-    #: None: every leaf keeps its delta. This and the two ladders below are class attributes that the
-    #: variants in tests/bench/ours.py set (none won broadly: docs/decisions.md, "The boosted ensemble")
-    _relax: ClassVar[tuple[float, float] | None] = None
+    #: (growth, cap, impurity) of the members' split confidence while a leaf finds no split
+    #: (Params.relax_growth, relax_cap, relax_impurity); None: every leaf keeps its delta. A new model
+    #: takes its class's; a restored one what it was saved with (none if saved before the relaxation).
+    #: This and the two ladders below are class attributes, so the variants in tests/bench/ours.py can
+    #: set them (the ladders won nothing broadly: docs/decisions.md, "The boosted ensemble")
+    _relax: ClassVar[tuple[float, float, float | None] | None] = None
     #: factors on the split confidence of the members by position in their ensemble (the last repeats;
     #: empty: 1), through each member's `delta_scale` (so not with a policy's `youth`, which sets it)
     _delta_ladder: ClassVar[tuple[float, ...]] = ()
@@ -122,6 +124,7 @@ class _Core(_Estimator):
         self.drift_delta = float(drift_delta)
         self.seed = int(seed)
         self._policy = policy
+        self._relaxed = self._relax  # (the members made below read it)
         self._outputs = Outputs() if outputs is None else outputs
         self._bagging = Bagging(self.poisson_rate, self.seed)
         self._member_context = MemberContext(
@@ -284,11 +287,12 @@ class _Core(_Estimator):
         return member
 
     def _relaxing(self) -> dict[str, Any]:
-        """The tree parameters of the members' relaxing split confidence (none without `_relax`)."""
-        if self._relax is None:
-            return {}
-        growth, cap = self._relax
-        return {"relax_growth": growth, "relax_cap": cap}
+        """The tree parameters of the members' split confidence relaxation: the model's, or none (each
+        named, so that a restore can take back what its class gave the members made before it)."""
+        if self._relaxed is None:
+            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None}
+        growth, cap, impurity = self._relaxed
+        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity}
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
@@ -366,9 +370,11 @@ class _Core(_Estimator):
             "warning": self._response.warning.state(),
             "n_drifts": self._response.n_drifts,
             "retired_version": self._retired_version,
+            **({} if self._relaxed is None else {"relax": list(self._relaxed)}),
         }
 
     def _restore_boosting(self, extra: dict[str, Any]) -> None:
+        self._relaxed = _saved_relax(extra.get("relax"))  # (saved before the relaxation: none)
         counts = [int(c) for c in extra["members"]]
         background = extra["background"]
         if self.n_members is None:  # the count followed the classes, restored after the members
@@ -555,3 +561,18 @@ class _Core(_Estimator):
         """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
         counted = next((changes for ran, changes in self._ran_past if ran is members), None)
         self._retired_version += sum(m.changes() for m in members) if counted is None else counted
+
+
+def _saved_relax(saved: Any) -> tuple[float, float, float | None] | None:
+    """The relaxation a save holds (growth, cap, impurity), checked; None if it holds none."""
+    if saved is None:
+        return None
+    if not (isinstance(saved, list) and len(saved) == 3 and all(_is_number(v) for v in saved[:2])):
+        raise ValueError(f"relax must be [growth, cap, impurity or null], got {saved!r}")
+    if saved[2] is not None and not _is_number(saved[2]):
+        raise ValueError(f"relax must be [growth, cap, impurity or null], got {saved!r}")
+    return float(saved[0]), float(saved[1]), None if saved[2] is None else float(saved[2])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -90,6 +90,7 @@ class Member(BaseSGT):
         self.feature_seed: tuple[int, ...] = ()
         self.relax_growth: float | None = None
         self.relax_cap: float = 0.1
+        self.relax_impurity: float | None = None
         super().__init__(**tree_params)
         self._context = context
         self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
@@ -201,6 +202,7 @@ class Member(BaseSGT):
             feature_seed=self.feature_seed,
             relax_growth=self.relax_growth,
             relax_cap=self.relax_cap,
+            relax_impurity=self.relax_impurity,
         )
 
     def changes(self) -> int:
