@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from sgt import AdaptiveSGTClassifier, BoostedClassifier, BoostedRegressor, kernels
+from sgt.boosted.ensemble import _saved_relax
 from sgt.boosted.policy import RELAX
 from sgt.features import FeatureSpace
 from sgt.layout import Layout, Params
@@ -223,3 +224,17 @@ def test_the_relaxation_is_saved_with_the_model_and_only_where_it_is_on() -> Non
     assert b'"relax"' not in strict.to_bytes()
     for other in (BoostedRegressor(**SMALL), AdaptiveSGTClassifier()):
         assert b'"relax"' not in other.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "saved", [[10, 0.5], [10, "0.5", None], [10, 0.5, True], "on", [float("nan"), 0.5, None]]
+)
+def test_a_corrupt_saved_relaxation_is_refused(saved: object) -> None:
+    with pytest.raises(ValueError, match=r"relax must be \[growth, cap, impurity or null\]"):
+        _saved_relax(saved)
+
+
+def test_a_saved_relaxation_reads_back() -> None:
+    assert _saved_relax(None) is None
+    assert _saved_relax([10, 0.5, None]) == (10.0, 0.5, None)
+    assert _saved_relax(list(RELAX)) == RELAX
