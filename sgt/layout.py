@@ -56,6 +56,14 @@ class Params:
     # value rather than rescale it (see Tree._regrid_weights); the models set it, saved models before
     # it restore without it
     drop_far_terms: bool = False
+    # None, or a growth g > 1: a leaf's F-test level relaxes with the records n its statistics hold (those
+    # since its last split or value update), to delta * g^(n / grace_period), at most `relax_cap` (and
+    # never below delta); a leaf that finds no split for long splits on weaker evidence. With
+    # `relax_impurity` only while the leaf's predictions are that uncertain (see
+    # sgt.leaf.LeafLearner._level). A function of the statistics alone: no state, every path alike
+    relax_growth: float | None = None
+    relax_cap: float = 0.1
+    relax_impurity: float | None = None
 
 
 class Layout:

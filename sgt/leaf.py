@@ -44,7 +44,7 @@ from sgt.split import (
     f_test,
     null_candidate,
 )
-from sgt.stats import WIDTH, N, block_stats, merge
+from sgt.stats import MH, WIDTH, N, block_stats, merge
 
 if TYPE_CHECKING:
     from sgt.layout import Layout
@@ -195,7 +195,7 @@ class LeafLearner:
         n = tree.merged_count(slot)
         if not tree.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
             candidate = self._null_candidate(slot)
-        passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < tree.params.delta
+        passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self._level(slot, n)
         room = tree.room_for_split(slot, candidate, n) if passed and candidate.is_split else ACTIVE
         if room is None:
             tree.deactivate(slot)  # the budget holds no split of it: it stops gathering statistics
@@ -219,6 +219,35 @@ class LeafLearner:
             for child in tree.children(node):
                 tree.deactivate(int(tree.slot[child]))
         return True
+
+    def _level(self, slot: int, n: float) -> float:
+        """The F-test's level of an attempt of the leaf at `slot` on `n` records: delta, or with
+        `Params.relax_growth` g, delta * g^(n / grace_period) up to `relax_cap`, n counting the records
+        the leaf gathered since its last split or value update: a member's leaf facing an XOR-like
+        concept, where no single split lowers the loss at first, splits in the end. With
+        `relax_impurity`, only a leaf whose predictions are that uncertain relaxes (`_impurity`): where
+        the model predicts well already (a linear concept its linear leaves fit), a split on weak
+        evidence fits noise. A function of the statistics alone, so every learning path and a restored
+        tree take the same level."""
+        params = self.tree.params
+        growth, cap, delta = params.relax_growth, params.relax_cap, params.delta
+        if growth is None or growth <= 1.0 or cap <= delta:
+            return delta
+        if params.relax_impurity is not None and not self._impurity(slot) >= params.relax_impurity:
+            return delta
+        steps = n / params.grace_period
+        if steps * math.log(growth) >= math.log(cap / delta):
+            return cap  # (no power taken: a leaf that gathered records for long would overflow it)
+        return min(cap, delta * growth**steps)
+
+    def _impurity(self, slot: int) -> float:
+        """How uncertain the leaf's predictions were on the records its statistics hold: the mean Hessian
+        summed over the outputs, doubled for one output. Under the softmax cross-entropy a class's
+        Hessian is p (1 - p), so this is the Gini impurity of the predicted probabilities, 2 p (1 - p)
+        with two classes (0.5 at the most), 1 - sum p^2 with a score per class (each weighed by the
+        record's bagging weight)."""
+        hessians = self.tree.total[slot, ..., MH]
+        return 2.0 * float(hessians) if hessians.ndim == 0 else math.fsum(hessians.tolist())
 
     def _serve_next(self, node: int) -> int:
         """What the leaf served during its block (1: its linear term, or the one model of a tree that is

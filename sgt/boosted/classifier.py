@@ -25,6 +25,7 @@ from sgt.boosted.policy import (
     MULTICLASS_LINEAR_START,
     MULTICLASS_MEMBERS,
     MULTICLASS_TREES,
+    RELAX,
     DriftPolicy,
 )
 from sgt.classifier import SGTClassifier, _check_label
@@ -279,7 +280,11 @@ class BoostedClassifier(_ClassifierEnsemble):
         known, `MULTICLASS_DELTA` (0.03) from the third class on (every tree switches at the record
         that brings it; a number applies to every tree whatever the classes). Eager splits pay with
         many classes, where a class's score sees its own gradients only; with two classes they slow
-        the recovery from drift.
+        the recovery from drift. A leaf that finds no split while the ensemble's predictions on its
+        records are uncertain (`RELAX`: a Gini impurity of 0.47 or more) relaxes its level, ten times
+        per grace period of records up to 0.5: where no single split lowers the loss (a checkerboard,
+        an XOR) the members split in the end, and where the ensemble predicts well they do not fit
+        noise.
     lambda_
         As for SGTClassifier (L2 regularisation of leaf values), but default 0.5: the members then do
         not fit label noise.
@@ -340,6 +345,9 @@ class BoostedClassifier(_ClassifierEnsemble):
 
     #: the classifier's answer to warnings and drifts (sgt.boosted.policy), given to the ensemble
     _drift_policy: ClassVar[DriftPolicy] = CLASSIFIER_POLICY
+    #: the members' split confidence relaxes in leaves that find no split where the ensemble is unsure
+    #: (see `delta`; a model saved before it restores without it)
+    _relax: ClassVar[tuple[float, float, float | None] | None] = RELAX
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from sgt.boosted.spans import NO_EVENTS, Batch, Part
 from sgt.drift import PageHinkley
 from sgt.features import Regrid
 from sgt.recent import RecentRecords
-from sgt.tree import leaf_inputs_of
+from sgt.tree import Params, leaf_inputs_of
 
 __all__: list[str] = []
 
@@ -63,6 +63,17 @@ class _Core(_Estimator):
     #: the share of the features each split attempt of a member may split on (None: all); the boosted
     #: classes take it as a constructor option, the adaptive single trees keep None
     feature_share: float | None = None
+    #: (growth, cap, impurity) of the members' split confidence while a leaf finds no split
+    #: (Params.relax_growth, relax_cap, relax_impurity); None: every leaf keeps its delta. A new model
+    #: takes its class's; a restored one what it was saved with (none if saved before the relaxation).
+    #: This and the two ladders below are class attributes, so the variants in tests/bench/ours.py can
+    #: set them (the ladders won nothing broadly: docs/decisions.md, "The boosted ensemble")
+    _relax: ClassVar[tuple[float, float, float | None] | None] = None
+    #: factors on the split confidence of the members by position in their ensemble (the last repeats;
+    #: empty: 1), through each member's `delta_scale` (so not with a policy's `youth`, which sets it)
+    _delta_ladder: ClassVar[tuple[float, ...]] = ()
+    #: the shrinkage of the members by position (the last repeats; empty: `_step()` for every member)
+    _step_ladder: ClassVar[tuple[float, ...]] = ()
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -113,6 +124,7 @@ class _Core(_Estimator):
         self.drift_delta = float(drift_delta)
         self.seed = int(seed)
         self._policy = policy
+        self._relaxed = self._relax  # (the members made below read it)
         self._outputs = Outputs() if outputs is None else outputs
         self._bagging = Bagging(self.poisson_rate, self.seed)
         self._member_context = MemberContext(
@@ -224,6 +236,11 @@ class _Core(_Estimator):
         the first; see `Member.set_step_share`)."""
         return 1.0
 
+    def _member_step(self, position: int) -> float:
+        """The shrinkage of the member at `position` in its ensemble."""
+        ladder = self._step_ladder
+        return ladder[min(position, len(ladder) - 1)] if ladder else self._step()
+
     # -- parameters and introspection ----------------------------------------------------------
     def _boosting_params(self) -> dict[str, Any]:
         return {
@@ -272,9 +289,21 @@ class _Core(_Estimator):
             self._member_budget(),
         )
         member.follow_far_terms(self._drop_far_terms)
-        member.set_tree_params(**self._subspaces(position))
+        member.set_tree_params(**self._subspaces(position), **self._relaxing())
         member.set_step_share(self._step_share(position))
+        ladder = self._delta_ladder
+        if ladder:
+            member.set_delta_scale(ladder[min(position, len(ladder) - 1)])
+            member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
         return member
+
+    def _relaxing(self) -> dict[str, Any]:
+        """The tree parameters of the members' split confidence relaxation: the model's, or none (each
+        named, so that a restore can take back what its class gave the members made before it)."""
+        if self._relaxed is None:
+            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None}
+        growth, cap, impurity = self._relaxed
+        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity}
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
@@ -352,9 +381,11 @@ class _Core(_Estimator):
             "warning": self._response.warning.state(),
             "n_drifts": self._response.n_drifts,
             "retired_version": self._retired_version,
+            **({} if self._relaxed is None else {"relax": list(self._relaxed)}),
         }
 
     def _restore_boosting(self, extra: dict[str, Any]) -> None:
+        self._relaxed = _saved_relax(extra.get("relax"))  # (saved before the relaxation: none)
         counts = [int(c) for c in extra["members"]]
         background = extra["background"]
         if self.n_members is None:  # the count followed the classes, restored after the members
@@ -374,8 +405,12 @@ class _Core(_Estimator):
             member.use_layout(self._layout, self._layout_revision)
             # the trees were restored with the model's own parameters
             member.set_tree_params(
-                linear_steps=self._linear_steps_now(member.n_outputs), **self._subspaces(position)
+                linear_steps=self._linear_steps_now(member.n_outputs),
+                **self._subspaces(position),
+                **self._relaxing(),
             )
+            if self._delta_ladder:  # (the classifier's follow its classes once they are restored)
+                member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
         self._response.restore(extra)
         # states saved before backgrounds had a bounded life: the life counts from the restore
         self._background_since = int(extra.get("background_since", self._n_seen))
@@ -398,14 +433,14 @@ class _Core(_Estimator):
         codes = self._space.encode_one(x, learn=False)
         columns = self._n_raw(0) + int(self._outputs.every_class_from_three)
         total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
-        for member in self._members:
+        for m, member in enumerate(self._members):
             raw = np.zeros_like(total)
             values = [
                 v for tree in member.trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
             ]
             first = self._outputs.first_column(member.n_outputs)
             raw[0, first : first + len(values)] = values
-            total = total + self._step() * raw
+            total = total + self._member_step(m) * raw
         return self._reference_scores(total)[0, : self._n_scores()].tolist()
 
     # -- members in order ----------------------------------------------------------------------
@@ -435,7 +470,7 @@ class _Core(_Estimator):
             raw = np.zeros((n, width))
             columns = min(width - first, member_raw.shape[1])
             raw[:, first : first + columns] = member_raw[:, :columns]
-            step = self._step() * raw
+            step = self._member_step(m) * raw
             predicted = predicted + step
             learned = learned + step
         return predicted
@@ -537,3 +572,18 @@ class _Core(_Estimator):
         """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
         counted = next((changes for ran, changes in self._ran_past if ran is members), None)
         self._retired_version += sum(m.changes() for m in members) if counted is None else counted
+
+
+def _saved_relax(saved: Any) -> tuple[float, float, float | None] | None:
+    """The relaxation a save holds (growth, cap, impurity), checked; None if it holds none."""
+    if saved is None:
+        return None
+    if not (isinstance(saved, list) and len(saved) == 3 and all(_is_number(v) for v in saved[:2])):
+        raise ValueError(f"relax must be [growth, cap, impurity or null], got {saved!r}")
+    if saved[2] is not None and not _is_number(saved[2]):
+        raise ValueError(f"relax must be [growth, cap, impurity or null], got {saved!r}")
+    return float(saved[0]), float(saved[1]), None if saved[2] is None else float(saved[2])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

@@ -88,6 +88,9 @@ class Member(BaseSGT):
         self.linear_steps = context.linear_steps_now(n_outputs)  # before BaseSGT's init, which may make trees
         self.feature_share: float | None = None  # the random subspaces (set_tree_params; Params)
         self.feature_seed: tuple[int, ...] = ()
+        self.relax_growth: float | None = None
+        self.relax_cap: float = 0.1
+        self.relax_impurity: float | None = None
         super().__init__(**tree_params)
         self._context = context
         self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
@@ -215,6 +218,9 @@ class Member(BaseSGT):
             linear_steps=self.linear_steps,
             feature_share=self.feature_share,
             feature_seed=self.feature_seed,
+            relax_growth=self.relax_growth,
+            relax_cap=self.relax_cap,
+            relax_impurity=self.relax_impurity,
         )
 
     def changes(self) -> int:

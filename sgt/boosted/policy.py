@@ -29,6 +29,7 @@ __all__ = [
     "MULTICLASS_TREES",
     "QUIET_SHARE",
     "REGRESSOR_POLICY",
+    "RELAX",
     "REPLAY",
     "REPLAY_WARNED",
     "WARNING_SHARE",
@@ -36,6 +37,11 @@ __all__ = [
     "Youth",
 ]
 
+#: the classifier's members' split confidence while a leaf finds no split (Params.relax_growth, relax_cap,
+#: relax_impurity): delta times 10 per grace period of records the leaf gathered without a split or
+#: value update, at most 0.5, in leaves whose predictions are uncertain (a Gini impurity of 0.47 or more;
+#: two classes: probabilities within about 0.38 to 0.62). See docs/decisions.md, "The boosted ensemble"
+RELAX = (10.0, 0.5, 0.47)
 #: records learned between the points where detected drifts are answered
 DRIFT_PERIOD = 250
 #: records learned between the points where the classifier answers a drift alarm that no warning came

@@ -358,6 +358,104 @@ class _BinaryDelta003BoostedClassifier(BoostedClassifier):
     _binary_delta = 0.003
 
 
+class _StrictBoostedClassifier(BoostedClassifier):
+    """The default before its members' split confidence relaxed: every leaf at its delta."""
+
+    _relax = None
+
+
+class _Relaxing10BoostedClassifier(BoostedClassifier):
+    """Members whose leaves relax their split confidence while they find no split: delta times 10 per
+    grace period of records gathered without a split or value update, at most 0.5 (Params.relax_growth)."""
+
+    _relax = (10.0, 0.5, None)
+
+
+class _Relaxing3BoostedClassifier(BoostedClassifier):
+    """As above, times 3 per grace period, at most 0.3."""
+
+    _relax = (3.0, 0.3, None)
+
+
+class _UncertainRelaxingBoostedClassifier(BoostedClassifier):
+    """As `_Relaxing10BoostedClassifier`, only in leaves whose predictions are uncertain: a Gini impurity
+    of at least 0.4 (Params.relax_impurity)."""
+
+    _relax = (10.0, 0.5, 0.4)
+
+
+class _UncertainRelaxing45BoostedClassifier(BoostedClassifier):
+    """As above, at an impurity of at least 0.45."""
+
+    _relax = (10.0, 0.5, 0.45)
+
+
+class _UncertainRelaxing47BoostedClassifier(BoostedClassifier):
+    """As above, at an impurity of at least 0.47 (the default's, sgt.boosted.policy.RELAX)."""
+
+    _relax = (10.0, 0.5, 0.47)
+
+
+class _LadderBoostedClassifier(_StrictBoostedClassifier):
+    """Members of diverse split confidence: the first two at the default, then 3, 10, 30 and 100 times it."""
+
+    _delta_ladder = (1.0, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+class _DoublingLadderBoostedClassifier(_StrictBoostedClassifier):
+    """Each member at twice the split confidence of the one before (1, 2, 4, ... times the default)."""
+
+    _delta_ladder = tuple(2.0**m for m in range(10))
+
+
+class _LadderRelaxingBoostedClassifier(_LadderBoostedClassifier):
+    """The ladder, and leaves that relax as `_Relaxing3BoostedClassifier`'s."""
+
+    _relax = (3.0, 0.3, None)
+
+
+class _FullFirstBoostedClassifier(_StrictBoostedClassifier):
+    """The first member at full rate (shrinkage 1), the others at the default 0.3: on a short stream the
+    ensemble starts as the single tree would."""
+
+    _step_ladder = (1.0, 0.3)
+
+
+class _MixedBoostedClassifier(_StrictBoostedClassifier):
+    """Members from the fourth on with constant leaves, grace period 50 and 50 times the split
+    confidence: the first members fit what linear leaves can, the later ones grow deep where they
+    cannot (LED's noisy binary features, 2-D data). For the benchmark only: a restore gives every
+    member the model's leaves (the tree parameters a member takes at its position are not saved)."""
+
+    _late = (3, {"leaf_model": "constant", "grace_period": 50}, 50.0)
+
+    def _new_member(self, position: int) -> Any:
+        first, params, scale = self._late
+        if position < first:
+            return super()._new_member(position)
+        own = {**self._tree_params(), **params}
+        self._tree_params = lambda: own  # type: ignore[method-assign]  # (this member's only)
+        try:
+            member = super()._new_member(position)
+        finally:
+            del self._tree_params
+        member.set_delta_scale(scale)
+        member.set_tree_params(delta=self._member_delta(member.n_outputs) * scale)
+        return member
+
+
+class _MixedConstantBoostedClassifier(_MixedBoostedClassifier):
+    """Members from the fourth on with constant leaves, the other settings the default's."""
+
+    _late = (3, {"leaf_model": "constant"}, 1.0)
+
+
+class _MixedRelaxingBoostedClassifier(_MixedBoostedClassifier):
+    """The mixed members, and leaves that relax as `_Relaxing10BoostedClassifier`'s."""
+
+    _relax = (10.0, 0.5, None)
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -501,6 +599,22 @@ VARIANTS += (
     Variant(
         "ours-boosted-multi-output-delta0.01", boosted_classifier(multiclass_trees="multi-output", delta=0.01)
     ),
+    # members that grow deep on low-dimensional data (2-D checkerboard, moons, Bananas), diverse members,
+    # a full-rate first member (the ensemble against its own single tree on short streams); the ladders,
+    # the full-rate member and the mixed members on the strict default they were measured against
+    Variant("ours-boosted-strict", boosted_class(_StrictBoostedClassifier)),  # the default before
+    Variant("ours-boosted-relax10", boosted_class(_Relaxing10BoostedClassifier)),
+    Variant("ours-boosted-relax3", boosted_class(_Relaxing3BoostedClassifier)),
+    Variant("ours-boosted-relax10-uncertain", boosted_class(_UncertainRelaxingBoostedClassifier)),
+    Variant("ours-boosted-relax10-uncertain45", boosted_class(_UncertainRelaxing45BoostedClassifier)),
+    Variant("ours-boosted-relax10-uncertain47", boosted_class(_UncertainRelaxing47BoostedClassifier)),
+    Variant("ours-boosted-ladder", boosted_class(_LadderBoostedClassifier)),
+    Variant("ours-boosted-ladder-doubling", boosted_class(_DoublingLadderBoostedClassifier)),
+    Variant("ours-boosted-ladder-relax3", boosted_class(_LadderRelaxingBoostedClassifier)),
+    Variant("ours-boosted-full-first", boosted_class(_FullFirstBoostedClassifier)),
+    Variant("ours-boosted-mixed", boosted_class(_MixedBoostedClassifier)),
+    Variant("ours-boosted-mixed-constant", boosted_class(_MixedConstantBoostedClassifier)),
+    Variant("ours-boosted-mixed-relax10", boosted_class(_MixedRelaxingBoostedClassifier)),
 )
 
 

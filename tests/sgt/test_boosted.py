@@ -43,6 +43,16 @@ def _with_policy(patch: pytest.MonkeyPatch, model: type[Any], **changes: Any) ->
     patch.setattr(model, "_drift_policy", dataclasses.replace(model._drift_policy, **changes))
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _strict_members() -> Any:
+    """These streams' drift scenarios were built with every leaf at its split confidence: the
+    classifier's members since relax it in uncertain leaves (`RELAX`), which moves the rows where the
+    detectors fire. The relaxation, its exactness and its restore are tests/sgt/test_member_ladders.py's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BoostedClassifier, "_relax", None)
+        yield
+
+
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift)
 SMALL = {
