@@ -124,6 +124,8 @@ def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple
     to their leaves (the filling row too: its attempt follows as an event); return the events' rows
     and nodes."""
     tree = context.tree
+    if kernels.ENABLED and _one_pass(tree):
+        return _take_compiled(context, rows, run, stop)
     at = run.nodes[rows]
     if kernels.ENABLED:
         taken, leaf, place, event_rows, event_nodes = kernels.plan_pass(
@@ -151,6 +153,51 @@ def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple
     place[order] = rank - 1
     _predict_append(context, rows[taken], leaf[taken], place[taken], run)
     return events
+
+
+def _one_pass(tree: Tree) -> bool:
+    """Whether `_take_compiled` takes the tree's rows: a one-output tree with constant or linear
+    leaves (an adaptive leaf serves its constant or its linear term; a multi-output tree predicts
+    several outputs)."""
+    return type(tree) is Tree and not tree.adaptive
+
+
+def _take_compiled(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
+    """`_take` by sgt.kernels' take_pass, which plans the pass and predicts its rows in one loop (the
+    same rows, places, events and raw scores as plan_pass and Tree.predict_rows), then the learned
+    rows' gradients and their append, as `_predict_append` computes them: the same bits."""
+    tree = context.tree
+    columns = run.inputs.columns if tree.linear else _NO_COLUMNS
+    weights = tree.weights if tree.linear else _NO_WEIGHTS
+    learned, nodes, place, raw, event_rows, event_nodes = kernels.take_pass(
+        rows,
+        run.nodes,
+        run.learn,
+        tree.feature,
+        tree.slot,
+        tree.block,
+        tree.pending_n,
+        tree.value,
+        weights,
+        columns,
+        run.inputs.values,
+        context.base,
+        run.raw_out,
+        run.outputs_at,
+        context.n_outputs,
+    )
+    if learned.size:
+        g, h = context.gradients(raw[None], run.targets[learned])
+        tree.append(nodes, run.codes[learned], g[0], h[0], place)
+        context.count_learned(int(learned.size))
+    return list(zip(event_rows.tolist(), event_nodes.tolist()))
+
+
+# what a constant tree passes for its (absent) linear terms: no columns, so the weights go unread
+_NO_COLUMNS = np.zeros(0, dtype=np.intp)
+_NO_COLUMNS.flags.writeable = False
+_NO_WEIGHTS = np.zeros((1, 1))
+_NO_WEIGHTS.flags.writeable = False
 
 
 def _evaluate(tree: Tree, events: list[tuple[int, int]]) -> list[Event]:

@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     old, new = args.old.resolve(), args.new.resolve()
     print(
-        f"{args.model}, {args.records:,} records in batches of {args.batch:,}, {args.pairs} pairs of processes "
-        "(old then new), CPU time of predict_learn_many alone"
+        f"{args.model}, {args.records:,} records in batches of {args.batch:,}, {args.pairs} pairs of "
+        "processes (old then new), CPU time of predict_learn_many alone"
     )
     ratios, olds, news = [], [], []
     for pair in range(args.pairs):
@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         olds.append(us_old)
         news.append(us_new)
         ratios.append(us_new / us_old)
+        ratio = us_new / us_old
         print(
-            f"pair {pair + 1}: old {us_old:6.2f} us/record  new {us_new:6.2f} us/record  new/old {us_new / us_old:.3f}"
+            f"pair {pair + 1}: old {us_old:6.2f} us/record  new {us_new:6.2f} us/record  new/old {ratio:.3f}"
         )
     print(
         f"median: old {statistics.median(olds):.2f} us/record, new {statistics.median(news):.2f} us/record, "
