@@ -68,6 +68,8 @@ __all__ = [
     "EVALUATION_SIZE",
     "WINNER_SIZE",
     "append_rows",
+    "binary_exponents",
+    "binary_finish",
     "evaluate_leaf",
     "linear_newton",
     "linear_steps",
@@ -525,6 +527,33 @@ def linear_steps(
         for j in range(1, numeric.size):
             shift += step[j] * centre[j]
         value[k] += shift
+
+
+@_compiled
+def binary_exponents(u: np.ndarray) -> np.ndarray:
+    """The arguments of sgt.softmax.binary_gradients' two exps, [2, rows]: 0 - top and u - top, top
+    being ``np.maximum(0.0, u)`` (u itself where u is NaN, as np.maximum propagates it; where u is
+    0.0 or -0.0, either zero gives both arguments the same exp). One np.exp of the two rows then
+    gives each element the bits of its own exp."""
+    out = np.empty((2, u.size))
+    for i in range(u.size):
+        top = u[i] if u[i] > 0.0 or u[i] != u[i] else 0.0
+        out[0, i] = 0.0 - top
+        out[1, i] = u[i] - top
+    return out
+
+
+@_compiled
+def binary_finish(e: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sgt.softmax.binary_gradients after its exps `e` [2, rows] (class 0's, class 1's): p = e1 / (e0
+    + e1), then g = p - y and h = p (1 - p), `y` (bool) counting as 1.0 or 0.0 as numpy casts it."""
+    n = y.size
+    g, h = np.empty(n), np.empty(n)
+    for i in range(n):
+        p = e[1, i] / (e[0, i] + e[1, i])
+        g[i] = p - (1.0 if y[i] else 0.0)
+        h[i] = p * (1.0 - p)
+    return g, h
 
 
 #: What `evaluate_leaf` returns, by position.

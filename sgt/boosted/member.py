@@ -219,9 +219,10 @@ class Member(BaseSGT):
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shape = self._context.outputs
-        first = OFFSETS + shape.first_column(self.n_outputs)
+        outputs = self.n_outputs
+        first = OFFSETS + shape.first_column(outputs)
         point = raw + targets[:, first : first + raw.shape[0]].T
-        g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(self.n_outputs))
+        g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(outputs))
         weight = targets[:, WEIGHT]
         return g * weight, h * weight
 

@@ -31,6 +31,7 @@ import sgt.leafwise
 from sgt import kernels
 from sgt.features import FeatureSpace
 from sgt.leaf import LeafLearner
+from sgt.softmax import binary_gradients
 from sgt.tree import Layout, Params, Tree
 from tests.sgt.sgt_testkit import bits, same_candidates
 
@@ -218,3 +219,28 @@ def test_the_workers_boosted_model_learns_the_same_bits_with_the_fused_kernels(p
         paths(path)
         results[path] = run(new_model(worker_settings("boosted")), X, y, 500)
     assert results["fused"] == results["numpy"]
+
+
+SCORES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-40.0, 40.0),
+    st.sampled_from([0.0, -0.0, 1e-300, -1e-300, 709.0, 710.0, -745.0, -746.0, 1e308]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scores=st.lists(SCORES, min_size=0, max_size=70), seed=st.integers(0, 2**32 - 1))
+def test_the_compiled_binary_gradients_are_numpys_bits(scores, seed) -> None:
+    """Catches the compiled steps of sgt.softmax.binary_gradients (a boosted member's gradients with two
+    classes) giving any score other bits than its numpy steps: NaN, infinities, zeros of either sign,
+    exps that overflow or underflow, arrays of every length (numpy's exp takes SIMD blocks and a
+    tail)."""
+    u = np.array(scores, dtype=np.float64)
+    y = np.random.default_rng(seed).integers(0, 2, size=u.size) == 1
+    with np.errstate(all="ignore"):
+        compiled = binary_gradients(u, y)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            reference = binary_gradients(u, y)
+    for got, expected in zip(compiled, reference, strict=True):
+        assert bits(got).tolist() == bits(expected).tolist()
