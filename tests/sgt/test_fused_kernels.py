@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import sgt
 import sgt.leafwise
 from sgt import kernels
+from sgt.boosted.bagging import Bagging
 from sgt.features import FeatureSpace
 from sgt.leaf import LeafLearner
 from sgt.softmax import binary_gradients
@@ -244,3 +245,26 @@ def test_the_compiled_binary_gradients_are_numpys_bits(scores, seed) -> None:
             reference = binary_gradients(u, y)
     for got, expected in zip(compiled, reference, strict=True):
         assert bits(got).tolist() == bits(expected).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.one_of(st.integers(0, 100), st.integers(0, 2**64 - 1)),
+    first=st.one_of(st.integers(0, 1000), st.integers(0, 2**62)),
+    members=st.integers(1, 12),
+    rate=st.sampled_from([None, 0.3, 1.0, 6.0, 40.0]),
+    young=st.sampled_from([None, 0.5]),
+    learned=st.lists(st.booleans(), max_size=300),
+)
+def test_the_compiled_bagging_weights_are_numpys(seed, first, members, rate, young, learned) -> None:
+    """Catches the compiled Poisson weights of online bagging (sgt.kernels.poisson_weights) drawing other
+    numbers than the numpy steps: uint64 arithmetic that wraps otherwise or turns into floats, another
+    inverse-CDF rule, weights on rows not learned, records counted otherwise."""
+    bagging = Bagging(rate, seed)
+    learn = np.array(learned, dtype=bool)
+    compiled = bagging.weights(learn, members, first, young if rate is not None else None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "ENABLED", False)
+        reference = bagging.weights(learn, members, first, young if rate is not None else None)
+    assert compiled.shape == reference.shape
+    assert np.array_equal(bits(compiled), bits(reference))
