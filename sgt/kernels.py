@@ -68,6 +68,7 @@ __all__ = [
     "EVALUATION_SIZE",
     "WINNER_SIZE",
     "append_rows",
+    "append_taken",
     "binary_exponents",
     "binary_finish",
     "evaluate_leaf",
@@ -973,6 +974,38 @@ def append_rows(
         leaf = slot[nodes[i]]
         position = pending_n[leaf] + place[i]
         pending_codes[leaf, position, :width] = codes[i]
+        pending_g[leaf, position] = g[i]
+        pending_h[leaf, position] = h[i]
+    for i in range(nodes.size):
+        pending_n[slot[nodes[i]]] += 1
+    return True
+
+
+@_compiled
+def append_taken(
+    learned: np.ndarray,
+    codes: np.ndarray,
+    nodes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    place: np.ndarray,
+    slot: np.ndarray,
+    pending_n: np.ndarray,
+    pending_codes: np.ndarray,
+    pending_g: np.ndarray,
+    pending_h: np.ndarray,
+) -> bool:
+    """`append_rows` of rows `learned` of a run's `codes` (each instance's codes read there, not
+    gathered first): sgt.leafwise's append of a pass's learned rows. False, and nothing written,
+    when a position lies beyond the blocks' capacity."""
+    capacity, width = pending_g.shape[1], codes.shape[1]
+    for i in range(nodes.size):
+        if pending_n[slot[nodes[i]]] + place[i] >= capacity:
+            return False
+    for i in range(nodes.size):
+        leaf = slot[nodes[i]]
+        position = pending_n[leaf] + place[i]
+        pending_codes[leaf, position, :width] = codes[learned[i]]
         pending_g[leaf, position] = g[i]
         pending_h[leaf, position] = h[i]
     for i in range(nodes.size):

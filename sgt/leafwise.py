@@ -188,9 +188,50 @@ def _take_compiled(context: Context, rows: np.ndarray, run: Run, stop: int) -> l
     )
     if learned.size:
         g, h = context.gradients(raw[None], run.targets[learned])
-        tree.append(nodes, run.codes[learned], g[0], h[0], place)
+        _append(tree, learned, run.codes, nodes, g[0], h[0], place)
         context.count_learned(int(learned.size))
     return list(zip(event_rows.tolist(), event_nodes.tolist()))
+
+
+def _append(
+    tree: Tree,
+    learned: np.ndarray,
+    codes: np.ndarray,
+    nodes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    place: np.ndarray,
+) -> None:
+    """Tree.append of the run's rows `learned` (their codes read from the run's `codes` in place) at
+    their `nodes`, each at `place` among the rows its leaf takes, by sgt.kernels' append_taken: the
+    room made first where a block's capacity is short, as Tree.append makes it."""
+    if not kernels.append_taken(
+        learned,
+        codes,
+        nodes,
+        g,
+        h,
+        place,
+        tree.slot,
+        tree.pending_n,
+        tree.pending_codes,
+        tree.pending_g,
+        tree.pending_h,
+    ):
+        tree.reserve_pending(int((tree.pending_n[tree.slot[nodes]] + place).max()) + 1)
+        kernels.append_taken(
+            learned,
+            codes,
+            nodes,
+            g,
+            h,
+            place,
+            tree.slot,
+            tree.pending_n,
+            tree.pending_codes,
+            tree.pending_g,
+            tree.pending_h,
+        )
 
 
 # what a constant tree passes for its (absent) linear terms: no columns, so the weights go unread
@@ -270,6 +311,8 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
         horizon = min(horizon, _horizon(tree, rest, run, stop))
     if not waiting:
         return np.zeros(0, dtype=np.intp)
+    if len(waiting) == 1:  # (mostly) one event's rows, ascending already
+        return waiting[0]
     return np.sort(np.concatenate(waiting))
 
 
