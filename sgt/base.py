@@ -161,6 +161,15 @@ class BaseSGT:
         """g and h, shaped like `raw` ([trees, rows]), of the loss at raw scores `raw`."""
         raise NotImplementedError
 
+    def _gradients_of_rows(
+        self, raw: np.ndarray, targets: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """g and h [m] of a one-output model's raw scores `raw` [m] of rows `rows` of `targets`: its
+        `_gradients` of the rows gathered (sgt.leafwise's pass; a boosted member computes them from the
+        rows where they lie)."""
+        g, h = self._gradients(raw[None], targets[rows])
+        return g[0], h[0]
+
     def _base(self) -> float:
         return 0.0
 

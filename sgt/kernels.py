@@ -74,6 +74,8 @@ __all__ = [
     "evaluate_leaf",
     "linear_newton",
     "linear_steps",
+    "member_binary_exponents",
+    "member_binary_gradients",
     "merge_block",
     "next_event",
     "node_rows_after",
@@ -594,6 +596,36 @@ def poisson_weights(
             weights[m, i] = count
         record += np.uint64(1)
     return weights
+
+
+@_compiled
+def member_binary_exponents(raw: np.ndarray, table: np.ndarray, rows: np.ndarray, column: int) -> np.ndarray:
+    """`binary_exponents` of a boosted member's scores: u = raw + the offset in `column` of each row of
+    its target table `table` (`rows`), as Member._gradients adds them."""
+    out = np.empty((2, rows.size))
+    for i in range(rows.size):
+        u = raw[i] + table[rows[i], column]
+        top = u if u > 0.0 or u != u else 0.0
+        out[0, i] = 0.0 - top
+        out[1, i] = u - top
+    return out
+
+
+@_compiled
+def member_binary_gradients(
+    e: np.ndarray, table: np.ndarray, rows: np.ndarray, target: int, weight: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`binary_finish` of a boosted member's rows, times their weights: y is whether the row's
+    `target` column holds 1, and g and h are multiplied by its `weight` column, as Member._gradients
+    multiplies them."""
+    n = rows.size
+    g, h = np.empty(n), np.empty(n)
+    for i in range(n):
+        p = e[1, i] / (e[0, i] + e[1, i])
+        w = table[rows[i], weight]
+        g[i] = (p - (1.0 if table[rows[i], target] == 1.0 else 0.0)) * w
+        h[i] = p * (1.0 - p) * w
+    return g, h
 
 
 #: What `evaluate_leaf` returns, by position.

@@ -72,6 +72,7 @@ class Context:
     base: float
     n_outputs: int
     gradients: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    gradients_of_rows: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
     count_learned: Callable[[int], None]
     before_changes: Callable[[int], None]
     learn_event: Callable[[int, np.ndarray, Any], None]
@@ -93,6 +94,7 @@ class Context:
             model._base(),
             model._n_outputs(),
             model._gradients,
+            model._gradients_of_rows,
             count_learned,
             model._before_changes,
             learn_event,
@@ -187,8 +189,8 @@ def _take_compiled(context: Context, rows: np.ndarray, run: Run, stop: int) -> l
         context.n_outputs,
     )
     if learned.size:
-        g, h = context.gradients(raw[None], run.targets[learned])
-        _append(tree, learned, run.codes, nodes, g[0], h[0], place)
+        g, h = context.gradients_of_rows(raw, run.targets, learned)
+        _append(tree, learned, run.codes, nodes, g, h, place)
         context.count_learned(int(learned.size))
     return list(zip(event_rows.tolist(), event_nodes.tolist()))
 

@@ -30,6 +30,7 @@ import sgt
 import sgt.leafwise
 from sgt import kernels
 from sgt.boosted.bagging import Bagging
+from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Outputs
 from sgt.features import FeatureSpace
 from sgt.leaf import LeafLearner
 from sgt.softmax import binary_gradients
@@ -268,3 +269,42 @@ def test_the_compiled_bagging_weights_are_numpys(seed, first, members, rate, you
         reference = bagging.weights(learn, members, first, young if rate is not None else None)
     assert compiled.shape == reference.shape
     assert np.array_equal(bits(compiled), bits(reference))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.lists(SCORES, min_size=1, max_size=70),
+    offsets=st.lists(SCORES, min_size=70, max_size=70),
+    every_class_from_three=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_binary_members_row_gradients_are_its_gradients_bits(
+    scores, offsets, every_class_from_three, seed
+) -> None:
+    """Catches a binary member's compiled gradients (Member._gradients_of_rows, the leafwise pass's)
+    differing from its numpy `_gradients` of the gathered rows by one bit: the offset added otherwise,
+    the weight applied otherwise (Poisson weights 0 to 4), a target other than class 1 counted as 1,
+    NaN, infinities, signed zeros."""
+    rng = np.random.default_rng(seed)
+    model = sgt.BoostedClassifier(seed=1, n_members=2)
+    model.learn_one({"x": 0.0}, 0)
+    model.learn_one({"x": 1.0}, 1)  # two classes: each member has one tree of one output
+    member = model._members[1]
+    # the offsets' column: the first after the weight, or the next where members score every class
+    outputs = Outputs(multi_output=True, every_class_from_three=every_class_from_three)
+    member._context = dataclasses.replace(member._context, outputs=outputs)
+    assert member.n_outputs == 1
+    table = np.zeros((70, OFFSETS + 2))
+    table[:, TARGET] = rng.integers(0, 3, size=70)
+    table[:, WEIGHT] = rng.integers(0, 5, size=70)
+    table[:, OFFSETS] = offsets
+    table[:, OFFSETS + 1] = offsets[::-1]
+    rows = np.sort(rng.choice(70, size=len(scores), replace=False))
+    raw = np.array(scores)
+    with np.errstate(all="ignore"):
+        compiled = member._gradients_of_rows(raw, table, rows)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            reference = member._gradients_of_rows(raw, table, rows)
+    for got, expected in zip(compiled, reference, strict=True):
+        assert bits(got).tolist() == bits(expected).tolist()
