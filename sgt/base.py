@@ -179,7 +179,10 @@ class BaseSGT:
 
     def _n_raw_scores(self) -> int:
         """Raw scores per record: one per output of each tree."""
-        return sum(tree.n_outputs for tree in self._trees)
+        trees = self._trees
+        if len(trees) == 1:  # (a boosted member's, on every pass of its runs: the sum's generator costs)
+            return trees[0].n_outputs
+        return sum(tree.n_outputs for tree in trees)
 
     def _tree_columns(self) -> list[int | slice]:
         """Each tree's rows of a model's raw scores and gradients ([outputs, rows], the trees' outputs

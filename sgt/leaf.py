@@ -57,6 +57,9 @@ _LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see LeafLearne
 ACTIVE, INACTIVE = "active", "inactive"
 # the first prefix LeafLearner.first_full searches for a fill (then 4x longer ones)
 FIRST_FULL_WINDOW = 256
+# the categories of a candidate that is not a nominal split (shared: read only, and empty)
+_NO_CATEGORIES = np.empty(0, dtype=np.int64)
+_NO_CATEGORIES.flags.writeable = False
 
 
 class LeafLearner:
@@ -246,8 +249,11 @@ class LeafLearner:
                 deltas=np.array([left, right]),
                 threshold=int(threshold),
                 missing_child=0 if to_left == 1.0 else 1,
+                categories=_NO_CATEGORIES,
             )
-        return Candidate(feature=-1, mean=mean, variance=variance, deltas=np.array([delta]))
+        return Candidate(
+            feature=-1, mean=mean, variance=variance, deltas=np.array([delta]), categories=_NO_CATEGORIES
+        )
 
     def act(self, node: int, candidate: Candidate, space: FeatureSpace) -> bool:
         """The second half of an attempt: apply the candidate if its F-test passes (a value update,
