@@ -11,16 +11,26 @@ compiled by numba instead. Three steps of the attempt:
   does with sgt.stats' block_stats and merge;
 - a linear leaf's Newton step on its block (`linear_newton`), LeafLearner._newton_linear's sums and solve.
 
+A leaf of a one-output tree with numeric features only (no linear gate, no feature subspaces, not
+adaptive) takes the three in one call, `evaluate_leaf`, with the null candidate and the winner's
+variance (LeafLearner._evaluate_compiled): a boosted member's attempt, most of its learning time, pays
+one call's fixed cost instead of four and their Python around them.
+
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
 changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
-each output's linear term. And four steps of a batch:
+each output's linear term. And the steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking); after an
   event, the node's later rows (`node_rows_after`) and the earliest row where their next event may
   fall (`next_event`, leafwise._horizon);
 - a linear tree's raw scores (`predict_linear`, Tree.predict_rows and MultiOutputTree.predict_outputs);
-- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append);
-- routing rows through a tree without nominal branches (`route_numeric`, Tree.route).
+- both at once for a one-output tree that is not adaptive (`take_pass`, leafwise._take_compiled);
+- a binary member's gradients around numpy's exp, which stays numpy's (`member_binary_exponents`,
+  `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients);
+- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append; `append_taken`
+  reads the rows' codes where they lie);
+- routing rows through a tree without nominal branches (`route_numeric`, Tree.route);
+- online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging).
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -28,7 +38,9 @@ Every floating-point operation is the numpy code's, on the same operands, in the
   which `ndarray.sum` adds a contiguous row;
 - cumulative sums run bin after bin, as `np.cumsum` does;
 - each product, quotient and difference is rounded once: numba, as numpy, contracts no ``a * b + c``
-  into a fused multiply-add (its ``fastmath`` is off).
+  into a fused multiply-add (its ``fastmath`` is off);
+- an exp is numpy's own (numpy's SIMD exp need not round as the libm a kernel would call): the kernels
+  compute its arguments and go on from its results, one np.exp between them.
 
 So a model learns the same bits with the kernels or without, and a model saved by either restores in
 the other byte for byte (tests/sgt/test_kernels.py compares them on random statistics, and whole
