@@ -109,7 +109,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _compiled(function: F) -> F:
     """The function compiled by numba, or as it is without numba.
 
-    numba caches what it compiles (about 9 s for every kernel on the benchmark machine) in
+    numba caches what it compiles (about 13 s for every kernel on the benchmark machine) in
     NUMBA_CACHE_DIR, beside the module or in the user's cache directory, the first of them it can
     write, so a process compiles nothing an earlier one did. Where it can write none (a read-only
     install, no home directory), each process compiles the kernels it calls instead of failing to
