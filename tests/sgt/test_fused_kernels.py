@@ -104,7 +104,7 @@ def test_a_fused_evaluation_equals_the_step_by_step_kernels_and_numpy(
     assert all(tree.learner._evaluates_compiled(int(tree.slot[node])) for node in nodes)
     by_kernel, by_numpy = copy.deepcopy(tree), copy.deepcopy(tree)
     fused = tree.evaluate_leaves(nodes)
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):  # (1e200: overflows, as meant)
         patch.setattr(LeafLearner, "_evaluates_compiled", lambda self, slot: False)
         stepwise = by_kernel.evaluate_leaves(nodes)
         patch.setattr(kernels, "ENABLED", False)
