@@ -161,6 +161,15 @@ class BaseSGT:
         """g and h, shaped like `raw` ([trees, rows]), of the loss at raw scores `raw`."""
         raise NotImplementedError
 
+    def _gradients_of_rows(
+        self, raw: np.ndarray, targets: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """g and h [m] of a one-output model's raw scores `raw` [m] of rows `rows` of `targets`: its
+        `_gradients` of the rows gathered (sgt.leafwise's pass; a boosted member computes them from the
+        rows where they lie)."""
+        g, h = self._gradients(raw[None], targets[rows])
+        return g[0], h[0]
+
     def _base(self) -> float:
         return 0.0
 
@@ -170,7 +179,10 @@ class BaseSGT:
 
     def _n_raw_scores(self) -> int:
         """Raw scores per record: one per output of each tree."""
-        return sum(tree.n_outputs for tree in self._trees)
+        trees = self._trees
+        if len(trees) == 1:  # (a boosted member's, on every pass of its runs: the sum's generator costs)
+            return trees[0].n_outputs
+        return sum(tree.n_outputs for tree in trees)
 
     def _tree_columns(self) -> list[int | slice]:
         """Each tree's rows of a model's raw scores and gradients ([outputs, rows], the trees' outputs

@@ -11,16 +11,26 @@ compiled by numba instead. Three steps of the attempt:
   does with sgt.stats' block_stats and merge;
 - a linear leaf's Newton step on its block (`linear_newton`), LeafLearner._newton_linear's sums and solve.
 
+A leaf of a one-output tree with numeric features only (no linear gate, no feature subspaces, not
+adaptive) takes the three in one call, `evaluate_leaf`, with the null candidate and the winner's
+variance (LeafLearner._evaluate_compiled): a boosted member's attempt, most of its learning time, pays
+one call's fixed cost instead of four and their Python around them.
+
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
 changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
-each output's linear term. And four steps of a batch:
+each output's linear term. And the steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking); after an
   event, the node's later rows (`node_rows_after`) and the earliest row where their next event may
   fall (`next_event`, leafwise._horizon);
 - a linear tree's raw scores (`predict_linear`, Tree.predict_rows and MultiOutputTree.predict_outputs);
-- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append);
-- routing rows through a tree without nominal branches (`route_numeric`, Tree.route).
+- both at once for a one-output tree that is not adaptive (`take_pass`, leafwise._take_compiled);
+- a binary member's gradients around numpy's exp, which stays numpy's (`member_binary_exponents`,
+  `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients);
+- appending the taken rows to their leaves' pending blocks (`append_rows`, Tree.append; `append_taken`
+  reads the rows' codes where they lie);
+- routing rows through a tree without nominal branches (`route_numeric`, Tree.route);
+- online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging).
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -28,7 +38,9 @@ Every floating-point operation is the numpy code's, on the same operands, in the
   which `ndarray.sum` adds a contiguous row;
 - cumulative sums run bin after bin, as `np.cumsum` does;
 - each product, quotient and difference is rounded once: numba, as numpy, contracts no ``a * b + c``
-  into a fused multiply-add (its ``fastmath`` is off).
+  into a fused multiply-add (its ``fastmath`` is off);
+- an exp is numpy's own (numpy's SIMD exp need not round as the libm a kernel would call): the kernels
+  compute its arguments and go on from its results, one np.exp between them.
 
 So a model learns the same bits with the kernels or without, and a model saved by either restores in
 the other byte for byte (tests/sgt/test_kernels.py compares them on random statistics, and whole
@@ -65,18 +77,27 @@ except ImportError:  # the `fast` extra is not installed: sgt takes the numpy co
 
 __all__ = [
     "ENABLED",
+    "EVALUATION_SIZE",
     "WINNER_SIZE",
     "append_rows",
+    "append_taken",
+    "binary_exponents",
+    "binary_finish",
+    "evaluate_leaf",
     "linear_newton",
     "linear_steps",
+    "member_binary_exponents",
+    "member_binary_gradients",
     "merge_block",
     "next_event",
     "node_rows_after",
     "numeric_search",
     "numeric_winner",
     "plan_pass",
+    "poisson_weights",
     "predict_linear",
     "route_numeric",
+    "take_pass",
 ]
 
 #: Whether sgt runs these kernels (numba importable, SGT_KERNELS not "0").
@@ -88,7 +109,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _compiled(function: F) -> F:
     """The function compiled by numba, or as it is without numba.
 
-    numba caches what it compiles (about 9 s for every kernel on the benchmark machine) in
+    numba caches what it compiles (about 13 s for every kernel on the benchmark machine) in
     NUMBA_CACHE_DIR, beside the module or in the user's cache directory, the first of them it can
     write, so a process compiles nothing an earlier one did. Where it can write none (a read-only
     install, no home directory), each process compiles the kernels it calls instead of failing to
@@ -525,6 +546,259 @@ def linear_steps(
 
 
 @_compiled
+def binary_exponents(u: np.ndarray) -> np.ndarray:
+    """The arguments of sgt.softmax.binary_gradients' two exps, [2, rows]: 0 - top and u - top, top
+    being ``np.maximum(0.0, u)`` (u itself where u is NaN, as np.maximum propagates it; where u is
+    0.0 or -0.0, either zero gives both arguments the same exp). One np.exp of the two rows then
+    gives each element the bits of its own exp."""
+    out = np.empty((2, u.size))
+    for i in range(u.size):
+        top = u[i] if u[i] > 0.0 or u[i] != u[i] else 0.0
+        out[0, i] = 0.0 - top
+        out[1, i] = u[i] - top
+    return out
+
+
+@_compiled
+def binary_finish(e: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """sgt.softmax.binary_gradients after its exps `e` [2, rows] (class 0's, class 1's): p = e1 / (e0
+    + e1), then g = p - y and h = p (1 - p), `y` (bool) counting as 1.0 or 0.0 as numpy casts it."""
+    n = y.size
+    g, h = np.empty(n), np.empty(n)
+    for i in range(n):
+        p = e[1, i] / (e[0, i] + e[1, i])
+        g[i] = p - (1.0 if y[i] else 0.0)
+        h[i] = p * (1.0 - p)
+    return g, h
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MEMBER_STEP = np.uint64(0xD1B54A32D192ED03)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+_SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11))
+
+
+@_compiled
+def poisson_weights(
+    seed: np.uint64, first: np.uint64, learn: np.ndarray, members: int, cdf: np.ndarray
+) -> np.ndarray:
+    """sgt.boosted.bagging's weights [members, rows]: for the k-th learned row (record first + k) and
+    member m, splitmix64's uniform of (seed, record, m) (every step in uint64, wrapping as numpy's),
+    then the number of `cdf` entries at or below it (np.searchsorted's side "right"); 0 for rows not
+    learned."""
+    weights = np.zeros((members, learn.size))
+    base = seed * _MEMBER_STEP
+    record = first
+    for i in range(learn.size):
+        if not learn[i]:
+            continue
+        for m in range(members):
+            z = base + record * _GOLDEN
+            z = z + np.uint64(m + 1) * _MEMBER_STEP
+            z ^= z >> _SHIFTS[0]
+            z *= _MIX_1
+            z ^= z >> _SHIFTS[1]
+            z *= _MIX_2
+            z ^= z >> _SHIFTS[2]
+            uniform = np.float64(z >> _SHIFTS[3]) * (1.0 / 2.0**53)
+            count = 0
+            while count < cdf.size and cdf[count] <= uniform:
+                count += 1
+            weights[m, i] = count
+        record += np.uint64(1)
+    return weights
+
+
+@_compiled
+def member_binary_exponents(raw: np.ndarray, table: np.ndarray, rows: np.ndarray, column: int) -> np.ndarray:
+    """`binary_exponents` of a boosted member's scores: u = raw + the offset in `column` of each row of
+    its target table `table` (`rows`), as Member._gradients adds them."""
+    out = np.empty((2, rows.size))
+    for i in range(rows.size):
+        u = raw[i] + table[rows[i], column]
+        top = u if u > 0.0 or u != u else 0.0
+        out[0, i] = 0.0 - top
+        out[1, i] = u - top
+    return out
+
+
+@_compiled
+def member_binary_gradients(
+    e: np.ndarray, table: np.ndarray, rows: np.ndarray, target: int, weight: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`binary_finish` of a boosted member's rows, times their weights: y is whether the row's
+    `target` column holds 1, and g and h are multiplied by its `weight` column, as Member._gradients
+    multiplies them."""
+    n = rows.size
+    g, h = np.empty(n), np.empty(n)
+    for i in range(n):
+        p = e[1, i] / (e[0, i] + e[1, i])
+        w = table[rows[i], weight]
+        g[i] = (p - (1.0 if table[rows[i], target] == 1.0 else 0.0)) * w
+        h[i] = p * (1.0 - p) * w
+    return g, h
+
+
+#: What `evaluate_leaf` returns, by position.
+EVALUATION_SIZE = 10
+
+
+@_compiled
+def _not_below_zero(x: float) -> float:
+    """Python's ``max(x, 0.0)``: x unless 0.0 > x (a NaN stays, and so does a -0.0)."""
+    return 0.0 if x < 0.0 else x
+
+
+@_compiled
+def _group_loss(
+    mg: float, mh: float, m2g: float, m2h: float, cgh: float, lambda_: float
+) -> tuple[float, float, float]:
+    """sgt.split._group_loss: one group's delta, mean loss change and within-group sum of squares,
+    the same operations in the same order."""
+    denominator = mh + lambda_
+    delta = -mg / denominator if denominator > 0 else 0.0
+    d2 = delta * delta
+    mu = mg * delta + 0.5 * mh * d2
+    return delta, mu, _not_below_zero(d2 * m2g + 0.25 * d2 * d2 * m2h + d2 * delta * cgh)
+
+
+@_compiled
+def _side_loss(
+    n: float,
+    sg: float,
+    sh: float,
+    sgg: float,
+    shh: float,
+    sgh: float,
+    centre_g: float,
+    centre_h: float,
+    lambda_: float,
+) -> tuple[float, float]:
+    """One side of sgt.split._split_variance: its mean loss change and within-side sum of squares."""
+    eg, eh = sg / n, sh / n
+    _, mu, within = _group_loss(
+        centre_g + eg,
+        centre_h + eh,
+        _not_below_zero(sgg - n * eg * eg),
+        _not_below_zero(shh - n * eh * eh),
+        sgh - n * eg * eh,
+        lambda_,
+    )
+    return mu, within
+
+
+@_compiled
+def _winner_variance(winner: np.ndarray, lambda_: float) -> float:
+    """sgt.split._winner_variance_of_sums of `numeric_winner`'s values, the same operations in the
+    same order: each side's second-order sums (the missing values' joining the side they go to),
+    then `_split_variance`'s pooled variance of the two sides."""
+    to_left = winner[19] == 1.0
+    second_left = np.empty(3)
+    second_right = np.empty(3)
+    for q in range(3):
+        at, last, missed = winner[6 + q], winner[9 + q], winner[12 + q]
+        second_left[q] = at + (missed if to_left else 0.0)
+        second_right[q] = last - at + (0.0 if to_left else missed)
+    centre_g, centre_h = winner[17], winner[18]
+    n_left, n_right = winner[0], winner[3]
+    mu_left, within_left = _side_loss(
+        n_left,
+        winner[1],
+        winner[2],
+        second_left[0],
+        second_left[1],
+        second_left[2],
+        centre_g,
+        centre_h,
+        lambda_,
+    )
+    mu_right, within_right = _side_loss(
+        n_right,
+        winner[4],
+        winner[5],
+        second_right[0],
+        second_right[1],
+        second_right[2],
+        centre_g,
+        centre_h,
+        lambda_,
+    )
+    total = n_left + n_right
+    combined = (n_left * mu_left + n_right * mu_right) / total
+    spread = n_left * ((mu_left - combined) * (mu_left - combined)) + n_right * (
+        (mu_right - combined) * (mu_right - combined)
+    )
+    return (within_left + within_right + spread) / (total - 1.0)
+
+
+@_compiled
+def evaluate_leaf(
+    node: int,
+    slot: int,
+    step_linear: bool,
+    search: bool,
+    codes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    numeric: np.ndarray,
+    inputs: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    pair_of: np.ndarray,
+    linear_lambda: float,
+    weights: np.ndarray,
+    value: np.ndarray,
+    stats: np.ndarray,
+    total: np.ndarray,
+    offsets: np.ndarray,
+    columns: np.ndarray,
+    lambda_: float,
+    gamma: float,
+) -> np.ndarray:
+    """The first half of the attempt of an active leaf of a one-output tree with constant or linear
+    leaves, numeric features only and no linear gate or feature subspaces, as LeafLearner.evaluate
+    does it with the kernels, in one call: the linear term's Newton step (`step_linear`; `linear_newton`,
+    applied as LeafLearner._linear_step applies it: w -= s and value += s . c, the products added in
+    order, unless the sum of h is not positive or the step overflowed), the merge of the block
+    (`merge_block`), the null candidate (sgt.split.null_candidate), and, with `search` (the leaf may
+    split), the best numeric split (`numeric_search`, `numeric_winner` and the winner's variance).
+
+    `codes` [n, F], `g` and `h` [n, 1] the block (`codes[:, j]` of numeric feature j read through
+    `numeric`), `weights` [nodes, features] and `value` [nodes] the tree's, `stats` [columns, 1, 6]
+    and `total` [1, 6] the slot's statistics. Returns [EVALUATION_SIZE]: the null candidate's delta,
+    mean and variance; the split's mean (+inf where no split is found), feature index among the
+    numeric features, threshold, variance, left and right steps, and 1.0 if the missing values go left.
+    """
+    out = np.full(EVALUATION_SIZE, np.nan)
+    if step_linear and numeric.size:
+        h_sum, centre, _, step = linear_newton(
+            codes, numeric, inputs, g[:, 0], h[:, 0], first, second, pair_of, linear_lambda
+        )
+        if h_sum > 0.0 and np.all(np.isfinite(step)):
+            for j in range(numeric.size):
+                weights[node, numeric[j]] -= step[j]
+            shift = step[0] * centre[0]
+            for j in range(1, numeric.size):
+                shift += step[j] * centre[j]
+            value[node] += shift
+    merge_block(stats, total, codes, g, h, offsets)
+    n, mg, mh, m2g, m2h, cgh = total[0, 0], total[0, 1], total[0, 2], total[0, 3], total[0, 4], total[0, 5]
+    delta, mean, within = _group_loss(mg, mh, m2g, m2h, cgh, lambda_)
+    out[0], out[1] = delta, mean
+    out[2] = within / (n - 1.0) if n > 1 else np.nan
+    out[3] = np.inf
+    if search and numeric.size:
+        best, f, t = numeric_search(stats, columns, lambda_, gamma, n)
+        if np.isfinite(best):
+            winner = numeric_winner(stats[:, 0], columns, f, t, lambda_)
+            out[3], out[4], out[5] = best, f, t
+            out[6] = _winner_variance(winner, lambda_)
+            out[7], out[8], out[9] = winner[15], winner[16], winner[19]
+    return out
+
+
+@_compiled
 def plan_pass(
     rows: np.ndarray,
     at: np.ndarray,
@@ -568,6 +842,79 @@ def plan_pass(
         taken[n_taken], leaf[n_taken], place[n_taken] = i, is_leaf, count - 1
         n_taken += 1
     return taken[:n_taken], leaf[:n_taken], place[:n_taken], event_rows[:n_events], event_nodes[:n_events]
+
+
+@_compiled
+def take_pass(
+    rows: np.ndarray,
+    nodes: np.ndarray,
+    learn: np.ndarray,
+    feature: np.ndarray,
+    slot: np.ndarray,
+    block: np.ndarray,
+    pending_n: np.ndarray,
+    value: np.ndarray,
+    weights: np.ndarray,
+    columns: np.ndarray,
+    inputs: np.ndarray,
+    base: float,
+    raw_out: np.ndarray,
+    outputs_at: np.ndarray,
+    n_outputs: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """sgt.leafwise's pass over `rows` of a one-output tree with constant or linear leaves (not
+    adaptive), in one loop: `plan_pass`'s rows and events, and each taken row predicted as
+    Tree.predict_rows predicts it (the node's value, plus, with `columns` non-empty, its `weights`
+    of `columns` times the row's `inputs` added feature by feature in order), plus `base`, written
+    to `raw_out` [rows, outputs] column 0, with `n_outputs` to `outputs_at`.
+
+    Returns, of the taken rows that are learned at a leaf (what sgt.leafwise appends to the pending
+    blocks), in row order: their rows, nodes, places among their node's learned rows and raw scores;
+    then the events' rows and nodes, in row order. `nodes` and `learn` are the run's, by row; `inputs`
+    the run's leaf inputs [rows, columns] (a constant tree passes no columns)."""
+    n = rows.size
+    seen = np.zeros(feature.size, dtype=np.int64)  # each node's learned rows so far in the pass
+    done = np.zeros(feature.size, dtype=np.bool_)  # whether its event is found (later rows wait)
+    learned = np.empty(n, dtype=np.int64)
+    learned_nodes = np.empty(n, dtype=np.int64)
+    place = np.empty(n, dtype=np.int64)
+    raw = np.empty(n)
+    event_rows = np.empty(n, dtype=np.int64)
+    event_nodes = np.empty(n, dtype=np.int64)
+    n_learned = n_events = 0
+    for i in range(n):
+        row = rows[i]
+        node = nodes[row]
+        if done[node]:
+            continue
+        count = seen[node]
+        is_leaf = feature[node] < 0
+        if learn[row]:
+            count += 1
+            seen[node] = count
+            need = block[slot[node]] - pending_n[slot[node]] if is_leaf else 1
+            if count == need:
+                done[node] = True
+                event_rows[n_events], event_nodes[n_events] = row, node
+                n_events += 1
+        total = value[node]
+        for j in range(columns.size):
+            total += weights[node, columns[j]] * inputs[row, j]
+        total = total + base
+        raw_out[row, 0] = total
+        outputs_at[row] = n_outputs
+        if learn[row] and is_leaf:
+            learned[n_learned], learned_nodes[n_learned] = row, node
+            place[n_learned], raw[n_learned] = count - 1, total
+            n_learned += 1
+    return (
+        learned[:n_learned],
+        learned_nodes[:n_learned],
+        place[:n_learned],
+        raw[:n_learned],
+        event_rows[:n_events],
+        event_nodes[:n_events],
+    )
 
 
 @_compiled
@@ -671,6 +1018,38 @@ def append_rows(
         leaf = slot[nodes[i]]
         position = pending_n[leaf] + place[i]
         pending_codes[leaf, position, :width] = codes[i]
+        pending_g[leaf, position] = g[i]
+        pending_h[leaf, position] = h[i]
+    for i in range(nodes.size):
+        pending_n[slot[nodes[i]]] += 1
+    return True
+
+
+@_compiled
+def append_taken(
+    learned: np.ndarray,
+    codes: np.ndarray,
+    nodes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    place: np.ndarray,
+    slot: np.ndarray,
+    pending_n: np.ndarray,
+    pending_codes: np.ndarray,
+    pending_g: np.ndarray,
+    pending_h: np.ndarray,
+) -> bool:
+    """`append_rows` of rows `learned` of a run's `codes` (each instance's codes read there, not
+    gathered first): sgt.leafwise's append of a pass's learned rows. False, and nothing written,
+    when a position lies beyond the blocks' capacity."""
+    capacity, width = pending_g.shape[1], codes.shape[1]
+    for i in range(nodes.size):
+        if pending_n[slot[nodes[i]]] + place[i] >= capacity:
+            return False
+    for i in range(nodes.size):
+        leaf = slot[nodes[i]]
+        position = pending_n[leaf] + place[i]
+        pending_codes[leaf, position, :width] = codes[learned[i]]
         pending_g[leaf, position] = g[i]
         pending_h[leaf, position] = h[i]
     for i in range(nodes.size):

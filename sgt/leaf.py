@@ -57,6 +57,9 @@ _LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see LeafLearne
 ACTIVE, INACTIVE = "active", "inactive"
 # the first prefix LeafLearner.first_full searches for a fill (then 4x longer ones)
 FIRST_FULL_WINDOW = 256
+# the categories of a candidate that is not a nominal split (shared: read only, and empty)
+_NO_CATEGORIES = np.empty(0, dtype=np.int64)
+_NO_CATEGORIES.flags.writeable = False
 
 
 class LeafLearner:
@@ -165,6 +168,8 @@ class LeafLearner:
         `act` (which finishes the attempt) but the attempt itself."""
         tree = self.tree
         slot = int(tree.slot[node])
+        if self._evaluates_compiled(slot):
+            return self._evaluate_compiled(node, slot)
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
@@ -175,8 +180,8 @@ class LeafLearner:
         where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
         sgt.split.best_numeric_leaves)."""
         tree = self.tree
-        if len(nodes) == 1:
-            return [self.evaluate(nodes[0])]
+        if len(nodes) == 1 or all(self._evaluates_compiled(int(tree.slot[node])) for node in nodes):
+            return [self.evaluate(node) for node in nodes]  # (each leaf's evaluation reads its own alone)
         slots = [int(tree.slot[node]) for node in nodes]
         if tree.adaptive and tree.params.linear_steps:  # each leaf's own g (see _choose)
             for node, slot in zip(nodes, slots):
@@ -185,6 +190,70 @@ class LeafLearner:
             self._newton_leaves(nodes, slots)
         self._merge_leaves(np.array(slots, dtype=np.intp))
         return self._best_candidates(nodes, slots)
+
+    def _evaluates_compiled(self, slot: int) -> bool:
+        """Whether `evaluate` takes `_evaluate_compiled` for the leaf at `slot`: with the kernels, an
+        active leaf of a one-output tree (not a subclass's) with constant or linear leaves, numeric
+        features only, and neither a linear gate nor feature subspaces."""
+        tree = self.tree
+        params = tree.params
+        return (
+            kernels.ENABLED
+            and type(self) is LeafLearner
+            and tree.n_outputs == 1
+            and not tree.adaptive
+            and not tree.layout.nominal
+            and params.linear_gate is None
+            and not params.feature_share
+            and bool(tree.active[slot])
+        )
+
+    def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
+        """`evaluate` by sgt.kernels' evaluate_leaf, in one call: the Newton step of `_newton_compiled`,
+        the merge of `_merge_pending` and the candidates of `_best_candidates` (the null one, and the
+        best numeric split, which replaces it if its mean is lower), the same bits."""
+        tree = self.tree
+        params, layout = tree.params, tree.layout
+        size = int(tree.pending_n[slot])
+        first, second = layout.pairs
+        found = kernels.evaluate_leaf(
+            node,
+            slot,
+            bool(tree.linear and params.linear_steps),
+            params.max_depth is None or bool(tree.depth[node] < params.max_depth),
+            tree.pending_codes[slot, :size],
+            tree.pending_g[slot, :size, None],
+            tree.pending_h[slot, :size, None],
+            layout.numeric,
+            layout.inputs,
+            first,
+            second,
+            layout.pair_of,
+            params.linear_lambda,
+            tree.weights,
+            tree.value,
+            tree.stats[slot][:, None],
+            tree.total[slot][None],
+            layout.offsets,
+            layout.numeric_columns,
+            params.lambda_,
+            params.gamma,
+        ).tolist()
+        tree.pending_n[slot] = 0
+        delta, mean, variance, split_mean, f, threshold, split_variance, left, right, to_left = found
+        if split_mean < mean:  # (never where no split is found: its mean is +inf)
+            return Candidate(
+                feature=int(layout.numeric[int(f)]),
+                mean=split_mean,
+                variance=split_variance,
+                deltas=np.array([left, right]),
+                threshold=int(threshold),
+                missing_child=0 if to_left == 1.0 else 1,
+                categories=_NO_CATEGORIES,
+            )
+        return Candidate(
+            feature=-1, mean=mean, variance=variance, deltas=np.array([delta]), categories=_NO_CATEGORIES
+        )
 
     def act(self, node: int, candidate: Candidate, space: FeatureSpace) -> bool:
         """The second half of an attempt: apply the candidate if its F-test passes (a value update,

@@ -72,6 +72,7 @@ class Context:
     base: float
     n_outputs: int
     gradients: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    gradients_of_rows: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
     count_learned: Callable[[int], None]
     before_changes: Callable[[int], None]
     learn_event: Callable[[int, np.ndarray, Any], None]
@@ -93,6 +94,7 @@ class Context:
             model._base(),
             model._n_outputs(),
             model._gradients,
+            model._gradients_of_rows,
             count_learned,
             model._before_changes,
             learn_event,
@@ -124,6 +126,8 @@ def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple
     to their leaves (the filling row too: its attempt follows as an event); return the events' rows
     and nodes."""
     tree = context.tree
+    if kernels.ENABLED and _one_pass(tree):
+        return _take_compiled(context, rows, run, stop)
     at = run.nodes[rows]
     if kernels.ENABLED:
         taken, leaf, place, event_rows, event_nodes = kernels.plan_pass(
@@ -151,6 +155,92 @@ def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple
     place[order] = rank - 1
     _predict_append(context, rows[taken], leaf[taken], place[taken], run)
     return events
+
+
+def _one_pass(tree: Tree) -> bool:
+    """Whether `_take_compiled` takes the tree's rows: a one-output tree with constant or linear
+    leaves (an adaptive leaf serves its constant or its linear term; a multi-output tree predicts
+    several outputs)."""
+    return type(tree) is Tree and not tree.adaptive
+
+
+def _take_compiled(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
+    """`_take` by sgt.kernels' take_pass, which plans the pass and predicts its rows in one loop (the
+    same rows, places, events and raw scores as plan_pass and Tree.predict_rows), then the learned
+    rows' gradients and their append, as `_predict_append` computes them: the same bits."""
+    tree = context.tree
+    columns = run.inputs.columns if tree.linear else _NO_COLUMNS
+    weights = tree.weights if tree.linear else _NO_WEIGHTS
+    learned, nodes, place, raw, event_rows, event_nodes = kernels.take_pass(
+        rows,
+        run.nodes,
+        run.learn,
+        tree.feature,
+        tree.slot,
+        tree.block,
+        tree.pending_n,
+        tree.value,
+        weights,
+        columns,
+        run.inputs.values,
+        context.base,
+        run.raw_out,
+        run.outputs_at,
+        context.n_outputs,
+    )
+    if learned.size:
+        g, h = context.gradients_of_rows(raw, run.targets, learned)
+        _append(tree, learned, run.codes, nodes, g, h, place)
+        context.count_learned(int(learned.size))
+    return list(zip(event_rows.tolist(), event_nodes.tolist()))
+
+
+def _append(
+    tree: Tree,
+    learned: np.ndarray,
+    codes: np.ndarray,
+    nodes: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    place: np.ndarray,
+) -> None:
+    """Tree.append of the run's rows `learned` (their codes read from the run's `codes` in place) at
+    their `nodes`, each at `place` among the rows its leaf takes, by sgt.kernels' append_taken: the
+    room made first where a block's capacity is short, as Tree.append makes it."""
+    if not kernels.append_taken(
+        learned,
+        codes,
+        nodes,
+        g,
+        h,
+        place,
+        tree.slot,
+        tree.pending_n,
+        tree.pending_codes,
+        tree.pending_g,
+        tree.pending_h,
+    ):
+        tree.reserve_pending(int((tree.pending_n[tree.slot[nodes]] + place).max()) + 1)
+        kernels.append_taken(
+            learned,
+            codes,
+            nodes,
+            g,
+            h,
+            place,
+            tree.slot,
+            tree.pending_n,
+            tree.pending_codes,
+            tree.pending_g,
+            tree.pending_h,
+        )
+
+
+# what a constant tree passes for its (absent) linear terms: no columns, so the weights go unread
+_NO_COLUMNS = np.zeros(0, dtype=np.intp)
+_NO_COLUMNS.flags.writeable = False
+_NO_WEIGHTS = np.zeros((1, 1))
+_NO_WEIGHTS.flags.writeable = False
 
 
 def _evaluate(tree: Tree, events: list[tuple[int, int]]) -> list[Event]:
@@ -223,6 +313,8 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
         horizon = min(horizon, _horizon(tree, rest, run, stop))
     if not waiting:
         return np.zeros(0, dtype=np.intp)
+    if len(waiting) == 1:  # (mostly) one event's rows, ascending already
+        return waiting[0]
     return np.sort(np.concatenate(waiting))
 
 

@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from sgt import kernels
+
 __all__ = ["Bagging"]
 
 
@@ -38,6 +40,8 @@ class Bagging:
             weights[:, rows] = 1.0
             return weights
         cdf = self._cdf if rate is None else _poisson_cdf(rate)
+        if kernels.ENABLED:  # the same numbers, in one compiled loop
+            return kernels.poisson_weights(np.uint64(self.seed), np.uint64(first), learn, members, cdf)
         index = (first + np.arange(rows.size)).astype(np.uint64)
         uniform = _uniform(self.seed, index, members)
         weights[:, rows] = np.searchsorted(cdf, uniform, side="right")

@@ -134,6 +134,7 @@ class _Core(_Estimator):
             outputs_for_classes=self._outputs_for_classes if self._is_classifier else None,
             member_delta=self._member_delta,
             linear_steps_now=self._linear_steps_now,
+            binary_cross_entropy=self._is_classifier,
         )
         self._retired_version = 0  # changes made by members since replaced, so `version` never decreases
         # while a stop inside a span is answered: the ensembles that ran past it, with their changes as

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sgt import kernels
 from sgt.base import BaseSGT
 from sgt.features import FeatureSpace, Regrid
 from sgt.multioutput import MultiOutputTree, widened
@@ -67,6 +68,10 @@ class MemberContext:
     outputs_for_classes: Callable[[int], int] | None  # None: a regressor (one output, no classes)
     member_delta: Callable[[int], float]
     linear_steps_now: Callable[[int], bool]
+    #: whether `loss_gradients` of one output is sgt.softmax.binary_gradients at the scores, against
+    #: targets equal to 1 (the classifier's with two classes): a member then computes it from its
+    #: table's rows in compiled steps (`Member._gradients_of_rows`)
+    binary_cross_entropy: bool = False
 
 
 class Member(BaseSGT):
@@ -243,13 +248,28 @@ class Member(BaseSGT):
 
     def _gradients(self, raw: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shape = self._context.outputs
-        first = OFFSETS + shape.first_column(self.n_outputs)
+        outputs = self.n_outputs
+        first = OFFSETS + shape.first_column(outputs)
         point = raw + targets[:, first : first + raw.shape[0]].T
-        g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(self.n_outputs))
+        g, h = self._context.loss_gradients(point, targets[:, TARGET], shape.every_class(outputs))
         weight = targets[:, WEIGHT]
         if self._step_share != 1.0:  # (1.0: the bits of before the share)
             return g * weight, h * (weight / self._step_share)
         return g * weight, h * weight
+
+    def _gradients_of_rows(
+        self, raw: np.ndarray, targets: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`_gradients` of one output's raw scores of rows `rows` of the target table `targets`: with the
+        two-class cross-entropy and sgt.kernels, by `member_binary_exponents`, one np.exp and
+        `member_binary_gradients` (the same operations on the same operands as `_gradients` and
+        binary_gradients, where the rows lie, without gathering them: the same bits)."""
+        context = self._context
+        if not (kernels.ENABLED and context.binary_cross_entropy and self.n_outputs == 1):
+            return super()._gradients_of_rows(raw, targets, rows)
+        column = OFFSETS + context.outputs.first_column(1)
+        e = np.exp(kernels.member_binary_exponents(raw, targets, rows, column))
+        return kernels.member_binary_gradients(e, targets, rows, TARGET, WEIGHT)
 
 
 class Marks:

@@ -56,7 +56,7 @@ def new_model(settings: WorkerSettings) -> StreamModel:
 def preload() -> None:
     """Load what the models load on first use: scipy's F distribution (the split test) and sgt's
     compiled kernels, which numba reads from its cache on their first call (about 0.3 s in all on the
-    benchmark machine), or compiles there on a fresh install or container (about 9 s).
+    benchmark machine), or compiles there on a fresh install or container (about 13 s).
 
     The worker calls this while its consumer group join runs, which takes seconds anyway, so that a
     partition's first batch does not stall its pipeline, nor its first prediction after a restore
