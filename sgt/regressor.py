@@ -14,6 +14,7 @@ from sgt.explain import Explanation, explanations
 from sgt.intervals import IntervalLayer, check_coverages
 from sgt.layout import Params
 from sgt.losses import Loss, SquaredError, get_loss
+from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 
 __all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor"]
@@ -58,6 +59,14 @@ class SGTRegressor(BaseSGT):
         "adaptive": one tree whose leaves each serve their linear term or their constant, whichever
         predicted their records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant"
         as for the classifier.
+    Residual level: with a loss whose link is the identity (squared error, Huber; not Poisson), the
+    prediction is the serving tree's plus a recent mean of the model's own prequential residuals,
+    where such a correction has had the smaller recent absolute error (sgt.residual.ResidualLevel):
+    a tree moves a leaf only every `grace_period` records, so on a target that wanders over time (a
+    time series) it lags the level, and no split on the features can learn the lag. On a stationary
+    stream no correction wins and the prediction stays the tree's. The trees never see it; intervals
+    and explanations are those of the corrected prediction. Models saved before it restore without.
+
     interval_coverages
         Coverages (in (0, 1)) whose prediction intervals the model tracks online from its prequential
         residuals, e.g. (0.9, 0.95) (sgt.intervals); `predict_interval_one` answers for these. Default
@@ -82,6 +91,9 @@ class SGTRegressor(BaseSGT):
     # leaf_model="auto"'s trees and fading (class attributes so that a benchmark variant may change them)
     _auto_leaves: ClassVar[tuple[str, ...]] = AUTO_LEAVES
     _auto_fading: ClassVar[float] = AUTO_FADING
+    # whether the served prediction gets a residual level (sgt.residual; the boosted regressor keeps
+    # its own, on the ensemble's score, and so has none here)
+    _levelled: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -132,6 +144,11 @@ class SGTRegressor(BaseSGT):
         self._base_value = self.base_score
         self.interval_coverages = check_coverages(interval_coverages)
         self._intervals = IntervalLayer(self.interval_coverages) if self.interval_coverages else None
+        # the residual level added to the served prediction (None: none, as saved before it existed;
+        # a level of a linked score would not add up, so only for an identity link)
+        self._level: ResidualLevel | None = (
+            ResidualLevel() if self._levelled and type(self.loss).link is Loss.link else None
+        )
         self._new_tree()
 
     def get_params(self) -> dict[str, Any]:
@@ -229,9 +246,11 @@ class SGTRegressor(BaseSGT):
 
     def _served_rows(self, raw: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
         """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving
-        tree's as it stood before the row, the errors updated by each learned row in order."""
+        tree's as it stood before the row, the errors updated by each learned row in order; then the
+        residual level's correction as it stood before the row, which learns each learned row's
+        residual in order (`_levelled_rows`)."""
         if self._auto_errors is None:
-            return self.loss.link(raw[:, 0])
+            return self._levelled_rows(self.loss.link(raw[:, 0]), y)
         # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
         linked = self.loss.link(np.ascontiguousarray(raw[:, : len(self._auto_leaves)]))
         out = np.empty(linked.shape[0])
@@ -239,10 +258,28 @@ class SGTRegressor(BaseSGT):
             out[i] = row[self._serving()]
             if y is not None and y[i] is not None:
                 self._record_errors(row, y[i])
-        return out
+        return self._levelled_rows(out, y)
+
+    # -- the residual level (sgt.residual), added to the served prediction ----------------------
+    def _levelled_rows(self, served: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
+        """`served` (each row's uncorrected prediction) corrected by the level as it stood before the
+        row; the level then learns the row's residual if the row is learned (target not None)."""
+        level = self._level
+        if level is None:
+            return served
+        if y is None:
+            return served + level.correction()
+        learn = [value is not None for value in y]
+        targets = [0.0 if value is None else float(self.loss.check_target(value)) for value in y]
+        return level.apply(served, targets, learn)
+
+    def _correction(self) -> float:
+        """What the residual level adds to the next prediction (0.0 without one)."""
+        return 0.0 if self._level is None else self._level.correction()
 
     def _state_extra(self) -> dict[str, Any]:
-        return {"base": self._base_value, **self._interval_state()}
+        level = {} if self._level is None else {"level": self._level.state()}
+        return {"base": self._base_value, **self._interval_state(), **level}
 
     def _interval_state(self) -> dict[str, Any]:
         """The interval layer's state, if the model keeps one (else nothing: blobs as before)."""
@@ -251,6 +288,8 @@ class SGTRegressor(BaseSGT):
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         base = extra["base"]
         self._base_value = None if base is None else float(base)
+        level = extra.get("level")  # (saved without: before the residual level, or none; none)
+        self._level = None if level is None or not self._levelled else ResidualLevel.restored(level)
         if self._intervals is not None:  # saved before the layer existed: it starts empty
             self._intervals = IntervalLayer.restore(self.interval_coverages, extra.get("intervals"))
 
@@ -288,12 +327,12 @@ class SGTRegressor(BaseSGT):
 
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self._linked_one(x)[self._serving()])
+        return float(self._linked_one(x)[self._serving()]) + self._correction()
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""
         raw, _ = self._run(X, None)
-        return self.loss.link(raw[:, self._serving()])
+        return self._levelled_rows(self.loss.link(raw[:, self._serving()]), None)
 
     def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
         """Predict each row with the model that learned all earlier rows, then learn it.
@@ -308,21 +347,24 @@ class SGTRegressor(BaseSGT):
 
     def learn_one(self, x: Any, y: float) -> None:
         """Learn one record."""
-        if self._intervals is None and self._auto_errors is None:
+        if self._intervals is None and self._auto_errors is None and self._level is None:
             self._learn_one(x, y)
             return
         # the residuals are those of the predictions before learning
         linked = self._linked_one(x)
-        prediction = float(linked[self._serving()])
+        served = float(linked[self._serving()])
+        prediction = served + self._correction()
         self._learn_one(x, y)
         if self._auto_errors is not None:
             self._record_errors(linked.tolist(), y)
+        if self._level is not None:  # (`apply`, as the batch takes it, for the same float operations)
+            self._level.apply([served], [float(self.loss.check_target(y))], [True])
         if self._intervals is not None:
             self._intervals.learn_one(prediction, float(y))
 
     def learn_many(self, X: Any, y: Sequence[Any]) -> None:
         """Learn rows in order; identical to a loop of learn_one (targets None are skipped)."""
-        if self._intervals is None and self._auto_errors is None:
+        if self._intervals is None and self._auto_errors is None and self._level is None:
             self._run(X, y)
         else:
             self.predict_learn_many(X, y)
@@ -330,8 +372,15 @@ class SGTRegressor(BaseSGT):
     def explain_one(self, x: Any) -> Explanation:
         """The raw score of `x` (for squared error, its prediction) as a base value plus each
         feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
-        (with leaf_model="auto": of the tree that serves)."""
-        return explanations(self, x)[self._serving()]
+        (with leaf_model="auto": of the tree that serves); the residual level's correction, which the
+        prediction adds, is in the base."""
+        explanation = explanations(self, x)[self._serving()]
+        correction = self._correction()
+        if not correction:
+            return explanation
+        return dataclasses.replace(
+            explanation, base=explanation.base + correction, score=explanation.score + correction
+        )
 
     # -- prediction intervals (sgt.intervals) --------------------------------------------------
     def _layer(self) -> IntervalLayer:
