@@ -1,15 +1,18 @@
-"""The boosted regressor's residual level: the recent mean of its own errors, added where it has helped.
+"""The regressors' residual level: the recent mean of a model's own errors, added where it has helped.
 
 A tree moves a leaf's value only when the leaf's block of records is full (every `grace_period`
 records), so on a target that wanders over time (a time series: TrumpApproval, WaterFlow, a random
-walk) the prediction lags the level by up to a block, and the members cannot learn the lag: it is
-not a function of the features. The ensemble's prequential residuals then share a slowly moving mean.
+walk) the prediction lags the level by up to a block, and the trees cannot learn the lag: it is
+not a function of the features. The model's prequential residuals then share a slowly moving mean.
 `ResidualLevel` keeps exponentially weighted means of those residuals at a few rates (`RATES`) and
-adds to the ensemble's prediction the one whose corrected predictions have had the smallest recent
+adds to the model's prediction the one whose corrected predictions have had the smallest recent
 absolute error (a decayed sum, `DECAY`), or none while no correction has beaten the plain prediction.
 On a stationary stream the residuals have no lasting mean and "none" keeps winning, so the prediction
-stays the ensemble's. The members never see the correction: they learn as before, and the drift tests
-watch the members' own errors.
+stays the model's. The trees never see the correction: they learn as before (and the boosted
+regressor's drift tests watch its members' own errors).
+
+Two models use it: `BoostedRegressor` corrects its ensemble's score (sgt.boosted.regressor), and
+`SGTRegressor` the prediction of its serving tree (sgt.regressor), each with an identity link only.
 
 Every update is a few Python float operations per learned record, in row order, so the batch, the
 one-record loop and a restored model (the state is eight floats, saved exactly) give the same bits.
