@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sgt import BoostedRegressor, SGTRegressor, kernels
+from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor, kernels
 from sgt.losses import Huber, Poisson
 from sgt.serialization import decode, encode
 from tests.sgt.test_boosted_residual import _friedman, _series
@@ -141,3 +141,17 @@ def test_a_linked_loss_and_the_boosted_regressor_have_no_single_level() -> None:
     extra = decode(boosted.to_bytes()).header["extra"]
     assert "level" not in extra and "residual" in extra
     assert BoostedRegressor.from_bytes(boosted.to_bytes())._level is None
+
+
+def test_the_adaptive_regressor_has_the_level_and_restores_older_models_without() -> None:
+    """AdaptiveSGTRegressor is SGTRegressor until a drift (tests/sgt/test_adaptive.py), the residual
+    level included (the boosted regressor's, saved as "residual"); a model saved before it has none."""
+    X, y = _series(1200)
+    model = AdaptiveSGTRegressor()
+    model.learn_many(X[:600], y[:600].tolist())
+    assert model._residual is not None and model._residual.correction() != 0.0
+    header, arrays, _ = decode(model.to_bytes())
+    assert set(header["extra"].pop("residual")) == {"levels", "errors"}
+    old = AdaptiveSGTRegressor.from_bytes(encode(header, list(arrays.items())))
+    assert old._residual is None
+    assert AdaptiveSGTRegressor.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
