@@ -61,8 +61,17 @@ class ResidualLevel:
         return self.levels[best]
 
     def learn(self, prediction: float, target: float) -> None:
-        """Take the residual of the uncorrected `prediction` of a record with `target`."""
-        self.apply([prediction], [target], [True])
+        """Take the residual of the uncorrected `prediction` of a record with `target`: the float
+        operations of one learned row of `apply`, in the same order (the same bits), without its
+        arrays (SGTRegressor's trees each take one a record)."""
+        residual = float(target) - float(prediction)
+        if not math.isfinite(residual):
+            return
+        levels, errors = self.levels, self.errors
+        for k, level in enumerate(levels):
+            errors[k] = DECAY * errors[k] + abs(residual - level)
+        for k in range(1, len(levels)):
+            levels[k] += RATES[k - 1] * (residual - levels[k])
 
     def apply(self, predictions: Any, targets: Any, learn: Any) -> np.ndarray:
         """The corrected predictions of rows in order (`predictions` uncorrected), learning the

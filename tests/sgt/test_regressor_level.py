@@ -2,20 +2,25 @@
 
 A tree moves a leaf only once its block of records is full, so on a target that wanders over time
 the served prediction lagged the level by up to a block: on a random walk read at minute timestamps
-SGTRegressor's MAE was 2.2 times the last value's. The level adds a recent mean of the model's own
-residuals where that has had the smaller recent error; the trees learn as before, and a stationary
-stream's predictions stay the tree's.
+SGTRegressor's MAE was 2.2 times the last value's. Each tree's prediction now adds a recent mean of
+its own residuals where that has had the smaller recent error (with leaf_model="auto" the tree that
+serves is chosen by the errors of the corrected predictions); the trees learn as before, and a
+stationary stream's predictions stay the trees'.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor, kernels
 from sgt.losses import Huber, Poisson
+from sgt.residual import ResidualLevel
 from sgt.serialization import decode, encode
 from tests.sgt.test_boosted_residual import _friedman, _series
 
@@ -28,7 +33,7 @@ def _mae(model: SGTRegressor, X: np.ndarray, y: np.ndarray) -> float:
 
 def _without_level(**params: Any) -> SGTRegressor:
     model = SGTRegressor(**params)
-    model._level = None
+    model._levels = None
     return model
 
 
@@ -87,7 +92,7 @@ def test_loop_batch_and_restore_give_the_same_bits(
             loop.learn_one(_record(x), target)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    assert batched._level is not None and batched._level.correction() != 0.0
+    assert batched._levels is not None and batched._correction() != 0.0
     learned = SGTRegressor(warm_up=100, **params)
     learned.learn_many(X, y)
     assert learned.to_bytes() == batched.to_bytes()
@@ -100,7 +105,7 @@ def test_explanations_and_intervals_follow_the_corrected_prediction() -> None:
     X, y = _series(1200)
     model = SGTRegressor(interval_coverages=(0.9,))
     model.learn_many(X, y.tolist())
-    assert model._level is not None and model._level.correction() != 0.0
+    assert model._levels is not None and model._correction() != 0.0
     record = _record(X[-1])
     prediction = model.predict_one(record)
     explanation = model.explain_one(record)
@@ -118,29 +123,29 @@ def test_a_model_saved_before_the_level_predicts_without_it() -> None:
     model = SGTRegressor()
     model.learn_many(X[:600], y[:600].tolist())
     header, arrays, _ = decode(model.to_bytes())
-    assert set(header["extra"].pop("level")) == {"levels", "errors"}
+    assert set(header["extra"].pop("levels")[0]) == {"levels", "errors"}
     old = SGTRegressor.from_bytes(encode(header, list(arrays.items())))
-    assert old._level is None
+    assert old._levels is None
     plain = SGTRegressor.from_bytes(model.to_bytes())
-    plain._level = None
+    plain._levels = None
     np.testing.assert_array_equal(
         old.predict_learn_many(X[600:], y[600:].tolist()), plain.predict_learn_many(X[600:], y[600:].tolist())
     )
-    assert "level" not in decode(old.to_bytes()).header["extra"]
+    assert "levels" not in decode(old.to_bytes()).header["extra"]
 
 
 def test_a_linked_loss_and_the_boosted_regressor_have_no_single_level() -> None:
     """Poisson's prediction is a linked score (a level of it would not add up); the boosted regressor
     corrects its ensemble's score with its own level (`_residual`), not the served prediction twice."""
-    assert SGTRegressor(loss=Poisson())._level is None
-    assert "level" not in decode(SGTRegressor(loss=Poisson()).to_bytes()).header["extra"]
+    assert SGTRegressor(loss=Poisson())._levels is None
+    assert "levels" not in decode(SGTRegressor(loss=Poisson()).to_bytes()).header["extra"]
     X, y = _series(600)
     boosted = BoostedRegressor()
     boosted.learn_many(X, y.tolist())
-    assert boosted._level is None and boosted._residual is not None
+    assert boosted._levels is None and boosted._residual is not None
     extra = decode(boosted.to_bytes()).header["extra"]
-    assert "level" not in extra and "residual" in extra
-    assert BoostedRegressor.from_bytes(boosted.to_bytes())._level is None
+    assert "levels" not in extra and "residual" in extra
+    assert BoostedRegressor.from_bytes(boosted.to_bytes())._levels is None
 
 
 def test_the_adaptive_regressor_has_the_level_and_restores_older_models_without() -> None:
@@ -155,3 +160,27 @@ def test_the_adaptive_regressor_has_the_level_and_restores_older_models_without(
     old = AdaptiveSGTRegressor.from_bytes(encode(header, list(arrays.items())))
     assert old._residual is None
     assert AdaptiveSGTRegressor.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(-1e6, 1e6),
+            st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.inf, math.nan])),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_learning_one_row_at_a_time_is_apply_bit_for_bit(rows: list[tuple[float, float, bool]]) -> None:
+    """`ResidualLevel.learn` (a tree's level in SGTRegressor, one record at a time) repeats `apply`'s
+    float operations (the boosted regressor's and the one-tree regressor's batches): the same levels,
+    errors and corrections, bit for bit, non-finite residuals skipped alike."""
+    batch, single = ResidualLevel(), ResidualLevel()
+    corrected = batch.apply([p for p, _, _ in rows], [t for _, t, _ in rows], [k for _, _, k in rows])
+    for i, (prediction, target, learns) in enumerate(rows):
+        assert prediction + single.correction() == corrected[i]
+        if learns:
+            single.learn(prediction, target)
+    assert single.state() == batch.state()
