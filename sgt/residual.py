@@ -55,10 +55,17 @@ class ResidualLevel:
             raise ValueError(f"a residual level holds {size} levels and {size} errors")
 
     def correction(self) -> float:
-        """What is added to the next prediction: the level of the candidate with the smallest error."""
-        errors = self.errors
-        best = min(range(len(errors)), key=errors.__getitem__)
-        return self.levels[best]
+        """What is added to the next prediction: the level of the candidate with the smallest error
+        (the first of equal ones), unrolled as in `apply` (SGTRegressor asks it for each tree and row)."""
+        e0, e1, e2, e3 = self.errors
+        best, level = e0, 0.0
+        if e1 < best:
+            best, level = e1, self.levels[1]
+        if e2 < best:
+            best, level = e2, self.levels[2]
+        if e3 < best:
+            level = self.levels[3]
+        return level
 
     def learn(self, prediction: float, target: float) -> None:
         """Take the residual of the uncorrected `prediction` of a record with `target`: the float
@@ -67,11 +74,16 @@ class ResidualLevel:
         residual = float(target) - float(prediction)
         if not math.isfinite(residual):
             return
-        levels, errors = self.levels, self.errors
-        for k, level in enumerate(levels):
-            errors[k] = DECAY * errors[k] + abs(residual - level)
-        for k in range(1, len(levels)):
-            levels[k] += RATES[k - 1] * (residual - levels[k])
+        _, l1, l2, l3 = self.levels
+        e0, e1, e2, e3 = self.errors
+        r1, r2, r3 = RATES
+        self.errors = [
+            DECAY * e0 + abs(residual - 0.0),
+            DECAY * e1 + abs(residual - l1),
+            DECAY * e2 + abs(residual - l2),
+            DECAY * e3 + abs(residual - l3),
+        ]
+        self.levels = [0.0, l1 + r1 * (residual - l1), l2 + r2 * (residual - l2), l3 + r3 * (residual - l3)]
 
     def apply(self, predictions: Any, targets: Any, learn: Any) -> np.ndarray:
         """The corrected predictions of rows in order (`predictions` uncorrected), learning the
