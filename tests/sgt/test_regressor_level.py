@@ -43,11 +43,11 @@ def _record(x: np.ndarray) -> dict[str, float]:
 
 def test_a_wandering_level_is_followed() -> None:
     """Catches a served prediction that lags a random walk (before: MAE 2.38 against the last value's
-    1.10; with the level 0.83)."""
+    1.10; with a level per tree 0.60)."""
     X, y = _series(3000)
     last_value = float(np.abs(np.diff(y)).mean())  # predicting each target by the one before it
     mae = _mae(SGTRegressor(), X, y)
-    assert mae <= last_value, (mae, last_value)
+    assert mae <= 0.7 * last_value, (mae, last_value)
     assert mae <= 0.5 * _mae(_without_level(), X, y)
 
 
