@@ -29,6 +29,7 @@ from sgt.boosted.member import Member
 from sgt.boosted.policy import ADAPTIVE_CLASSIFIER_POLICY, ADAPTIVE_REGRESSOR_POLICY
 from sgt.boosted.regressor import _RegressorEnsemble
 from sgt.losses import Loss
+from sgt.residual import ResidualLevel
 
 __all__ = ["AdaptiveSGTClassifier", "AdaptiveSGTRegressor"]
 
@@ -204,6 +205,8 @@ class AdaptiveSGTRegressor(_OneTree, _RegressorEnsemble):
             policy=ADAPTIVE_REGRESSOR_POLICY,
             **_ONE_TREE,
         )
+        if type(self.loss).link is Loss.link:  # SGTRegressor's residual level (sgt.residual), on its tree
+            self._residual = ResidualLevel()
 
     def get_params(self) -> dict[str, Any]:
         return self._without_ensemble(_RegressorEnsemble.get_params(self))

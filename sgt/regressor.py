@@ -14,6 +14,7 @@ from sgt.explain import Explanation, explanations
 from sgt.intervals import IntervalLayer, check_coverages
 from sgt.layout import Params
 from sgt.losses import Loss, SquaredError, get_loss
+from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 
 __all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor"]
@@ -42,6 +43,16 @@ class SGTRegressor(BaseSGT):
     the targets' spread, in doubles. With squared error it overflows once targets differ by more than
     about 1e76, and from then on the tree never splits; rescale such targets.
 
+    Residual levels: with a loss whose link is the identity (squared error, Huber; not Poisson), each
+    tree's prediction is corrected by a recent mean of its own prequential residuals, where such a
+    correction has had the smaller recent absolute error (sgt.residual.ResidualLevel, one per tree):
+    a tree moves a leaf only every `grace_period` records, so on a target that wanders over time (a
+    time series) it lags the level, and no split on the features can learn the lag. On a stationary
+    stream no correction wins and the prediction stays the tree's. With leaf_model="auto" the tree
+    that serves is the one whose corrected predictions erred least. The trees never see the
+    corrections; intervals and explanations are those of the corrected prediction. Models saved
+    before the levels restore without them.
+
     Parameters are those of SGTClassifier, plus:
 
     loss
@@ -51,10 +62,11 @@ class SGTRegressor(BaseSGT):
     leaf_model
         "auto" (default): three trees learn side by side, one with each of the leaf models below
         (`AUTO_LEAVES`), each from the gradients of its own predictions, and the model predicts with
-        the one whose absolute error, faded by `AUTO_FADING` per learned record, is lowest (about three
-        times the work of one tree). A tree's structure depends on its leaf model: on a step-shaped
-        target the trees with linear terms split elsewhere than the constant-leaf tree, and no choice
-        within a leaf recovers the constant-leaf tree's MAE (docs/decisions.md, "The regressor's leaves").
+        the one whose absolute error (of its corrected predictions, above), faded by `AUTO_FADING` per
+        learned record, is lowest (about three times the work of one tree). A tree's structure depends
+        on its leaf model: on a step-shaped target the trees with linear terms split elsewhere than the
+        constant-leaf tree, and no choice within a leaf recovers the constant-leaf tree's MAE
+        (docs/decisions.md, "The regressor's leaves").
         "adaptive": one tree whose leaves each serve their linear term or their constant, whichever
         predicted their records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant"
         as for the classifier.
@@ -82,6 +94,9 @@ class SGTRegressor(BaseSGT):
     # leaf_model="auto"'s trees and fading (class attributes so that a benchmark variant may change them)
     _auto_leaves: ClassVar[tuple[str, ...]] = AUTO_LEAVES
     _auto_fading: ClassVar[float] = AUTO_FADING
+    # whether the served prediction gets a residual level (sgt.residual; the boosted regressor keeps
+    # its own, on the ensemble's score, and so has none here)
+    _levelled: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -132,6 +147,14 @@ class SGTRegressor(BaseSGT):
         self._base_value = self.base_score
         self.interval_coverages = check_coverages(interval_coverages)
         self._intervals = IntervalLayer(self.interval_coverages) if self.interval_coverages else None
+        # the residual levels added to the trees' predictions, one per tree (None: none, as saved before
+        # they existed; a level of a linked score would not add up, so only for an identity link)
+        trees = len(self._auto_leaves) if leaf_model == "auto" else 1
+        self._levels: list[ResidualLevel] | None = (
+            [ResidualLevel() for _ in range(trees)]
+            if self._levelled and type(self.loss).link is Loss.link
+            else None
+        )
         self._new_tree()
 
     def get_params(self) -> dict[str, Any]:
@@ -227,22 +250,56 @@ class SGTRegressor(BaseSGT):
             error = abs(p - y)
             errors[k] = self._auto_fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
 
-    def _served_rows(self, raw: np.ndarray, y: Sequence[Any] | None) -> np.ndarray:
+    def _served_rows(self, raw: np.ndarray, y: Sequence[Any]) -> np.ndarray:
         """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving
-        tree's as it stood before the row, the errors updated by each learned row in order."""
+        tree's, corrected by its residual level, as they stood before the row; each learned row then
+        updates the errors (of the corrected predictions) and the levels, in row order."""
         if self._auto_errors is None:
-            return self.loss.link(raw[:, 0])
+            return self._levelled_rows(self.loss.link(raw[:, 0]), y)
         # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
         linked = self.loss.link(np.ascontiguousarray(raw[:, : len(self._auto_leaves)]))
         out = np.empty(linked.shape[0])
         for i, row in enumerate(linked.tolist()):
-            out[i] = row[self._serving()]
-            if y is not None and y[i] is not None:
-                self._record_errors(row, y[i])
+            corrected = self._corrected(row)
+            out[i] = corrected[self._serving()]
+            if y[i] is not None:
+                self._learn_served(row, corrected, y[i])
         return out
 
+    def _learn_served(self, linked: list[float], corrected: list[float], target: Any) -> None:
+        """leaf_model="auto", one learned record: each tree's faded error of its corrected prediction,
+        then each tree's level takes the residual of its uncorrected one (`linked`)."""
+        self._record_errors(corrected, target)
+        if self._levels is not None:
+            y = float(self.loss.check_target(target))
+            for level, prediction in zip(self._levels, linked, strict=True):
+                level.learn(prediction, y)
+
+    # -- the residual levels (sgt.residual), one per tree, added to its predictions -------------
+    def _corrected(self, linked: list[float]) -> list[float]:
+        """The trees' predictions each corrected by its level (as they are without levels)."""
+        if self._levels is None:
+            return linked
+        return [p + level.correction() for p, level in zip(linked, self._levels, strict=True)]
+
+    def _levelled_rows(self, served: np.ndarray, y: Sequence[Any]) -> np.ndarray:
+        """One tree: `served` (each row's uncorrected prediction) corrected by the level as it stood
+        before the row; the level then learns the row's residual if the row is learned (target not
+        None). `apply` does it in one pass of floats."""
+        if self._levels is None:
+            return served
+        level = self._levels[0]
+        learn = [value is not None for value in y]
+        targets = [0.0 if value is None else float(self.loss.check_target(value)) for value in y]
+        return level.apply(served, targets, learn)
+
+    def _correction(self) -> float:
+        """What the serving tree's residual level adds to its next prediction (0.0 without levels)."""
+        return 0.0 if self._levels is None else self._levels[self._serving()].correction()
+
     def _state_extra(self) -> dict[str, Any]:
-        return {"base": self._base_value, **self._interval_state()}
+        levels = {} if self._levels is None else {"levels": [level.state() for level in self._levels]}
+        return {"base": self._base_value, **self._interval_state(), **levels}
 
     def _interval_state(self) -> dict[str, Any]:
         """The interval layer's state, if the model keeps one (else nothing: blobs as before)."""
@@ -251,8 +308,18 @@ class SGTRegressor(BaseSGT):
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         base = extra["base"]
         self._base_value = None if base is None else float(base)
+        self._levels = self._restored_levels(extra.get("levels"))
         if self._intervals is not None:  # saved before the layer existed: it starts empty
             self._intervals = IntervalLayer.restore(self.interval_coverages, extra.get("intervals"))
+
+    def _restored_levels(self, saved: Any) -> list[ResidualLevel] | None:
+        """The saved levels (saved without: before the residual levels, or none; none)."""
+        if saved is None or not self._levelled:
+            return None
+        trees = len(self._auto_leaves) if self.leaf_model == "auto" else 1
+        if not isinstance(saved, list) or len(saved) != trees:
+            raise SerializationError(f"a model with {trees} tree(s) needs as many residual levels")
+        return [ResidualLevel.restored(state) for state in saved]
 
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,12 +355,13 @@ class SGTRegressor(BaseSGT):
 
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self._linked_one(x)[self._serving()])
+        return float(self._linked_one(x)[self._serving()]) + self._correction()  # (as `_corrected` adds)
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""
         raw, _ = self._run(X, None)
-        return self.loss.link(raw[:, self._serving()])
+        served = self.loss.link(raw[:, self._serving()])
+        return served if self._levels is None else served + self._correction()
 
     def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
         """Predict each row with the model that learned all earlier rows, then learn it.
@@ -308,21 +376,24 @@ class SGTRegressor(BaseSGT):
 
     def learn_one(self, x: Any, y: float) -> None:
         """Learn one record."""
-        if self._intervals is None and self._auto_errors is None:
+        if self._intervals is None and self._auto_errors is None and self._levels is None:
             self._learn_one(x, y)
             return
         # the residuals are those of the predictions before learning
-        linked = self._linked_one(x)
-        prediction = float(linked[self._serving()])
+        linked = self._linked_one(x).tolist()
+        corrected = self._corrected(linked)
+        prediction = corrected[self._serving()]
         self._learn_one(x, y)
         if self._auto_errors is not None:
-            self._record_errors(linked.tolist(), y)
+            self._learn_served(linked, corrected, y)
+        elif self._levels is not None:  # (`apply`, as the batch takes it, for the same float operations)
+            self._levels[0].apply([linked[0]], [float(self.loss.check_target(y))], [True])
         if self._intervals is not None:
             self._intervals.learn_one(prediction, float(y))
 
     def learn_many(self, X: Any, y: Sequence[Any]) -> None:
         """Learn rows in order; identical to a loop of learn_one (targets None are skipped)."""
-        if self._intervals is None and self._auto_errors is None:
+        if self._intervals is None and self._auto_errors is None and self._levels is None:
             self._run(X, y)
         else:
             self.predict_learn_many(X, y)
@@ -330,8 +401,15 @@ class SGTRegressor(BaseSGT):
     def explain_one(self, x: Any) -> Explanation:
         """The raw score of `x` (for squared error, its prediction) as a base value plus each
         feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
-        (with leaf_model="auto": of the tree that serves)."""
-        return explanations(self, x)[self._serving()]
+        (with leaf_model="auto": of the tree that serves); the residual level's correction, which the
+        prediction adds, is in the base."""
+        explanation = explanations(self, x)[self._serving()]
+        correction = self._correction()
+        if not correction:
+            return explanation
+        return dataclasses.replace(
+            explanation, base=explanation.base + correction, score=explanation.score + correction
+        )
 
     # -- prediction intervals (sgt.intervals) --------------------------------------------------
     def _layer(self) -> IntervalLayer:

@@ -17,10 +17,10 @@ from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
-from sgt.boosted.residual import ResidualLevel
 from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
+from sgt.residual import ResidualLevel
 
 __all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "damped_share"]
 
@@ -61,6 +61,7 @@ def damped_share(step: float, members: int) -> float:
 class _RegressorEnsemble(_Boosting, SGTRegressor):
     """A boosted ensemble of SGTs for regression, with the drift policy it is given."""
 
+    _levelled = False  # (its residual level, `_residual`, corrects the ensemble's score instead)
     _leaf_models: ClassVar[tuple[str, ...]] = LEAF_MODELS  # (not the single regressor's "auto")
 
     def __init__(
@@ -168,7 +169,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
     def _n_raw(self, n_events: int) -> int:
         return 1
 
-    # -- the residual level (sgt.boosted.residual), added to the ensemble's predictions ----------
+    # -- the residual level (sgt.residual), added to the ensemble's predictions ----------
     def _run_encoded(
         self,
         codes: np.ndarray,
@@ -231,7 +232,7 @@ class BoostedRegressor(_RegressorEnsemble):
     sgt.boosted for the algorithm. The members after the first take `damped_share` of their Newton
     steps (all take theirs at the same block boundaries), and with a loss without a link (squared
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
-    that has done better (sgt.boosted.residual: a target that wanders over time). Same methods and
+    that has done better (sgt.residual: a target that wanders over time). Same methods and
     guarantees as SGTRegressor, plus `n_trees` and `n_drifts`. Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
 

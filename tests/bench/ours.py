@@ -121,6 +121,18 @@ def auto(spec: StreamSpec, leaves: tuple[str, ...] = AUTO_LEAVES, factor: float 
     return model_class(leaf_model="auto")
 
 
+class _LevellessRegressor(SGTRegressor):
+    """SGTRegressor without its residual level (sgt.residual): the serving tree's prediction, as before."""
+
+    _levelled = False
+
+
+def levelless(spec: StreamSpec) -> Any:
+    """The single regressor without its residual level (the classifier's default on a classification
+    stream)."""
+    return SGTClassifier() if not spec.is_regression else _LevellessRegressor()
+
+
 def auto_leaves(spec: StreamSpec) -> dict[str, Any]:
     """``leaf_model="auto"`` on a regression stream (the classifier has no such leaf model)."""
     return {"leaf_model": "auto"} if spec.is_regression else {}
@@ -157,6 +169,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
     Variant("ours-linear", lambda spec: single(spec, leaf_model="linear")),  # the regressor's default before
     Variant("ours-adaptive-leaves", lambda spec: single(spec, leaf_model="adaptive")),  # the classifier too
+    Variant("ours-nolevel", levelless),  # the regressor's default before its residual level
     # the regressor's leaf_model="auto" (its default; the classifier's default on classification streams):
     # as it is, of two trees only (linear and constant leaves), and with other fadings of the errors
     Variant("ours-auto", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **auto_leaves(spec))),
@@ -653,7 +666,7 @@ def _gain_damped(gain: float) -> type[BoostedRegressor]:
 
 
 class _LevellessBoostedRegressor(BoostedRegressor):
-    """The default without its residual level (sgt.boosted.residual): the members' predictions."""
+    """The default without its residual level (sgt.residual): the members' predictions."""
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -675,7 +688,7 @@ def boosted_regressor_class(regressor: Callable[..., Any], **params: Any) -> Cal
 
 # the regressor's members' step shares (sgt.boosted.regressor.damped_share: the default damps every
 # member after the first so that together they move the prediction by at most the residual) and its
-# residual level (sgt.boosted.residual); with a shorter grace period (more frequent leaf steps)
+# residual level (sgt.residual); with a shorter grace period (more frequent leaf steps)
 VARIANTS += (
     Variant("ours-boosted-before-damping", boosted_regressor_class(_PreviousBoostedRegressor)),
     Variant("ours-boosted-no-level", boosted_regressor_class(_LevellessBoostedRegressor)),

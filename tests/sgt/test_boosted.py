@@ -455,7 +455,7 @@ def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
     expected = model._base_value
     for (value,) in members:
         expected = expected + model.learning_rate * value
-    assert model._residual is not None  # then the residual level's correction (sgt.boosted.residual)
+    assert model._residual is not None  # then the residual level's correction (sgt.residual)
     assert model.predict_one(x) == expected + model._residual.correction()
 
 

@@ -18,7 +18,7 @@ from sgt.serialization import decode, encode
 
 
 def _members_only(**params: object) -> BoostedRegressor:
-    """A BoostedRegressor without its residual level (sgt.boosted.residual): the members' predictions."""
+    """A BoostedRegressor without its residual level (sgt.residual): the members' predictions."""
     model = BoostedRegressor(**params)  # type: ignore[arg-type]
     model._residual = None
     return model

@@ -1,4 +1,4 @@
-"""The boosted regressor's residual level (sgt.boosted.residual).
+"""The boosted regressor's residual level (sgt.residual).
 
 Its members move a leaf only once a block is full, so on a target that wanders over time the
 prediction lagged the level by up to a block: TrumpApproval's ensemble had 3.4 times AMF's MAE and 7
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from sgt import BoostedRegressor
-from sgt.boosted.residual import RATES, ResidualLevel
 from sgt.explain import explain_raw
 from sgt.losses import Poisson
+from sgt.residual import RATES, ResidualLevel
 from sgt.serialization import decode, encode
 
 

@@ -134,6 +134,7 @@ def _deep_regressor() -> tuple[SGTRegressor, list[dict]]:  # constant leaves: a 
     y = 4.0 * (a > 0.3) + 2.0 * (b > 1.0) + 3.0 * (c == "w") + rng.normal(0.0, 0.2, n)
     records = [{"a": float(p), "b": float(q), "c": str(r)} for p, q, r in zip(a, b, c, strict=True)]
     model = SGTRegressor(grace_period=100, warm_up=100, leaf_model="constant")
+    model._levels = None  # (the exported tree's values are the predictions without the residual level)
     model.learn_many(records, y)
     probes = [
         {"a": float(p), "b": float(q), "c": str(r)}

@@ -65,6 +65,7 @@ def _vector_model() -> SGTRegressor:
         gamma=1.0,
         base_score=0.0,
     )
+    model._levels = None  # (the tree's leaf values are the subject, not the residual level's correction)
     for i in range(10):
         model.learn_one({"x": 4.0 * (i % 2)}, 1.0 + 0.2 * (i % 2))
     assert (model.n_updates, model.n_splits) == (1, 0)

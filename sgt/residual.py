@@ -1,15 +1,18 @@
-"""The boosted regressor's residual level: the recent mean of its own errors, added where it has helped.
+"""The regressors' residual level: the recent mean of a model's own errors, added where it has helped.
 
 A tree moves a leaf's value only when the leaf's block of records is full (every `grace_period`
 records), so on a target that wanders over time (a time series: TrumpApproval, WaterFlow, a random
-walk) the prediction lags the level by up to a block, and the members cannot learn the lag: it is
-not a function of the features. The ensemble's prequential residuals then share a slowly moving mean.
+walk) the prediction lags the level by up to a block, and the trees cannot learn the lag: it is
+not a function of the features. The model's prequential residuals then share a slowly moving mean.
 `ResidualLevel` keeps exponentially weighted means of those residuals at a few rates (`RATES`) and
-adds to the ensemble's prediction the one whose corrected predictions have had the smallest recent
+adds to the model's prediction the one whose corrected predictions have had the smallest recent
 absolute error (a decayed sum, `DECAY`), or none while no correction has beaten the plain prediction.
 On a stationary stream the residuals have no lasting mean and "none" keeps winning, so the prediction
-stays the ensemble's. The members never see the correction: they learn as before, and the drift tests
-watch the members' own errors.
+stays the model's. The trees never see the correction: they learn as before (and the boosted
+regressor's drift tests watch its members' own errors).
+
+Two models use it: `BoostedRegressor` corrects its ensemble's score (sgt.boosted.regressor), and
+`SGTRegressor` the prediction of its serving tree (sgt.regressor), each with an identity link only.
 
 Every update is a few Python float operations per learned record, in row order, so the batch, the
 one-record loop and a restored model (the state is eight floats, saved exactly) give the same bits.
@@ -52,14 +55,35 @@ class ResidualLevel:
             raise ValueError(f"a residual level holds {size} levels and {size} errors")
 
     def correction(self) -> float:
-        """What is added to the next prediction: the level of the candidate with the smallest error."""
-        errors = self.errors
-        best = min(range(len(errors)), key=errors.__getitem__)
-        return self.levels[best]
+        """What is added to the next prediction: the level of the candidate with the smallest error
+        (the first of equal ones), unrolled as in `apply` (SGTRegressor asks it for each tree and row)."""
+        e0, e1, e2, e3 = self.errors
+        best, level = e0, 0.0
+        if e1 < best:
+            best, level = e1, self.levels[1]
+        if e2 < best:
+            best, level = e2, self.levels[2]
+        if e3 < best:
+            level = self.levels[3]
+        return level
 
     def learn(self, prediction: float, target: float) -> None:
-        """Take the residual of the uncorrected `prediction` of a record with `target`."""
-        self.apply([prediction], [target], [True])
+        """Take the residual of the uncorrected `prediction` of a record with `target`: the float
+        operations of one learned row of `apply`, in the same order (the same bits), without its
+        arrays (SGTRegressor's trees each take one a record)."""
+        residual = float(target) - float(prediction)
+        if not math.isfinite(residual):
+            return
+        _, l1, l2, l3 = self.levels
+        e0, e1, e2, e3 = self.errors
+        r1, r2, r3 = RATES
+        self.errors = [
+            DECAY * e0 + abs(residual - 0.0),
+            DECAY * e1 + abs(residual - l1),
+            DECAY * e2 + abs(residual - l2),
+            DECAY * e3 + abs(residual - l3),
+        ]
+        self.levels = [0.0, l1 + r1 * (residual - l1), l2 + r2 * (residual - l2), l3 + r3 * (residual - l3)]
 
     def apply(self, predictions: Any, targets: Any, learn: Any) -> np.ndarray:
         """The corrected predictions of rows in order (`predictions` uncorrected), learning the
