@@ -12,7 +12,7 @@ them all, so callers name them ``kernels.numeric_search``). Three steps of the a
 - the merge of a leaf's pending block into its statistics (`merge_block`, sgt.kernels.leaf_steps),
   which LeafLearner._merge_pending does with sgt.stats' block_stats and merge;
 - a linear leaf's Newton step on its block (`linear_newton`, sgt.kernels.leaf_steps),
-  LeafLearner._newton_linear's sums and solve.
+  LinearTermSteps._newton_linear's sums and solve.
 
 A leaf of a one-output tree with numeric features only (no linear gate, no feature subspaces, not
 adaptive) takes the three in one call, `evaluate_leaf` (sgt.kernels.leaf_evaluation), with the null

@@ -47,7 +47,7 @@ def evaluate_leaf(
     """The first half of the attempt of an active leaf of a one-output tree with constant or linear
     leaves, numeric features only and no linear gate or feature subspaces, as LeafLearner.evaluate
     does it with the kernels, in one call: the linear term's Newton step (`step_linear`; `linear_newton`,
-    applied as LeafLearner._linear_step applies it: w -= s and value += s . c, the products added in
+    applied as LinearTermSteps._linear_step applies it: w -= s and value += s . c, the products added in
     order, unless the sum of h is not positive or the step overflowed), the merge of the block
     (`merge_block`), the null candidate (sgt.split.null_candidate), and, with `search` (the leaf may
     split), the best numeric split (`numeric_search`, `numeric_winner` and the winner's variance).

@@ -2,8 +2,8 @@
 linear term's Newton step, the same bits as LeafLearner's numpy steps.
 
 `merge_block` is LeafLearner._merge_pending (sgt.stats' block_stats and merge, Chan's update);
-`linear_newton` is LeafLearner._newton_linear's sums and solve, and `linear_steps` applies each
-output's step of a multi-output leaf.
+`linear_newton` is sgt.linear_term.LinearTermSteps._newton_linear's sums and solve, and `linear_steps`
+applies each output's step of a multi-output leaf.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def linear_newton(
     pair_of: np.ndarray,
     linear_lambda: float,
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """A linear leaf's Newton step on its block, as LeafLearner._newton_linear computes it: (sum of h, the
+    """A linear leaf's Newton step on its block, as LinearTermSteps._newton_linear computes it: (sum of h, the
     block's h-weighted centre c of the inputs, G = sum g (z - c), the step s), s solving
     (mean h (z-c)(z-c)' + linear_lambda I) s = G / n; c, G and s are empty when the sum of h is not
     positive (then there is no step).
@@ -175,7 +175,7 @@ def linear_steps(
 ) -> None:
     """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
     applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
-    LeafLearner._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
+    LinearTermSteps._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
     keeps its term; else w -= s and value += s . c, the products added in order."""
     for k in range(value.size):
         h_sum, centre, _, step = linear_newton(
