@@ -68,8 +68,8 @@ class SGTClassifier(BaseSGT):
         (their bin centres on the grid), fitted by Newton steps from the same gradients and
         Hessians at every attempt; a new leaf starts from its parent's term. "constant": the
         paper's leaves, a value only. "adaptive": each leaf serves its linear term or its constant,
-        whichever predicted its records better so far (sgt.leaf.LeafLearner._choose; the regressor's
-        default, not the classifier's: BENCHMARKS.md section 9).
+        whichever predicted its records better so far (sgt.linear_term.LinearTermSteps._choose; the
+        regressor's default, not the classifier's: BENCHMARKS.md section 9).
     linear_lambda
         L2 regularisation of the linear term's Newton steps (on mean Hessians). Default 0.01.
     max_depth

@@ -99,7 +99,7 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
         out["weights"] = weights if multi else weights[0]
     if feature < 0:
         out.update(leaf=True, n=tree.leaf_count(node))
-        if tree.adaptive:  # what the leaf serves, and its constant (see sgt.leaf.LeafLearner._choose)
+        if tree.adaptive:  # what the leaf serves, and its constant (see sgt.linear_term's _choose)
             constant = float(tree.value[node]) + float(tree.anchor[node]) + base
             out.update(serves="linear" if tree.serving[node] else "constant", constant=constant)
         return out

@@ -45,7 +45,8 @@ class Params:
     # without it (a t statistic below -t; see LeafLearner._newton_linear and sgt.linear_gate.drop_changes)
     linear_gate: float | None = None
     # "adaptive": the weight each attempt keeps of a leaf's tally of its linear term's loss change (the
-    # blocks before it fade by this factor; see sgt.leaf.LeafLearner._choose; why 0.5: docs/decisions.md)
+    # blocks before it fade by this factor; see sgt.linear_term.LinearTermSteps._choose; why 0.5:
+    # docs/decisions.md)
     leaf_fading: float = 0.5
     # None, or the share of the features a split attempt may split on, drawn anew at each attempt
     # (random subspaces, as in random forests: sgt.leaf.subspace); `feature_seed` makes the draws of

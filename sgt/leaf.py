@@ -16,7 +16,8 @@ mean loss change (the null candidate wins ties, then the earlier feature), and a
 gives p < delta and its mean is negative. A value update moves the leaf by its delta and resets its
 statistics; a split gives each child the parent's value plus its delta. A linear leaf first takes a
 Newton step of its linear term on the block; an adaptive leaf first chooses which of its linear term
-and its constant it serves next (`LeafLearner._choose`).
+and its constant it serves next (`LeafLearner._choose`). Those steps of the linear term are
+sgt.linear_term's `LinearTermSteps`, the learner's base class; this module holds the rest.
 
 The learner is an object the tree owns rather than functions over the tree because a multi-output
 tree learns with other arithmetic (sgt.multioutput's learner overrides the merge, the Newton step and
@@ -26,15 +27,14 @@ the candidates), and rather than a part of `Tree` so that the structure and rout
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sgt import kernels
 from sgt.features import FeatureSpace
-from sgt.linear_gate import may_reject, rejects_block
-from sgt.ordered import leaf_sums_in_order, solve_positive_definite, sums_in_order
+from sgt.linear_term import LinearTermSteps
 from sgt.split import (
     Candidate,
     best_nominal,
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ACTIVE", "FIRST_FULL_WINDOW", "INACTIVE", "LeafLearner", "subspace"]
 
-_LARGEST = 1e300  # an adaptive leaf's tally stays within +-this (see LeafLearner._record)
 # how the memory budget holds a split: with active children, or inactive ones (see Tree.room_for_split)
 ACTIVE, INACTIVE = "active", "inactive"
 # the first prefix LeafLearner.first_full searches for a fill (then 4x longer ones)
@@ -62,8 +61,10 @@ _NO_CATEGORIES = np.empty(0, dtype=np.int64)
 _NO_CATEGORIES.flags.writeable = False
 
 
-class LeafLearner:
-    """The learning of a tree's leaves: pending blocks, attempts, merges, candidates, Newton steps.
+class LeafLearner(LinearTermSteps):
+    """The learning of a tree's leaves: pending blocks, attempts, merges, candidates, and (from its
+    base, sgt.linear_term's `LinearTermSteps`) the linear term's Newton steps and an adaptive leaf's
+    choice.
 
     It keeps no state of its own: everything it reads and writes is the tree's (so a tree saves,
     restores and copies as before). A `Tree` makes its own (`Tree.learner`) and forwards its learning
@@ -344,258 +345,6 @@ class LeafLearner:
             tree.anchor[node] -= delta
         else:
             tree.anchor[node] += delta
-
-    def _choose(self, node: int, slot: int) -> np.ndarray | None:
-        """An adaptive leaf's choice between its linear term and its constant, on its full block; the
-        block's g at the linear term's predictions (for its Newton step) if the leaf served its
-        constant, else None (the block's own g are).
-
-        Every row of the block was predicted by the same leaf (it changes only at attempts), by its
-        linear term p_l = value + w . z or its constant p_c = value + anchor. With e = p_l - p_c, the
-        second-order expansion of the loss around the served prediction (exact for squared error) gives
-        each row's loss change l(p_l) - l(p_c): g e - h e^2 / 2 if it served p_l, g e + h e^2 / 2 if
-        p_c. The leaf's tally fades by `leaf_fading` and adds the block's sum (in row order): the
-        prequential loss difference of the two predictors on the records the leaf saw, recent ones
-        weighing most. The leaf serves its linear term while the tally is negative. A tally that is
-        not a number (a linear term that overflowed) serves the constant (see `_record`).
-
-        The block's g are at the served prediction; the linear term's Newton step needs them at its own,
-        g + h e when the constant served (exact for squared error, the tree's own approximation else).
-        The predictor not served also takes a Newton step of its level here, from its own g (g - h e
-        for the constant, g + h e for the linear term): the value updates and split steps of `act`,
-        computed from the served predictor's g, move the served one alone (`_step_value`), so each
-        predictor's level follows its own residuals and either is ready when the tally turns.
-        """
-        tree = self.tree
-        if not tree.adaptive:
-            return None
-        size = int(tree.pending_n[slot])
-        numeric = tree.layout.numeric
-        g, h = tree.pending_g[slot, :size], tree.pending_h[slot, :size]
-        if not numeric.size or not size:
-            return None
-        z = tree.layout.inputs[tree.pending_codes[slot, :size].T[numeric]]  # [features, rows]
-        terms = np.empty((numeric.size + 1, size))
-        np.multiply(tree.weights[node, numeric][:, None], z, out=terms[1:])
-        terms[0] = -tree.anchor[node]
-        with np.errstate(over="ignore", invalid="ignore"):
-            e = sums_in_order(terms)
-            linear = bool(tree.serving[node])
-            change = g * e - 0.5 * h * e * e if linear else g * e + 0.5 * h * e * e
-            # the other predictor's g (at its own predictions) and h, summed for its level's step
-            other = np.empty((size, 3))
-            np.multiply(h, e, out=other[:, 0])
-            if linear:
-                np.subtract(g, other[:, 0], out=other[:, 0])
-            else:
-                np.add(g, other[:, 0], out=other[:, 0])
-            other[:, 1] = h
-            other[:, 2] = change
-            g_sum, h_sum, change_sum = sums_in_order(other).tolist()
-            self._record(node, change_sum)
-            step = g_sum / (h_sum + tree.params.lambda_)
-            if not math.isfinite(step):
-                return None if linear else other[:, 0]
-            if linear:  # the constant's level step
-                tree.anchor[node] -= step
-                return None
-            tree.value[node] -= step  # the linear term's level step, the constant kept
-            tree.anchor[node] += step
-            return other[:, 0] - h * step
-
-    def _record(self, node: int, change: float) -> None:
-        """Fade the leaf's tally and add a block's loss change; a change that is not a finite number
-        counts as the largest finite loss of the linear term, so the leaf serves its constant and
-        the tally stays finite (it can fade back)."""
-        tree = self.tree
-        if not math.isfinite(change):
-            change = _LARGEST
-        tally = tree.params.leaf_fading * float(tree.tally[node]) + change
-        tree.tally[node] = min(max(tally, -_LARGEST), _LARGEST)
-
-    def _newton_linear(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
-        """One Newton step of the leaf's linear term on its block, on inputs centred on the block.
-
-        With z the block's inputs and c their h-weighted mean, w -= s and value += s . c, where
-        s = (mean h (z-c)(z-c)' + l I)^-1 mean g (z-c): the step moves the prediction by -s . (z - c),
-        nothing at the block's centre. Uncentred, a feature whose inputs barely vary in the leaf (a
-        timestamp at the end of its grid) made the linear step a second intercept step beside the
-        value's own, which overshot (docs/decisions.md, "Trees: how a leaf learns").
-
-        l is linear_lambda, not the value's lambda_ (the inputs span [-1/2, 1/2], whereas a value's
-        step is not scaled by inputs; its default: docs/decisions.md).
-
-        The block's g and h were computed at the model's predictions, linear term included, so this
-        is a step on the leaf's loss as a function of w (the value has its own step, the null
-        candidate). It happens at the block boundary, which the algorithm fixes, so it is exact.
-        """
-        tree = self.tree
-        size = int(tree.pending_n[slot])
-        layout = tree.layout
-        numeric = layout.numeric
-        if not numeric.size:
-            return
-        if kernels.ENABLED:
-            self._newton_compiled(node, slot, g_at)
-            return
-        width = numeric.size
-        # one row per feature (or product) and one column per instance: numpy's elementwise steps run
-        # along whole rows, not along short rows of a few features
-        z = layout.inputs[tree.pending_codes[slot, :size].T[numeric]]
-        g = tree.pending_g[slot, :size] if g_at is None else g_at
-        h = tree.pending_h[slot, :size]
-        weighted = np.empty((width + 1, size))
-        weighted[0] = h
-        np.multiply(z, h, out=weighted[1:])
-        sums = sums_in_order(weighted.T)
-        h_sum = float(sums[0])
-        if not h_sum > 0.0:
-            return
-        centre = sums[1:] / h_sum
-        z = z - centre[:, None]
-        # the Hessian is symmetric: its upper triangle only
-        first, second = layout.pairs
-        quantities = width + first.size
-        products = np.empty((quantities, size))
-        np.multiply(z, g, out=products[:width])
-        np.multiply(z[first], z[second], out=products[width:])
-        products[width:] *= h
-        sums = sums_in_order(products.T)
-        if self._gate_drops(node, sums[:width], lambda: z, g, h):
-            self._drop_linear(node, centre)
-            return
-        means = sums / size
-        hessian = means[width:][layout.pair_of] + tree.params.linear_lambda * np.eye(width)
-        self._linear_step(node, solve_positive_definite(hessian, means[:width]), centre)
-
-    def _newton_compiled(self, node: int, slot: int, g_at: np.ndarray | None = None) -> None:
-        """`_newton_linear` by sgt.kernels' linear_newton: the same sums, step and gate, bit for bit."""
-        tree = self.tree
-        size = int(tree.pending_n[slot])
-        layout = tree.layout
-        codes, g, h = (
-            tree.pending_codes[slot, :size],
-            tree.pending_g[slot, :size] if g_at is None else g_at,
-            tree.pending_h[slot, :size],
-        )
-        first, second = layout.pairs
-        h_sum, centre, gradient, step = kernels.linear_newton(
-            codes,
-            layout.numeric,
-            layout.inputs,
-            g,
-            h,
-            first,
-            second,
-            layout.pair_of,
-            tree.params.linear_lambda,
-        )
-        if not h_sum > 0.0:
-            return
-        numeric = layout.numeric
-        if self._gate_drops(node, gradient, lambda: layout.inputs[codes.T[numeric]] - centre[:, None], g, h):
-            self._drop_linear(node, centre)
-            return
-        self._linear_step(node, step.tolist(), centre)
-
-    def _gate_drops(
-        self, node: int, gradient: np.ndarray, centred: Callable[[], np.ndarray], g: np.ndarray, h: np.ndarray
-    ) -> bool:
-        """Whether the linear gate drops the leaf's term on its block of g and h (two instances or
-        more): the screen on the Newton step's own sums (`gradient`, G; `may_reject`), then the t test
-        over the block's instances, whose inputs centred on the block [features, instances] `centred`
-        gives only then (the compiled step never forms them otherwise)."""
-        tree = self.tree
-        gate = tree.params.linear_gate
-        if gate is None or g.shape[0] < 2:
-            return False
-        weights = tree.weights[node, tree.layout.numeric]
-        return may_reject(weights.tolist(), gradient.tolist(), gate) and rejects_block(
-            weights, centred(), g, h, gate
-        )
-
-    def _newton_leaves(self, nodes: list[int], slots: list[int]) -> None:
-        """`_newton_linear` of several leaves, their sums in one pass: each leaf's block is padded to
-        the longest with instances whose terms are exactly -0.0, which leave a sum in order unchanged
-        (x + -0.0 is x for every x), so each leaf gets the bits of its own block alone. (One leaf
-        takes `_newton_linear`, which pays no padding and gathers.)"""
-        tree = self.tree
-        if kernels.ENABLED:
-            for node, slot in zip(nodes, slots):
-                self._newton_linear(node, slot)
-            return
-        layout = tree.layout
-        numeric = layout.numeric
-        if not numeric.size:
-            return
-        width = numeric.size
-        index = np.array(slots, dtype=np.intp)
-        sizes = tree.pending_n[index]
-        longest = int(sizes.max())
-        padding = np.arange(longest) >= sizes[:, None]  # [leaves, instances]
-        # one row per feature (or product) and one column per instance: numpy's elementwise steps run
-        # along whole rows, not along short rows of a few features
-        z = layout.inputs[tree.pending_codes[index, :longest][:, :, numeric].transpose(0, 2, 1)]
-        g, h = tree.pending_g[index, :longest], tree.pending_h[index, :longest]
-        weighted = np.empty((index.size, width + 1, longest))
-        weighted[:, 0] = h
-        np.multiply(z, h[:, None], out=weighted[:, 1:])
-        sums = leaf_sums_in_order(weighted, padding)
-        ok = sums[:, 0] > 0.0
-        if not ok.any():
-            return
-        with np.errstate(divide="ignore", invalid="ignore"):  # leaves without a positive h sum: unused
-            centre = sums[:, 1:] / sums[:, :1]
-        z = z - centre[:, :, None]
-        # the Hessian is symmetric: its upper triangle only
-        first, second = layout.pairs
-        quantities = width + first.size
-        products = np.empty((index.size, quantities, longest))
-        np.multiply(z, g[:, None], out=products[:, :width])
-        np.multiply(z[:, first], z[:, second], out=products[:, width:])
-        products[:, width:] *= h[:, None]
-        sums = leaf_sums_in_order(products, padding)
-        means = sums / sizes[:, None]
-        gate = tree.params.linear_gate
-        if gate is not None:
-            weights = tree.weights[np.array(nodes, dtype=np.intp)][:, numeric]
-            weight_lists, gradients = weights.tolist(), sums[:, :width].tolist()
-        eye = tree.params.linear_lambda * np.eye(width)
-        for k in np.flatnonzero(ok).tolist():
-            size = int(sizes[k])
-            if (
-                gate is not None
-                and size > 1
-                and may_reject(weight_lists[k], gradients[k], gate)
-                and rejects_block(weights[k], z[k, :, :size], g[k, :size], h[k, :size], gate)
-            ):
-                self._drop_linear(nodes[k], centre[k])
-                continue
-            hessian = means[k, width:][layout.pair_of] + eye
-            self._linear_step(nodes[k], solve_positive_definite(hessian, means[k, :width]), centre[k])
-
-    def _drop_linear(self, node: int, centre: np.ndarray) -> None:
-        """Drop the leaf's linear term, its value at the block's centre kept: value += w . c, w = 0,
-        which is the Newton step s = w (the gate only drops finite terms, so w - w is 0 exactly)."""
-        tree = self.tree
-        self._linear_step(node, tree.weights[node, tree.layout.numeric].tolist(), centre)
-
-    def _linear_step(
-        self, node: int, step: list[float], centre: np.ndarray, output: tuple[int, ...] = ()
-    ) -> None:
-        """Apply a Newton step of the linear term (unless it overflowed): w -= s, value += s . c
-        (of `output`: see `_newton_step`)."""
-        tree = self.tree
-        if not all(math.isfinite(v) for v in step):
-            return
-        index: tuple[Any, ...] = (node, *output, tree.layout.numeric)
-        tree.weights[index] -= step
-        shift = step[0] * float(centre[0])  # summed in order, as np.cumsum does
-        for s_j, c_j in zip(step[1:], centre[1:].tolist()):
-            shift += s_j * c_j
-        tree.value[(node, *output)] += shift
-        if tree.adaptive:  # the constant, value + anchor, stays
-            tree.anchor[(node, *output)] -= shift
 
     def _merge_leaves(self, slots: np.ndarray) -> None:
         """`_merge_pending` of several slots in one pass: each slot's statistics take their own

@@ -37,7 +37,7 @@ NODE_ARRAYS = (
     "parent",
     "slot",
 )
-#: an adaptive tree's per-node arrays (see sgt.leaf.LeafLearner._choose)
+#: an adaptive tree's per-node arrays (see sgt.linear_term.LinearTermSteps._choose)
 ADAPTIVE_ARRAYS = ("anchor", "tally", "serving")
 INITIAL_PENDING_ROWS = 64
 

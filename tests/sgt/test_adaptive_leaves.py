@@ -1,6 +1,6 @@
 """Adaptive leaves (`leaf_model="adaptive"`, one of the regressor's default trees): each leaf serves its
 linear term or its constant, whichever predicted the leaf's records better so far
-(sgt.leaf.LeafLearner._choose).
+(sgt.linear_term.LinearTermSteps._choose).
 
 - A linear term that diverges (a feature with rare values a thousand times its usual range: the grid
   spans them, so the usual values share a few bins and the outliers meet a steep term) no longer wrecks

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import kernels
+from sgt.kernels import compiling
+from sgt.kernels.summation import _pairwise_sum
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
@@ -42,7 +44,7 @@ def test_pairwise_sum_is_numpys_sum(n, scale, zeros, seed) -> None:
     and a lost identity (numpy's sum of -0.0 values is +0.0)."""
     rng = np.random.default_rng(seed)
     values = np.full(n, -0.0) if zeros else rng.normal(size=n) * scale + rng.choice([0.0, 1e3])
-    assert bits(kernels._pairwise_sum(values)) == bits(values.sum())
+    assert bits(_pairwise_sum(values)) == bits(values.sum())
 
 
 def leaf_statistics(
@@ -228,12 +230,12 @@ class _Uncacheable:
 def test_kernels_compile_without_a_cache_where_none_is_writable(monkeypatch) -> None:
     """Catches `import sgt` failing on a read-only install with no writable cache directory: the
     kernels are then compiled without caching (a pure unit test: numba stood in for)."""
-    monkeypatch.setattr(kernels, "numba", _Uncacheable())
+    monkeypatch.setattr(compiling, "numba", _Uncacheable())  # where `compiled` reads it
 
     def double(x: float) -> float:
         return 2.0 * x
 
-    assert kernels._compiled(double)(2.0) == 4.0
+    assert compiling.compiled(double)(2.0) == 4.0
 
 
 @settings(deadline=None)  # the first example compiles the kernels

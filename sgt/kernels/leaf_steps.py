@@ -1,0 +1,191 @@
+"""A leaf's compiled learning steps on its pending block: the merge into its statistics and the
+linear term's Newton step, the same bits as LeafLearner's numpy steps.
+
+`merge_block` is LeafLearner._merge_pending (sgt.stats' block_stats and merge, Chan's update);
+`linear_newton` is sgt.linear_term.LinearTermSteps._newton_linear's sums and solve, and `linear_steps`
+applies each output's step of a multi-output leaf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sgt.kernels.compiling import compiled
+
+__all__ = ["linear_newton", "linear_steps", "merge_block"]
+
+
+@compiled
+def merge_block(
+    stats: np.ndarray, total: np.ndarray, codes: np.ndarray, g: np.ndarray, h: np.ndarray, offsets: np.ndarray
+) -> None:
+    """Merge a leaf's pending block into its statistics, in place, as LeafLearner._merge_pending does with
+    sgt.stats' block_stats and merge: `stats` [columns, outputs, 6] and `total` [outputs, 6] the
+    slot's, `codes` [n, F] the block's codes, `g` and `h` [n, outputs], `offsets` each feature's first
+    column (a one-output tree passes its arrays with an output axis of 1).
+
+    The block's statistics of each column (and of the total, the column after them) are np.bincount's:
+    sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
+    column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
+    into +0.0, and must, as merge's does), but for a column empty in the block whose statistics are
+    all +0.0, which the update leaves as they are: it is not written, so the memory of a new slot's
+    bins that no instance reached is never allocated. The outputs share the instances, so each
+    instance's columns are found once for all of them, and each output's numbers get the operations
+    they get alone."""
+    columns, outputs = stats.shape[0], stats.shape[1]
+    block = np.zeros((columns + 1, outputs, 6))
+    n, features = codes.shape
+    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
+        for j in range(features + 1):
+            c = offsets[j] + codes[i, j] if j < features else columns
+            for k in range(outputs):
+                block[c, k, 0] += 1.0
+                block[c, k, 1] += g[i, k]
+                block[c, k, 2] += h[i, k]
+    for c in range(columns + 1):
+        for k in range(outputs):
+            safe = max(block[c, k, 0], 1.0)  # counts are whole numbers
+            block[c, k, 1] = block[c, k, 1] / safe
+            block[c, k, 2] = block[c, k, 2] / safe
+    for i in range(n):
+        for j in range(features + 1):
+            c = offsets[j] + codes[i, j] if j < features else columns
+            for k in range(outputs):
+                dg, dh = g[i, k] - block[c, k, 1], h[i, k] - block[c, k, 2]
+                block[c, k, 3] += dg * dg
+                block[c, k, 4] += dh * dh
+                block[c, k, 5] += dg * dh
+    for c in range(columns + 1):
+        held = stats[c] if c < columns else total
+        if block[c, 0, 0] == 0.0 and _clear(held):
+            continue  # Chan's update of nothing into +0.0 gives +0.0: the row stays unwritten
+        for k in range(outputs):
+            _merge_into(held[k], block[c, k])
+
+
+@compiled
+def _clear(rows: np.ndarray) -> bool:
+    """Whether every number of `rows` [outputs, 6] is +0.0 (a -0.0 is not: merge turns it into +0.0)."""
+    for k in range(rows.shape[0]):
+        for q in range(rows.shape[1]):
+            if rows[k, q] != 0.0 or np.signbit(rows[k, q]):
+                return False
+    return True
+
+
+@compiled
+def _merge_into(held: np.ndarray, block: np.ndarray) -> None:
+    """sgt.stats.merge of one set of statistics into `held` [6], in place (Chan's update)."""
+    held_n, block_n = held[0], block[0]
+    count = held_n + block_n
+    safe = max(count, 1.0)
+    weight = block_n / safe
+    k = held_n * block_n / safe
+    dg, dh = block[1] - held[1], block[2] - held[2]
+    held[0] = count
+    held[1] = held[1] + dg * weight
+    held[2] = held[2] + dh * weight
+    held[3] = held[3] + block[3] + dg * dg * k
+    held[4] = held[4] + block[4] + dh * dh * k
+    held[5] = held[5] + block[5] + dg * dh * k
+
+
+@compiled
+def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x with a x = b, a symmetric positive definite: sgt.ordered.solve_positive_definite, its steps and
+    their order (Gaussian elimination without pivoting; column k below the pivot is not updated)."""
+    rows, rhs = a.copy(), b.copy()
+    n = rhs.size
+    for k in range(n - 1):
+        for i in range(k + 1, n):
+            factor = rows[i, k] / rows[k, k]
+            for j in range(k + 1, n):
+                rows[i, j] -= factor * rows[k, j]
+            rhs[i] -= factor * rhs[k]
+    x = np.zeros(n)
+    for k in range(n - 1, -1, -1):
+        total = rhs[k]
+        for j in range(k + 1, n):
+            total -= rows[k, j] * x[j]
+        x[k] = total / rows[k, k]
+    return x
+
+
+@compiled
+def linear_newton(
+    codes: np.ndarray,
+    numeric: np.ndarray,
+    inputs: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    pair_of: np.ndarray,
+    linear_lambda: float,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """A linear leaf's Newton step on its block, as LinearTermSteps._newton_linear computes it: (sum of h, the
+    block's h-weighted centre c of the inputs, G = sum g (z - c), the step s), s solving
+    (mean h (z-c)(z-c)' + linear_lambda I) s = G / n; c, G and s are empty when the sum of h is not
+    positive (then there is no step).
+
+    `codes` [n, features] the block's codes, `numeric` the numeric features, `inputs` each code's input
+    z, `g` and `h` [n]; `first`, `second` the upper triangle's pairs of numeric features and `pair_of`
+    [width, width] the pair of each (i, j). Every sum runs over the instances in order from -0.0, as
+    sgt.ordered.sums_in_order's do, and the Hessian's pair products are (z_i z_j) h, as numpy forms them."""
+    n, width, pairs = codes.shape[0], numeric.size, first.size
+    empty = np.empty(0)
+    h_sum = -0.0
+    weighted = np.full(width, -0.0)
+    for i in range(n):
+        h_sum += h[i]
+        for j in range(width):
+            weighted[j] += inputs[codes[i, numeric[j]]] * h[i]
+    if not h_sum > 0.0:
+        return h_sum, empty, empty, empty
+    centre = weighted / h_sum
+    sums = np.full(width + pairs, -0.0)
+    z = np.empty(width)
+    for i in range(n):
+        for j in range(width):
+            z[j] = inputs[codes[i, numeric[j]]] - centre[j]
+            sums[j] += z[j] * g[i]
+        for p in range(pairs):
+            sums[width + p] += z[first[p]] * z[second[p]] * h[i]
+    means = sums / n
+    hessian = np.empty((width, width))
+    for i in range(width):
+        for j in range(width):  # + l I: l * 1.0 on the diagonal, l * 0.0 (+0.0) elsewhere, as numpy adds it
+            hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
+    return h_sum, centre, sums[:width].copy(), _solve(hessian, means[:width].copy())
+
+
+@compiled
+def linear_steps(
+    codes: np.ndarray,
+    numeric: np.ndarray,
+    inputs: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    pair_of: np.ndarray,
+    linear_lambda: float,
+    weights: np.ndarray,
+    value: np.ndarray,
+) -> None:
+    """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
+    applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
+    LinearTermSteps._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
+    keeps its term; else w -= s and value += s . c, the products added in order."""
+    for k in range(value.size):
+        h_sum, centre, _, step = linear_newton(
+            codes, numeric, inputs, g[:, k], h[:, k], first, second, pair_of, linear_lambda
+        )
+        if not h_sum > 0.0 or not np.all(np.isfinite(step)):
+            continue
+        for j in range(numeric.size):
+            weights[k, numeric[j]] -= step[j]
+        shift = step[0] * centre[0]
+        for j in range(1, numeric.size):
+            shift += step[j] * centre[j]
+        value[k] += shift
