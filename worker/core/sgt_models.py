@@ -61,10 +61,12 @@ def preload() -> None:
     The worker calls this while its consumer group join runs, which takes seconds anyway, so that a
     partition's first batch does not stall its pipeline, nor its first prediction after a restore
     wait, for them. The kernels load with the argument types of their calls, so small models of each
-    shape the worker runs learn a few hundred synthetic records here: a single tree, and boosted
-    ensembles of two and of three classes (whose members' trees have one output, and several).
+    shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
+    ensembles of two and of three classes (whose members' trees have one output, and several), and a
+    regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
+    the others never call).
     """
-    from sgt import BoostedClassifier, SGTClassifier, kernels
+    from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
     from sgt.split import f_test
 
     f_test(-1.0, 1.0, 10.0)
@@ -78,5 +80,6 @@ def preload() -> None:
         (SGTClassifier(warm_up=50), two),
         (BoostedClassifier(warm_up=50), two),
         (BoostedClassifier(warm_up=50), three),
+        (SGTRegressor(warm_up=50, leaf_model="adaptive"), X[:, 0].tolist()),
     ):
         model.predict_learn_many(X, y)
