@@ -124,10 +124,16 @@ class StateWriter:
         """Close the partition's transactional producer, if it has one."""
         producer = self._transactional.pop(partition, None)
         if producer is not None:
-            # A fenced producer cannot abort its transaction and says so in a RuntimeWarning: expected.
+            # A fenced producer cannot abort its transaction and says so in a RuntimeWarning, or, when
+            # the broker's fencing reached it first, raises that fatal error from close: either way it
+            # is unusable and there is nothing left to release. Any other error propagates.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                producer.close()
+                try:
+                    producer.close()
+                except KafkaException as exc:
+                    if not exc.args[0].fatal():
+                        raise
 
     def poll(self) -> None:
         """Serve the delivery reports of writes in flight (cheap; the loop may call it every turn)."""
