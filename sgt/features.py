@@ -80,8 +80,8 @@ class _Numeric:
 # a far value grows the grid once the far values held since its last growth, this one included, make up
 # at least 1 / HOLD_SHARE of the feature's learned values (rare gross outliers never do; a heavy tail does)
 HOLD_SHARE = 16
-# a new space's `hold_far`: a value that would widen the grid 8 times or more is held (ordinary values then
-# keep at least 8 bins when a far one grows the grid)
+# a new space's `hold_far`: a value more than 7 grid widths beyond the grid is held, so a growth to a value
+# not held widens the grid at most 8 times (the values so far keep at least 8 of 64 bins)
 HOLD_FAR = 8
 
 
