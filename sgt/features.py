@@ -10,10 +10,13 @@ Every value becomes a small integer code (uint16), the unit of all statistics an
   multiple of that width. A learned value outside the grid doubles it towards the value (the old grid
   becomes one half of the new one) until the value is inside: every old bin then lies within one new bin
   (adjacent bins merge pairwise), so statistics gathered on the old grid carry over exactly (a `Regrid` says
-  how; the model applies it at that record). Growing stops after a feature's first `warm_up` finite values
-  (one far outlier later on cannot coarsen the grid); afterwards values outside it, and infinities always
-  (before the first finite value too), are clipped into the end bins. Codes are available from the first
-  value on: nothing waits for a range;
+  how; the model applies it at that record). A *far* value, more than `hold_far` - 1 (7) grid widths beyond
+  the grid, is held instead: coded into the end bin on its side, the grid unchanged, until the far values
+  held since the grid last grew make up 1/16 of the feature's values (a tail that keeps coming); that one
+  grows it. So rare gross outliers do not crowd the ordinary values into a bin or two. Growing stops after a
+  feature's first `warm_up` finite values (one far outlier later on cannot coarsen the grid); afterwards
+  values outside it, and infinities always (before the first finite value too), are clipped into the end
+  bins. Codes are available from the first value on: nothing waits for a range;
 - nominal features, codes 1..K: categories in order of first appearance while learning; a category
   never learned gets `UNKNOWN` (prediction only). With `max_categories`, the categories after the
   first `max_categories` share one more code, "other" (its vocabulary key is None, which no value
@@ -71,6 +74,15 @@ class _Numeric:
     lo: float = math.nan
     hi: float = math.nan
     seen: int = 0
+    far: int = 0  # far values held (clipped, not grown to) since the grid last grew (`FeatureSpace.hold_far`)
+
+
+# a far value grows the grid once the far values held since its last growth, this one included, make up
+# at least 1 / HOLD_SHARE of the feature's learned values (rare gross outliers never do; a heavy tail does)
+HOLD_SHARE = 16
+# a new space's `hold_far`: a value more than 7 grid widths beyond the grid is held, so a growth to a value
+# not held widens the grid at most 8 times (the values so far keep at least 8 of 64 bins)
+HOLD_FAR = 8
 
 
 class Regrid(NamedTuple):
@@ -99,8 +111,13 @@ class FeatureSpace:
         nominal: Iterable[str] = (),
         feature_names: Sequence[str] | None = None,
         max_categories: int | None = None,
+        hold_far: int = HOLD_FAR,
     ) -> None:
         self.bins = bins
+        # 0: every learned value in the warm-up grows the grid to hold it (the rule before far values were
+        # held, which saved models without it keep); F > 1: a value more than F - 1 grid widths beyond the
+        # grid is held (`_grows`)
+        self.hold_far = hold_far
         self.max_categories = MAX_CATEGORIES if max_categories is None else max_categories
         self.warm_up = warm_up
         self.nominal = frozenset(nominal)
@@ -206,7 +223,7 @@ class FeatureSpace:
             self.revision,
             list(self.names),
             dict(self.index),
-            [None if s is None else _Numeric(s.lo, s.hi, s.seen) for s in self.numeric],
+            [None if s is None else _Numeric(s.lo, s.hi, s.seen, s.far) for s in self.numeric],
             [None if v is None else dict(v) for v in self.vocab],
         )
 
@@ -218,14 +235,19 @@ class FeatureSpace:
     def saved(self) -> tuple[dict[str, Any], NamedArray]:
         """The space's state for sgt's format: names, values seen and vocabularies, and the ranges.
 
-        The ranges are one [features, 2] array of (lo, hi), NaN for a nominal feature.
+        The ranges are one [features, 2] array of (lo, hi), NaN for a nominal feature. A space that holds
+        far values (`hold_far`) also writes "hold_far" and each numeric feature's held count ("far"); a
+        saved state without them restores the rule before far values were held.
         """
         ranges = [[s.lo, s.hi] if s is not None else [np.nan, np.nan] for s in self.numeric]
-        state = {
+        state: dict[str, Any] = {
             "names": self.names,
             "seen": [s.seen if s is not None else None for s in self.numeric],
             "vocab": [list(v) if v is not None else None for v in self.vocab],
         }
+        if self.hold_far:
+            state["hold_far"] = self.hold_far
+            state["far"] = [s.far if s is not None else None for s in self.numeric]
         return state, ("space.ranges", np.array(ranges).reshape(-1, 2))
 
     def load_saved(self, state: dict[str, Any], ranges: np.ndarray, version: int) -> None:
@@ -234,13 +256,16 @@ class FeatureSpace:
         Formats before 3 froze each range after its warm-up instead of growing a grid.
         """
         names, seen, vocab = state["names"], state["seen"], state["vocab"]
-        if not (len(names) == len(seen) == len(vocab) == ranges.shape[0]):
+        self.hold_far = int(state.get("hold_far", 0))
+        far = state.get("far", [0] * len(names))
+        if not (len(names) == len(seen) == len(vocab) == len(far) == ranges.shape[0]):
             raise SerializationError("feature space arrays disagree in length")
         for j, name in enumerate(names):
             self.index[name] = j
             self.names.append(name)
             if vocab[j] is None:
-                self.numeric.append(_Numeric(float(ranges[j, 0]), float(ranges[j, 1]), int(seen[j])))
+                lo, hi = float(ranges[j, 0]), float(ranges[j, 1])
+                self.numeric.append(_Numeric(lo, hi, int(seen[j]), int(far[j])))
                 self.vocab.append(None)
             else:
                 self.numeric.append(None)
@@ -295,9 +320,10 @@ class FeatureSpace:
             assert state is not None  # a feature without a vocabulary is numeric
             if learn and state.seen < warm_up and -math.inf < number < math.inf:
                 number += 0.0  # -0.0 becomes 0.0, as in the vectorised path: grids never hold -0.0
+                inside = state.lo <= number < state.hi or number == state.lo == state.hi
                 if state.seen == 0:
                     state.lo = state.hi = number
-                elif not (state.lo <= number < state.hi or number == state.lo == state.hi):
+                elif not inside and self._grows(state, number, state.seen):
                     self._grow(j, state, number, 0)
                 state.seen += 1
             lo = state.lo  # `_bin_one`, inlined: this is the hot loop of learn_one
@@ -519,7 +545,30 @@ class FeatureSpace:
         code_before = self._bin_one(state, x)
         old = (state.lo, state.hi)
         state.lo, state.hi, mapping = grown
+        state.far = 0
         self._regrids.append(Regrid(row, j, mapping, code_before, old, (state.lo, state.hi)))
+
+    def _grows(self, state: _Numeric, x: float, seen: int) -> bool:
+        """Whether the learned finite value x, outside the feature's grid, grows it (`seen`: the feature's
+        finite learned values before x).
+
+        Without `hold_far`, always. With it, a value more than `hold_far` - 1 grid widths beyond the grid
+        (it would widen the grid at least `hold_far` times, crowding the values so far into a few bins)
+        is held instead: coded into the end bin on its side, and counted, until the far values held
+        since the grid last grew, this one included, make up 1 / HOLD_SHARE of the values so far; that
+        one grows the grid. So rare gross outliers leave the grid to the ordinary values, and a tail
+        that keeps coming gets its bins. The first grid (from a single value) always grows.
+        """
+        span = state.hi - state.lo
+        if not self.hold_far or span == 0.0:
+            return True
+        beyond = state.lo - x if x < state.lo else x - state.hi
+        if not beyond > (self.hold_far - 1) * span:
+            return True
+        if (state.far + 1) * HOLD_SHARE >= seen + 1:
+            return True
+        state.far += 1
+        return False
 
     def _bin_one(self, state: _Numeric, x: float) -> int:
         """The code of value x of a numeric feature (`encode_one` inlines the same arithmetic).
@@ -554,7 +603,7 @@ class FeatureSpace:
         taken = np.flatnonzero(learn & np.isfinite(column))[: self.warm_up - state.seen]
         values = column[taken] + 0.0  # -0.0 becomes 0.0, as in encode_one: grids never hold -0.0
         codes = np.empty(column.shape, dtype=CODE_DTYPE)
-        start, k = 0, 0
+        start, k, seen = 0, 0, state.seen  # value k of `values` is the feature's learned value seen + k
         if taken.size and state.seen == 0:  # the first finite value: rows before it have no range yet
             start = int(taken[0])
             codes[:start] = self._bin_column(state, column[:start])
@@ -569,9 +618,11 @@ class FeatureSpace:
                 break
             k += int(hits[0])
             row = int(taken[k])
-            codes[start:row] = self._bin_column(state, column[start:row])
-            self._grow(j, state, float(values[k]), row)
-            start, k = row, k + 1
+            if self._grows(state, float(values[k]), seen + k):
+                codes[start:row] = self._bin_column(state, column[start:row])
+                self._grow(j, state, float(values[k]), row)
+                start = row
+            k += 1  # (a held value leaves the grid as it is: the scan goes on from the next one)
         codes[start:] = self._bin_column(state, column[start:])
         return codes
 

@@ -707,6 +707,33 @@ VARIANTS += (
 )
 
 
+def holding_far(make: Callable[[StreamSpec], Any], span: int) -> Callable[[StreamSpec], Any]:
+    """``make``'s model with its feature space holding far values (``sgt.features.FeatureSpace.hold_far``):
+    a learned value more than ``span`` - 1 grid widths beyond a numeric grid goes to the end bin instead
+    of growing the grid, until such values make up a share of the feature's values."""
+
+    def made(spec: StreamSpec) -> Any:
+        model = make(spec)
+        model._space.hold_far = span
+        return model
+
+    return made
+
+
+# numeric grids that rare gross outliers do not stretch (sgt.features: held far values), by span
+VARIANTS += (
+    Variant("ours-grow-all", holding_far(lambda spec: single(spec), 0)),
+    Variant("ours-hold2", holding_far(lambda spec: single(spec), 2)),
+    Variant("ours-hold4", holding_far(lambda spec: single(spec), 4)),
+    Variant("ours-hold8", holding_far(lambda spec: single(spec), 8)),
+    Variant("ours-hold16", holding_far(lambda spec: single(spec), 16)),
+    Variant("ours-boosted-grow-all", holding_far(boosted(), 0)),
+    Variant("ours-boosted-hold2", holding_far(boosted(), 2)),
+    Variant("ours-boosted-hold4", holding_far(boosted(), 4)),
+    Variant("ours-boosted-hold8", holding_far(boosted(), 8)),
+)
+
+
 @dataclass(frozen=True)
 class OurRun:
     """A variant's batched run over the stream and its one-record loop over a prefix."""

@@ -12,8 +12,8 @@ leaf model on day one:
 * ``outliers``: a linear target with 2% gross outliers (50 standard deviations);
 * ``irrelevant``: Friedman #1's five informative features among 25 irrelevant ones;
 * ``piecewise``: ten features, a different linear function in each of four regions;
-* ``feature-outliers``: a linear target, 1% of the feature values 1,000 times their range (the grid spans
-  them: a linear leaf's term diverges on them);
+* ``feature-outliers``: a linear target, 1% of the feature values 1,000 times their range (a grid that grew
+  to hold them left the ordinary values one bin, and a linear leaf's term diverged on them);
 * ``steps``: a target of steps in three of five features (where the constant-leaf tree splits best);
 * ``random-walk``: a timestamp feature and a target that wanders (a linear term in time extrapolates);
 * the same streams cut short (600 to 2,000 records) in the benchmark's ``robust`` group.
