@@ -430,6 +430,15 @@ class BoostedClassifier(_ClassifierEnsemble):
         holds, so batching and restoring keep the model exact. Off by default: it wins on many features
         (LED) and loses on few (the checkerboard), on SEA and on Agrawal's gradual drift (BENCHMARKS.md,
         section 5).
+    proba
+        How probabilities are made from the ensemble's raw scores (the members learn the same either
+        way). "calibrated" (default): as SGTClassifier's, the softmax with a temperature and a bias per
+        class fitted online on its log loss (sgt.calibration), mixed with a naive Bayes while the
+        ensemble is young, until the ensemble leads it (sgt.retirement): on a noisy LED display (naive
+        Bayes is near-optimal there) 73.3% against 65.2%, log loss and Brier score lower on each of the
+        robustness suite's classification streams; the checkerboard, where a naive Bayes is of no use,
+        loses 0.6 points (docs/decisions.md). "tree": the raw softmax (what a model saved before the
+        parameter restores to).
 
     The other parameters are SGTClassifier's and apply to every tree.
 
