@@ -125,7 +125,8 @@ class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
 
     def get_params(self) -> dict[str, Any]:
         params = self._without_ensemble(_ClassifierEnsemble.get_params(self))
-        del params["linear_start"], params["multiclass_trees"]  # always 0 and "per-class" (see __init__)
+        # always 0, "per-class" and "tree" (see __init__)
+        del params["linear_start"], params["multiclass_trees"], params["proba"]
         return params
 
     @classmethod

@@ -489,6 +489,8 @@ PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "
 VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
+    Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
+    Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)

@@ -475,10 +475,13 @@ def test_later_members_fit_what_the_earlier_ones_leave() -> None:
 
 def test_boosting_stages_improve_a_classifier() -> None:
     # one member shrunk by 0.5 is under-confident; the later stages restore the probabilities
+    # (of the raw softmax: the calibration would restore them too)
     X, y = multiclass_stream(6000, seed=4)
     log_loss = {}
     for members in (1, 5):
-        model = BoostedClassifier(n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200)
+        model = BoostedClassifier(
+            n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200, proba="tree"
+        )
         proba = model.predict_learn_many(X, y)
         assert model.classes_ == [0, 1, 2] or sorted(model.classes_) == [0, 1, 2]
         p_true = proba[np.arange(y.size), [model.classes_.index(v) for v in y.tolist()]]

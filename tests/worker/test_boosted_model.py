@@ -32,6 +32,8 @@ def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None
     params = model.get_params()
     assert (params["n_members"], params["learning_rate"], params["poisson_rate"]) == (4, 0.25, 2.0)
     assert params["drift_threshold"] == 30.0 and params["max_categories"] == 256
+    # the `proba` setting is the single tree's: the ensemble's probabilities follow the library default
+    assert params["proba"] == BoostedClassifier().proba == "calibrated"
     regressor = new_model(load_settings({"model": "boosted", "task": "regression"}, env={}))
     assert type(regressor) is BoostedRegressor
     assert regressor.n_members == BoostedRegressor().n_members  # none: the library's default
