@@ -207,33 +207,11 @@ def _append(
     """Tree.append of the run's rows `learned` (their codes read from the run's `codes` in place) at
     their `nodes`, each at `place` among the rows its leaf takes, by sgt.kernels' append_taken: the
     room made first where a block's capacity is short, as Tree.append makes it."""
-    if not kernels.append_taken(
-        learned,
-        codes,
-        nodes,
-        g,
-        h,
-        place,
-        tree.slot,
-        tree.pending_n,
-        tree.pending_codes,
-        tree.pending_g,
-        tree.pending_h,
-    ):
+    arrays = (learned, codes, nodes, g, h, place, tree.slot, tree.pending_n)
+    if not kernels.append_taken(*arrays, tree.pending_codes, tree.pending_g, tree.pending_h):
         tree.reserve_pending(int((tree.pending_n[tree.slot[nodes]] + place).max()) + 1)
-        kernels.append_taken(
-            learned,
-            codes,
-            nodes,
-            g,
-            h,
-            place,
-            tree.slot,
-            tree.pending_n,
-            tree.pending_codes,
-            tree.pending_g,
-            tree.pending_h,
-        )
+        # (reserving replaces the pending arrays: read them again)
+        kernels.append_taken(*arrays, tree.pending_codes, tree.pending_g, tree.pending_h)
 
 
 # what a constant tree passes for its (absent) linear terms: no columns, so the weights go unread
