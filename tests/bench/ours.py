@@ -229,6 +229,9 @@ VARIANTS: tuple[Variant, ...] = (
         )
     ),
     Variant("ours-no-blind", lambda spec: blind_single(spec, None)),
+    # a shorter grace period (what a faster one on few features would do on the 2-D streams)
+    Variant("ours-grace-50", lambda spec: single(spec, grace_period=50)),
+    Variant("ours-grace-25", lambda spec: single(spec, grace_period=25)),
 )
 
 
@@ -534,6 +537,8 @@ VARIANTS += (
     Variant("ours-boosted-blind-1-strict", lambda spec: blind_boosted(spec, (1.0, 0.47), relax=None)),
     Variant("ours-boosted-blind-05", lambda spec: blind_boosted(spec, (0.5, 0.47))),
     Variant("ours-boosted-blind-05-strict", lambda spec: blind_boosted(spec, (0.5, 0.47), relax=None)),
+    Variant("ours-boosted-blind-1-49", lambda spec: blind_boosted(spec, (1.0, 0.49))),
+    Variant("ours-boosted-blind-05-49", lambda spec: blind_boosted(spec, (0.5, 0.49))),
     Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
