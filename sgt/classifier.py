@@ -47,6 +47,9 @@ class SGTClassifier(BaseSGT):
     p_c - y_c and the diagonal Hessian p_c (1 - p_c) of the cross-entropy (Eqs. 21-22), all computed
     from the same joint prediction. A class first seen mid-stream adds a tree starting at 0; the
     other trees carry on untouched. Labels can be any JSON scalar: strings, integers, floats, bools.
+    Beyond the paper, a leaf whose predictions stay near a coin toss for a grace period without a
+    significant split splits anyway (`BLIND_SPLIT`): where no single split gains, as on an XOR, a tree
+    that waits for evidence never splits.
 
     Parameters
     ----------
