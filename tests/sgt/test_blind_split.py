@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor, kernels
 from sgt.base import saved_blind
@@ -110,6 +112,24 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_o
     assert _loop(make, records, labels, restore_at=ROWS // 2) == loop
     assert _batched(make, records, labels, [ROWS]) == loop
     assert _batched(make, records, labels, [1, 299, 301, 700, 701]) == loop
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 1000),
+    cuts=st.lists(st.integers(1, 599), max_size=4, unique=True).map(sorted),
+    grace=st.sampled_from([10, 20, 40]),
+)
+def test_any_batching_of_a_blind_splitting_tree_gives_the_loop_bytes(
+    seed: int, cuts: list[int], grace: int
+) -> None:
+    """Any cut of a checkerboard into batches (short grace periods: blind splits at many points) gives
+    the one-record loop's bytes."""
+    X, y = checkerboard(600, seed=seed)
+    records, labels = X.tolist(), y.tolist()
+    make = lambda: SGTClassifier(grace_period=grace)  # noqa: E731
+    loop = _loop(make, records, labels)
+    assert _batched(make, records, labels, cuts) == loop
 
 
 def test_a_model_saved_before_the_blind_split_learns_on_without_it() -> None:
