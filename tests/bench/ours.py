@@ -213,8 +213,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
-    # a leaf near a coin toss (Gini >= 0.47 or given) that found no split for k grace periods splits at a
-    # median (Params.blind_after): k = 1, 2, 0.5; none (the default before)
+    # the blind split at other settings "k-impurity" (Params.blind_after k, blind_impurity; the default
+    # is 1-49): a leaf near a coin toss that found no significant split for k grace periods takes its best
+    # split, or a median split where none lowers the loss; none (the default before)
     *(
         Variant(f"ours-blind-{name}", lambda spec, b=blind: blind_single(spec, b))
         for name, blind in (
@@ -529,8 +530,8 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
-    # members that split blind (Params.blind_after: a leaf near a coin toss after k grace periods without
-    # a split splits at a median), with the relaxation (the default's) or without it; none (before)
+    # members that split blind (as the single classifier; k-impurity as there), with the relaxation (the
+    # default's) or without it ("strict"); none (the default)
     Variant("ours-boosted-blind-1", lambda spec: blind_boosted(spec, (1.0, 0.47))),
     Variant("ours-boosted-blind-2", lambda spec: blind_boosted(spec, (2.0, 0.47))),
     Variant("ours-boosted-blind-4", lambda spec: blind_boosted(spec, (4.0, 0.47))),
@@ -539,6 +540,9 @@ VARIANTS += (
     Variant("ours-boosted-blind-05-strict", lambda spec: blind_boosted(spec, (0.5, 0.47), relax=None)),
     Variant("ours-boosted-blind-1-49", lambda spec: blind_boosted(spec, (1.0, 0.49))),
     Variant("ours-boosted-blind-05-49", lambda spec: blind_boosted(spec, (0.5, 0.49))),
+    # the relaxation faster (100 times per grace period) or to a level of 1 (every split taken)
+    Variant("ours-boosted-relax100", lambda spec: blind_boosted(spec, None, relax=(100.0, 0.5, 0.47))),
+    Variant("ours-boosted-relax-cap1", lambda spec: blind_boosted(spec, None, relax=(10.0, 1.0, 0.47))),
     Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
