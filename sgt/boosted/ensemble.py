@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
+from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real, blind_params
 from sgt.boosted.bagging import Bagging
 from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Member, MemberContext, Outputs
 from sgt.boosted.policy import DriftPolicy
@@ -301,10 +301,11 @@ class _Core(_Estimator):
     def _relaxing(self) -> dict[str, Any]:
         """The tree parameters of the members' split confidence relaxation: the model's, or none (each
         named, so that a restore can take back what its class gave the members made before it)."""
+        blind = blind_params(self._blind_split)  # (the members' blind split: BaseSGT._blind)
         if self._relaxed is None:
-            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None}
+            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None, **blind}
         growth, cap, impurity = self._relaxed
-        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity}
+        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity, **blind}
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""

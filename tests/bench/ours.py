@@ -143,6 +143,26 @@ def huber(spec: StreamSpec) -> dict[str, Any]:
     return {"loss": Huber()} if spec.is_regression else {}
 
 
+def blind_single(spec: StreamSpec, blind: tuple[float, float] | None) -> Any:
+    """The single classifier with another blind split (Params.blind_after, blind_impurity; None: none);
+    the regressor's default on a regression stream."""
+    if spec.is_regression:
+        return SGTRegressor()
+    return type("Blind", (SGTClassifier,), {"_blind": blind})()
+
+
+def blind_boosted(spec: StreamSpec, blind: tuple[float, float] | None, relax: Any = "default") -> Any:
+    """The boosted classifier whose members split blind (`blind`, as `blind_single`), with another
+    relaxation of their split confidence if `relax` is given; the regressor's default on a regression
+    stream."""
+    if spec.is_regression:
+        return BoostedRegressor()
+    attributes: dict[str, Any] = {"_blind": blind}
+    if relax != "default":
+        attributes["_relax"] = relax
+    return type("BlindBoosted", (BoostedClassifier,), attributes)()
+
+
 # release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
@@ -193,6 +213,26 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
+    # the blind split at other settings "k-impurity" (Params.blind_after k, blind_impurity; the default
+    # is 1-49): a leaf near a coin toss that found no significant split for k grace periods takes its best
+    # split, or a median split where none lowers the loss; none (the default before)
+    *(
+        Variant(f"ours-blind-{name}", lambda spec, b=blind: blind_single(spec, b))
+        for name, blind in (
+            ("1", (1.0, 0.47)),
+            ("2", (2.0, 0.47)),
+            ("05", (0.5, 0.47)),
+            ("1-45", (1.0, 0.45)),
+            ("1-49", (1.0, 0.49)),
+            ("1-495", (1.0, 0.495)),
+            ("2-49", (2.0, 0.49)),
+            ("05-49", (0.5, 0.49)),
+        )
+    ),
+    Variant("ours-no-blind", lambda spec: blind_single(spec, None)),
+    # a shorter grace period (what a faster one on few features would do on the 2-D streams)
+    Variant("ours-grace-50", lambda spec: single(spec, grace_period=50)),
+    Variant("ours-grace-25", lambda spec: single(spec, grace_period=25)),
 )
 
 
@@ -490,6 +530,20 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
+    # members that split blind (as the single classifier; k-impurity as there), with the relaxation (the
+    # default's) or without it ("strict"); none (the default)
+    Variant("ours-boosted-blind-1", lambda spec: blind_boosted(spec, (1.0, 0.47))),
+    Variant("ours-boosted-blind-2", lambda spec: blind_boosted(spec, (2.0, 0.47))),
+    Variant("ours-boosted-blind-4", lambda spec: blind_boosted(spec, (4.0, 0.47))),
+    Variant("ours-boosted-blind-1-strict", lambda spec: blind_boosted(spec, (1.0, 0.47), relax=None)),
+    Variant("ours-boosted-blind-05", lambda spec: blind_boosted(spec, (0.5, 0.47))),
+    Variant("ours-boosted-blind-05-strict", lambda spec: blind_boosted(spec, (0.5, 0.47), relax=None)),
+    Variant("ours-boosted-blind-1-49", lambda spec: blind_boosted(spec, (1.0, 0.49))),
+    Variant("ours-boosted-blind-05-49", lambda spec: blind_boosted(spec, (0.5, 0.49))),
+    # the relaxation faster (100 times per grace period) or to a level of 1 (every split taken)
+    Variant("ours-boosted-relax100", lambda spec: blind_boosted(spec, None, relax=(100.0, 0.5, 0.47))),
+    Variant("ours-boosted-relax-cap1", lambda spec: blind_boosted(spec, None, relax=(10.0, 1.0, 0.47))),
+    Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
