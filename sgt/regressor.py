@@ -280,7 +280,7 @@ class SGTRegressor(BaseSGT):
         """The trees' predictions each corrected by its level (as they are without levels)."""
         if self._levels is None:
             return linked
-        return [p + level.correction() for p, level in zip(linked, self._levels, strict=True)]
+        return [level.corrected(p) for p, level in zip(linked, self._levels, strict=True)]
 
     def _levelled_rows(self, served: np.ndarray, y: Sequence[Any]) -> np.ndarray:
         """One tree: `served` (each row's uncorrected prediction) corrected by the level as it stood
@@ -293,9 +293,10 @@ class SGTRegressor(BaseSGT):
         targets = [0.0 if value is None else float(self.loss.check_target(value)) for value in y]
         return level.apply(served, targets, learn)
 
-    def _correction(self) -> float:
-        """What the serving tree's residual level adds to its next prediction (0.0 without levels)."""
-        return 0.0 if self._levels is None else self._levels[self._serving()].correction()
+    def _served(self, prediction: float) -> float:
+        """The serving tree's uncorrected `prediction` corrected by its residual level (as `_corrected`
+        corrects it; itself without levels)."""
+        return prediction if self._levels is None else self._levels[self._serving()].corrected(prediction)
 
     def _state_extra(self) -> dict[str, Any]:
         levels = {} if self._levels is None else {"levels": [level.state() for level in self._levels]}
@@ -355,13 +356,15 @@ class SGTRegressor(BaseSGT):
 
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self._linked_one(x)[self._serving()]) + self._correction()  # (as `_corrected` adds)
+        return self._served(float(self._linked_one(x)[self._serving()]))
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""
         raw, _ = self._run(X, None)
         served = self.loss.link(raw[:, self._serving()])
-        return served if self._levels is None else served + self._correction()
+        if self._levels is None:
+            return served
+        return np.array([self._served(value) for value in served.tolist()], dtype=np.float64)
 
     def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
         """Predict each row with the model that learned all earlier rows, then learn it.
@@ -402,9 +405,10 @@ class SGTRegressor(BaseSGT):
         """The raw score of `x` (for squared error, its prediction) as a base value plus each
         feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
         (with leaf_model="auto": of the tree that serves); the residual level's correction, which the
-        prediction adds, is in the base."""
+        prediction adds (or a recent mean of the targets' difference from the score, where that
+        replaces the prediction), is in the base."""
         explanation = explanations(self, x)[self._serving()]
-        correction = self._correction()
+        correction = self._served(explanation.score) - explanation.score
         if not correction:
             return explanation
         return dataclasses.replace(
