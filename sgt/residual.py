@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -67,6 +67,9 @@ class ResidualLevel:
     `()` (the default): target candidates, none learned yet.
     """
 
+    # the target means' rates (a class attribute so that a benchmark variant may change them)
+    _target_rates: ClassVar[tuple[float, ...]] = TARGET_RATES
+
     def __init__(
         self,
         levels: Sequence[float] | None = None,
@@ -82,7 +85,7 @@ class ResidualLevel:
         self.means: list[float] | None = None if means is None else [float(v) for v in means]
         self.mean_errors: list[float] = []
         if self.means is not None:
-            count = len(TARGET_RATES)
+            count = len(self._target_rates)
             self.mean_errors = [0.0] * count if mean_errors is None else [float(v) for v in mean_errors]
             if len(self.means) not in (0, count) or len(self.mean_errors) != count:
                 raise ValueError(f"a residual level holds {count} (or no) target means and {count} errors")
@@ -133,12 +136,13 @@ class ResidualLevel:
             return
         if not means:  # the first learned record: until now each target mean predicted as candidate 0
             self.mean_errors = [DECAY * error + abs(residual - 0.0) for error in self.mean_errors]
-            self.means = [target] * len(TARGET_RATES)
+            self.means = [target] * len(self._target_rates)
             return
         self.mean_errors = [
             DECAY * error + abs(target - mean) for mean, error in zip(means, self.mean_errors, strict=True)
         ]
-        self.means = [mean + rate * (target - mean) for mean, rate in zip(means, TARGET_RATES, strict=True)]
+        rates = self._target_rates
+        self.means = [mean + rate * (target - mean) for mean, rate in zip(means, rates, strict=True)]
 
     def apply(self, predictions: Any, targets: Any, learn: Any) -> np.ndarray:
         """The corrected predictions of rows in order (`predictions` uncorrected), learning each row
