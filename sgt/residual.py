@@ -85,7 +85,9 @@ class ResidualLevel:
         self.means: list[float] | None = None if means is None else [float(v) for v in means]
         self.mean_errors: list[float] = []
         if self.means is not None:
-            count = len(self._target_rates)
+            count = len(TARGET_RATES)
+            if len(self._target_rates) != count:
+                raise ValueError(f"a residual level's target means have {count} rates")
             self.mean_errors = [0.0] * count if mean_errors is None else [float(v) for v in mean_errors]
             if len(self.means) not in (0, count) or len(self.mean_errors) != count:
                 raise ValueError(f"a residual level holds {count} (or no) target means and {count} errors")
@@ -101,13 +103,12 @@ class ResidualLevel:
             best, level = e2, self.levels[2]
         if e3 < best:
             best, level = e3, self.levels[3]
-        out = prediction + level
-        means = self.means
-        if means:  # (a target mean replaces the prediction where it has erred strictly less)
-            for mean, error in zip(means, self.mean_errors, strict=True):
-                if error < best:
-                    best, out = error, mean
-        return out
+        if self.means:  # a target mean replaces the prediction where it has erred strictly less
+            errors = self.mean_errors
+            least = min(errors)
+            if least < best:
+                return self.means[errors.index(least)]  # (the first of equal ones)
+        return prediction + level
 
     def correction(self, prediction: float = 0.0) -> float:
         """What the correction adds to `prediction` (a residual mean's level adds the same to any)."""
@@ -138,11 +139,22 @@ class ResidualLevel:
             self.mean_errors = [DECAY * error + abs(residual - 0.0) for error in self.mean_errors]
             self.means = [target] * len(self._target_rates)
             return
+        # (unrolled, as the residual means: four rates, checked when the level was made)
+        m1, m2, m3, m4 = means
+        f1, f2, f3, f4 = self.mean_errors
+        t1, t2, t3, t4 = self._target_rates
         self.mean_errors = [
-            DECAY * error + abs(target - mean) for mean, error in zip(means, self.mean_errors, strict=True)
+            DECAY * f1 + abs(target - m1),
+            DECAY * f2 + abs(target - m2),
+            DECAY * f3 + abs(target - m3),
+            DECAY * f4 + abs(target - m4),
         ]
-        rates = self._target_rates
-        self.means = [mean + rate * (target - mean) for mean, rate in zip(means, rates, strict=True)]
+        self.means = [
+            m1 + t1 * (target - m1),
+            m2 + t2 * (target - m2),
+            m3 + t3 * (target - m3),
+            m4 + t4 * (target - m4),
+        ]
 
     def apply(self, predictions: Any, targets: Any, learn: Any) -> np.ndarray:
         """The corrected predictions of rows in order (`predictions` uncorrected), learning each row

@@ -738,7 +738,8 @@ VARIANTS += (
 
 
 def _target_levels(rates: tuple[float, ...] | None) -> Callable[[], ResidualLevel]:
-    """A residual level's factory: its target means at ``rates`` (None: none, the default before them)."""
+    """A residual level's factory: its target means at ``rates`` (four; None: none, the default before
+    them). A rate given twice makes a candidate that never wins (it ties the first): three rates."""
     if rates is None:
         return lambda: ResidualLevel(means=None)
     level_class = type("TargetRates", (ResidualLevel,), {"_target_rates": rates})
@@ -764,14 +765,14 @@ def target_means(
 
 
 # the residual level's target means (sgt.residual): none (the default before them), without the last
-# target, and at other rates
+# target (0.5, 0.2, 0.05), and at rates 1, 0.3, 0.1
 VARIANTS += (
     Variant("ours-no-target-means", target_means(lambda spec: single(spec), None)),
-    Variant("ours-target-means-no-last", target_means(lambda spec: single(spec), (0.5, 0.2, 0.05))),
-    Variant("ours-target-means-1-0.3-0.1", target_means(lambda spec: single(spec), (1.0, 0.3, 0.1))),
+    Variant("ours-target-means-no-last", target_means(lambda spec: single(spec), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-target-means-1-0.3-0.1", target_means(lambda spec: single(spec), (1.0, 0.3, 0.1, 0.1))),
     Variant("ours-boosted-no-target-means", target_means(boosted(), None)),
-    Variant("ours-boosted-target-means-no-last", target_means(boosted(), (0.5, 0.2, 0.05))),
-    Variant("ours-boosted-target-means-1-0.3-0.1", target_means(boosted(), (1.0, 0.3, 0.1))),
+    Variant("ours-boosted-target-means-no-last", target_means(boosted(), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-boosted-target-means-1-0.3-0.1", target_means(boosted(), (1.0, 0.3, 0.1, 0.1))),
 )
 
 
