@@ -47,11 +47,14 @@ class SGTRegressor(BaseSGT):
     tree's prediction is corrected by a recent mean of its own prequential residuals, where such a
     correction has had the smaller recent absolute error (sgt.residual.ResidualLevel, one per tree):
     a tree moves a leaf only every `grace_period` records, so on a target that wanders over time (a
-    time series) it lags the level, and no split on the features can learn the lag. On a stationary
-    stream no correction wins and the prediction stays the tree's. With leaf_model="auto" the tree
-    that serves is the one whose corrected predictions erred least. The trees never see the
-    corrections; intervals and explanations are those of the corrected prediction. Models saved
-    before the levels restore without them.
+    time series) it lags the level, and no split on the features can learn the lag. Where the wandering
+    level is most of the target, a recent mean of the targets themselves (the last target to a mean
+    over tens of records) replaces the tree's prediction while it has had the smaller recent error.
+    On a stationary stream no correction wins and the prediction stays the tree's. With
+    leaf_model="auto" the tree that serves is the one whose corrected predictions erred least. The
+    trees never see the corrections; intervals and explanations are those of the corrected
+    prediction. Models saved before the levels restore without them, and levels saved before the
+    target means without those.
 
     Parameters are those of SGTClassifier, plus:
 

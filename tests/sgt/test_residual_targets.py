@@ -143,3 +143,10 @@ def test_a_level_restores_with_or_without_its_target_means() -> None:
     fresh = ResidualLevel()
     assert fresh.state()["means"] == []  # (no target learned yet: the means start at the first)
     assert ResidualLevel.restored(fresh.state()).state() == fresh.state()
+
+
+def test_a_level_with_other_than_four_target_rates_is_refused() -> None:
+    three = type("Three", (ResidualLevel,), {"_target_rates": (0.5, 0.2, 0.05)})
+    with pytest.raises(ValueError, match="4 rates"):
+        three()
+    assert three(means=None).means is None  # (none to keep: as saved before them)
