@@ -227,9 +227,9 @@ class _Core(_Estimator):
         """The shrinkage each member's output is added with (the regressor bounds it)."""
         return self.learning_rate
 
-    def _output_offset(self) -> float:
-        """What is added to the first raw score of a record after the members' (the regressor's
-        residual level; sgt.explain adds it to the base)."""
+    def _output_offset(self, score: float) -> float:
+        """What is added to the first raw score `score` of a record after the members' (the
+        regressor's residual level; sgt.explain adds it to the base)."""
         return 0.0
 
     def _step_share(self, position: int) -> float:

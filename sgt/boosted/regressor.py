@@ -189,10 +189,10 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         scores = super()._predict_raw_one(x)
         if self._residual is None:
             return scores
-        return [scores[0] + self._residual.correction()]  # (as `ResidualLevel.apply` adds it)
+        return [self._residual.corrected(scores[0])]  # (as `ResidualLevel.apply` corrects it)
 
-    def _output_offset(self) -> float:
-        return 0.0 if self._residual is None else self._residual.correction()
+    def _output_offset(self, score: float) -> float:
+        return 0.0 if self._residual is None else self._residual.correction(score)
 
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F

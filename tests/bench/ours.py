@@ -38,6 +38,7 @@ from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.regressor import AUTO_FADING, AUTO_LEAVES
+from sgt.residual import ResidualLevel
 from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
@@ -787,6 +788,45 @@ VARIANTS += (
     Variant("ours-boosted-hold2", holding_far(boosted(), 2)),
     Variant("ours-boosted-hold4", holding_far(boosted(), 4)),
     Variant("ours-boosted-hold8", holding_far(boosted(), 8)),
+)
+
+
+def _target_levels(rates: tuple[float, ...] | None) -> Callable[[], ResidualLevel]:
+    """A residual level's factory: its target means at ``rates`` (four; None: none, the default before
+    them). A rate given twice makes a candidate that never wins (it ties the first): three rates."""
+    if rates is None:
+        return lambda: ResidualLevel(means=None)
+    level_class = type("TargetRates", (ResidualLevel,), {"_target_rates": rates})
+    return lambda: level_class()
+
+
+def target_means(
+    make: Callable[[StreamSpec], Any], rates: tuple[float, ...] | None
+) -> Callable[[StreamSpec], Any]:
+    """``make``'s model with its residual levels' target means (sgt.residual.TARGET_RATES) at ``rates``
+    instead, or none (None); a model without levels (a classifier, a linked loss) as it is."""
+    level = _target_levels(rates)
+
+    def made(spec: StreamSpec) -> Any:
+        model = make(spec)
+        if getattr(model, "_levels", None) is not None:
+            model._levels = [level() for _ in model._levels]
+        if getattr(model, "_residual", None) is not None:
+            model._residual = level()
+        return model
+
+    return made
+
+
+# the residual level's target means (sgt.residual): none (the default before them), without the last
+# target (0.5, 0.2, 0.05), and at rates 1, 0.3, 0.1
+VARIANTS += (
+    Variant("ours-no-target-means", target_means(lambda spec: single(spec), None)),
+    Variant("ours-target-means-no-last", target_means(lambda spec: single(spec), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-target-means-1-0.3-0.1", target_means(lambda spec: single(spec), (1.0, 0.3, 0.1, 0.1))),
+    Variant("ours-boosted-no-target-means", target_means(boosted(), None)),
+    Variant("ours-boosted-target-means-no-last", target_means(boosted(), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-boosted-target-means-1-0.3-0.1", target_means(boosted(), (1.0, 0.3, 0.1, 0.1))),
 )
 
 
