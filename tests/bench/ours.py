@@ -469,6 +469,20 @@ class _MixedRelaxingBoostedClassifier(_MixedBoostedClassifier):
     _relax = (10.0, 0.5, None)
 
 
+class _MeanOneBaggingClassifier(BoostedClassifier):
+    """Bagging weights Poisson(`poisson_rate`) divided by the rate (the default's since, with rate 3):
+    each member sees almost every record (Poisson(6) leaves out 0.25% of them, Poisson(1) 37%) with
+    weights of mean 1, so the leaves' regularisation (`lambda_`, `gamma`) weighs as with Poisson(1)."""
+
+    _mean_one_bagging = True
+
+
+class _RawBaggingClassifier(BoostedClassifier):
+    """Bagging weights the Poisson(`poisson_rate`) draws themselves (the default before, at rate 1)."""
+
+    _mean_one_bagging = False
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -482,6 +496,7 @@ PREVIOUS_BOOSTED = {
     "drift_threshold": 50.0,
     "drift_delta": 0.02,
     "gamma": 0.1,
+    "poisson_rate": 1.0,
 }
 PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "poisson_rate": 1.0}
 
@@ -567,8 +582,8 @@ VARIANTS += (
     Variant("ours-boosted-warned250", boosted_class(_Warned250BoostedClassifier)),
     Variant("ours-boosted-warned500", boosted_class(_Warned500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
-    Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
-    Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
+    Variant("ours-boosted-poisson2", boosted_class(_RawBaggingClassifier, poisson_rate=2.0)),
+    Variant("ours-boosted-poisson3", boosted_class(_RawBaggingClassifier, poisson_rate=3.0)),
     Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
     Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
     Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),
@@ -819,3 +834,113 @@ def run(variant: Variant, stream: Stream, prefix: int = LOOP_PREFIX) -> OurRun:
     batched = run_batched(variant, stream)
     loop = run_loop(variant, stream, min(prefix, stream.n))
     return OurRun(batched, loop, _same(loop, batched))
+
+
+class _Combined:
+    """Bench-only prototype: two classifiers that learn every record, published as one (their average,
+    or the one with the smaller prequential log loss so far). It measures what combining would gain
+    before any of it goes into the library (docs/decisions.md, "The boosted ensemble")."""
+
+    def __init__(self, first: Any, second: Any, rule: str) -> None:
+        self._models = (first, second)
+        self._rule = rule  # "average" or "tournament"
+        self._losses = np.zeros(2)  # each model's log loss summed over the records learned
+
+    @property
+    def classes_(self) -> list[Any]:
+        classes: list[Any] = self._models[0].classes_
+        return classes
+
+    def _weights(self, losses: np.ndarray) -> np.ndarray:
+        if self._rule == "average":
+            return np.full(2, 0.5)
+        return np.array([1.0, 0.0]) if losses[0] <= losses[1] else np.array([0.0, 1.0])
+
+    def predict_learn_many(self, X: Any, y: Any) -> np.ndarray:
+        first, second = (m.predict_learn_many(X, y) for m in self._models)
+        k = len(self.classes_)
+        parts = [np.pad(p, ((0, 0), (0, k - p.shape[1]))) for p in (first, second)]
+        index = {c: j for j, c in enumerate(self.classes_)}
+        targets = np.array([index[t] for t in y])
+        out = np.zeros((len(targets), k))
+        for i in range(len(targets)):
+            w = self._weights(self._losses)
+            out[i] = w[0] * parts[0][i] + w[1] * parts[1][i]
+            self._losses -= np.log(np.maximum([parts[0][i, targets[i]], parts[1][i, targets[i]]], 1e-12))
+        return out
+
+    def predict_proba_one(self, x: Any) -> dict[Any, float]:
+        first, second = (m.predict_proba_one(x) for m in self._models)
+        self._last = (first, second)
+        w = self._weights(self._losses)
+        return {c: w[0] * first.get(c, 0.0) + w[1] * second.get(c, 0.0) for c in {*first, *second}}
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        first, second = getattr(self, "_last", ({}, {}))
+        self._losses -= np.log(np.maximum([first.get(y, 0.0), second.get(y, 0.0)], 1e-12))
+        self._last = ({}, {})
+        for model in self._models:
+            model.learn_one(x, y)
+
+
+class _HalfBoostedClassifier(BoostedClassifier):
+    """Half the default's members (3 with two classes, 5 from the third class on), for a pair of chains."""
+
+    def _member_count(self) -> int:
+        return self.n_members if self.n_members is not None else super()._member_count() // 2
+
+
+def combined(rule: str, first: Callable[[], Any], second: Callable[[], Any]) -> Callable[[StreamSpec], Any]:
+    """A `_Combined` pair on a classification stream; the boosted regressor's default on a regression one."""
+    return lambda spec: BoostedRegressor() if spec.is_regression else _Combined(first(), second(), rule)
+
+
+# prototypes of combinations (bench only): two boosted chains of half the members at twice the rate,
+# averaged (the default's CPU); two default ensembles averaged (twice it); the ensemble or the single
+# tree, whichever has the smaller prequential log loss so far
+VARIANTS += (
+    Variant(
+        "ours-boosted-two-halves",
+        combined(
+            "average",
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=0),
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=1),
+        ),
+    ),
+    Variant(
+        "ours-boosted-two-chains",
+        combined("average", lambda: BoostedClassifier(seed=0), lambda: BoostedClassifier(seed=1)),
+    ),
+    Variant(
+        "ours-boosted-or-single", combined("tournament", lambda: BoostedClassifier(), lambda: SGTClassifier())
+    ),
+    Variant("ours-boosted-poisson6", boosted_class(_RawBaggingClassifier, poisson_rate=6.0)),
+)
+
+
+VARIANTS += (
+    Variant("ours-boosted-mean-one-poisson6", boosted_class(_MeanOneBaggingClassifier, poisson_rate=6.0)),
+    Variant("ours-boosted-mean-one-poisson2", boosted_class(_MeanOneBaggingClassifier, poisson_rate=2.0)),
+)
+VARIANTS += (
+    Variant("ours-boosted-mean-one-poisson3", boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0)),
+    Variant("ours-boosted-mean-one-poisson4", boosted_class(_MeanOneBaggingClassifier, poisson_rate=4.0)),
+)
+
+# the default and the mean-one bagging rates over other bagging seeds (single runs swing with the seed,
+# most on the drift streams)
+VARIANTS += tuple(
+    Variant(f"{name}-seed{seed}", make)
+    for seed in range(1, 6)
+    for name, make in (
+        ("ours-boosted-poisson1", boosted_classifier(poisson_rate=1.0, seed=seed)),
+        (
+            "ours-boosted-mean-one-poisson3",
+            boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0, seed=seed),
+        ),
+        (
+            "ours-boosted-mean-one-poisson4",
+            boosted_class(_MeanOneBaggingClassifier, poisson_rate=4.0, seed=seed),
+        ),
+    )
+)
