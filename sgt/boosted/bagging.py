@@ -8,7 +8,8 @@ With `mean_one` each draw is divided by the rate: the weights have mean 1 whatev
 higher rate leaves fewer records out of a member (Poisson(1) leaves out 37% of them, Poisson(3) 5%)
 and makes the weights vary less (variance 1 / rate), while the leaves' regularisation (`lambda_`,
 `gamma`, which a weight of mean `rate` would shrink by that factor) weighs as at rate 1. At rate 1 the
-weights are the same either way.
+weights are the same either way. An ensemble turns it on by `_Core._mean_one_bagging`
+(sgt.boosted.ensemble; off by default: docs/decisions.md, "The boosted ensemble").
 
 >>> bagging = Bagging(rate=1.0, seed=0)
 >>> weights = bagging.weights(np.ones(5, dtype=bool), members=2, first=0)

@@ -20,7 +20,6 @@ from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
     BINARY_MEMBERS,
-    CLASSIFIER_POISSON_RATE,
     CLASSIFIER_POLICY,
     MULTICLASS_DELTA,
     MULTICLASS_LINEAR_START,
@@ -379,11 +378,8 @@ class BoostedClassifier(_ClassifierEnsemble):
     learning_rate
         Shrinkage eta of each member's contribution, in (0, 1]. Default 0.3.
     poisson_rate
-        Rate of each record's Poisson draw per member (online bagging), which the member weighs the
-        record by divided by the rate (weights of mean 1); None: every weight is 1. Default
-        `CLASSIFIER_POISSON_RATE` (3): a member leaves out 5% of the records (Poisson(1): 37%, which
-        a short stream cannot spare) and the weights vary less, while the leaves' regularisation
-        weighs as at rate 1 (a model saved before the division weighs by the draws themselves).
+        Rate of each record's Poisson weight per member (online bagging); None: every weight is 1.
+        Default 1.
     drift_threshold
         Page-Hinkley alarm level on the ensemble's 0/1 errors (a warning at half of it); None: no
         drift detection. Default 35.
@@ -474,15 +470,12 @@ class BoostedClassifier(_ClassifierEnsemble):
     #: the members' split confidence relaxes in leaves that find no split where the ensemble is unsure
     #: (see `delta`; a model saved before it restores without it)
     _relax: ClassVar[tuple[float, float, float | None] | None] = RELAX
-    #: bagging weights are the Poisson draws divided by the rate (sgt.boosted.bagging; a model saved
-    #: before restores with the draws themselves)
-    _mean_one_bagging: ClassVar[bool] = True
 
     def __init__(
         self,
         n_members: int | None = None,
         learning_rate: float = 0.3,
-        poisson_rate: float | None = CLASSIFIER_POISSON_RATE,
+        poisson_rate: float | None = 1.0,
         drift_threshold: float | None = 35.0,
         drift_delta: float = 0.005,
         seed: int = 0,

@@ -77,7 +77,10 @@ class _Core(_Estimator):
     #: the shrinkage of the members by position (the last repeats; empty: `_step()` for every member)
     _step_ladder: ClassVar[tuple[float, ...]] = ()
     #: whether a new model's bagging weights are its Poisson draws divided by `poisson_rate` (mean 1:
-    #: sgt.boosted.bagging); a restored one keeps what it was saved with (raw draws if saved before)
+    #: sgt.boosted.bagging), saved in its state; a restored one keeps what it was saved with (the draws
+    #: themselves if saved without). Off by default: with the classifier at rate 3 it won the robustness
+    #: suite's classification streams but lost SEA's drift streams (docs/decisions.md); the variants in
+    #: tests/bench/ours.py set it
     _mean_one_bagging: ClassVar[bool] = False
     _space: Any
     _layout: Any

@@ -19,7 +19,6 @@ __all__ = [
     "BACKGROUND_LIFE",
     "BINARY_DELTA",
     "BINARY_MEMBERS",
-    "CLASSIFIER_POISSON_RATE",
     "CLASSIFIER_POLICY",
     "DRIFT_MIN_RECORDS",
     "DRIFT_PERIOD",
@@ -73,10 +72,6 @@ MULTICLASS_DELTA = 0.03
 BINARY_MEMBERS = 6
 #: ... and from the third class on (the members added then learn from the next record)
 MULTICLASS_MEMBERS = 10
-#: the classifier's bagging rate when `poisson_rate` is not given: each member weighs each record by a
-#: Poisson(3) draw divided by 3 (mean 1; it leaves out 5% of the records, where Poisson(1) left out 37%:
-#: see BoostedClassifier and docs/decisions.md)
-CLASSIFIER_POISSON_RATE = 3.0
 #: the classifier's members from the third class on: one tree per class but one ("per-class"), or one
 #: multi-output tree (sgt.multioutput) with a value per class ("multi-output"; a softmax over every
 #: class) or per class but the first ("multi-output-reference"; its score 0, as the committees')
