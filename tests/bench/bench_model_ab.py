@@ -96,11 +96,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per process, the fastest counted (default 3)"
     )
-    parser.add_argument(
-        "--different",
-        action="store_true",
-        help="the trees may give different models (a change of the model, not of its speed): CPU only",
-    )
     args = parser.parse_args(argv)
     old, new = args.old.resolve(), args.new.resolve()
     print(
@@ -114,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         b = measure(new, args.records, args.batch, args.model, args.repeat)
         if pair == 0:
             print(f"old: {a.source}\nnew: {b.source}")
-        if a.digest != b.digest and not args.different:
+        if a.digest != b.digest:
             print(f"the models or predictions differ: old {a.digest[:16]}, new {b.digest[:16]}")
             return 1
         us_old, us_new = a.seconds / args.records * 1e6, b.seconds / args.records * 1e6
@@ -128,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"median: old {statistics.median(olds):.2f} us/record, new {statistics.median(news):.2f} us/record, "
         f"new/old per pair {statistics.median(ratios):.3f} (range {min(ratios):.3f} to {max(ratios):.3f}); "
-        + ("models and predictions not compared" if args.different else "identical models and predictions")
+        "identical models and predictions"
     )
     return 0
 

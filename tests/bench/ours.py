@@ -35,6 +35,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.regressor import AUTO_FADING, AUTO_LEAVES
@@ -1006,4 +1007,37 @@ VARIANTS += (
         lambda seed: boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0, lambda_=1.0, seed=seed),
         range(6),
     ),
+)
+
+
+class _ScaleOnlyCalibrator(Calibrator):
+    """The calibration with two classes fitting its temperature only (its bias kept at 0: the raw
+    scores' sign decides the class, as the members learned it); with more classes as it is."""
+
+    def _step(self) -> None:
+        super()._step()
+        if len(self.bias) == 1:
+            self.bias = [0.0]
+
+
+def scale_only(make: Callable[[StreamSpec], Any]) -> Callable[[StreamSpec], Any]:
+    """``make``'s model with the scale-only calibration (bench only: a restore calibrates as the library)."""
+
+    def made(spec: StreamSpec) -> Any:
+        model = make(spec)
+        if getattr(model, "_calibrator", None) is not None:
+            model._calibrator = _ScaleOnlyCalibrator()
+        return model
+
+    return made
+
+
+# the calibration of two classes fitting its temperature only, with the default's bagging and with the
+# mean-one Poisson(3), over bagging seeds 0 to 5
+VARIANTS += _seeded(
+    "ours-boosted-scale-only", lambda seed: scale_only(boosted(seed=seed)), range(6)
+) + _seeded(
+    "ours-boosted-mean-one-poisson3-scale-only",
+    lambda seed: scale_only(boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0, seed=seed)),
+    range(6),
 )
