@@ -4,12 +4,21 @@ The draw for record n and member m is a pure function of (seed, n, m), made by a
 generator (splitmix64), so it needs no state beyond the number of records learned and does not depend
 on how records are batched.
 
+With `mean_one` each draw is divided by the rate: the weights have mean 1 whatever the rate, so a
+higher rate leaves fewer records out of a member (Poisson(1) leaves out 37% of them, Poisson(3) 5%)
+and makes the weights vary less (variance 1 / rate), while the leaves' regularisation (`lambda_`,
+`gamma`, which a weight of mean `rate` would shrink by that factor) weighs as at rate 1. At rate 1 the
+weights are the same either way. An ensemble turns it on by `_Core._mean_one_bagging`
+(sgt.boosted.ensemble; off by default: docs/decisions.md, "The boosted ensemble").
+
 >>> bagging = Bagging(rate=1.0, seed=0)
 >>> weights = bagging.weights(np.ones(5, dtype=bool), members=2, first=0)
 >>> weights.shape, bool((weights == bagging.weights(np.ones(5, dtype=bool), 2, 0)).all())
 ((2, 5), True)
 >>> Bagging(rate=None, seed=0).weights(np.array([True, False]), members=1, first=0).tolist()
 [[1.0, 0.0]]
+>>> Bagging(rate=4.0, seed=0, mean_one=True).weights(np.ones(3, dtype=bool), 1, 0).tolist()
+[[1.0, 0.5, 1.0]]
 """
 
 from __future__ import annotations
@@ -24,11 +33,13 @@ __all__ = ["Bagging"]
 
 
 class Bagging:
-    """Poisson(`rate`) weights per member and record (`rate` None: every learned record weighs 1)."""
+    """Poisson(`rate`) weights per member and record (`rate` None: every learned record weighs 1), each
+    divided by the rate if `mean_one`."""
 
-    def __init__(self, rate: float | None, seed: int) -> None:
+    def __init__(self, rate: float | None, seed: int, mean_one: bool = False) -> None:
         self.rate = rate
         self.seed = seed
+        self.mean_one = mean_one
         self._cdf = None if rate is None else _poisson_cdf(rate)
 
     def weights(self, learn: np.ndarray, members: int, first: int, rate: float | None = None) -> np.ndarray:
@@ -36,15 +47,19 @@ class Bagging:
         row is record `first`. `rate`: a rate other than the model's (a young ensemble's)."""
         weights = np.zeros((members, learn.size))
         rows = np.flatnonzero(learn)
-        if self._cdf is None:
+        if self._cdf is None or self.rate is None:
             weights[:, rows] = 1.0
             return weights
         cdf = self._cdf if rate is None else _poisson_cdf(rate)
+        rate = self.rate if rate is None else rate
         if kernels.ENABLED:  # the same numbers, in one compiled loop
-            return kernels.poisson_weights(np.uint64(self.seed), np.uint64(first), learn, members, cdf)
-        index = (first + np.arange(rows.size)).astype(np.uint64)
-        uniform = _uniform(self.seed, index, members)
-        weights[:, rows] = np.searchsorted(cdf, uniform, side="right")
+            weights = kernels.poisson_weights(np.uint64(self.seed), np.uint64(first), learn, members, cdf)
+        else:
+            index = (first + np.arange(rows.size)).astype(np.uint64)
+            uniform = _uniform(self.seed, index, members)
+            weights[:, rows] = np.searchsorted(cdf, uniform, side="right")
+        if self.mean_one:  # (one division per weight: the same bits however the rows are batched)
+            weights /= rate
         return weights
 
 

@@ -33,6 +33,8 @@ from sgt.tree import Params, leaf_inputs_of
 __all__: list[str] = []
 
 _MAX_SEED = 2**63 - 1
+#: the saved state's word for bagging weights divided by the rate (see `_Core._mean_one_bagging`)
+MEAN_ONE = "mean-one"
 
 
 def checked_feature_share(value: Any) -> float | None:
@@ -74,6 +76,12 @@ class _Core(_Estimator):
     _delta_ladder: ClassVar[tuple[float, ...]] = ()
     #: the shrinkage of the members by position (the last repeats; empty: `_step()` for every member)
     _step_ladder: ClassVar[tuple[float, ...]] = ()
+    #: whether a new model's bagging weights are its Poisson draws divided by `poisson_rate` (mean 1:
+    #: sgt.boosted.bagging), saved in its state; a restored one keeps what it was saved with (the draws
+    #: themselves if saved without). Off by default: with the classifier at rate 3 it won the robustness
+    #: suite's classification streams but lost SEA's drift streams (docs/decisions.md); the variants in
+    #: tests/bench/ours.py set it
+    _mean_one_bagging: ClassVar[bool] = False
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -126,7 +134,7 @@ class _Core(_Estimator):
         self._policy = policy
         self._relaxed = self._relax  # (the members made below read it)
         self._outputs = Outputs() if outputs is None else outputs
-        self._bagging = Bagging(self.poisson_rate, self.seed)
+        self._bagging = Bagging(self.poisson_rate, self.seed, self._mean_one_bagging)
         self._member_context = MemberContext(
             space=self._space,
             outputs=self._outputs,
@@ -384,10 +392,12 @@ class _Core(_Estimator):
             "n_drifts": self._response.n_drifts,
             "retired_version": self._retired_version,
             **({} if self._relaxed is None else {"relax": list(self._relaxed)}),
+            **({"bagging": MEAN_ONE} if self._bagging.mean_one else {}),
         }
 
     def _restore_boosting(self, extra: dict[str, Any]) -> None:
         self._relaxed = _saved_relax(extra.get("relax"))  # (saved before the relaxation: none)
+        self._bagging = Bagging(self.poisson_rate, self.seed, _saved_mean_one(extra.get("bagging")))
         counts = [int(c) for c in extra["members"]]
         background = extra["background"]
         if self.n_members is None:  # the count followed the classes, restored after the members
@@ -585,6 +595,16 @@ def _saved_relax(saved: Any) -> tuple[float, float, float | None] | None:
     if saved[2] is not None and not _is_number(saved[2]):
         raise ValueError(f"relax must be [growth, cap, impurity or null], got {saved!r}")
     return float(saved[0]), float(saved[1]), None if saved[2] is None else float(saved[2])
+
+
+def _saved_mean_one(saved: Any) -> bool:
+    """Whether a save's bagging weights are divided by the rate (`MEAN_ONE`); absent: the raw draws of
+    the format before."""
+    if saved is None:
+        return False
+    if saved != MEAN_ONE:
+        raise ValueError(f"bagging must be {MEAN_ONE!r} or absent, got {saved!r}")
+    return True
 
 
 def _is_number(value: Any) -> bool:

@@ -35,6 +35,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.regressor import AUTO_FADING, AUTO_LEAVES
@@ -510,6 +511,20 @@ class _MixedRelaxingBoostedClassifier(_MixedBoostedClassifier):
     _relax = (10.0, 0.5, None)
 
 
+class _MeanOneBaggingClassifier(BoostedClassifier):
+    """Bagging weights Poisson(`poisson_rate`) divided by the rate (sgt.boosted.bagging's `mean_one`):
+    each member sees almost every record (Poisson(6) leaves out 0.25% of them, Poisson(1) 37%) with
+    weights of mean 1, so the leaves' regularisation (`lambda_`, `gamma`) weighs as with Poisson(1)."""
+
+    _mean_one_bagging = True
+
+
+class _RawBaggingClassifier(BoostedClassifier):
+    """Bagging weights the Poisson(`poisson_rate`) draws themselves (the default's, at rate 1)."""
+
+    _mean_one_bagging = False
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -523,6 +538,7 @@ PREVIOUS_BOOSTED = {
     "drift_threshold": 50.0,
     "drift_delta": 0.02,
     "gamma": 0.1,
+    "poisson_rate": 1.0,
 }
 PREVIOUS_BOOSTED_REGRESSOR = {"leaf_model": "constant", "linear_lambda": 0.01, "poisson_rate": 1.0}
 
@@ -622,8 +638,8 @@ VARIANTS += (
     Variant("ours-boosted-warned250", boosted_class(_Warned250BoostedClassifier)),
     Variant("ours-boosted-warned500", boosted_class(_Warned500BoostedClassifier)),
     # heavier bagging weights: a fresh ensemble (after a drift) learns faster
-    Variant("ours-boosted-poisson2", boosted_classifier(poisson_rate=2.0)),
-    Variant("ours-boosted-poisson3", boosted_classifier(poisson_rate=3.0)),
+    Variant("ours-boosted-poisson2", boosted_class(_RawBaggingClassifier, poisson_rate=2.0)),
+    Variant("ours-boosted-poisson3", boosted_class(_RawBaggingClassifier, poisson_rate=3.0)),
     Variant("ours-boosted-gamma0.1", boosted_classifier(gamma=0.1)),
     Variant("ours-boosted-gamma0", boosted_classifier(gamma=0.0)),
     Variant("ours-boosted-lr0.25", boosted_classifier(learning_rate=0.25)),
@@ -913,3 +929,209 @@ def run(variant: Variant, stream: Stream, prefix: int = LOOP_PREFIX) -> OurRun:
     batched = run_batched(variant, stream)
     loop = run_loop(variant, stream, min(prefix, stream.n))
     return OurRun(batched, loop, _same(loop, batched))
+
+
+class _Combined:
+    """Bench-only prototype: two classifiers that learn every record, published as one (their average, or
+    the one with the smaller prequential log loss, or with fewer errors, so far). It measures what
+    combining would gain before any of it goes into the library (docs/decisions.md, "The boosted
+    ensemble")."""
+
+    def __init__(self, first: Any, second: Any, rule: str) -> None:
+        self._models = (first, second)
+        self._rule = rule  # "average", "tournament" (log loss) or "errors" (fewer errors; ties: the first)
+        self._losses = np.zeros(2)  # each model's log loss summed over the records learned
+        self._errors = np.zeros(2)  # each model's errors over the records learned
+
+    @property
+    def classes_(self) -> list[Any]:
+        classes: list[Any] = self._models[0].classes_
+        return classes
+
+    def _weights(self, losses: np.ndarray) -> np.ndarray:
+        if self._rule == "average":
+            return np.full(2, 0.5)
+        if self._rule == "errors":
+            losses = self._errors
+        return np.array([1.0, 0.0]) if losses[0] <= losses[1] else np.array([0.0, 1.0])
+
+    def predict_learn_many(self, X: Any, y: Any) -> np.ndarray:
+        first, second = (m.predict_learn_many(X, y) for m in self._models)
+        k = len(self.classes_)
+        parts = [np.pad(p, ((0, 0), (0, k - p.shape[1]))) for p in (first, second)]
+        index = {c: j for j, c in enumerate(self.classes_)}
+        targets = np.array([index[t] for t in y])
+        out = np.zeros((len(targets), k))
+        for i in range(len(targets)):
+            w = self._weights(self._losses)
+            out[i] = w[0] * parts[0][i] + w[1] * parts[1][i]
+            self._losses -= np.log(np.maximum([parts[0][i, targets[i]], parts[1][i, targets[i]]], 1e-12))
+            self._errors += [parts[0][i].argmax() != targets[i], parts[1][i].argmax() != targets[i]]
+        return out
+
+    def predict_proba_one(self, x: Any) -> dict[Any, float]:
+        first, second = (m.predict_proba_one(x) for m in self._models)
+        self._last = (first, second)
+        w = self._weights(self._losses)
+        return {c: w[0] * first.get(c, 0.0) + w[1] * second.get(c, 0.0) for c in {*first, *second}}
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        first, second = getattr(self, "_last", ({}, {}))
+        self._losses -= np.log(np.maximum([first.get(y, 0.0), second.get(y, 0.0)], 1e-12))
+        self._errors += [_label(first) != y, _label(second) != y]
+        self._last = ({}, {})
+        for model in self._models:
+            model.learn_one(x, y)
+
+
+def _label(proba: dict[Any, float]) -> Any:
+    """The first most probable class of a probability dict (None if empty)."""
+    return max(proba, key=proba.__getitem__) if proba else None
+
+
+class _HalfBoostedClassifier(BoostedClassifier):
+    """Half the default's members (3 with two classes, 5 from the third class on), for a pair of chains."""
+
+    def _member_count(self) -> int:
+        return self.n_members if self.n_members is not None else super()._member_count() // 2
+
+
+def combined(rule: str, first: Callable[[], Any], second: Callable[[], Any]) -> Callable[[StreamSpec], Any]:
+    """A `_Combined` pair on a classification stream; the boosted regressor's default on a regression one."""
+    return lambda spec: BoostedRegressor() if spec.is_regression else _Combined(first(), second(), rule)
+
+
+# the boosted classifier's combination of its members and its bagging (docs/decisions.md, "The boosted
+# ensemble"): prototypes of combinations (bench only: each runs two models side by side) — two boosted
+# chains of half the members at twice the rate, averaged (the default's CPU); two default ensembles
+# averaged (twice it); the ensemble or the single tree by their log losses so far; the calibrated
+# probabilities or the raw softmax by their errors so far (the same members), with the default's bagging
+# and with the mean-one Poisson(3)
+VARIANTS += (
+    Variant(
+        "ours-boosted-two-halves",
+        combined(
+            "average",
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=0),
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=1),
+        ),
+    ),
+    Variant(
+        "ours-boosted-two-chains",
+        combined("average", lambda: BoostedClassifier(seed=0), lambda: BoostedClassifier(seed=1)),
+    ),
+    Variant(
+        "ours-boosted-or-single", combined("tournament", lambda: BoostedClassifier(), lambda: SGTClassifier())
+    ),
+    Variant(
+        "ours-boosted-cal-or-tree",
+        combined("errors", lambda: BoostedClassifier(), lambda: BoostedClassifier(proba="tree")),
+    ),
+    Variant(
+        "ours-boosted-mean-one-poisson3-cal-or-tree",
+        combined(
+            "errors",
+            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0),
+            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0, proba="tree"),
+        ),
+    ),
+)
+
+
+class _MeanOneYoungRawClassifier(_MeanOneBaggingClassifier):
+    """The mean-one bagging, with the ensembles a drift or warning starts bagging at rate 1 at first (the
+    default's draws), moving to the model's rate over their first 2,000 records (Youth: a young ensemble
+    cuts every batch at each answer point)."""
+
+    _drift_policy = dataclasses.replace(
+        BoostedClassifier._drift_policy, youth=Youth(records=2000, poisson_rate=1.0, first=False)
+    )
+
+
+class _MeanOneFirstClassifier(_MeanOneBaggingClassifier):
+    """The mean-one bagging for the first ensemble only: every ensemble a warning or drift starts bags at
+    rate 1 (the default's draws) all its life (no Youth, so no batch cuts)."""
+
+    def _weights(self, learn: np.ndarray, since: int | None = None, first: int | None = None) -> np.ndarray:
+        started = self._members_since if since is None else since
+        if started == 0:
+            return super()._weights(learn, since, first)
+        first = self._n_seen if first is None else first
+        return self._bagging.weights(learn, self._member_count(), first, 1.0)
+
+
+def _seeded(
+    name: str, make: Callable[[int], Callable[[StreamSpec], Any]], seeds: range
+) -> tuple[Variant, ...]:
+    """``name`` with bagging seed 0 and ``name-seedN`` for the others (single runs swing with the seed,
+    most on the drift streams)."""
+    return tuple(Variant(name if seed == 0 else f"{name}-seed{seed}", make(seed)) for seed in seeds)
+
+
+# the bagging weights: the draws themselves at rate 6 (a record weighs 6 on average: the leaves'
+# regularisation a sixth), no bagging, the draws divided by the rate (sgt.boosted.bagging's `mean_one`) at
+# rates 2 to 6, and at rate 3 with young ensembles at rate 1, later ensembles at rate 1, or `lambda_` 1;
+# the default (`-poisson1`) and rates 3 and 4 over bagging seeds 1 to 5
+VARIANTS += (
+    Variant("ours-boosted-poisson6", boosted_class(_RawBaggingClassifier, poisson_rate=6.0)),
+    Variant("ours-boosted-mean-one-poisson2", boosted_class(_MeanOneBaggingClassifier, poisson_rate=2.0)),
+    Variant("ours-boosted-mean-one-poisson6", boosted_class(_MeanOneBaggingClassifier, poisson_rate=6.0)),
+    *_seeded("ours-boosted-poisson1", lambda seed: boosted_classifier(poisson_rate=1.0, seed=seed), range(6)),
+    *(
+        variant
+        for rate in (3.0, 4.0)
+        for variant in _seeded(
+            f"ours-boosted-mean-one-poisson{rate:g}",
+            lambda seed, rate=rate: boosted_class(_MeanOneBaggingClassifier, poisson_rate=rate, seed=seed),
+            range(6),
+        )
+    ),
+    *_seeded(
+        "ours-boosted-young-rate1",
+        lambda seed: boosted_class(_MeanOneYoungRawClassifier, poisson_rate=3.0, seed=seed),
+        range(6),
+    ),
+    *_seeded(
+        "ours-boosted-later-rate1",
+        lambda seed: boosted_class(_MeanOneFirstClassifier, poisson_rate=3.0, seed=seed),
+        range(6),
+    ),
+    *_seeded(
+        "ours-boosted-mean-one-poisson3-l2-1",
+        lambda seed: boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0, lambda_=1.0, seed=seed),
+        range(6),
+    ),
+)
+
+
+class _ScaleOnlyCalibrator(Calibrator):
+    """The calibration with two classes fitting its temperature only (its bias kept at 0: the raw
+    scores' sign decides the class, as the members learned it); with more classes as it is."""
+
+    def _step(self) -> None:
+        super()._step()
+        if len(self.bias) == 1:
+            self.bias = [0.0]
+
+
+def scale_only(make: Callable[[StreamSpec], Any]) -> Callable[[StreamSpec], Any]:
+    """``make``'s model with the scale-only calibration (bench only: a restore calibrates as the library)."""
+
+    def made(spec: StreamSpec) -> Any:
+        model = make(spec)
+        if getattr(model, "_calibrator", None) is not None:
+            model._calibrator = _ScaleOnlyCalibrator()
+        return model
+
+    return made
+
+
+# the calibration of two classes fitting its temperature only, with the default's bagging and with the
+# mean-one Poisson(3), over bagging seeds 0 to 5
+VARIANTS += _seeded(
+    "ours-boosted-scale-only", lambda seed: scale_only(boosted(seed=seed)), range(6)
+) + _seeded(
+    "ours-boosted-mean-one-poisson3-scale-only",
+    lambda seed: scale_only(boosted_class(_MeanOneBaggingClassifier, poisson_rate=3.0, seed=seed)),
+    range(6),
+)
