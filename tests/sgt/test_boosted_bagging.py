@@ -7,7 +7,6 @@ choice; a model saved before (the draws themselves) restores as the model it was
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,11 +15,19 @@ import pytest
 from sgt import AdaptiveSGTClassifier, BoostedClassifier, BoostedRegressor, kernels
 from sgt.boosted.bagging import Bagging
 from sgt.boosted.ensemble import MEAN_ONE
-from tests.fixtures.make_bagging_fixture import ROWS, stream
 from tests.sgt.sgt_testkit import mixed_records
 from tests.sgt.test_serialization import _pack, _unpack
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-mean-one"
+ROWS = 1200
+RAW_RATE_3 = {"grace_period": 40, "warm_up": 100, "bins": 16, "seed": 7, "poisson_rate": 3.0}
+
+
+def _curve(n: int, seed: int = 20261129) -> tuple[np.ndarray, np.ndarray]:
+    """Two noisy classes split by a curve in [0, 1)^3."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 3))
+    score = X[:, 0] + 0.5 * np.sin(6 * X[:, 1]) - 0.5 + rng.normal(0, 0.1, n)
+    return X, (score > 0).astype(int)
 
 
 class MeanOne(BoostedClassifier):
@@ -59,7 +66,7 @@ def test_a_member_leaves_few_records_out_at_rate_3() -> None:
 
 
 def test_the_choice_is_saved_and_restored_and_the_default_saves_the_format_before() -> None:
-    X, y = stream(300)
+    X, y = _curve(300)
     model = MeanOne(grace_period=40, warm_up=100, poisson_rate=3.0)
     model.learn_many(X, y)
     assert model._bagging.mean_one and f'"bagging":"{MEAN_ONE}"'.encode() in model.to_bytes()
@@ -74,7 +81,7 @@ def test_the_choice_is_saved_and_restored_and_the_default_saves_the_format_befor
 
 
 def test_a_forged_bagging_word_is_refused() -> None:
-    X, y = stream(200)
+    X, y = _curve(200)
     model = MeanOne(grace_period=40, warm_up=100)
     model.learn_many(X, y)
     version, header, payloads = _unpack(bytes(model.to_bytes()))
@@ -84,14 +91,24 @@ def test_a_forged_bagging_word_is_refused() -> None:
         BoostedClassifier.from_bytes(_pack(version, header, payloads))
 
 
-def test_a_model_saved_before_restores_with_the_raw_draws() -> None:
-    """start.sgt and end.sgt were saved by the code before (poisson_rate 3, raw draws): the restored model
-    learns the rest of the stream into end.sgt's bytes (with the divided draws it would not)."""
-    X, y = stream()
-    model = BoostedClassifier.from_bytes((FIXTURE / "start.sgt").read_bytes())
-    assert model.poisson_rate == 3.0 and not model._bagging.mean_one
-    model.learn_many(X[ROWS // 2 :], y[ROWS // 2 :])
-    assert bytes(model.to_bytes()) == (FIXTURE / "end.sgt").read_bytes()
+def test_a_save_without_the_word_restores_with_the_raw_draws() -> None:
+    """A model saved with the draws themselves (every save before the variant, and today's default) at a
+    rate other than 1, where the two weightings differ: restored, it learns the
+    rest of the stream exactly as the model that was never saved (with the divided draws it would not)."""
+    X, y = _curve(ROWS)
+    half = slice(0, ROWS // 2), slice(ROWS // 2, ROWS)
+    model = BoostedClassifier(**RAW_RATE_3)
+    model.learn_many(X[half[0]], y[half[0]])
+    saved = bytes(model.to_bytes())
+    assert b"mean-one" not in saved
+    model.learn_many(X[half[1]], y[half[1]])
+    restored = BoostedClassifier.from_bytes(saved)
+    assert restored.poisson_rate == 3.0 and not restored._bagging.mean_one
+    restored.learn_many(X[half[1]], y[half[1]])
+    assert restored.to_bytes() == model.to_bytes()
+    divided = MeanOne(**RAW_RATE_3)
+    divided.learn_many(X, y)
+    assert divided.to_bytes() != model.to_bytes()
 
 
 def _records(n: int) -> tuple[list[dict[str, Any]], list[Any]]:
