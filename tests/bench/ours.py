@@ -495,6 +495,8 @@ VARIANTS += (
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)
     Variant("ours-boosted-adaptive", boosted_pair({}, {"leaf_model": "adaptive"})),
+    # the regressor without the single tree beside its members (the default before `single_tree`)
+    Variant("ours-boosted-members", boosted_pair({}, {"single_tree": False})),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before
