@@ -250,6 +250,11 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         single._space = self._space  # (the same records: the ensemble's space, which encodes for both)
         self._single, self._choice = single, TreeChoice(errors)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the members' live arrays, and of the single tree's beside them."""
+        return super().nbytes + (0 if self._single is None else self._single.nbytes)
+
     def _n_outputs_per_member(self) -> int:
         return 1
 

@@ -184,3 +184,12 @@ def test_the_single_tree_is_on_by_default() -> None:
     model = BoostedRegressor()
     assert model.single_tree is True and model._single is not None
     assert model._single.leaf_model == "auto" and model._single._space is model._space
+
+
+def test_the_single_trees_bytes_count() -> None:
+    X, y = _steps(1500)
+    with_tree, members = BoostedRegressor(single_tree=True), BoostedRegressor(single_tree=False)
+    with_tree.learn_many(X, y.tolist())
+    members.learn_many(X, y.tolist())
+    assert with_tree._single is not None
+    assert with_tree.nbytes == members.nbytes + with_tree._single.nbytes
