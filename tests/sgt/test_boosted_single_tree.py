@@ -193,3 +193,38 @@ def test_the_single_trees_bytes_count() -> None:
     members.learn_many(X, y.tolist())
     assert with_tree._single is not None
     assert with_tree.nbytes == members.nbytes + with_tree._single.nbytes
+
+
+@pytest.mark.parametrize("max_categories", [None, 3])
+def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
+    max_categories: int | None,
+) -> None:
+    """The single tree shares the members' feature space (categories, grids): whatever it adds there
+    must leave the members' batch and loop alike."""
+    rng = np.random.default_rng(4)
+    categories = ["a", "b", "c", "d", "e", "f"]
+    records, targets = [], []
+    for i in range(2000):
+        category = categories[min(int(rng.integers(0, 2 + i // 300)), 5)]
+        record = {"c": category, "u": float(rng.uniform()), "t": 1.7e9 + 60.0 * i}
+        if i % 7 == 0:
+            del record["u"]
+        records.append(record)
+        targets.append(categories.index(category) * 2.0 + float(record.get("u", 0.5) > 0.5))
+
+    def new() -> BoostedRegressor:
+        return BoostedRegressor(warm_up=100, nominal=["c"], max_categories=max_categories, single_tree=True)
+
+    batched = new()
+    predictions = np.concatenate(
+        [batched.predict_learn_many(records[i : i + 500], targets[i : i + 500]) for i in range(0, 2000, 500)]
+    )
+    loop = new()
+    looped = []
+    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+        if i == 1234:
+            loop = BoostedRegressor.from_bytes(loop.to_bytes())
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
