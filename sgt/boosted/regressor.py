@@ -100,7 +100,34 @@ class TreeChoice:
         self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
     ) -> np.ndarray:
         """Each row's served prediction, chosen as the errors stood before the row; each learned row
-        then updates the errors, in row order (the one-record loop does the same per record)."""
+        then updates the errors, in row order (the one-record loop does the same per record).
+
+        From `FILTERED_ROWS` rows on, the faded errors of every row are computed at once, as a
+        first-order recursive filter (scipy.signal.lfilter: e' = f e + error, the same two operations
+        in the same order as `learn`, so the same bits), and the choice is their running argmin; the
+        errors do not depend on what is served."""
+        if ensemble.shape[0] < FILTERED_ROWS:
+            return self._serve_rows(ensemble, tree, targets, learn)
+        from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
+
+        # [candidates, rows], as `candidates` gives them
+        predictions = np.stack([ensemble, tree, 0.5 * (ensemble + tree)])
+        learned = np.flatnonzero(learn)
+        errors = np.abs(predictions[:, learned] - targets[learned])
+        errors = np.where(errors <= _LARGEST, errors, _LARGEST)  # (not a number: _LARGEST)
+        after = np.empty((self.CANDIDATES, learned.size + 1))  # the errors after 0, 1, ... learned rows
+        after[:, 0] = self.errors
+        for k in range(self.CANDIDATES):
+            after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
+        before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
+        serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
+        self.errors = after[:, -1].tolist()
+        return predictions[serving, np.arange(ensemble.shape[0])]
+
+    def _serve_rows(
+        self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
+    ) -> np.ndarray:
+        """`serve` a row at a time (a few rows: the filter's fixed costs would outweigh its gain)."""
         out = np.empty(ensemble.shape[0])
         for i, (e, t, y, learned) in enumerate(
             zip(ensemble.tolist(), tree.tolist(), targets.tolist(), learn.tolist(), strict=True)
@@ -112,6 +139,8 @@ class TreeChoice:
         return out
 
 
+#: `TreeChoice.serve` filters the errors of batches of at least this many rows (fewer: row by row)
+FILTERED_ROWS = 32
 _LARGEST = 1e300  # one record's absolute error counts as at most this (as sgt.regressor's)
 
 

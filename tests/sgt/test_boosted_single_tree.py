@@ -9,8 +9,12 @@ parameter restore without the tree and predict as they did.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgt import BoostedRegressor, SGTRegressor, kernels
 from sgt.boosted.regressor import TreeChoice
@@ -228,3 +232,49 @@ def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
             loop = BoostedRegressor.from_bytes(loop.to_bytes())
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
+
+
+_VALUES = st.one_of(
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.sampled_from([0.0, 1e300, -1e300, 1e308, math.inf, -math.inf, math.nan]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.tuples(_VALUES, _VALUES, st.floats(-1e6, 1e6), st.booleans()), min_size=0, max_size=90),
+    start=st.lists(st.floats(0.0, 1e6), min_size=3, max_size=3),
+)
+def test_the_filtered_choice_is_the_row_by_row_one(
+    rows: list[tuple[float, float, float, bool]], start: list[float]
+) -> None:
+    """`TreeChoice.serve` filters a batch's errors at once: the same served values and errors, bit for
+    bit, as a row at a time (and as a split batch)."""
+    ensemble, tree, targets, learn = (
+        (np.array(column) for column in zip(*rows)) if rows else [np.zeros(0)] * 4
+    )
+    learn = learn.astype(bool)
+    filtered, by_rows, halves = TreeChoice(start), TreeChoice(start), TreeChoice(start)
+    served = filtered.serve(ensemble, tree, targets, learn)
+    expected = by_rows._serve_rows(ensemble, tree, targets, learn)
+    half = len(rows) // 2
+    split = np.concatenate(
+        [
+            halves.serve(ensemble[:half], tree[:half], targets[:half], learn[:half]),
+            halves.serve(ensemble[half:], tree[half:], targets[half:], learn[half:]),
+        ]
+    )
+    assert served.tobytes() == expected.tobytes() == split.tobytes()
+    assert filtered.errors == by_rows.errors == halves.errors
+
+
+def test_a_long_batch_is_filtered_as_row_by_row() -> None:
+    rng = np.random.default_rng(9)
+    n = 3000
+    ensemble, tree, targets = rng.normal(0, 1, n), rng.normal(0, 1, n), rng.normal(0, 1, n)
+    tree[::97], ensemble[::89] = math.nan, 1e308  # (an overflowing candidate stops serving for a while)
+    learn = rng.uniform(size=n) < 0.8
+    filtered, by_rows = TreeChoice(), TreeChoice()
+    served = filtered.serve(ensemble, tree, targets, learn)
+    assert served.tobytes() == by_rows._serve_rows(ensemble, tree, targets, learn).tobytes()
+    assert filtered.errors == by_rows.errors
