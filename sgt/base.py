@@ -76,6 +76,9 @@ class BaseSGT:
 
     #: the leaf models the estimator takes (its trees' kind decides: see LEAF_MODELS)
     _leaf_models: ClassVar[tuple[str, ...]] = LEAF_MODELS
+    #: a new model's blind split (Params.blind_after, blind_impurity), None: a leaf splits on gain only.
+    #: A restored model takes what it was saved with (none if saved before the blind split existed)
+    _blind: ClassVar[tuple[float, float] | None] = None
 
     def __init__(
         self,
@@ -148,6 +151,7 @@ class BaseSGT:
         # how a grid's large growth carries linear terms (Params.drop_far_terms): a saved model restores
         # the rule it was saved with, False before the rule existed
         self._drop_far_terms = True
+        self._blind_split = self._blind
 
     # -- hooks for the concrete estimators ----------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +260,7 @@ class BaseSGT:
             self.leaf_model,
             self.linear_lambda,
             drop_far_terms=self._drop_far_terms,
+            **blind_params(self._blind_split),
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -395,6 +400,8 @@ class BaseSGT:
             "extra": self._state_extra(),
             "drop_far_terms": self._drop_far_terms,
         }
+        if self._blind_split is not None:  # (absent: saved bytes as before the blind split existed)
+            header["blind_split"] = list(self._blind_split)
         arrays = [ranges]
         for t, tree in enumerate(self._trees):
             counters, tree_arrays = tree.saved(f"t{t}")
@@ -425,6 +432,7 @@ class BaseSGT:
             header, arrays = saved.header, saved.arrays
             model = cls(**cls._params_from_saved(dict(header["params"]), loss))
             model._drop_far_terms = bool(header.get("drop_far_terms", False))
+            model._blind_split = saved_blind(header.get("blind_split"))
             model._space.load_saved(header["space"], arrays["space.ranges"], saved.version)
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision
@@ -656,3 +664,26 @@ def _with_subclasses(cls: type[BaseSGT]) -> Iterator[type[BaseSGT]]:
     yield cls
     for sub in cls.__subclasses__():
         yield from _with_subclasses(sub)
+
+
+def blind_params(blind: tuple[float, float] | None) -> dict[str, Any]:
+    """The tree parameters of a blind split setting (Params.blind_after, blind_impurity)."""
+    if blind is None:
+        return {"blind_after": None, "blind_impurity": Params.blind_impurity}
+    return {"blind_after": blind[0], "blind_impurity": blind[1]}
+
+
+def saved_blind(saved: Any) -> tuple[float, float] | None:
+    """The blind split setting a save holds ([grace periods, impurity]), checked; None if none."""
+    if saved is None:
+        return None
+    if (
+        not isinstance(saved, list)
+        or len(saved) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in saved)
+        or not (saved[0] > 0 and 0 <= saved[1] <= 1)
+    ):
+        raise SerializationError(
+            f"blind_split must be [grace periods > 0, impurity in [0, 1]], got {saved!r}"
+        )
+    return float(saved[0]), float(saved[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -20,6 +20,12 @@ from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
 from sgt.tree import LeafInputs, Params
 
 __all__ = ["PROBA_MODES", "SGTClassifier", "softmax_with_reference"]
+
+#: a leaf whose predictions are near a coin toss (a Gini impurity of 0.49 or more: two classes within
+#: about 0.43 to 0.57) and that found no significant split in a grace period of records splits anyway: at
+#: its best split, or at a median where none lowers the loss (Params.blind_after, blind_impurity; why:
+#: docs/decisions.md, "The single tree")
+BLIND_SPLIT = (1.0, 0.49)
 
 #: how the classifier makes probabilities (see SGTClassifier's ``proba``)
 PROBA_MODES = ("calibrated", "mixed", *MODES)
@@ -41,6 +47,9 @@ class SGTClassifier(BaseSGT):
     p_c - y_c and the diagonal Hessian p_c (1 - p_c) of the cross-entropy (Eqs. 21-22), all computed
     from the same joint prediction. A class first seen mid-stream adds a tree starting at 0; the
     other trees carry on untouched. Labels can be any JSON scalar: strings, integers, floats, bools.
+    Beyond the paper, a leaf whose predictions stay near a coin toss for a grace period without a
+    significant split splits anyway (`BLIND_SPLIT`): where no single split gains, as on an XOR, a tree
+    that waits for evidence never splits.
 
     Parameters
     ----------
@@ -135,6 +144,10 @@ class SGTClassifier(BaseSGT):
     >>> model.predict_one({"x0": 0.9, "x1": 0.1})
     1
     """
+
+    #: a leaf near a coin toss that found no split for this many grace periods splits blind
+    #: (`BLIND_SPLIT`: Params.blind_after, blind_impurity); a model saved before it restores without
+    _blind: ClassVar[tuple[float, float] | None] = BLIND_SPLIT
 
     def __init__(
         self,

@@ -148,9 +148,6 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
     base = model._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), np.zeros(0, dtype=np.intp))
     terms = np.zeros((columns, 1 + n_features))
     terms[:, 0] = base[0][0]
-    offset = model._output_offset()  # (the regressor's residual level)
-    if offset:
-        terms[0, 0] += offset
     for member in model._members:
         rows = [tree_terms(tree, codes, n_features) for tree in member.trees]
         if not rows:
@@ -158,6 +155,9 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
         first = model._outputs.first_column(member.n_outputs)
         member_terms = np.concatenate(rows)
         terms[first : first + member_terms.shape[0]] += model._step() * member_terms
+    offset = model._output_offset(float(terms[0].sum()))  # (the regressor's residual level)
+    if offset:
+        terms[0, 0] += offset
     if model._outputs.every_class_from_three:  # each class's score less the first's (a linear map)
         terms = terms[1:] - terms[:1]
     return terms[: model._n_scores()]

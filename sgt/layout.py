@@ -65,6 +65,14 @@ class Params:
     relax_growth: float | None = None
     relax_cap: float = 0.1
     relax_impurity: float | None = None
+    # None, or k: a leaf whose statistics hold k grace periods of records since its last split or value
+    # update, whose best candidate failed its F-test and whose predictions are still near a coin toss (an
+    # impurity of `blind_impurity` or more, as `relax_impurity`), splits anyway: at that candidate if it
+    # is a split, else at the median of a numeric feature chosen by its depth. Where no single split gains
+    # (an XOR) the children can find the gain the parent's records hide (see
+    # sgt.leaf.LeafLearner._blind_candidate)
+    blind_after: float | None = None
+    blind_impurity: float = 0.49
 
 
 class Layout:

@@ -43,6 +43,7 @@ from sgt.split import (
     best_numeric_planes,
     f_test,
     null_candidate,
+    pooled,
 )
 from sgt.stats import MH, WIDTH, N, block_stats, merge
 
@@ -266,6 +267,10 @@ class LeafLearner(LinearTermSteps):
         if not tree.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
             candidate = self._null_candidate(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self._level(slot, n)
+        if not passed and tree.active[slot] and tree.params.blind_after is not None:
+            blind = self._blind_candidate(node, slot, n, candidate)
+            if blind is not None:
+                candidate, passed = blind, True
         room = tree.room_for_split(slot, candidate, n) if passed and candidate.is_split else ACTIVE
         if room is None:
             tree.deactivate(slot)  # the budget holds no split of it: it stops gathering statistics
@@ -309,6 +314,42 @@ class LeafLearner(LinearTermSteps):
         if steps * math.log(growth) >= math.log(cap / delta):
             return cap  # (no power taken: a leaf that gathered records for long would overflow it)
         return min(cap, delta * growth**steps)
+
+    def _blind_candidate(self, node: int, slot: int, n: float, best: Candidate) -> Candidate | None:
+        """A split without significance, or None: with `Params.blind_after` k, a leaf that gathered k
+        grace periods of records since its last split or value update, whose `best` candidate failed
+        its F-test and whose predictions are still near a coin toss (`_impurity` of `blind_impurity` or
+        more) takes `best` if it is a split; if the null candidate won (no split lowers the penalised
+        loss), it splits at the median of its records on one numeric feature, the one at its depth in
+        the numeric features' order (the next one if that cannot split them). Where no single split
+        lowers the loss (an XOR, a checkerboard) a greedy tree never splits; its children, each holding
+        part of the pattern, find the gain the parent's records hide (as a Mondrian tree splits without
+        gain). A leaf whose predictions are not near a coin toss (one that fits a noisy boundary with its
+        linear term) keeps waiting for evidence. Deterministic: a function of the leaf's statistics and
+        depth, so every learning path and a restored tree split alike."""
+        tree = self.tree
+        params, layout = tree.params, tree.layout
+        numeric = layout.numeric_list
+        if (
+            params.blind_after is None
+            or tree.n_outputs != 1
+            or n < params.blind_after * params.grace_period
+            or (params.max_depth is not None and int(tree.depth[node]) >= params.max_depth)
+            or not self._impurity(slot) >= params.blind_impurity
+        ):
+            return None
+        if best.is_split:
+            return best  # (its F-test failed: taken without significance)
+        depth = int(tree.depth[node])
+        stats = tree.stats[slot]
+        for step in range(len(numeric)):
+            feature = numeric[(depth + step) % len(numeric)]
+            first = int(layout.offsets[feature])
+            columns = stats[first : first + layout.bins + 1]  # the missing code 0, then bins 1..B
+            candidate = _median_split(feature, columns, params.lambda_)
+            if candidate is not None:
+                return candidate
+        return None
 
     def _impurity(self, slot: int) -> float:
         """How uncertain the leaf's predictions were on the records its statistics hold: the mean Hessian
@@ -546,3 +587,37 @@ def subspace(seed: tuple[int, ...], node: int, count: int, n_features: int, shar
     how many features are known (a generator's first j draws are the same however many follow), so a
     feature first seen later in a batch changes no other feature's draw."""
     return np.random.default_rng([*seed, node, count]).random(n_features) < share
+
+
+def _median_split(feature: int, columns: np.ndarray, lambda_: float) -> Candidate | None:
+    """The split of a numeric feature's statistics `columns` [B + 1, 6] (the missing code, then the
+    bins) at the median of its known values: bins up to the first whose cumulative count reaches half
+    go left, missing values join the larger side (ties: left, as `sgt.split.best_numeric`); None if one
+    side would hold no known value. Its mean and variance are the split's own (no cost of a split:
+    taken regardless), its deltas each child's Newton step."""
+    counts = columns[1:, N]
+    cumulative = np.cumsum(counts)
+    known = float(cumulative[-1])
+    if not known > 0.0:
+        return None
+    threshold = int(np.searchsorted(cumulative, 0.5 * known))
+    left_count = float(cumulative[threshold])
+    if not (left_count > 0.0 and known - left_count > 0.0):
+        return None
+    to_left = left_count >= known - left_count
+    sides = [columns[1 : threshold + 2], columns[threshold + 2 :]]
+    sides[0 if to_left else 1] = np.concatenate([columns[:1], sides[0 if to_left else 1]])
+    children = np.zeros((2, WIDTH))
+    for k, rows in enumerate(sides):
+        for row in rows:  # (bins in order: a fixed function of the statistics)
+            children[k] = merge(children[k], row)
+    mean, variance, deltas = pooled(children, lambda_)
+    return Candidate(
+        feature=feature,
+        mean=float(mean),
+        variance=float(variance),
+        deltas=deltas,
+        threshold=threshold,
+        missing_child=0 if to_left else 1,
+        categories=_NO_CATEGORIES,
+    )

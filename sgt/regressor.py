@@ -47,11 +47,14 @@ class SGTRegressor(BaseSGT):
     tree's prediction is corrected by a recent mean of its own prequential residuals, where such a
     correction has had the smaller recent absolute error (sgt.residual.ResidualLevel, one per tree):
     a tree moves a leaf only every `grace_period` records, so on a target that wanders over time (a
-    time series) it lags the level, and no split on the features can learn the lag. On a stationary
-    stream no correction wins and the prediction stays the tree's. With leaf_model="auto" the tree
-    that serves is the one whose corrected predictions erred least. The trees never see the
-    corrections; intervals and explanations are those of the corrected prediction. Models saved
-    before the levels restore without them.
+    time series) it lags the level, and no split on the features can learn the lag. Where the wandering
+    level is most of the target, a recent mean of the targets themselves (the last target to a mean
+    over tens of records) replaces the tree's prediction while it has had the smaller recent error.
+    On a stationary stream no correction wins and the prediction stays the tree's. With
+    leaf_model="auto" the tree that serves is the one whose corrected predictions erred least. The
+    trees never see the corrections; intervals and explanations are those of the corrected
+    prediction. Models saved before the levels restore without them, and levels saved before the
+    target means without those.
 
     Parameters are those of SGTClassifier, plus:
 
@@ -280,7 +283,7 @@ class SGTRegressor(BaseSGT):
         """The trees' predictions each corrected by its level (as they are without levels)."""
         if self._levels is None:
             return linked
-        return [p + level.correction() for p, level in zip(linked, self._levels, strict=True)]
+        return [level.corrected(p) for p, level in zip(linked, self._levels, strict=True)]
 
     def _levelled_rows(self, served: np.ndarray, y: Sequence[Any]) -> np.ndarray:
         """One tree: `served` (each row's uncorrected prediction) corrected by the level as it stood
@@ -293,9 +296,10 @@ class SGTRegressor(BaseSGT):
         targets = [0.0 if value is None else float(self.loss.check_target(value)) for value in y]
         return level.apply(served, targets, learn)
 
-    def _correction(self) -> float:
-        """What the serving tree's residual level adds to its next prediction (0.0 without levels)."""
-        return 0.0 if self._levels is None else self._levels[self._serving()].correction()
+    def _served(self, prediction: float) -> float:
+        """The serving tree's uncorrected `prediction` corrected by its residual level (as `_corrected`
+        corrects it; itself without levels)."""
+        return prediction if self._levels is None else self._levels[self._serving()].corrected(prediction)
 
     def _state_extra(self) -> dict[str, Any]:
         levels = {} if self._levels is None else {"levels": [level.state() for level in self._levels]}
@@ -355,13 +359,15 @@ class SGTRegressor(BaseSGT):
 
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return float(self._linked_one(x)[self._serving()]) + self._correction()  # (as `_corrected` adds)
+        return self._served(float(self._linked_one(x)[self._serving()]))
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""
         raw, _ = self._run(X, None)
         served = self.loss.link(raw[:, self._serving()])
-        return served if self._levels is None else served + self._correction()
+        if self._levels is None:
+            return served
+        return np.array([self._served(value) for value in served.tolist()], dtype=np.float64)
 
     def predict_learn_many(self, X: Any, y: Sequence[Any]) -> np.ndarray:
         """Predict each row with the model that learned all earlier rows, then learn it.
@@ -402,9 +408,10 @@ class SGTRegressor(BaseSGT):
         """The raw score of `x` (for squared error, its prediction) as a base value plus each
         feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
         (with leaf_model="auto": of the tree that serves); the residual level's correction, which the
-        prediction adds, is in the base."""
+        prediction adds (or a recent mean of the targets' difference from the score, where that
+        replaces the prediction), is in the base."""
         explanation = explanations(self, x)[self._serving()]
-        correction = self._correction()
+        correction = self._served(explanation.score) - explanation.score
         if not correction:
             return explanation
         return dataclasses.replace(

@@ -46,6 +46,8 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     _leaf_models: ClassVar[tuple[str, ...]] = ("constant", "linear")
     #: the members' split confidence while fewer than three classes are known and `delta` is None
     _binary_delta: ClassVar[float] = BINARY_DELTA
+    #: the members' blind split (BaseSGT._blind; not the single tree's)
+    _blind: ClassVar[tuple[float, float] | None] = None
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real
+from sgt.base import ROW_BY_ROW_MAX, BaseSGT, TreeGroup, _check_int, _check_real, blind_params
 from sgt.boosted.bagging import Bagging
 from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Member, MemberContext, Outputs
 from sgt.boosted.policy import DriftPolicy
@@ -227,9 +227,9 @@ class _Core(_Estimator):
         """The shrinkage each member's output is added with (the regressor bounds it)."""
         return self.learning_rate
 
-    def _output_offset(self) -> float:
-        """What is added to the first raw score of a record after the members' (the regressor's
-        residual level; sgt.explain adds it to the base)."""
+    def _output_offset(self, score: float) -> float:
+        """What is added to the first raw score `score` of a record after the members' (the
+        regressor's residual level; sgt.explain adds it to the base)."""
         return 0.0
 
     def _step_share(self, position: int) -> float:
@@ -301,10 +301,11 @@ class _Core(_Estimator):
     def _relaxing(self) -> dict[str, Any]:
         """The tree parameters of the members' split confidence relaxation: the model's, or none (each
         named, so that a restore can take back what its class gave the members made before it)."""
+        blind = blind_params(self._blind_split)  # (the members' blind split: BaseSGT._blind)
         if self._relaxed is None:
-            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None}
+            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None, **blind}
         growth, cap, impurity = self._relaxed
-        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity}
+        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity, **blind}
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""

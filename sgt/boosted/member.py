@@ -96,6 +96,8 @@ class Member(BaseSGT):
         self.relax_growth: float | None = None
         self.relax_cap: float = 0.1
         self.relax_impurity: float | None = None
+        self.blind_after: float | None = None  # (Params.blind_after: the ensemble's `_blind`)
+        self.blind_impurity: float = Params.blind_impurity
         super().__init__(**tree_params)
         self._context = context
         self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
@@ -226,6 +228,8 @@ class Member(BaseSGT):
             relax_growth=self.relax_growth,
             relax_cap=self.relax_cap,
             relax_impurity=self.relax_impurity,
+            blind_after=self.blind_after,
+            blind_impurity=self.blind_impurity,
         )
 
     def changes(self) -> int:

@@ -343,7 +343,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
     def _predict_raw_one(self, x: Any) -> list[float]:
         scores = super()._predict_raw_one(x)
         if self._residual is not None:
-            scores = [scores[0] + self._residual.correction()]  # (as `ResidualLevel.apply` adds it)
+            scores = [self._residual.corrected(scores[0])]  # (as `ResidualLevel.apply` corrects it)
         if self._single is None or self._choice is None:
             return scores
         served = TreeChoice.candidates(scores[0], self._single.predict_one(x))
@@ -356,11 +356,12 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             return terms
         single = self._single
         own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
-        own[0, 0] += single._correction()
+        score = float(own[0].sum())
+        own[0, 0] += single._served(score) - score
         return own if self._choice.serving() == 1 else 0.5 * (terms + own)
 
-    def _output_offset(self) -> float:
-        return 0.0 if self._residual is None else self._residual.correction()
+    def _output_offset(self, score: float) -> float:
+        return 0.0 if self._residual is None else self._residual.correction(score)
 
     def _base(self) -> float:
         return 0.0  # the trees hold deviations; `_base_columns` adds the base score once, to F

@@ -38,6 +38,7 @@ from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
 from sgt.regressor import AUTO_FADING, AUTO_LEAVES
+from sgt.residual import ResidualLevel
 from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
 from tests.bench.metrics import NO_LABEL, Predictions
@@ -143,6 +144,26 @@ def huber(spec: StreamSpec) -> dict[str, Any]:
     return {"loss": Huber()} if spec.is_regression else {}
 
 
+def blind_single(spec: StreamSpec, blind: tuple[float, float] | None) -> Any:
+    """The single classifier with another blind split (Params.blind_after, blind_impurity; None: none);
+    the regressor's default on a regression stream."""
+    if spec.is_regression:
+        return SGTRegressor()
+    return type("Blind", (SGTClassifier,), {"_blind": blind})()
+
+
+def blind_boosted(spec: StreamSpec, blind: tuple[float, float] | None, relax: Any = "default") -> Any:
+    """The boosted classifier whose members split blind (`blind`, as `blind_single`), with another
+    relaxation of their split confidence if `relax` is given; the regressor's default on a regression
+    stream."""
+    if spec.is_regression:
+        return BoostedRegressor()
+    attributes: dict[str, Any] = {"_blind": blind}
+    if relax != "default":
+        attributes["_relax"] = relax
+    return type("BlindBoosted", (BoostedClassifier,), attributes)()
+
+
 # release 0.1.0: today's delta, grace_period and gamma; constant leaves, unsmoothed probabilities, and
 # numeric splits only after the warm-up (its first attempt came after grace_period records)
 RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
@@ -193,6 +214,26 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
+    # the blind split at other settings "k-impurity" (Params.blind_after k, blind_impurity; the default
+    # is 1-49): a leaf near a coin toss that found no significant split for k grace periods takes its best
+    # split, or a median split where none lowers the loss; none (the default before)
+    *(
+        Variant(f"ours-blind-{name}", lambda spec, b=blind: blind_single(spec, b))
+        for name, blind in (
+            ("1", (1.0, 0.47)),
+            ("2", (2.0, 0.47)),
+            ("05", (0.5, 0.47)),
+            ("1-45", (1.0, 0.45)),
+            ("1-49", (1.0, 0.49)),
+            ("1-495", (1.0, 0.495)),
+            ("2-49", (2.0, 0.49)),
+            ("05-49", (0.5, 0.49)),
+        )
+    ),
+    Variant("ours-no-blind", lambda spec: blind_single(spec, None)),
+    # a shorter grace period (what a faster one on few features would do on the 2-D streams)
+    Variant("ours-grace-50", lambda spec: single(spec, grace_period=50)),
+    Variant("ours-grace-25", lambda spec: single(spec, grace_period=25)),
 )
 
 
@@ -508,6 +549,20 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
+    # members that split blind (as the single classifier; k-impurity as there), with the relaxation (the
+    # default's) or without it ("strict"); none (the default)
+    Variant("ours-boosted-blind-1", lambda spec: blind_boosted(spec, (1.0, 0.47))),
+    Variant("ours-boosted-blind-2", lambda spec: blind_boosted(spec, (2.0, 0.47))),
+    Variant("ours-boosted-blind-4", lambda spec: blind_boosted(spec, (4.0, 0.47))),
+    Variant("ours-boosted-blind-1-strict", lambda spec: blind_boosted(spec, (1.0, 0.47), relax=None)),
+    Variant("ours-boosted-blind-05", lambda spec: blind_boosted(spec, (0.5, 0.47))),
+    Variant("ours-boosted-blind-05-strict", lambda spec: blind_boosted(spec, (0.5, 0.47), relax=None)),
+    Variant("ours-boosted-blind-1-49", lambda spec: blind_boosted(spec, (1.0, 0.49))),
+    Variant("ours-boosted-blind-05-49", lambda spec: blind_boosted(spec, (0.5, 0.49))),
+    # the relaxation faster (100 times per grace period) or to a level of 1 (every split taken)
+    Variant("ours-boosted-relax100", lambda spec: blind_boosted(spec, None, relax=(100.0, 0.5, 0.47))),
+    Variant("ours-boosted-relax-cap1", lambda spec: blind_boosted(spec, None, relax=(10.0, 1.0, 0.47))),
+    Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
@@ -755,6 +810,45 @@ VARIANTS += (
     Variant("ours-boosted-hold2", holding_far(boosted(), 2)),
     Variant("ours-boosted-hold4", holding_far(boosted(), 4)),
     Variant("ours-boosted-hold8", holding_far(boosted(), 8)),
+)
+
+
+def _target_levels(rates: tuple[float, ...] | None) -> Callable[[], ResidualLevel]:
+    """A residual level's factory: its target means at ``rates`` (four; None: none, the default before
+    them). A rate given twice makes a candidate that never wins (it ties the first): three rates."""
+    if rates is None:
+        return lambda: ResidualLevel(means=None)
+    level_class = type("TargetRates", (ResidualLevel,), {"_target_rates": rates})
+    return lambda: level_class()
+
+
+def target_means(
+    make: Callable[[StreamSpec], Any], rates: tuple[float, ...] | None
+) -> Callable[[StreamSpec], Any]:
+    """``make``'s model with its residual levels' target means (sgt.residual.TARGET_RATES) at ``rates``
+    instead, or none (None); a model without levels (a classifier, a linked loss) as it is."""
+    level = _target_levels(rates)
+
+    def made(spec: StreamSpec) -> Any:
+        model = make(spec)
+        if getattr(model, "_levels", None) is not None:
+            model._levels = [level() for _ in model._levels]
+        if getattr(model, "_residual", None) is not None:
+            model._residual = level()
+        return model
+
+    return made
+
+
+# the residual level's target means (sgt.residual): none (the default before them), without the last
+# target (0.5, 0.2, 0.05), and at rates 1, 0.3, 0.1
+VARIANTS += (
+    Variant("ours-no-target-means", target_means(lambda spec: single(spec), None)),
+    Variant("ours-target-means-no-last", target_means(lambda spec: single(spec), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-target-means-1-0.3-0.1", target_means(lambda spec: single(spec), (1.0, 0.3, 0.1, 0.1))),
+    Variant("ours-boosted-no-target-means", target_means(boosted(), None)),
+    Variant("ours-boosted-target-means-no-last", target_means(boosted(), (0.5, 0.5, 0.2, 0.05))),
+    Variant("ours-boosted-target-means-1-0.3-0.1", target_means(boosted(), (1.0, 0.3, 0.1, 0.1))),
 )
 
 

@@ -63,12 +63,22 @@ def test_a_stationary_stream_keeps_the_ensembles_predictions() -> None:
 
 
 def test_no_correction_until_one_has_done_better() -> None:
-    level = ResidualLevel()
+    level = ResidualLevel(means=None)  # the residual means alone (as saved before the target means)
     assert level.correction() == 0.0
     level.learn(0.0, 1.0)  # every candidate erred alike on the first residual: none still wins
     assert level.correction() == 0.0
     level.learn(0.0, 1.0)
     assert level.correction() == pytest.approx(1.0 - (1.0 - RATES[0]) ** 2)
+
+
+def test_a_target_mean_replaces_the_prediction_once_it_has_done_better() -> None:
+    level = ResidualLevel()
+    assert level.corrected(5.0) == 5.0
+    level.learn(0.0, 1.0)  # every candidate erred alike on the first record: none still wins
+    assert level.corrected(5.0) == 5.0
+    level.learn(0.0, 1.0)  # the last target (1.0) erred 0.0 on it, the best of the residual means 0.5
+    assert level.corrected(5.0) == 1.0
+    assert level.correction(5.0) == -4.0
 
 
 def test_a_non_finite_residual_is_skipped() -> None:
@@ -80,6 +90,8 @@ def test_a_non_finite_residual_is_skipped() -> None:
     assert level.state() == before
     with pytest.raises(ValueError, match="levels"):
         ResidualLevel([0.0], [0.0])
+    with pytest.raises(ValueError, match="target means"):
+        ResidualLevel(means=[0.0])
 
 
 def test_loop_batch_and_restore_give_the_same_bits() -> None:
@@ -123,7 +135,7 @@ def test_a_model_saved_before_the_level_predicts_without_it() -> None:
     model = BoostedRegressor()
     model.learn_many(X[:600], y[:600].tolist())
     header, arrays, _ = decode(model.to_bytes())
-    assert set(header["extra"].pop("residual")) == {"levels", "errors"}
+    assert set(header["extra"].pop("residual")) == {"levels", "errors", "means", "mean_errors"}
     old = BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
     assert old._residual is None
     plain = BoostedRegressor.from_bytes(model.to_bytes())

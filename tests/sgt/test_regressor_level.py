@@ -92,7 +92,7 @@ def test_loop_batch_and_restore_give_the_same_bits(
             loop.learn_one(_record(x), target)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    assert batched._levels is not None and batched._correction() != 0.0
+    assert batched._levels is not None and batched._served(0.0) != 0.0
     learned = SGTRegressor(warm_up=100, **params)
     learned.learn_many(X, y)
     assert learned.to_bytes() == batched.to_bytes()
@@ -105,7 +105,7 @@ def test_explanations_and_intervals_follow_the_corrected_prediction() -> None:
     X, y = _series(1200)
     model = SGTRegressor(interval_coverages=(0.9,))
     model.learn_many(X, y.tolist())
-    assert model._levels is not None and model._correction() != 0.0
+    assert model._levels is not None and model._served(0.0) != 0.0
     record = _record(X[-1])
     prediction = model.predict_one(record)
     explanation = model.explain_one(record)
@@ -123,7 +123,7 @@ def test_a_model_saved_before_the_level_predicts_without_it() -> None:
     model = SGTRegressor()
     model.learn_many(X[:600], y[:600].tolist())
     header, arrays, _ = decode(model.to_bytes())
-    assert set(header["extra"].pop("levels")[0]) == {"levels", "errors"}
+    assert set(header["extra"].pop("levels")[0]) == {"levels", "errors", "means", "mean_errors"}
     old = SGTRegressor.from_bytes(encode(header, list(arrays.items())))
     assert old._levels is None
     plain = SGTRegressor.from_bytes(model.to_bytes())
@@ -156,7 +156,7 @@ def test_the_adaptive_regressor_has_the_level_and_restores_older_models_without(
     model.learn_many(X[:600], y[:600].tolist())
     assert model._residual is not None and model._residual.correction() != 0.0
     header, arrays, _ = decode(model.to_bytes())
-    assert set(header["extra"].pop("residual")) == {"levels", "errors"}
+    assert set(header["extra"].pop("residual")) == {"levels", "errors", "means", "mean_errors"}
     old = AdaptiveSGTRegressor.from_bytes(encode(header, list(arrays.items())))
     assert old._residual is None
     assert AdaptiveSGTRegressor.from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
@@ -176,11 +176,15 @@ def test_the_adaptive_regressor_has_the_level_and_restores_older_models_without(
 def test_learning_one_row_at_a_time_is_apply_bit_for_bit(rows: list[tuple[float, float, bool]]) -> None:
     """`ResidualLevel.learn` (a tree's level in SGTRegressor, one record at a time) repeats `apply`'s
     float operations (the boosted regressor's and the one-tree regressor's batches): the same levels,
-    errors and corrections, bit for bit, non-finite residuals skipped alike."""
-    batch, single = ResidualLevel(), ResidualLevel()
-    corrected = batch.apply([p for p, _, _ in rows], [t for _, t, _ in rows], [k for _, _, k in rows])
-    for i, (prediction, target, learns) in enumerate(rows):
-        assert prediction + single.correction() == corrected[i]
-        if learns:
-            single.learn(prediction, target)
-    assert single.state() == batch.state()
+    errors and corrections, bit for bit, non-finite residuals skipped alike; with the target means and
+    without (as saved before them), and through a save and restore half-way."""
+    for means in ((), None):
+        batch, single = ResidualLevel(means=means), ResidualLevel(means=means)
+        corrected = batch.apply([p for p, _, _ in rows], [t for _, t, _ in rows], [k for _, _, k in rows])
+        for i, (prediction, target, learns) in enumerate(rows):
+            if i == len(rows) // 2:
+                single = ResidualLevel.restored(single.state())
+            assert single.corrected(prediction) == corrected[i]
+            if learns:
+                single.learn(prediction, target)
+        assert single.state() == batch.state()
