@@ -448,9 +448,11 @@ class BoostedRegressor(_RegressorEnsemble):
         learned record (`TreeChoice`). The linear members lose to the tree's constant leaves on
         step-shaped targets and the mean beats both where they err apart: on the robustness suite's 19
         regression streams 0.91 times the MAE in geometric mean, nowhere more than 0.15% worse. It
-        costs the single tree's work (about 2.5 to 3.7 times the members' time batched). Not with a memory budget
-        (`max_bytes`) or a loss with a link (Poisson): there the members serve alone. False: the
-        members alone (as saved before the parameter). are SGTRegressor's and apply to every tree.
+        costs the single tree's work (about 2.5 to 3.7 times the members' time batched). Not with a
+        memory budget (`max_bytes`) or a loss with a link (Poisson): there the members serve alone.
+        False: the members alone (as saved before the parameter).
+
+    The other parameters are SGTRegressor's and apply to every tree.
 
     Examples
     --------
