@@ -130,7 +130,9 @@ def explain_raw(model: Any, x: Any) -> np.ndarray:
     codes = model._space.encode_one(x, learn=False)
     n_features = len(model._space)
     if hasattr(model, "_members"):
-        return _ensemble_terms(model, codes, n_features)
+        terms = _ensemble_terms(model, codes, n_features)
+        served = getattr(model, "_served_terms", None)  # (the boosted regressor's choice of prediction)
+        return terms if served is None else served(terms, x)
     rows = [tree_terms(tree, codes, n_features) for tree in model._trees]
     if not rows:
         return np.zeros((0, 1 + n_features))

@@ -525,6 +525,24 @@ class _RawBaggingClassifier(BoostedClassifier):
     _mean_one_bagging = False
 
 
+class _ConstantSingleBoostedRegressor(BoostedRegressor):
+    """The single tree beside the members with constant leaves only (one tree, a fifth of the cost of
+    the default's three on stress-micro): loses the streams where the adaptive tree or the mean wins."""
+
+    _single_leaves = "constant"
+
+
+class _AdaptiveSingleBoostedRegressor(BoostedRegressor):
+    """The single tree beside the members with adaptive leaves only: loses the step targets."""
+
+    _single_leaves = "adaptive"
+
+
+def boosted_regressor_class(regressor: Callable[..., Any]) -> Callable[[StreamSpec], Any]:
+    """The boosted ensemble with the regressor's class given (the classifier keeps its defaults)."""
+    return lambda spec: regressor() if spec.is_regression else BoostedClassifier()
+
+
 def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[StreamSpec], Any]:
     """As ``boosted_classifier``, with the classifier's class given (a variant of the drift response)."""
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
@@ -566,6 +584,10 @@ VARIANTS += (
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)
     Variant("ours-boosted-adaptive", boosted_pair({}, {"leaf_model": "adaptive"})),
+    # the regressor without the single tree beside its members (the default before `single_tree`)
+    Variant("ours-boosted-members", boosted_pair({}, {"single_tree": False})),
+    Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
+    Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before

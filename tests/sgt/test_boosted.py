@@ -445,7 +445,7 @@ def test_linear_leaf_members_batch_and_restore_as_the_loop(cuts: list[int], at: 
 
 
 def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
-    model = BoostedRegressor(**SMALL)
+    model = BoostedRegressor(**SMALL, single_tree=False)  # (the members alone, no single tree)
     model.learn_many(_XR, _YR)
     x = {"x0": 0.7, "x1": 0.2}
     members = [
@@ -466,7 +466,12 @@ def test_later_members_fit_what_the_earlier_ones_leave() -> None:
     errors = {}
     for members in (1, 4):
         model = BoostedRegressor(
-            n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200, leaf_model="constant"
+            n_members=members,
+            learning_rate=0.5,
+            drift_threshold=None,
+            warm_up=200,
+            leaf_model="constant",
+            single_tree=False,  # (the members alone)
         )
         errors[members] = np.abs(model.predict_learn_many(X, y) - y)[-2000:].mean()
     assert errors[1] > 0.6

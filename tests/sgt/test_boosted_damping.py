@@ -18,8 +18,9 @@ from sgt.serialization import decode, encode
 
 
 def _members_only(**params: object) -> BoostedRegressor:
-    """A BoostedRegressor without its residual level (sgt.residual): the members' predictions."""
-    model = BoostedRegressor(**params)  # type: ignore[arg-type]
+    """A BoostedRegressor without its residual level (sgt.residual) or single tree: the members'
+    predictions."""
+    model = BoostedRegressor(single_tree=False, **params)  # type: ignore[arg-type]
     model._residual = None
     return model
 
