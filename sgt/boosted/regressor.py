@@ -432,7 +432,7 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's or their mean, whichever erred least lately (`single_tree`). Same methods and guarantees as
+    tree's or a blend of the two, whichever erred least lately (`single_tree`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
@@ -473,12 +473,14 @@ class BoostedRegressor(_RegressorEnsemble):
         True (default): a single SGTRegressor (`leaf_model="auto"`: a tree per leaf model, the best
         serving; its own `delta` and `linear_lambda`, the ensemble's other tree settings) learns every
         record beside the members, on the same coded rows, and the model serves the ensemble's
-        prediction, the tree's or their mean, whichever has the lowest absolute error faded by 0.98 per
-        learned record (`TreeChoice`). The linear members lose to the tree's constant leaves on
-        step-shaped targets and the mean beats both where they err apart: on the robustness suite's 19
-        regression streams 0.91 times the MAE in geometric mean, nowhere more than 0.15% worse. It
-        costs the single tree's work (about 2.5 to 3.7 times the members' time batched). Not with a
-        memory budget (`max_bytes`) or a loss with a link (Poisson): there the members serve alone.
+        prediction, the tree's, their mean or a blend of the two in eighths, whichever has the lowest
+        absolute error faded by 0.98 per learned record (`TreeChoice`). The linear members lose to the
+        tree's constant leaves on step-shaped targets and a blend beats both where they err apart: on
+        the robustness suite's 19 regression streams 0.91 times the members' MAE in geometric mean,
+        worse on none. It costs the single tree's work (about 2.5 to 3.7 times the members' time
+        batched). Not with a memory budget (`max_bytes`) or a loss with a link (Poisson): there the
+        members serve alone. A model saved with the ensemble, the tree and their mean alone (before
+        the other blends) keeps choosing among those three.
         False: the members alone (as saved before the parameter).
 
     The other parameters are SGTRegressor's and apply to every tree.

@@ -1,10 +1,11 @@
 """The boosted regressor's single tree (`single_tree`): a single SGTRegressor with its own leaf choice
-learns beside the members, and the ensemble's prediction, the tree's or their mean serves, whichever
-has the lowest faded absolute error (sgt.boosted.regressor.TreeChoice).
+learns beside the members, and the ensemble's prediction, the tree's, their mean or a blend of the two
+in eighths serves, whichever has the lowest faded absolute error (sgt.boosted.regressor.TreeChoice).
 
 The ensemble's members have linear leaves: on a step-shaped target the single tree's constant-leaf
 tree had half the ensemble's MAE, and on others the mean of the two beat both. Models saved before the
-parameter restore without the tree and predict as they did.
+parameter restore without the tree and predict as they did; models saved with the first three
+candidates alone (before the other blends) keep choosing among those three.
 """
 
 from __future__ import annotations
