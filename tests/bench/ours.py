@@ -619,6 +619,8 @@ VARIANTS += (
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
     Variant("ours-boosted-three", boosted_regressor_class(_ThreeChoiceBoostedRegressor)),
     Variant("ours-boosted-quarters", boosted_regressor_class(_QuarterChoiceBoostedRegressor)),
+    # the regressor's members bagged (Poisson(1) weights) beside the single tree: lost (docs/decisions.md)
+    Variant("ours-boosted-reg-poisson1", boosted_pair({}, {"poisson_rate": 1.0})),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before
