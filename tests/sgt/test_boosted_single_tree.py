@@ -307,9 +307,13 @@ def _three_candidates(
     return out, errors
 
 
-def test_a_choice_saved_with_three_candidates_keeps_them() -> None:
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+def test_a_choice_saved_with_three_candidates_keeps_them(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A model saved before the blends (three faded errors) restores choosing among the three as
     before, in a batch and a row at a time, and saves three errors again."""
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     rng = np.random.default_rng(12)
     ensemble, tree, targets = rng.normal(0, 1, 300), rng.normal(0, 1, 300), rng.normal(0, 1, 300)
     start = [0.5, 0.2, 0.3]
@@ -334,4 +338,8 @@ def test_a_choice_saved_with_three_candidates_keeps_them() -> None:
     np.testing.assert_array_equal(predictions, looped)
     assert batched.to_bytes() == loop.to_bytes()
     assert batched._choice is not None and len(batched._choice.errors) == 3
+    restored = BoostedRegressor.from_bytes(old)
+    first = restored.predict_learn_many(X[1000:1500], y[1000:1500].tolist())
+    rest = BoostedRegressor.from_bytes(restored.to_bytes()).predict_learn_many(X[1500:], y[1500:].tolist())
+    np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
     assert len(decode(batched.to_bytes()).header["extra"]["single"]["choice"]) == 3
