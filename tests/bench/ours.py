@@ -567,6 +567,16 @@ class _QuarterChoiceBoostedRegressor(BoostedRegressor):
             self._choice = _QuarterChoice()
 
 
+class _SingleAtMembersDeltaBoostedRegressor(BoostedRegressor):
+    """The single tree splitting at the members' `delta` (1e-2) instead of SGTRegressor's own."""
+
+    def _new_single(self) -> SGTRegressor:
+        own = super()._new_single()
+        single = SGTRegressor(**{**own.get_params(), "delta": self.delta, "loss": own.loss})
+        single._space = self._space
+        return single
+
+
 def boosted_regressor_class(regressor: Callable[..., Any]) -> Callable[[StreamSpec], Any]:
     """The boosted ensemble with the regressor's class given (the classifier keeps its defaults)."""
     return lambda spec: regressor() if spec.is_regression else BoostedClassifier()
@@ -621,6 +631,7 @@ VARIANTS += (
     Variant("ours-boosted-quarters", boosted_regressor_class(_QuarterChoiceBoostedRegressor)),
     # the regressor's members bagged (Poisson(1) weights) beside the single tree: lost (docs/decisions.md)
     Variant("ours-boosted-reg-poisson1", boosted_pair({}, {"poisson_rate": 1.0})),
+    Variant("ours-boosted-single-delta", boosted_regressor_class(_SingleAtMembersDeltaBoostedRegressor)),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before
