@@ -61,32 +61,46 @@ def damped_share(step: float, members: int) -> float:
 
 
 class TreeChoice:
-    """Which of three predictions a boosted regressor with `single_tree` serves: the ensemble's (0),
-    the single tree's (1) or their mean (2), whichever has the lowest absolute error faded by
-    `AUTO_FADING` per learned record (the first on ties, so the ensemble before any record), as the
-    single regressor chooses its tree (sgt.regressor).
+    """Which prediction a boosted regressor with `single_tree` serves: the ensemble's, the single
+    tree's, their mean or a blend of the two in eighths, whichever has the lowest absolute error faded
+    by `AUTO_FADING` per learned record (the first on ties, so the ensemble before any record), as the
+    single regressor chooses its tree (sgt.regressor). Candidate k puts `WEIGHTS[k]` on the tree's
+    prediction and the rest on the ensemble's.
 
-    Why three: the ensemble of linear members and the single tree (three trees, each leaf model's, the
+    Why these: the ensemble of linear members and the single tree (three trees, each leaf model's, the
     best serving) are each better on different streams (a step-shaped target: the single tree's
-    constant leaves; Friedman #1 or heavy tails: the ensemble), and their mean is better than either
-    where they err apart (irrelevant features, piecewise-linear targets). docs/decisions.md, "The
-    boosted ensemble", has the figures.
+    constant leaves; Friedman #1 or heavy tails: the ensemble), and a blend is better than either where
+    they err apart (irrelevant features, piecewise-linear targets), the better the closer its weight is
+    to the stream's own (micro-scale features, short series). A choice saved with the first three
+    candidates alone (before the other blends) keeps to them: its number of errors says which.
+    docs/decisions.md, "The boosted ensemble", has the figures.
     """
 
-    CANDIDATES = 3  # the ensemble, the tree, their mean
+    #: each candidate's weight of the tree's prediction: the ensemble, the tree, their mean (the
+    #: candidates saved before the blends, in that order), then the other eighths
+    WEIGHTS = (0.0, 1.0, 0.5, 0.125, 0.25, 0.375, 0.625, 0.75, 0.875)
+    CANDIDATES = len(WEIGHTS)
+    #: the choices a save may hold: all the candidates, or the first three (saved before the blends)
+    SAVED_SIZES = (3, CANDIDATES)
 
     def __init__(self, errors: Sequence[float] | None = None) -> None:
         self.errors = [0.0] * self.CANDIDATES if errors is None else [float(e) for e in errors]
+        if len(self.errors) not in self.SAVED_SIZES:
+            raise ValueError(f"a TreeChoice has {self.SAVED_SIZES} errors, got {len(self.errors)}")
 
-    @staticmethod
-    def candidates(ensemble: float, tree: float) -> tuple[float, float, float]:
-        """The three predictions, in the order of `errors`."""
-        return ensemble, tree, 0.5 * (ensemble + tree)
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """The tree's weight in each of this choice's candidates (as many as its errors)."""
+        return self.WEIGHTS[: len(self.errors)]
+
+    def candidates(self, ensemble: float, tree: float) -> list[float]:
+        """The candidates' predictions, in the order of `errors`."""
+        return [_blend(ensemble, tree, w) for w in self.weights]
 
     def serving(self) -> int:
         """The candidate that predicts: the lowest faded error, the first on ties."""
         errors = self.errors
-        return min(range(self.CANDIDATES), key=errors.__getitem__)
+        return min(range(len(errors)), key=errors.__getitem__)
 
     def learn(self, predictions: Sequence[float], target: float) -> None:
         """Fade each candidate's error and add its absolute error on the record (at most `_LARGEST`,
@@ -110,14 +124,14 @@ class TreeChoice:
             return self._serve_rows(ensemble, tree, targets, learn)
         from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
 
-        # [candidates, rows], as `candidates` gives them
-        predictions = np.stack([ensemble, tree, 0.5 * (ensemble + tree)])
+        # [candidates, rows], as `candidates` gives them (the same operations, elementwise)
+        predictions = np.stack([_blend(ensemble, tree, w) for w in self.weights])
         learned = np.flatnonzero(learn)
         errors = np.abs(predictions[:, learned] - targets[learned])
         errors = np.where(errors <= _LARGEST, errors, _LARGEST)  # (not a number: _LARGEST)
-        after = np.empty((self.CANDIDATES, learned.size + 1))  # the errors after 0, 1, ... learned rows
+        after = np.empty((len(self.errors), learned.size + 1))  # the errors after 0, 1, ... learned rows
         after[:, 0] = self.errors
-        for k in range(self.CANDIDATES):
+        for k in range(len(self.errors)):
             after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
         before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
         serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
@@ -137,6 +151,18 @@ class TreeChoice:
             if learned:
                 self.learn(predictions, y)
         return out
+
+
+def _blend(ensemble: Any, tree: Any, weight: float) -> Any:
+    """The prediction with `weight` on the tree's and the rest on the ensemble's, floats or arrays alike
+    (the same operations either way, so the same bits). The mean is 0.5 (e + t), as before the blends."""
+    if weight == 0.0:
+        return ensemble
+    if weight == 1.0:
+        return tree
+    if weight == 0.5:
+        return 0.5 * (ensemble + tree)
+    return (1.0 - weight) * ensemble + weight * tree
 
 
 #: `TreeChoice.serve` filters the errors of batches of at least this many rows (fewer: row by row)
@@ -272,7 +298,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
             raise SerializationError("a BoostedRegressor with single_tree=True needs its single tree")
         errors = saved.get("choice")
-        if not isinstance(errors, list) or len(errors) != TreeChoice.CANDIDATES:
+        if not isinstance(errors, list) or len(errors) not in TreeChoice.SAVED_SIZES:
             raise SerializationError("a BoostedRegressor with single_tree=True needs its choice's errors")
         own = {name[len("single.") :]: a for name, a in arrays.items() if name.startswith("single.")}
         single = SGTRegressor.from_saved(Saved(saved["header"], own, int(saved["version"])), self.loss)
@@ -346,19 +372,22 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             scores = [self._residual.corrected(scores[0])]  # (as `ResidualLevel.apply` corrects it)
         if self._single is None or self._choice is None:
             return scores
-        served = TreeChoice.candidates(scores[0], self._single.predict_one(x))
+        served = self._choice.candidates(scores[0], self._single.predict_one(x))
         return [served[self._choice.serving()]]
 
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
         """`explain_raw` of the served prediction, from the ensemble's `terms` [1, 1 + features]: those,
-        the single tree's (its serving tree's, its level's correction in the base) or their mean."""
-        if self._single is None or self._choice is None or self._choice.serving() == 0:
+        the single tree's (its serving tree's, its level's correction in the base) or their blend."""
+        if self._single is None or self._choice is None:
+            return terms
+        weight = self._choice.weights[self._choice.serving()]
+        if weight == 0.0:
             return terms
         single = self._single
         own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
         score = float(own[0].sum())
         own[0, 0] += single._served(score) - score
-        return own if self._choice.serving() == 1 else 0.5 * (terms + own)
+        return _blend(terms, own, weight)
 
     def _output_offset(self, score: float) -> float:
         return 0.0 if self._residual is None else self._residual.correction(score)
@@ -403,7 +432,7 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's or their mean, whichever erred least lately (`single_tree`). Same methods and guarantees as
+    tree's or a blend of the two, whichever erred least lately (`single_tree`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
@@ -444,12 +473,14 @@ class BoostedRegressor(_RegressorEnsemble):
         True (default): a single SGTRegressor (`leaf_model="auto"`: a tree per leaf model, the best
         serving; its own `delta` and `linear_lambda`, the ensemble's other tree settings) learns every
         record beside the members, on the same coded rows, and the model serves the ensemble's
-        prediction, the tree's or their mean, whichever has the lowest absolute error faded by 0.98 per
-        learned record (`TreeChoice`). The linear members lose to the tree's constant leaves on
-        step-shaped targets and the mean beats both where they err apart: on the robustness suite's 19
-        regression streams 0.91 times the MAE in geometric mean, nowhere more than 0.15% worse. It
-        costs the single tree's work (about 2.5 to 3.7 times the members' time batched). Not with a
-        memory budget (`max_bytes`) or a loss with a link (Poisson): there the members serve alone.
+        prediction, the tree's, their mean or a blend of the two in eighths, whichever has the lowest
+        absolute error faded by 0.98 per learned record (`TreeChoice`). The linear members lose to the
+        tree's constant leaves on step-shaped targets and a blend beats both where they err apart: on
+        the robustness suite's 19 regression streams 0.91 times the members' MAE in geometric mean,
+        worse on none. It costs the single tree's work (about 2.5 to 3.7 times the members' time
+        batched). Not with a memory budget (`max_bytes`) or a loss with a link (Poisson): there the
+        members serve alone. A model saved with the ensemble, the tree and their mean alone (before
+        the other blends) keeps choosing among those three.
         False: the members alone (as saved before the parameter).
 
     The other parameters are SGTRegressor's and apply to every tree.

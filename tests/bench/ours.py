@@ -35,6 +35,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.boosted.regressor import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
@@ -538,6 +539,44 @@ class _AdaptiveSingleBoostedRegressor(BoostedRegressor):
     _single_leaves = "adaptive"
 
 
+class _ThreeChoiceBoostedRegressor(BoostedRegressor):
+    """The regressor serving the ensemble's prediction, the single tree's or their mean only (the
+    default before the blends in eighths; as a model saved then restores)."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        if self._choice is not None:
+            self._choice = TreeChoice([0.0] * 3)
+
+
+class _QuarterChoice(TreeChoice):
+    """The ensemble, the tree, their mean and the blends at a quarter and three quarters only (a
+    benchmark variant: not restorable, its saves hold five errors)."""
+
+    WEIGHTS = (0.0, 1.0, 0.5, 0.25, 0.75)
+    CANDIDATES = len(WEIGHTS)
+    SAVED_SIZES = (CANDIDATES,)
+
+
+class _QuarterChoiceBoostedRegressor(BoostedRegressor):
+    """The regressor choosing among `_QuarterChoice`'s five candidates."""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        if self._choice is not None:
+            self._choice = _QuarterChoice()
+
+
+class _SingleAtMembersDeltaBoostedRegressor(BoostedRegressor):
+    """The single tree splitting at the members' `delta` (1e-2) instead of SGTRegressor's own."""
+
+    def _new_single(self) -> SGTRegressor:
+        own = super()._new_single()
+        single = SGTRegressor(**{**own.get_params(), "delta": self.delta, "loss": own.loss})
+        single._space = self._space
+        return single
+
+
 def boosted_regressor_class(regressor: Callable[..., Any]) -> Callable[[StreamSpec], Any]:
     """The boosted ensemble with the regressor's class given (the classifier keeps its defaults)."""
     return lambda spec: regressor() if spec.is_regression else BoostedClassifier()
@@ -588,6 +627,11 @@ VARIANTS += (
     Variant("ours-boosted-members", boosted_pair({}, {"single_tree": False})),
     Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
+    Variant("ours-boosted-three", boosted_regressor_class(_ThreeChoiceBoostedRegressor)),
+    Variant("ours-boosted-quarters", boosted_regressor_class(_QuarterChoiceBoostedRegressor)),
+    # the regressor's members bagged (Poisson(1) weights) beside the single tree: lost (docs/decisions.md)
+    Variant("ours-boosted-reg-poisson1", boosted_pair({}, {"poisson_rate": 1.0})),
+    Variant("ours-boosted-single-delta", boosted_regressor_class(_SingleAtMembersDeltaBoostedRegressor)),
     Variant("ours-boosted-lambda0.03", boosted(linear_lambda=0.03)),
     Variant("ours-boosted-5", boosted(n_members=5)),
     Variant("ours-boosted-10", boosted_classifier(n_members=10)),  # the classifier's count before

@@ -1,10 +1,11 @@
 """The boosted regressor's single tree (`single_tree`): a single SGTRegressor with its own leaf choice
-learns beside the members, and the ensemble's prediction, the tree's or their mean serves, whichever
-has the lowest faded absolute error (sgt.boosted.regressor.TreeChoice).
+learns beside the members, and the ensemble's prediction, the tree's, their mean or a blend of the two
+in eighths serves, whichever has the lowest faded absolute error (sgt.boosted.regressor.TreeChoice).
 
 The ensemble's members have linear leaves: on a step-shaped target the single tree's constant-leaf
 tree had half the ensemble's MAE, and on others the mean of the two beat both. Models saved before the
-parameter restore without the tree and predict as they did.
+parameter restore without the tree and predict as they did; models saved with the first three
+candidates alone (before the other blends) keep choosing among those three.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def test_explanations_add_up_to_the_served_prediction() -> None:
         served.add(model.predict_one(record))
         assert abs(float(explain_raw(model, record).sum()) - model.predict_one(record)) < 1e-9
         assert abs(model.explain_one(record).score - model.predict_one(record)) < 1e-9
-    assert len(served) == 3
+    assert len(served) == TreeChoice.CANDIDATES
 
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
@@ -243,7 +244,9 @@ _VALUES = st.one_of(
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.lists(st.tuples(_VALUES, _VALUES, st.floats(-1e6, 1e6), st.booleans()), min_size=0, max_size=90),
-    start=st.lists(st.floats(0.0, 1e6), min_size=3, max_size=3),
+    start=st.sampled_from(TreeChoice.SAVED_SIZES).flatmap(
+        lambda size: st.lists(st.floats(0.0, 1e6), min_size=size, max_size=size)
+    ),
 )
 def test_the_filtered_choice_is_the_row_by_row_one(
     rows: list[tuple[float, float, float, bool]], start: list[float]
@@ -278,3 +281,65 @@ def test_a_long_batch_is_filtered_as_row_by_row() -> None:
     served = filtered.serve(ensemble, tree, targets, learn)
     assert served.tobytes() == by_rows._serve_rows(ensemble, tree, targets, learn).tobytes()
     assert filtered.errors == by_rows.errors
+
+
+def test_a_blend_of_the_two_serves_where_it_errs_least() -> None:
+    """Between the ensemble, the tree and their mean, the blends in eighths: a target a quarter of the
+    way from the ensemble's prediction to the tree's is served by that blend, not by the mean."""
+    rng = np.random.default_rng(11)
+    ensemble, tree = rng.normal(0, 1, 400), rng.normal(0, 1, 400)
+    targets = 0.75 * ensemble + 0.25 * tree
+    choice = TreeChoice()
+    served = choice.serve(ensemble, tree, targets, np.ones(400, dtype=bool))
+    assert TreeChoice.WEIGHTS[choice.serving()] == 0.25
+    assert np.abs(served[100:] - targets[100:]).max() < 1e-12
+
+
+def _three_candidates(
+    errors: list[float], ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray
+) -> tuple[list[float], list[float]]:
+    """The choice among the ensemble, the tree and their mean alone (as before the blends), row by row."""
+    out = []
+    for e, t, y in zip(ensemble.tolist(), tree.tolist(), targets.tolist(), strict=True):
+        predictions = (e, t, 0.5 * (e + t))
+        out.append(predictions[min(range(3), key=errors.__getitem__)])
+        errors = [0.98 * errors[k] + abs(p - y) for k, p in enumerate(predictions)]
+    return out, errors
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+def test_a_choice_saved_with_three_candidates_keeps_them(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model saved before the blends (three faded errors) restores choosing among the three as
+    before, in a batch and a row at a time, and saves three errors again."""
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
+    rng = np.random.default_rng(12)
+    ensemble, tree, targets = rng.normal(0, 1, 300), rng.normal(0, 1, 300), rng.normal(0, 1, 300)
+    start = [0.5, 0.2, 0.3]
+    expected, errors = _three_candidates(start, ensemble, tree, targets)
+    learn = np.ones(300, dtype=bool)
+    filtered, by_rows = TreeChoice(start), TreeChoice(start)
+    assert filtered.serve(ensemble, tree, targets, learn).tolist() == expected
+    assert by_rows._serve_rows(ensemble, tree, targets, learn).tolist() == expected
+    assert filtered.errors == by_rows.errors == errors
+    X, y = _steps(2000)
+    model = BoostedRegressor(warm_up=100, single_tree=True)
+    model.learn_many(X[:1000], y[:1000].tolist())
+    header, arrays, _ = decode(model.to_bytes())
+    header["extra"]["single"]["choice"] = header["extra"]["single"]["choice"][:3]
+    old = encode(header, list(arrays.items()))
+    batched, loop = BoostedRegressor.from_bytes(old), BoostedRegressor.from_bytes(old)
+    predictions = batched.predict_learn_many(X[1000:], y[1000:].tolist())
+    looped = []
+    for record, target in zip(_records(X[1000:]), y[1000:].tolist(), strict=True):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+    np.testing.assert_array_equal(predictions, looped)
+    assert batched.to_bytes() == loop.to_bytes()
+    assert batched._choice is not None and len(batched._choice.errors) == 3
+    restored = BoostedRegressor.from_bytes(old)
+    first = restored.predict_learn_many(X[1000:1500], y[1000:1500].tolist())
+    rest = BoostedRegressor.from_bytes(restored.to_bytes()).predict_learn_many(X[1500:], y[1500:].tolist())
+    np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
+    assert len(decode(batched.to_bytes()).header["extra"]["single"]["choice"]) == 3
