@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from sgt import BoostedClassifier, SGTClassifier
@@ -151,7 +151,9 @@ def test_permuting_the_keys_of_every_record_changes_no_prediction_and_no_byte(
     written, shuffled = cls(**SMALL), cls(**SMALL)
     before = _learn_loop(written, xs, ys)
     after = LEARNERS[path](shuffled, xs_permuted, ys)
-    assert written.version > 0
+    # a draw whose stream never moved the model proves nothing, so it is set aside, not failed:
+    # MILClassifier's noisy bags may leave every update insignificant in 240 records (seed 2127, late 83)
+    assume(written.version > 0)
     if seed == 0:  # the explicit example: the stream is long enough to exercise splits
         assert written.n_splits > 0
     assert after == before
