@@ -92,6 +92,16 @@ def young_bayes(
     return model
 
 
+def bayes_pseudo(spec: StreamSpec, weight: float) -> Any:
+    """The classifier with another pseudo-record weight in its young naive Bayes' moments
+    (sgt.bayes_moments.PSEUDO_WEIGHT; 1.0 is the default before it); the regressor's default on a
+    regression stream."""
+    model = single(spec)
+    if not spec.is_regression:
+        model._bayes.pseudo = weight
+    return model
+
+
 def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
     """``linear_gate=t`` on a classification stream (the regressor has no such parameter)."""
     return {} if spec.is_regression else {"linear_gate": t}
@@ -186,6 +196,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-least-0", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000))),
     Variant("ours-least-50", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=50))),
     Variant("ours-least-100", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=100))),
+    Variant("ours-pseudo-1", lambda spec: bayes_pseudo(spec, 1.0)),  # the default before PSEUDO_WEIGHT
+    Variant("ours-pseudo-0.1", lambda spec: bayes_pseudo(spec, 0.1)),
+    Variant("ours-pseudo-0.03", lambda spec: bayes_pseudo(spec, 0.03)),
+    Variant("ours-pseudo-0.9", lambda spec: bayes_pseudo(spec, 0.9)),  # how far a small change moves it
+    Variant("ours-pseudo-1.1", lambda spec: bayes_pseudo(spec, 1.1)),
     Variant("ours-mixed-gaussian", lambda spec: young_bayes(spec, None, two_valued=False, proba="mixed")),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
