@@ -250,6 +250,11 @@ VARIANTS: tuple[Variant, ...] = (
     # a shorter grace period (what a faster one on few features would do on the 2-D streams)
     Variant("ours-grace-50", lambda spec: single(spec, grace_period=50)),
     Variant("ours-grace-25", lambda spec: single(spec, grace_period=25)),
+    Variant("ours-grace-200", lambda spec: single(spec, grace_period=200)),
+    Variant("ours-gamma-0.01", lambda spec: single(spec, gamma=0.01)),
+    Variant("ours-gamma-0.03", lambda spec: single(spec, gamma=0.03)),
+    Variant("ours-leaf-lambda-1", lambda spec: single(spec, lambda_=1.0)),
+    Variant("ours-delta-1e-5", lambda spec: single(spec, delta=1e-5)),
 )
 
 
