@@ -7,12 +7,15 @@
 - exactness: any batching gives the loop's bytes and probabilities, and a save anywhere goes on
   identically, with and without the compiled kernels;
 - old saves: a young naive Bayes saved before the weight (no "pseudo" in its state) restores with a
-  pseudo record of weight 1 and goes on byte for byte as it would have; a forged weight is refused.
+  pseudo record of weight 1 and goes on byte for byte as it would have, and models saved by the code
+  before it predict as that code did (tests/fixtures/before-pseudo); a forged weight is refused.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +24,7 @@ import sgt
 from sgt import SerializationError, SGTClassifier, kernels
 from sgt.bayes import NaiveBayes
 from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, VARIANCE_FLOOR
+from tests.fixtures.make_pseudo_fixture import PROBAS, ROWS, skewed
 from tests.sgt.test_serialization import _pack, _unpack
 
 
@@ -168,3 +172,26 @@ def test_a_forged_pseudo_weight_is_refused(value: object) -> None:
     header["extra"]["bayes"]["pseudo"] = value
     with pytest.raises((ValueError, SerializationError), match="pseudo"):
         sgt.load(_pack(version, header, payloads))
+
+
+BEFORE = Path(__file__).resolve().parents[1] / "fixtures" / "before-pseudo"
+
+
+@pytest.mark.parametrize("proba", PROBAS)
+def test_young_models_saved_by_the_code_before_the_weight_predict_as_that_code_did(proba: str) -> None:
+    """tests/fixtures/before-pseudo: saved by the code before the weight (make_pseudo_fixture.py), with
+    the probabilities it gave the rest of the stream; restored, each has a pseudo record of weight 1 and
+    gives the same bits (a restore with the new weight gives others: the last assertion)."""
+    expected = json.loads((BEFORE / "expected.json").read_text())[proba]
+    blob = (BEFORE / f"{proba}.sgt").read_bytes()
+    assert "pseudo" not in _unpack(blob)[1]["extra"]["bayes"]
+    X, y = skewed(ROWS)
+    half = ROWS // 2
+    model = sgt.load(blob)
+    assert model._bayes is not None and model._bayes.pseudo == 1.0
+    assert model.classes_ == expected["classes"]
+    got = model.predict_learn_many(X[half:], y[half:])
+    assert got.tobytes() == np.array(expected["proba"]).tobytes()
+    lighter = sgt.load(blob)
+    lighter._bayes.pseudo = PSEUDO_WEIGHT
+    assert lighter.predict_learn_many(X[half:], y[half:]).tobytes() != got.tobytes()
