@@ -102,6 +102,16 @@ def bayes_pseudo(spec: StreamSpec, weight: float) -> Any:
     return model
 
 
+def boosted_pseudo(spec: StreamSpec, weight: float) -> Any:
+    """The boosted classifier with another pseudo-record weight in its young naive Bayes (1.0 by
+    default; the single classifier's is PSEUDO_WEIGHT); the regressor's default on a regression stream."""
+    if spec.is_regression:
+        return BoostedRegressor()
+    model = BoostedClassifier()
+    model._bayes.pseudo = weight
+    return model
+
+
 def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
     """``linear_gate=t`` on a classification stream (the regressor has no such parameter)."""
     return {} if spec.is_regression else {"linear_gate": t}
@@ -585,6 +595,7 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
+    Variant("ours-boosted-pseudo-0.3", lambda spec: boosted_pseudo(spec, 0.3)),
     # members that split blind (as the single classifier; k-impurity as there), with the relaxation (the
     # default's) or without it ("strict"); none (the default)
     Variant("ours-boosted-blind-1", lambda spec: blind_boosted(spec, (1.0, 0.47))),
