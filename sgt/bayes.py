@@ -104,9 +104,14 @@ class NaiveBayes:
     #: the arrays a saved model holds
     SAVED = ("class_counts", "counts", "sums", "squares", "histogram")
 
-    def __init__(self, bins: int, half_life: int = HALF_LIFE, two_valued: bool = False) -> None:
+    def __init__(
+        self, bins: int, half_life: int = HALF_LIFE, two_valued: bool = False, pseudo: float = 1.0
+    ) -> None:
         self.bins = bins
         self.half_life = half_life
+        # the weight of the pseudo record in each class's moments (sgt.bayes_moments): saved unless 1, and
+        # absent before it (1, a prior as strong as one record); a new classifier's is PSEUDO_WEIGHT
+        self.pseudo = pseudo
         # whether a feature whose learned values take exactly two codes is estimated as a Bernoulli
         # variable (see `_seen`, `Moments.pairs`) rather than a Gaussian: saved, absent before it (a
         # Gaussian every time)
@@ -262,7 +267,7 @@ class NaiveBayes:
         squares = self.squares[:k, cols].ravel().tolist()
         classes = self.class_counts[:k].tolist()
         seen = self._seen(np.array(cols, dtype=np.int64))
-        self._derived = Moments.of(key, self.bins, counts, sums, squares, classes, seen)
+        self._derived = Moments.of(key, self.bins, counts, sums, squares, classes, seen, self.pseudo)
         return self._derived
 
     def _seen(self, numeric: np.ndarray) -> list[tuple[int, ...] | None]:
@@ -439,7 +444,7 @@ class NaiveBayes:
         states = self._learn_piece(x[rows], valid[rows], y, per_class, starts, numeric)
         # each class's moments per state: one pseudo record at the grid's centre with the grid's variance
         f = x.shape[1]
-        mean, variance, log_variance = state_moments(states, self.bins)  # [F, state]
+        mean, variance, log_variance = state_moments(states, self.bins, self.pseudo)  # [F, state]
         # the state of class c that row i sees: before the piece, or after its last row of class c before i
         onehot = np.zeros((m, k), dtype=np.int64)
         onehot[rows, y] = 1
@@ -581,6 +586,8 @@ class NaiveBayes:
             state["lead"] = self.lead
         if self.two_valued:  # absent, every feature is a Gaussian, as before two-valued features
             state["two_valued"] = True
+        if self.pseudo != 1.0:  # absent, a pseudo record as strong as a learned one, as before the weight
+            state["pseudo"] = self.pseudo
         return state
 
     def arrays(self) -> list[tuple[str, np.ndarray]]:
@@ -598,6 +605,7 @@ class NaiveBayes:
         if not isinstance(two_valued, bool):
             raise ValueError(f"naive Bayes two_valued must be true or false, got {two_valued!r}")
         bayes.two_valued = two_valued
+        bayes.pseudo = _pseudo(state.get("pseudo", 1.0))
         lead = state.get("lead")  # absent before `Tournament`, and with proba="mixed"
         if lead is not None:
             if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not math.isfinite(lead):
@@ -661,3 +669,12 @@ def _padded(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     out = np.zeros(shape, dtype=array.dtype)
     out[tuple(slice(0, s) for s in array.shape)] = array
     return out
+
+
+def _pseudo(value: Any) -> float:
+    """A saved pseudo-record weight, checked: a finite number > 0 (ValueError naming it otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < math.inf:
+        raise ValueError(
+            f"naive Bayes pseudo (the pseudo record's weight) must be a number > 0, got {value!r}"
+        )
+    return float(value)

@@ -11,6 +11,7 @@ import numpy as np
 
 from sgt.base import ROW_BY_ROW_MAX, BaseSGT, _check_real
 from sgt.bayes import LOG_RATIO_BOUND, NaiveBayes
+from sgt.bayes_moments import PSEUDO_WEIGHT
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
@@ -148,6 +149,9 @@ class SGTClassifier(BaseSGT):
     #: a leaf near a coin toss that found no split for this many grace periods splits blind
     #: (`BLIND_SPLIT`: Params.blind_after, blind_impurity); a model saved before it restores without
     _blind: ClassVar[tuple[float, float] | None] = BLIND_SPLIT
+    #: the weight of the pseudo record in the naive Bayes moments of a new model (sgt.bayes_moments); a
+    #: model saved before it restores with weight 1 (the saved naive Bayes state has no "pseudo")
+    _bayes_pseudo: ClassVar[float] = PSEUDO_WEIGHT
 
     def __init__(
         self,
@@ -195,7 +199,11 @@ class SGTClassifier(BaseSGT):
         self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
         # (a feature of two values is a Bernoulli variable to the naive Bayes of a new model)
-        self._bayes = NaiveBayes(self.bins, two_valued=True) if proba in ("mixed", "calibrated") else None
+        self._bayes = (
+            NaiveBayes(self.bins, two_valued=True, pseudo=self._bayes_pseudo)
+            if proba in ("mixed", "calibrated")
+            else None
+        )
         self._calibrator = Calibrator() if proba == "calibrated" else None
         # with the calibration the naive Bayes is young: it retires for good once the trees lead it
         self._retirement: Retirement | Tournament | None = YOUNG_BAYES if proba == "calibrated" else None

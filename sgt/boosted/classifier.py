@@ -48,6 +48,9 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     _binary_delta: ClassVar[float] = BINARY_DELTA
     #: the members' blind split (BaseSGT._blind; not the single tree's)
     _blind: ClassVar[tuple[float, float] | None] = None
+    #: the young naive Bayes' pseudo-record weight: 1, as before the single tree's lighter one (which
+    #: was measured on the single tree only; sgt.bayes_moments.PSEUDO_WEIGHT)
+    _bayes_pseudo: ClassVar[float] = 1.0
 
     def __init__(
         self,

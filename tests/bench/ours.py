@@ -93,6 +93,26 @@ def young_bayes(
     return model
 
 
+def bayes_pseudo(spec: StreamSpec, weight: float) -> Any:
+    """The classifier with another pseudo-record weight in its young naive Bayes' moments
+    (sgt.bayes_moments.PSEUDO_WEIGHT; 1.0 is the default before it); the regressor's default on a
+    regression stream."""
+    model = single(spec)
+    if not spec.is_regression:
+        model._bayes.pseudo = weight
+    return model
+
+
+def boosted_pseudo(spec: StreamSpec, weight: float) -> Any:
+    """The boosted classifier with another pseudo-record weight in its young naive Bayes (1.0 by
+    default; the single classifier's is PSEUDO_WEIGHT); the regressor's default on a regression stream."""
+    if spec.is_regression:
+        return BoostedRegressor()
+    model = BoostedClassifier()
+    model._bayes.pseudo = weight
+    return model
+
+
 def gate(spec: StreamSpec, t: float | None) -> dict[str, Any]:
     """``linear_gate=t`` on a classification stream (the regressor has no such parameter)."""
     return {} if spec.is_regression else {"linear_gate": t}
@@ -187,6 +207,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-least-0", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000))),
     Variant("ours-least-50", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=50))),
     Variant("ours-least-100", lambda spec: young_bayes(spec, Tournament(lead=10.0, records=5000, least=100))),
+    Variant("ours-pseudo-1", lambda spec: bayes_pseudo(spec, 1.0)),  # the default before PSEUDO_WEIGHT
+    Variant("ours-pseudo-0.1", lambda spec: bayes_pseudo(spec, 0.1)),
+    Variant("ours-pseudo-0.03", lambda spec: bayes_pseudo(spec, 0.03)),
+    Variant("ours-pseudo-0.9", lambda spec: bayes_pseudo(spec, 0.9)),  # how far a small change moves it
+    Variant("ours-pseudo-1.1", lambda spec: bayes_pseudo(spec, 1.1)),
     Variant("ours-mixed-gaussian", lambda spec: young_bayes(spec, None, two_valued=False, proba="mixed")),
     Variant("ours-tree", lambda spec: single(spec, proba="tree")),
     Variant("ours-constant", lambda spec: single(spec, leaf_model="constant")),
@@ -236,6 +261,11 @@ VARIANTS: tuple[Variant, ...] = (
     # a shorter grace period (what a faster one on few features would do on the 2-D streams)
     Variant("ours-grace-50", lambda spec: single(spec, grace_period=50)),
     Variant("ours-grace-25", lambda spec: single(spec, grace_period=25)),
+    Variant("ours-grace-200", lambda spec: single(spec, grace_period=200)),
+    Variant("ours-gamma-0.01", lambda spec: single(spec, gamma=0.01)),
+    Variant("ours-gamma-0.03", lambda spec: single(spec, gamma=0.03)),
+    Variant("ours-leaf-lambda-1", lambda spec: single(spec, lambda_=1.0)),
+    Variant("ours-delta-1e-5", lambda spec: single(spec, delta=1e-5)),
 )
 
 
@@ -604,6 +634,7 @@ VARIANTS += (
     Variant("ours-boosted", boosted()),
     Variant("ours-boosted-previous", boosted_pair(PREVIOUS_BOOSTED, PREVIOUS_BOOSTED_REGRESSOR)),
     Variant("ours-boosted-tree", boosted_classifier(proba="tree")),  # the raw softmax, the default before
+    Variant("ours-boosted-pseudo-0.3", lambda spec: boosted_pseudo(spec, 0.3)),
     # members that split blind (as the single classifier; k-impurity as there), with the relaxation (the
     # default's) or without it ("strict"); none (the default)
     Variant("ours-boosted-blind-1", lambda spec: blind_boosted(spec, (1.0, 0.47))),
