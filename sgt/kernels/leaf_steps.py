@@ -29,71 +29,47 @@ def merge_block(
     column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
     into +0.0, and must, as merge's does), but for a column empty in the block whose statistics are
     all +0.0, which the update leaves as they are: it is not written, so the memory of a new slot's
-    bins that no instance reached is never allocated (nor is any other column that the update of
-    nothing leaves bit for bit as it is: see `_unchanged_by_nothing`). The outputs share the instances,
-    so each instance's columns are found once for all of them, and each output's numbers get the
-    operations they get alone."""
+    bins that no instance reached is never allocated. The outputs share the instances, so each
+    instance's columns are found once for all of them, and each output's numbers get the operations
+    they get alone."""
     columns, outputs = stats.shape[0], stats.shape[1]
+    block = np.zeros((columns + 1, outputs, 6))
     n, features = codes.shape
-    # The block's statistics are kept for the columns its instances reach only (`where` maps a column to
-    # its row of `block`, -1 for none): a leaf has tens of bins per feature, a block reaches a few of
-    # them, and a block of every column cost more than the rest of the merge (24 binary features, 10
-    # outputs: 1,560 columns of 60 numbers zeroed and divided for the 49 a block reached).
-    where = np.full(columns + 1, -1, dtype=np.int64)
-    reached = 0
+    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
+        for j in range(features + 1):
+            c = offsets[j] + codes[i, j] if j < features else columns
+            for k in range(outputs):
+                block[c, k, 0] += 1.0
+                block[c, k, 1] += g[i, k]
+                block[c, k, 2] += h[i, k]
+    for c in range(columns + 1):
+        for k in range(outputs):
+            safe = max(block[c, k, 0], 1.0)  # counts are whole numbers
+            block[c, k, 1] = block[c, k, 1] / safe
+            block[c, k, 2] = block[c, k, 2] / safe
     for i in range(n):
         for j in range(features + 1):
             c = offsets[j] + codes[i, j] if j < features else columns
-            if where[c] < 0:
-                where[c] = reached
-                reached += 1
-    block = np.zeros((reached, outputs, 6))
-    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
-        for j in range(features + 1):
-            r = where[offsets[j] + codes[i, j] if j < features else columns]
             for k in range(outputs):
-                block[r, k, 0] += 1.0
-                block[r, k, 1] += g[i, k]
-                block[r, k, 2] += h[i, k]
-    for r in range(reached):
-        for k in range(outputs):
-            safe = max(block[r, k, 0], 1.0)  # counts are whole numbers
-            block[r, k, 1] = block[r, k, 1] / safe
-            block[r, k, 2] = block[r, k, 2] / safe
-    for i in range(n):
-        for j in range(features + 1):
-            r = where[offsets[j] + codes[i, j] if j < features else columns]
-            for k in range(outputs):
-                dg, dh = g[i, k] - block[r, k, 1], h[i, k] - block[r, k, 2]
-                block[r, k, 3] += dg * dg
-                block[r, k, 4] += dh * dh
-                block[r, k, 5] += dg * dh
-    empty = np.zeros(6)  # an empty column's block statistics: every number +0.0
+                dg, dh = g[i, k] - block[c, k, 1], h[i, k] - block[c, k, 2]
+                block[c, k, 3] += dg * dg
+                block[c, k, 4] += dh * dh
+                block[c, k, 5] += dg * dh
     for c in range(columns + 1):
         held = stats[c] if c < columns else total
-        r = where[c]
-        if r >= 0:
-            for k in range(outputs):
-                _merge_into(held[k], block[r, k])
-        elif not _unchanged_by_nothing(held):  # else Chan's update of nothing leaves `held` as it is
-            for k in range(outputs):
-                _merge_into(held[k], empty)
+        if block[c, 0, 0] == 0.0 and _clear(held):
+            continue  # Chan's update of nothing into +0.0 gives +0.0: the row stays unwritten
+        for k in range(outputs):
+            _merge_into(held[k], block[c, k])
 
 
 @compiled
-def _unchanged_by_nothing(rows: np.ndarray) -> bool:
-    """Whether Chan's update (`_merge_into`) of an empty block (every number +0.0) leaves every set of
-    statistics of `rows` [outputs, 6] bit for bit as it is: true where each number is finite and not
-    -0.0 (x + 0.0 is x, and so is x plus a product with a +0.0 weight, but -0.0 + 0.0 is +0.0) and the
-    means are below 1e150 in size (the squared difference of a larger mean overflows, and infinity
-    times the zero weight is NaN). Conservative: where it is false the update is made."""
+def _clear(rows: np.ndarray) -> bool:
+    """Whether every number of `rows` [outputs, 6] is +0.0 (a -0.0 is not: merge turns it into +0.0)."""
     for k in range(rows.shape[0]):
         for q in range(rows.shape[1]):
-            value = rows[k, q]
-            if not np.isfinite(value) or (value == 0.0 and np.signbit(value)):
+            if rows[k, q] != 0.0 or np.signbit(rows[k, q]):
                 return False
-        if abs(rows[k, 1]) >= 1e150 or abs(rows[k, 2]) >= 1e150:
-            return False
     return True
 
 
