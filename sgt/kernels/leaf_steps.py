@@ -112,23 +112,6 @@ def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @compiled
-def _row_major(first: np.ndarray, second: np.ndarray, width: int) -> bool:
-    """Whether the pairs (`first`, `second`) are the upper triangle of [width, width], diagonal
-    included, row after row (np.triu_indices' order, sgt.layout's): then `linear_newton` walks them as
-    two nested loops, which the compiler can vectorise, rather than through the index arrays (a leaf of
-    24 numeric features sums 300 pairs per instance and output: most of the step's time)."""
-    if first.size != width * (width + 1) // 2:
-        return False
-    p = 0
-    for a in range(width):
-        for b in range(a, width):
-            if first[p] != a or second[p] != b:
-                return False
-            p += 1
-    return True
-
-
-@compiled
 def linear_newton(
     codes: np.ndarray,
     numeric: np.ndarray,
@@ -162,20 +145,12 @@ def linear_newton(
     centre = weighted / h_sum
     sums = np.full(width + pairs, -0.0)
     z = np.empty(width)
-    rows_first = _row_major(first, second, width)
     for i in range(n):
         for j in range(width):
             z[j] = inputs[codes[i, numeric[j]]] - centre[j]
             sums[j] += z[j] * g[i]
-        if rows_first:  # the same sums, each pair's element found by counting instead of by lookup
-            p = width
-            for a in range(width):
-                for b in range(a, width):
-                    sums[p] += z[a] * z[b] * h[i]
-                    p += 1
-        else:
-            for p in range(pairs):
-                sums[width + p] += z[first[p]] * z[second[p]] * h[i]
+        for p in range(pairs):
+            sums[width + p] += z[first[p]] * z[second[p]] * h[i]
     means = sums / n
     hessian = np.empty((width, width))
     for i in range(width):

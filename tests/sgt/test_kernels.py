@@ -283,33 +283,3 @@ def test_the_event_scans_are_leafwise_numpy_code(n_rows, n_nodes, learned_share,
     assert later.dtype == expected[0].dtype
     args = (rest, learn, nodes, tree.feature, tree.slot, tree.block, tree.pending_n, stop)
     assert kernels.next_event(*args) == expected[1]
-
-
-@settings(max_examples=60, deadline=None)
-@given(width=st.integers(1, 8), rows=st.integers(1, 60), seed=st.integers(0, 2**32 - 1))
-def test_linear_newton_walks_the_triangle_as_the_pairs_say(width, rows, seed) -> None:
-    """Catches the nested loops that `linear_newton` takes over sgt.layout's pairs (the upper triangle
-    row after row) summing other bits than the walk through the pair arrays, which pairs in any other
-    order take: the same step, centre and sums, bit for bit."""
-    from sgt.kernels.leaf_steps import linear_newton
-
-    rng = np.random.default_rng(seed)
-    features, bins = width + 1, 16
-    numeric = np.arange(1, features, dtype=np.intp)
-    inputs = rng.normal(size=bins + 1)
-    codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
-    g, h = rng.normal(size=rows), rng.uniform(0.01, 0.25, size=rows)
-    first, second = np.triu_indices(width)
-    order = rng.permutation(first.size)
-    if first.size > 1 and np.array_equal(order, np.arange(first.size)):
-        order = order[::-1].copy()
-
-    def step(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
-        pair_of = np.zeros((width, width), dtype=np.intp)
-        pair_of[a, b] = pair_of[b, a] = np.arange(a.size)
-        h_sum, centre, sums, solved = linear_newton(codes, numeric, inputs, g, h, a, b, pair_of, 0.01)
-        return [bits(np.array([h_sum])), bits(centre), bits(sums), bits(solved)]
-
-    rows_first = step(first.astype(np.intp), second.astype(np.intp))
-    shuffled = step(first[order].astype(np.intp), second[order].astype(np.intp))
-    assert all(np.array_equal(x, y) for x, y in zip(rows_first, shuffled, strict=True))
