@@ -27,6 +27,7 @@ True
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import ClassVar, SupportsFloat
 
@@ -59,7 +60,7 @@ class Loss(ABC):
     def check_target(self, y: SupportsFloat) -> float:
         """Validate one target and return it as a float; raise ValueError for impossible values."""
         value = float(y)
-        if not np.isfinite(value):
+        if not math.isfinite(value):  # (a float's, as np.isfinite's, at a tenth of its cost per call)
             raise ValueError(f"target must be a finite number, got {y!r}")
         return value
 

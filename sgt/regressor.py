@@ -241,14 +241,13 @@ class SGTRegressor(BaseSGT):
             return 0
         return min(range(len(errors)), key=errors.__getitem__)
 
-    def _record_errors(self, predictions: list[float], target: Any) -> None:
+    def _record_errors(self, predictions: list[float], y: float) -> None:
         """Fade each tree's absolute error and add its error on one learned record (`predictions`: the
-        trees' predictions made before it was learned). An error that is not a number, or beyond
-        `_LARGEST`, counts as `_LARGEST`: a tree whose prediction overflowed stops serving, and its
-        faded error stays finite, so it can serve again once it predicts well."""
+        trees' predictions made before it was learned; `y`: its checked target). An error that is not a
+        number, or beyond `_LARGEST`, counts as `_LARGEST`: a tree whose prediction overflowed stops
+        serving, and its faded error stays finite, so it can serve again once it predicts well."""
         errors = self._auto_errors
         assert errors is not None
-        y = float(self.loss.check_target(target))
         for k, p in enumerate(predictions):
             error = abs(p - y)
             errors[k] = self._auto_fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
@@ -266,15 +265,15 @@ class SGTRegressor(BaseSGT):
             corrected = self._corrected(row)
             out[i] = corrected[self._serving()]
             if y[i] is not None:
-                self._learn_served(row, corrected, y[i])
+                self._learn_served(row, corrected, float(self.loss.check_target(y[i])))
         return out
 
-    def _learn_served(self, linked: list[float], corrected: list[float], target: Any) -> None:
-        """leaf_model="auto", one learned record: each tree's faded error of its corrected prediction,
-        then each tree's level takes the residual of its uncorrected one (`linked`)."""
-        self._record_errors(corrected, target)
+    def _learn_served(self, linked: list[float], corrected: list[float], y: float) -> None:
+        """leaf_model="auto", one learned record (`y`: its target, checked once by the caller, as it is
+        a few microseconds a row): each tree's faded error of its corrected prediction, then each tree's
+        level takes the residual of its uncorrected one (`linked`)."""
+        self._record_errors(corrected, y)
         if self._levels is not None:
-            y = float(self.loss.check_target(target))
             for level, prediction in zip(self._levels, linked, strict=True):
                 level.learn(prediction, y)
 
@@ -391,7 +390,7 @@ class SGTRegressor(BaseSGT):
         prediction = corrected[self._serving()]
         self._learn_one(x, y)
         if self._auto_errors is not None:
-            self._learn_served(linked, corrected, y)
+            self._learn_served(linked, corrected, float(self.loss.check_target(y)))
         elif self._levels is not None:  # (`apply`, as the batch takes it, for the same float operations)
             self._levels[0].apply([linked[0]], [float(self.loss.check_target(y))], [True])
         if self._intervals is not None:

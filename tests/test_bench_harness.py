@@ -419,3 +419,36 @@ def test_a_peer_that_fails_is_reported_and_the_run_goes_on() -> None:
     again = comparison.compare(moons, fixed, 200, lambda message: None)
     (merged,) = saved.merge([saved.Run(100, [result]), saved.Run(100, again)]).results
     assert [m.name for m in merged.models] == ["majority", "broken"] and merged.skipped == ()
+
+
+def test_each_variant_runs_untimed_once_per_task_before_its_first_timed_stream() -> None:
+    """The kernels' loading and lazy imports are paid once per process, before any clock starts: each
+    variant's first stream of a task is preceded by a run on the synthetic warm-up stream (four
+    features, `ours.WARM_RECORDS` records), and only its first."""
+    from tests.bench import comparison, ours, streams
+
+    calls: list[tuple[str, int]] = []  # (task, features) of each batch learned
+
+    class Recording:
+        def __init__(self, spec: streams.StreamSpec) -> None:
+            self._task = spec.task
+            self._model = ours.VARIANTS[0].make(spec)
+
+        def predict_learn_many(self, X: np.ndarray, y: list[object]) -> np.ndarray:
+            calls.append((self._task, X.shape[1]))
+            return self._model.predict_learn_many(X, y)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._model, name)
+
+    specs = streams.specs(["stress-moons-600", "stress-checkerboard-1k", "stress-timestamp-600"])
+    selection = comparison.Selection((ours.Variant("recording", Recording),), ())
+    comparison.compare(specs, selection, 300, lambda message: None, loop=50)
+    warm = ours.WARM_RECORDS // ours.BATCH  # the warm-up's batches
+    timestamp = len(streams.materialise(specs[2], 10).feature_names)
+    assert calls == (
+        [("binary", 4)] * warm
+        + [("binary", 2)] * 2  # moons-600 and checkerboard-1k: two features each
+        + [("regression", 4)] * warm
+        + [("regression", timestamp)]
+    )

@@ -110,7 +110,7 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
 def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, outputs, seed) -> None:
     """Catches a block merged with other bits than LeafLearner._merge_pending's numpy steps, for each output
     of a multi-output leaf alike: the block's sums in another order, or empty columns left untouched
-    (merge turns their -0.0 means into +0.0)."""
+    (merge turns their -0.0 means into +0.0, an infinity or a mean beyond 1e154 into NaN)."""
     rng = np.random.default_rng(seed)
     widths = np.full(features, bins + 1)
     offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.intp)
@@ -118,6 +118,9 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     shape = (columns, outputs, 6)
     held = leaf_statistics(rng, features, bins, held_rows, 0.2, outputs) if held_rows else np.zeros(shape)
     held[rng.random(columns) < 0.3, :, 1] = -0.0  # means of -0.0, as a block of zero gradients leaves
+    # numbers that Chan's update of an empty block changes (not skipped where the block reached none)
+    odd = rng.random(columns) < 0.05
+    held[odd, :, rng.integers(0, 6)] = rng.choice([np.inf, -np.inf, np.nan, -0.0, 1e200, -3e160, 1e140])
     held_total = [np.array([3.0, -0.5 * k, 0.25, 1.0, 0.1, -0.2]) for k in range(outputs)]
     total = np.stack([merge(np.zeros(6), one) for one in held_total])
     codes = rng.integers(0, bins + 1, size=(rows, features)).astype(np.uint16)
