@@ -37,7 +37,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
-from sgt.boosted.regressor import TreeChoice
+from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber

@@ -1,6 +1,6 @@
 """The boosted regressor's single tree (`single_tree`): a single SGTRegressor with its own leaf choice
 learns beside the members, and the ensemble's prediction, the tree's, their mean or a blend of the two
-in eighths serves, whichever has the lowest faded absolute error (sgt.boosted.regressor.TreeChoice).
+in eighths serves, whichever has the lowest faded absolute error (sgt.boosted.tree_choice.TreeChoice).
 
 The ensemble's members have linear leaves: on a step-shaped target the single tree's constant-leaf
 tree had half the ensemble's MAE, and on others the mean of the two beat both. Models saved before the
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgt import BoostedRegressor, SGTRegressor, kernels
-from sgt.boosted.regressor import TreeChoice
+from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import explain_raw
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode

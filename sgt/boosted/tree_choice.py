@@ -1,0 +1,134 @@
+"""`TreeChoice`: which prediction a boosted regressor with a single tree beside its members serves.
+
+The ensemble of linear members and the single `leaf_model="auto"` regressor (sgt.regressor) are each
+better on different streams, and a blend of the two is better than either where they err apart; the
+choice serves the candidate with the lowest faded absolute error, as the single regressor chooses its
+tree. A batch's errors are filtered at once (the same bits as row by row).
+
+>>> import numpy as np
+>>> choice = TreeChoice()
+>>> ensemble, tree, targets = np.zeros(40), np.ones(40), np.ones(40)
+>>> served = choice.serve(ensemble, tree, targets, np.ones(40, dtype=bool))
+>>> float(served[0]), float(served[-1])  # the ensemble first (ties), then the tree, which errs least
+(0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sgt.regressor import _LARGEST, AUTO_FADING
+
+__all__ = ["FILTERED_ROWS", "TreeChoice", "blend"]
+
+
+class TreeChoice:
+    """Which prediction a boosted regressor with `single_tree` serves: the ensemble's, the single
+    tree's, their mean or a blend of the two in eighths, whichever has the lowest absolute error faded
+    by `AUTO_FADING` per learned record (the first on ties, so the ensemble before any record), as the
+    single regressor chooses its tree (sgt.regressor). Candidate k puts `WEIGHTS[k]` on the tree's
+    prediction and the rest on the ensemble's.
+
+    Why these: the ensemble of linear members and the single tree (three trees, each leaf model's, the
+    best serving) are each better on different streams (a step-shaped target: the single tree's
+    constant leaves; Friedman #1 or heavy tails: the ensemble), and a blend is better than either where
+    they err apart (irrelevant features, piecewise-linear targets), the better the closer its weight is
+    to the stream's own (micro-scale features, short series). A choice saved with the first three
+    candidates alone (before the other blends) keeps to them: its number of errors says which.
+    docs/decisions.md, "The boosted ensemble", has the figures.
+    """
+
+    #: each candidate's weight of the tree's prediction: the ensemble, the tree, their mean (the
+    #: candidates saved before the blends, in that order), then the other eighths
+    WEIGHTS = (0.0, 1.0, 0.5, 0.125, 0.25, 0.375, 0.625, 0.75, 0.875)
+    CANDIDATES = len(WEIGHTS)
+    #: the choices a save may hold: all the candidates, or the first three (saved before the blends)
+    SAVED_SIZES = (3, CANDIDATES)
+
+    def __init__(self, errors: Sequence[float] | None = None) -> None:
+        self.errors = [0.0] * self.CANDIDATES if errors is None else [float(e) for e in errors]
+        if len(self.errors) not in self.SAVED_SIZES:
+            raise ValueError(f"a TreeChoice has {self.SAVED_SIZES} errors, got {len(self.errors)}")
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """The tree's weight in each of this choice's candidates (as many as its errors)."""
+        return self.WEIGHTS[: len(self.errors)]
+
+    def candidates(self, ensemble: float, tree: float) -> list[float]:
+        """The candidates' predictions, in the order of `errors`."""
+        return [blend(ensemble, tree, w) for w in self.weights]
+
+    def serving(self) -> int:
+        """The candidate that predicts: the lowest faded error, the first on ties."""
+        errors = self.errors
+        return min(range(len(errors)), key=errors.__getitem__)
+
+    def learn(self, predictions: Sequence[float], target: float) -> None:
+        """Fade each candidate's error and add its absolute error on the record (at most `_LARGEST`,
+        so that a candidate whose prediction overflowed stops serving and its error stays finite)."""
+        errors = self.errors
+        for k, p in enumerate(predictions):
+            error = abs(p - target)  # (not a number fails the comparison: counted as _LARGEST)
+            errors[k] = AUTO_FADING * errors[k] + (error if error <= _LARGEST else _LARGEST)
+
+    def serve(
+        self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
+    ) -> np.ndarray:
+        """Each row's served prediction, chosen as the errors stood before the row; each learned row
+        then updates the errors, in row order (the one-record loop does the same per record).
+
+        From `FILTERED_ROWS` rows on, the faded errors of every row are computed at once, as a
+        first-order recursive filter (scipy.signal.lfilter: e' = f e + error, the same two operations
+        in the same order as `learn`, so the same bits), and the choice is their running argmin; the
+        errors do not depend on what is served."""
+        if ensemble.shape[0] < FILTERED_ROWS:
+            return self._serve_rows(ensemble, tree, targets, learn)
+        from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
+
+        # [candidates, rows], as `candidates` gives them (the same operations, elementwise)
+        predictions = np.stack([blend(ensemble, tree, w) for w in self.weights])
+        learned = np.flatnonzero(learn)
+        errors = np.abs(predictions[:, learned] - targets[learned])
+        errors = np.where(errors <= _LARGEST, errors, _LARGEST)  # (not a number: _LARGEST)
+        after = np.empty((len(self.errors), learned.size + 1))  # the errors after 0, 1, ... learned rows
+        after[:, 0] = self.errors
+        for k in range(len(self.errors)):
+            after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
+        before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
+        serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
+        self.errors = after[:, -1].tolist()
+        return predictions[serving, np.arange(ensemble.shape[0])]
+
+    def _serve_rows(
+        self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
+    ) -> np.ndarray:
+        """`serve` a row at a time (a few rows: the filter's fixed costs would outweigh its gain)."""
+        out = np.empty(ensemble.shape[0])
+        for i, (e, t, y, learned) in enumerate(
+            zip(ensemble.tolist(), tree.tolist(), targets.tolist(), learn.tolist(), strict=True)
+        ):
+            predictions = self.candidates(e, t)
+            out[i] = predictions[self.serving()]
+            if learned:
+                self.learn(predictions, y)
+        return out
+
+
+def blend(ensemble: Any, tree: Any, weight: float) -> Any:
+    """The prediction with `weight` on the tree's and the rest on the ensemble's, floats or arrays alike
+    (the same operations either way, so the same bits). The mean is 0.5 (e + t), as before the blends."""
+    if weight == 0.0:
+        return ensemble
+    if weight == 1.0:
+        return tree
+    if weight == 0.5:
+        return 0.5 * (ensemble + tree)
+    return (1.0 - weight) * ensemble + weight * tree
+
+
+#: `TreeChoice.serve` filters the errors of batches of at least this many rows (fewer: row by row)
+FILTERED_ROWS = 32
