@@ -17,7 +17,7 @@ from sgt.losses import Loss, SquaredError, get_loss
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 
-__all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor"]
+__all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor", "fade_errors", "least_error"]
 
 #: leaf_model="auto": the trees the regressor grows side by side, one per leaf model, in this order (the
 #: first serves while the errors tie, as they do before the first record)
@@ -26,6 +26,23 @@ AUTO_LEAVES = ("adaptive", "constant", "linear")
 #: of about 34 records; why: docs/decisions.md, "The regressor's leaves")
 AUTO_FADING = 0.98
 _LARGEST = 1e300  # one record's absolute error counts as at most this (a faded error stays finite)
+
+
+def least_error(errors: Sequence[float]) -> int:
+    """The candidate that serves: the lowest faded error, the first on ties."""
+    return min(range(len(errors)), key=errors.__getitem__)
+
+
+def fade_errors(errors: list[float], predictions: Sequence[float], y: float, fading: float) -> None:
+    """Fade each candidate's absolute error by `fading` and add its error on one learned record
+    (`predictions`: the candidates' predictions made before it; `y`: its checked target), in place. An
+    error that is not a number, or beyond `_LARGEST`, counts as `_LARGEST`: a candidate whose prediction
+    overflowed stops serving, and its faded error stays finite, so it can serve again once it predicts
+    well. The single regressor chooses its tree by these errors, a boosted regressor its served
+    prediction (sgt.boosted.tree_choice)."""
+    for k, p in enumerate(predictions):
+        error = abs(p - y)  # (not a number fails the comparison: counted as _LARGEST)
+        errors[k] = fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
 
 
 class SGTRegressor(BaseSGT):
@@ -237,20 +254,14 @@ class SGTRegressor(BaseSGT):
         """The tree that predicts (its index): the lowest faded absolute error, the first on ties (the
         only one but with leaf_model="auto")."""
         errors = self._auto_errors
-        if errors is None:
-            return 0
-        return min(range(len(errors)), key=errors.__getitem__)
+        return 0 if errors is None else least_error(errors)
 
     def _record_errors(self, predictions: list[float], y: float) -> None:
-        """Fade each tree's absolute error and add its error on one learned record (`predictions`: the
-        trees' predictions made before it was learned; `y`: its checked target). An error that is not a
-        number, or beyond `_LARGEST`, counts as `_LARGEST`: a tree whose prediction overflowed stops
-        serving, and its faded error stays finite, so it can serve again once it predicts well."""
+        """`fade_errors` of the trees on one learned record (`predictions`: the trees' predictions made
+        before it was learned; `y`: its checked target)."""
         errors = self._auto_errors
         assert errors is not None
-        for k, p in enumerate(predictions):
-            error = abs(p - y)
-            errors[k] = self._auto_fading * errors[k] + (error if error <= _LARGEST else _LARGEST)
+        fade_errors(errors, predictions, y, self._auto_fading)
 
     def _served_rows(self, raw: np.ndarray, y: Sequence[Any]) -> np.ndarray:
         """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving

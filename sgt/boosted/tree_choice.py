@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sgt.regressor import _LARGEST, AUTO_FADING
+from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
 
 __all__ = ["FILTERED_ROWS", "TreeChoice", "blend"]
 
@@ -64,16 +64,11 @@ class TreeChoice:
 
     def serving(self) -> int:
         """The candidate that predicts: the lowest faded error, the first on ties."""
-        errors = self.errors
-        return min(range(len(errors)), key=errors.__getitem__)
+        return least_error(self.errors)
 
     def learn(self, predictions: Sequence[float], target: float) -> None:
-        """Fade each candidate's error and add its absolute error on the record (at most `_LARGEST`,
-        so that a candidate whose prediction overflowed stops serving and its error stays finite)."""
-        errors = self.errors
-        for k, p in enumerate(predictions):
-            error = abs(p - target)  # (not a number fails the comparison: counted as _LARGEST)
-            errors[k] = AUTO_FADING * errors[k] + (error if error <= _LARGEST else _LARGEST)
+        """`sgt.regressor.fade_errors` of the candidates on one learned record."""
+        fade_errors(self.errors, predictions, target, AUTO_FADING)
 
     def serve(
         self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
