@@ -390,6 +390,11 @@ class BaseSGT:
         counters and `_state_extra`; arrays: the space's ranges, each tree's (``t<k>.``), then
         `_state_arrays` (``extra.``).
         """
+        return encode(*self._saved_parts())
+
+    def _saved_parts(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+        """The header and the named arrays `to_bytes` encodes (a model saved inside another: the boosted
+        regressor's single tree)."""
         space, ranges = self._space.saved()
         header: dict[str, Any] = {
             "model": type(self).__name__,
@@ -408,7 +413,7 @@ class BaseSGT:
             header["trees"].append(counters)
             arrays += tree_arrays
         arrays += [(f"extra.{name}", a) for name, a in self._state_arrays()]
-        return encode(header, arrays)
+        return header, arrays
 
     @classmethod
     def from_bytes(cls, blob: bytes, loss: Any = None) -> Any:

@@ -23,7 +23,7 @@ from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
-from sgt.serialization import Saved, SerializationError, decode
+from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
 
 __all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "damped_share"]
 
@@ -150,13 +150,6 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             bound["damped_members"] = True
         if self._residual is not None:
             bound["residual"] = self._residual.state()
-        if self._single is not None and self._choice is not None:
-            saved = decode(self._single.to_bytes())
-            bound["single"] = {
-                "header": saved.header,
-                "version": saved.version,
-                "choice": self._choice.errors,
-            }
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state(), **bound}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
@@ -175,11 +168,16 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             raise ValueError("every member of a regressor has one tree")
         SGTRegressor._restore_extra(self, extra)
 
-    def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
-        arrays = super()._state_arrays()
-        if self._single is not None:
-            arrays += [(f"single.{name}", a) for name, a in decode(self._single.to_bytes()).arrays.items()]
-        return arrays
+    def _saved_parts(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+        """The model's parts, and the single tree's: its header and choice under the header's
+        ``extra.single``, its arrays last, as ``extra.single.<name>`` (`_restore_arrays` reads them)."""
+        header, arrays = super()._saved_parts()
+        if self._single is not None and self._choice is not None:
+            single, single_arrays = self._single._saved_parts()
+            extra = header["extra"]
+            extra["single"] = {"header": single, "version": FORMAT_VERSION, "choice": self._choice.errors}
+            arrays += [(f"extra.single.{name}", a) for name, a in single_arrays]
+        return header, arrays
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         super()._restore_arrays(extra, arrays)
