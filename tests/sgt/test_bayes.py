@@ -51,8 +51,11 @@ def _run(
     return Mixed(bayes.mix(estimate, tree_proba, learned, targets), estimate.predicted)
 
 
-def _by_hand(bins: int, rows: list[list[int]], labels: list[int], x: list[int], k: int) -> list[float]:
-    """The naive Bayes estimate of codes `x` after learning `rows`, straight from the module's formula."""
+def _by_hand(
+    bins: int, rows: list[list[int]], labels: list[int], x: list[int], k: int, w: float = 1.0
+) -> list[float]:
+    """The naive Bayes estimate of codes `x` after learning `rows`, straight from the module's formula,
+    with a pseudo record of weight `w` in each class's moments (1: the weight before PSEUDO_WEIGHT)."""
     centre, spread = (bins + 1) / 2.0, bins * bins / 12.0
     scores = []
     for c in range(k):
@@ -62,8 +65,8 @@ def _by_hand(bins: int, rows: list[list[int]], labels: list[int], x: list[int], 
             if value == 0:
                 continue
             seen = [r[j] for r in mine if r[j] > 0]
-            mean = (sum(seen) + centre) / (len(seen) + 1)
-            square = (sum(v * v for v in seen) + centre * centre + spread) / (len(seen) + 1)
+            mean = (sum(seen) + w * centre) / (len(seen) + w)
+            square = (sum(v * v for v in seen) + w * (centre * centre + spread)) / (len(seen) + w)
             variance = square - mean * mean + VARIANCE_FLOOR
             score += -0.5 * (math.log(variance) + (value - mean) ** 2 / variance)
         scores.append(score)

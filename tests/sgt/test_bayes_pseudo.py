@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,10 @@ import pytest
 import sgt
 from sgt import SerializationError, SGTClassifier, kernels
 from sgt.bayes import NaiveBayes
-from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, VARIANCE_FLOOR
+from sgt.bayes_moments import PSEUDO_WEIGHT
 from tests.fixtures.make_pseudo_fixture import PROBAS, ROWS, skewed
 from tests.floats import assert_within_ulps
+from tests.sgt.test_bayes import _by_hand
 from tests.sgt.test_serialization import _pack, _unpack
 
 
@@ -36,29 +36,6 @@ def _skewed(n: int, seed: int) -> tuple[np.ndarray, list[int]]:
     y = rng.choice(10, n, p=prior / prior.sum())
     centres = rng.normal(0, 1.5, (10, 8))
     return centres[y] + rng.normal(0, 1, (n, 8)), y.tolist()
-
-
-def _by_hand(
-    bins: int, rows: list[list[int]], labels: list[int], x: list[int], k: int, w: float
-) -> list[float]:
-    """The estimate of codes `x` after learning `rows`, with a pseudo record of weight `w`."""
-    centre, spread = (bins + 1) / 2.0, bins * bins / 12.0
-    scores = []
-    for c in range(k):
-        mine = [r for r, y in zip(rows, labels, strict=True) if y == c]
-        score = math.log((len(mine) + 1) / (len(rows) + k))
-        for j, value in enumerate(x):
-            if value == 0:
-                continue
-            seen = [r[j] for r in mine if r[j] > 0]
-            mean = (sum(seen) + w * centre) / (len(seen) + w)
-            square = (sum(v * v for v in seen) + w * (centre * centre + spread)) / (len(seen) + w)
-            variance = square - mean * mean + VARIANCE_FLOOR
-            score += -0.5 * (math.log(variance) + (value - mean) ** 2 / variance)
-        scores.append(score)
-    top = max(scores)
-    e = [math.exp(s - top) for s in scores]
-    return [(1 - UNIFORM_SHARE) * v / sum(e) + UNIFORM_SHARE / k for v in e]
 
 
 def test_a_new_classifiers_naive_bayes_has_the_light_pseudo_record() -> None:
