@@ -45,6 +45,7 @@ from sgt.regressor import AUTO_FADING, AUTO_LEAVES
 from sgt.residual import ResidualLevel
 from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
+from sgt.trend import TrendOffset
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -1271,3 +1272,38 @@ def warm(variant: Variant, spec: StreamSpec) -> None:
         else:
             model.predict_proba_one(X[i])
         model.learn_one(X[i], y[i])
+
+
+# the trend offset (sgt.trend): the regressor's trees learn the targets minus a slow running mean of the
+# targets before each row, which its predictions add back, at rates 0.01, 0.003 and 0.001; single, and
+# the boosted regressor's single tree (its members as they are)
+def trended(spec: StreamSpec, rate: float) -> Any:
+    """The single regressor with a trend offset at `rate` (the classifier's default on a classification
+    stream)."""
+    if not spec.is_regression:
+        return SGTClassifier()
+    return type("Trended", (SGTRegressor,), {"_trend_rate": rate})()
+
+
+class _TrendedSingleBoostedRegressor(BoostedRegressor):
+    """The boosted regressor whose single tree has a trend offset at `_single_trend`."""
+
+    _single_trend = 0.01
+
+    def _new_single(self) -> SGTRegressor:
+        single = super()._new_single()
+        single._trend = TrendOffset(self._single_trend)
+        return single
+
+
+def boosted_trended(rate: float) -> Callable[[StreamSpec], Any]:
+    """The boosted regressor with its single tree's trend offset at `rate` (the classifier's default)."""
+    regressor = type("TrendedBoosted", (_TrendedSingleBoostedRegressor,), {"_single_trend": rate})
+    return boosted_regressor_class(regressor)
+
+
+TRENDS = (("01", 0.01), ("003", 0.003), ("001", 0.001))
+VARIANTS += tuple(
+    Variant(f"ours-trend-{name}", lambda spec, r=rate: trended(spec, r)) for name, rate in TRENDS
+)
+VARIANTS += tuple(Variant(f"ours-boosted-trend-{name}", boosted_trended(rate)) for name, rate in TRENDS)
