@@ -17,7 +17,7 @@ from sgt.layout import LeafInputs, Params
 from sgt.losses import Loss, SquaredError, get_loss
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
-from sgt.trend import TrendOffset
+from sgt.trend import TREND_RATE, TREND_THRESHOLD, TrendOffset
 
 __all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor", "fade_errors", "least_error"]
 
@@ -119,9 +119,9 @@ class SGTRegressor(BaseSGT):
     # whether the served prediction gets a residual level (sgt.residual; the boosted regressor keeps
     # its own, on the ensemble's score, and so has none here)
     _levelled: ClassVar[bool] = True
-    # the rate of the trend offset's running mean of the targets (sgt.trend), which the trees learn the
-    # targets minus; None: no offset (a class attribute so that a benchmark variant may set it)
-    _trend_rate: ClassVar[float | None] = None
+    # the trend offset's rate and threshold (sgt.trend), which the trees learn the targets minus; None:
+    # no offset (a class attribute so that a benchmark variant may change it)
+    _trend_setting: ClassVar[tuple[float, float] | None] = (TREND_RATE, TREND_THRESHOLD)
 
     def __init__(
         self,
@@ -183,8 +183,8 @@ class SGTRegressor(BaseSGT):
         # the trend offset (sgt.trend; None: none, as saved before it, and for a linked score, which a
         # mean of the targets would not shift)
         self._trend: TrendOffset | None = (
-            TrendOffset(self._trend_rate)
-            if self._trend_rate is not None and type(self.loss).link is Loss.link
+            TrendOffset(*self._trend_setting)
+            if self._trend_setting is not None and type(self.loss).link is Loss.link
             else None
         )
         self._new_tree()
