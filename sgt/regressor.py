@@ -75,6 +75,12 @@ class SGTRegressor(BaseSGT):
     prediction. Models saved before the levels restore without them, and levels saved before the
     target means without those.
 
+    Trend offset: with an identity link the trees learn each target less the move of a slow running
+    mean of the targets before it, once that move is beyond noise, and the predictions add it back
+    (sgt.trend.TrendOffset): on a trend under a function of the features each leaf's value would go
+    stale at its own pace. On a stream without a trend the offset stays 0 and the model learns as
+    without it. Models saved before the offset restore without it.
+
     Parameters are those of SGTClassifier, plus:
 
     loss
