@@ -150,7 +150,7 @@ def test_the_boosted_regressors_single_tree_gives_the_same_bits() -> None:
             loop.learn_one(_record(x), target)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    assert loop._single is not None and loop._single._trend is not None
+    assert loop._single is not None and loop._single._trend is not None and loop._single._trend.following
 
 
 def test_explanations_and_intervals_follow_the_offset_prediction() -> None:
