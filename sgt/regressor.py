@@ -11,11 +11,13 @@ import numpy as np
 
 from sgt.base import LEAF_MODELS, BaseSGT, TreeGroup, _check_real
 from sgt.explain import Explanation, explanations
+from sgt.features import Regrid
 from sgt.intervals import IntervalLayer, check_coverages
-from sgt.layout import Params
+from sgt.layout import LeafInputs, Params
 from sgt.losses import Loss, SquaredError, get_loss
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
+from sgt.trend import TREND_RATE, TREND_THRESHOLD, TrendOffset
 
 __all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor", "fade_errors", "least_error"]
 
@@ -73,6 +75,12 @@ class SGTRegressor(BaseSGT):
     prediction. Models saved before the levels restore without them, and levels saved before the
     target means without those.
 
+    Trend offset: with an identity link the trees learn each target less the move of a slow running
+    mean of the targets before it, once that move is beyond noise, and the predictions add it back
+    (sgt.trend.TrendOffset): on a trend under a function of the features each leaf's value would go
+    stale at its own pace. On a stream without a trend the offset stays 0 and the model learns as
+    without it. Models saved before the offset restore without it.
+
     Parameters are those of SGTClassifier, plus:
 
     loss
@@ -117,6 +125,9 @@ class SGTRegressor(BaseSGT):
     # whether the served prediction gets a residual level (sgt.residual; the boosted regressor keeps
     # its own, on the ensemble's score, and so has none here)
     _levelled: ClassVar[bool] = True
+    # the trend offset's rate and threshold (sgt.trend), which the trees learn the targets minus; None:
+    # no offset (a class attribute so that a benchmark variant may change it)
+    _trend_setting: ClassVar[tuple[float, float] | None] = (TREND_RATE, TREND_THRESHOLD)
 
     def __init__(
         self,
@@ -173,6 +184,13 @@ class SGTRegressor(BaseSGT):
         self._levels: list[ResidualLevel] | None = (
             [ResidualLevel() for _ in range(trees)]
             if self._levelled and type(self.loss).link is Loss.link
+            else None
+        )
+        # the trend offset (sgt.trend; None: none, as saved before it, and for a linked score, which a
+        # mean of the targets would not shift)
+        self._trend: TrendOffset | None = (
+            TrendOffset(*self._trend_setting)
+            if self._trend_setting is not None and type(self.loss).link is Loss.link
             else None
         )
         self._new_tree()
@@ -313,7 +331,8 @@ class SGTRegressor(BaseSGT):
 
     def _state_extra(self) -> dict[str, Any]:
         levels = {} if self._levels is None else {"levels": [level.state() for level in self._levels]}
-        return {"base": self._base_value, **self._interval_state(), **levels}
+        trend = {} if self._trend is None else {"trend": self._trend.state()}
+        return {"base": self._base_value, **self._interval_state(), **levels, **trend}
 
     def _interval_state(self) -> dict[str, Any]:
         """The interval layer's state, if the model keeps one (else nothing: blobs as before)."""
@@ -323,6 +342,7 @@ class SGTRegressor(BaseSGT):
         base = extra["base"]
         self._base_value = None if base is None else float(base)
         self._levels = self._restored_levels(extra.get("levels"))
+        self._trend = self._restored_trend(extra.get("trend"))
         if self._intervals is not None:  # saved before the layer existed: it starts empty
             self._intervals = IntervalLayer.restore(self.interval_coverages, extra.get("intervals"))
 
@@ -334,6 +354,56 @@ class SGTRegressor(BaseSGT):
         if not isinstance(saved, list) or len(saved) != trees:
             raise SerializationError(f"a model with {trees} tree(s) needs as many residual levels")
         return [ResidualLevel.restored(state) for state in saved]
+
+    @staticmethod
+    def _restored_trend(saved: Any) -> TrendOffset | None:
+        """The saved trend offset (saved without one: before it, or none; none)."""
+        if saved is None:
+            return None
+        try:
+            return TrendOffset.restored(saved)
+        except (TypeError, ValueError) as error:
+            raise SerializationError(f"a bad trend offset: {error}") from None
+
+    # -- the trend offset (sgt.trend): the trees learn the targets minus it, predictions add it --
+    def _offset(self) -> float:
+        """What the trend offset adds to the trees' next prediction (0 without one)."""
+        return 0.0 if self._trend is None else self._trend.offset()
+
+    def _prepare_target_one(self, y: Any) -> Any:
+        """The one-record path's tree target: the checked target less its trend offset, which then
+        learns it (`TrendOffset.take`, as `_run_codes` takes a batch's)."""
+        target = super()._prepare_target_one(y)
+        return target if self._trend is None else self._trend.take(target)
+
+    def _predict_raw_one(self, x: Any) -> list[float]:
+        """The trees' raw scores of one record, plus the trend offset (an identity link: a score)."""
+        raw = super()._predict_raw_one(x)
+        if self._trend is None:
+            return raw
+        offset = self._trend.offset()
+        return [value + offset for value in raw]
+
+    def _run_codes(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        target_events: np.ndarray,
+        out: Any = None,
+        regrids: dict[int, list[Regrid]] | None = None,
+        inputs: LeafInputs | None = None,
+        routes: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """With a trend offset, the trees learn each learned row's target less the offset as it stood
+        before the row, and each row's raw scores get that offset added: the offsets are a function of
+        the targets alone, known before the trees run (every batch path, and the boosted regressor's
+        single tree, runs through here)."""
+        if self._trend is None:
+            return super()._run_codes(codes, targets, learn, target_events, out, regrids, inputs, routes)
+        shifted, offsets = self._trend.shift(targets, learn)
+        raw, outputs = super()._run_codes(codes, shifted, learn, target_events, out, regrids, inputs, routes)
+        return raw + offsets[:, None], outputs
 
     # -- targets and gradients -----------------------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -419,9 +489,9 @@ class SGTRegressor(BaseSGT):
         feature's contribution (sgt.explain): path contributions of the tree(s) and linear terms
         (with leaf_model="auto": of the tree that serves); the residual level's correction, which the
         prediction adds (or a recent mean of the targets' difference from the score, where that
-        replaces the prediction), is in the base."""
+        replaces the prediction), and the trend offset (sgt.trend), are in the base."""
         explanation = explanations(self, x)[self._serving()]
-        correction = self._served(explanation.score) - explanation.score
+        correction = self._served(explanation.score + self._offset()) - explanation.score
         if not correction:
             return explanation
         return dataclasses.replace(

@@ -266,7 +266,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
         """`explain_raw` of the served prediction, from the ensemble's `terms` [1, 1 + features]: those,
-        the single tree's (its serving tree's, its level's correction in the base) or their blend."""
+        the single tree's (its serving tree's, its level's correction and trend offset in the base) or their
+        blend."""
         if self._single is None or self._choice is None:
             return terms
         weight = self._choice.weights[self._choice.serving()]
@@ -275,7 +276,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         single = self._single
         own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
         score = float(own[0].sum())
-        own[0, 0] += single._served(score) - score
+        own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
         return blend(terms, own, weight)
 
     def _output_offset(self, score: float) -> float:

@@ -45,6 +45,7 @@ from sgt.regressor import AUTO_FADING, AUTO_LEAVES
 from sgt.residual import ResidualLevel
 from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
+from sgt.trend import TrendOffset
 from tests.bench.metrics import NO_LABEL, Predictions
 from tests.bench.streams import Stream, StreamSpec
 
@@ -1271,3 +1272,115 @@ def warm(variant: Variant, spec: StreamSpec) -> None:
         else:
             model.predict_proba_one(X[i])
         model.learn_one(X[i], y[i])
+
+
+# the trend offset (sgt.trend): the regressor's trees learn the targets minus a slow running mean of the
+# targets (as it stood before each row), which its predictions add back. "ours-trend-R-K": the offset
+# follows the mean's move at rate R once it exceeded K times a mean's spread (the library's design);
+# "ours-trend-mean-R": the offset is the mean itself from the first target on (the first target its own
+# offset, so the trees start from 0; a step of 1/n until 1/R targets); "ours-trend-cold-R": the mean
+# from the first target at rate R alone. Single, and the boosted regressor's single tree ("ours-boosted-
+# trend-..."; its members as they are).
+class _MeanOffset(TrendOffset):
+    """The offset is the running mean from the first target on (that target its own offset)."""
+
+    cold = False  # True: a step of the rate alone (no plain mean of the first 1/rate targets)
+
+    def offset(self) -> float:
+        return self.mean
+
+    def take(self, target: float) -> float:
+        target = float(target)
+        if self.count == 0:
+            self.mean, self.count = target, 1
+            return 0.0
+        shifted = target - self.mean
+        self.count += 1
+        self.mean = self.mean + (self.rate if self.cold else max(self.rate, 1.0 / self.count)) * shifted
+        return shifted
+
+
+class _ColdMeanOffset(_MeanOffset):
+    cold = True
+
+
+def _offset(kind: str, rate: float, threshold: float) -> TrendOffset:
+    """A trend offset of `kind` ("follow": the library's; "mean", "cold": as `_MeanOffset`)."""
+    if kind == "follow":
+        return TrendOffset(rate, threshold)
+    return (_MeanOffset if kind == "mean" else _ColdMeanOffset)(rate)
+
+
+class _TrendedRegressor(SGTRegressor):
+    """SGTRegressor with the trend offset `_offset(*_trend_kind)`."""
+
+    _trend_kind: tuple[str, float, float] = ("follow", 0.001, 6.0)
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._trend = _offset(*self._trend_kind)
+
+
+class _TrendedSingleBoostedRegressor(BoostedRegressor):
+    """The boosted regressor whose single tree has the trend offset `_offset(*_trend_kind)`."""
+
+    _trend_kind: tuple[str, float, float] = ("follow", 0.001, 6.0)
+
+    def _new_single(self) -> SGTRegressor:
+        single = super()._new_single()
+        single._trend = _offset(*self._trend_kind)
+        return single
+
+
+def trended(kind: tuple[str, float, float]) -> Callable[[StreamSpec], Any]:
+    """The single regressor with the trend offset `kind` (the classifier's default on a classification
+    stream)."""
+    model_class = type("Trended", (_TrendedRegressor,), {"_trend_kind": kind})
+    return lambda spec: model_class() if spec.is_regression else SGTClassifier()
+
+
+def boosted_trended(kind: tuple[str, float, float]) -> Callable[[StreamSpec], Any]:
+    """The boosted regressor with its single tree's trend offset `kind` (the classifier's default)."""
+    regressor = type("TrendedBoosted", (_TrendedSingleBoostedRegressor,), {"_trend_kind": kind})
+    return boosted_regressor_class(regressor)
+
+
+class _UntrendedRegressor(SGTRegressor):
+    _trend_setting = None
+
+
+class _UntrendedSingleBoostedRegressor(BoostedRegressor):
+    def _new_single(self) -> SGTRegressor:
+        single = super()._new_single()
+        single._trend = None
+        return single
+
+
+TRENDS = {
+    "0.001-6": ("follow", 0.001, 6.0),
+    "0.001-4": ("follow", 0.001, 4.0),
+    "0.003-6": ("follow", 0.003, 6.0),
+    "0.003-4": ("follow", 0.003, 4.0),
+    "0.01-6": ("follow", 0.01, 6.0),
+    "0.01-4": ("follow", 0.01, 4.0),
+    "0.01-5": ("follow", 0.01, 5.0),
+    "0.01-8": ("follow", 0.01, 8.0),
+    "0.005-6": ("follow", 0.005, 6.0),
+    "0.02-6": ("follow", 0.02, 6.0),
+    "0.03-6": ("follow", 0.03, 6.0),
+    "mean-0.01": ("mean", 0.01, 0.0),
+    "mean-0.003": ("mean", 0.003, 0.0),
+    "mean-0.001": ("mean", 0.001, 0.0),
+    "mean-0.0003": ("mean", 0.0003, 0.0),
+    "cold-0.001": ("cold", 0.001, 0.0),
+    "cold-0.0003": ("cold", 0.0003, 0.0),
+}
+VARIANTS += tuple(Variant(f"ours-trend-{name}", trended(kind)) for name, kind in TRENDS.items())
+VARIANTS += tuple(
+    Variant(f"ours-boosted-trend-{name}", boosted_trended(kind)) for name, kind in TRENDS.items()
+)
+# without the offset (the regressors' default before it)
+VARIANTS += (
+    Variant("ours-untrended", lambda spec: _UntrendedRegressor() if spec.is_regression else SGTClassifier()),
+    Variant("ours-boosted-untrended", boosted_regressor_class(_UntrendedSingleBoostedRegressor)),
+)
