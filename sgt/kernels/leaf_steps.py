@@ -26,49 +26,73 @@ def merge_block(
 
     The block's statistics of each column (and of the total, the column after them) are np.bincount's:
     sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
-    column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
-    into +0.0, and must, as merge's does), but for a column empty in the block whose statistics are
-    all +0.0, which the update leaves as they are: it is not written, so the memory of a new slot's
-    bins that no instance reached is never allocated. The outputs share the instances, so each
-    instance's columns are found once for all of them, and each output's numbers get the operations
-    they get alone."""
+    column is then merged with Chan's update. Only the columns the block reaches are summed (each
+    numbered by its first instance, so its sums keep the block's order): the others merge an empty
+    block, which leaves statistics as they are unless they hold a -0.0 (the update turns it into
+    +0.0, and must, as merge's does) or a number too large to square (the update's products overflow):
+    only such a column is merged (`_settled`), so the work on the columns a block does not reach is a
+    read, and the memory of a new slot's bins that no instance reached is never written. The outputs
+    share the instances, so each instance's columns are found once for all of them, and each output's
+    numbers get the operations they get alone."""
     columns, outputs = stats.shape[0], stats.shape[1]
-    block = np.zeros((columns + 1, outputs, 6))
     n, features = codes.shape
-    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
-        for j in range(features + 1):
-            c = offsets[j] + codes[i, j] if j < features else columns
-            for k in range(outputs):
-                block[c, k, 0] += 1.0
-                block[c, k, 1] += g[i, k]
-                block[c, k, 2] += h[i, k]
-    for c in range(columns + 1):
-        for k in range(outputs):
-            safe = max(block[c, k, 0], 1.0)  # counts are whole numbers
-            block[c, k, 1] = block[c, k, 1] / safe
-            block[c, k, 2] = block[c, k, 2] / safe
+    reached = np.full(columns + 1, -1, dtype=np.int64)  # each column's row of `block`, -1: not reached
+    rows = np.empty((n, features + 1), dtype=np.int64)  # each instance's rows of `block`
+    used = 0
     for i in range(n):
         for j in range(features + 1):
             c = offsets[j] + codes[i, j] if j < features else columns
+            if reached[c] < 0:
+                reached[c] = used
+                used += 1
+            rows[i, j] = reached[c]
+    block = np.zeros((used, outputs, 6))
+    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
+        for j in range(features + 1):
+            r = rows[i, j]
             for k in range(outputs):
-                dg, dh = g[i, k] - block[c, k, 1], h[i, k] - block[c, k, 2]
-                block[c, k, 3] += dg * dg
-                block[c, k, 4] += dh * dh
-                block[c, k, 5] += dg * dh
+                block[r, k, 0] += 1.0
+                block[r, k, 1] += g[i, k]
+                block[r, k, 2] += h[i, k]
+    for r in range(used):
+        for k in range(outputs):
+            safe = max(block[r, k, 0], 1.0)  # counts are whole numbers
+            block[r, k, 1] = block[r, k, 1] / safe
+            block[r, k, 2] = block[r, k, 2] / safe
+    for i in range(n):
+        for j in range(features + 1):
+            r = rows[i, j]
+            for k in range(outputs):
+                dg, dh = g[i, k] - block[r, k, 1], h[i, k] - block[r, k, 2]
+                block[r, k, 3] += dg * dg
+                block[r, k, 4] += dh * dh
+                block[r, k, 5] += dg * dh
+    empty = np.zeros(6)
     for c in range(columns + 1):
         held = stats[c] if c < columns else total
-        if block[c, 0, 0] == 0.0 and _clear(held):
-            continue  # Chan's update of nothing into +0.0 gives +0.0: the row stays unwritten
+        r = reached[c]
+        if r < 0 and _settled(held):
+            continue  # Chan's update of nothing leaves these numbers as they are: not written
         for k in range(outputs):
-            _merge_into(held[k], block[c, k])
+            _merge_into(held[k], block[r, k] if r >= 0 else empty)
+
+
+#: Below this magnitude a number's square (and a product of two) is finite, so Chan's update of an
+#: empty block into statistics no larger leaves them as they are (`_settled`).
+_SQUARABLE = 1e150
 
 
 @compiled
-def _clear(rows: np.ndarray) -> bool:
-    """Whether every number of `rows` [outputs, 6] is +0.0 (a -0.0 is not: merge turns it into +0.0)."""
+def _settled(rows: np.ndarray) -> bool:
+    """Whether Chan's update of an empty block leaves `rows` [outputs, 6] as they are, bit for bit: every
+    number finite, below `_SQUARABLE` in magnitude, and no -0.0. (The update adds +-0.0 to each number,
+    and the products dg * dg * 0 and dg * dh * 0 to the moments: x + +-0.0 is x for any x but -0.0,
+    which +0.0 turns into +0.0, and a product of numbers below `_SQUARABLE` times 0 is +-0.0, where an
+    overflow to inf would give NaN.)"""
     for k in range(rows.shape[0]):
         for q in range(rows.shape[1]):
-            if rows[k, q] != 0.0 or np.signbit(rows[k, q]):
+            x = rows[k, q]
+            if not abs(x) < _SQUARABLE or (x == 0.0 and np.signbit(x)):
                 return False
     return True
 

@@ -56,7 +56,14 @@ def _threshold_means(
     feature, as best_numeric_planes computes it. `count`, `dev_g` and `dev_h` per bin (bin 0: the
     missing values), the deviations of g and h from the centres, count-weighted. Sums over the known
     bins run from bin 1 in order (np.cumsum takes the first value as it is); the missing values join
-    the side with more known ones (ties: left)."""
+    the side with more known ones (ties: left).
+
+    A threshold whose new left bin is empty (no instance) splits the instances as the threshold before
+    it, and its mean is the same number, unless the empty bin's statistics are not finite (then NaN):
+    either way it can never win over that threshold, as ties go to the lower threshold and a NaN is no
+    candidate. So it takes that threshold's mean without its two Newton steps (most thresholds of a
+    young leaf or of a feature taking a few values), and the search returns the same bits.
+    """
     bins = count.size
     all_n, all_g, all_h = count[1], dev_g[1], dev_h[1]
     for i in range(2, bins):
@@ -69,6 +76,9 @@ def _threshold_means(
             left_n += count[t + 1]
             left_g += dev_g[t + 1]
             left_h += dev_h[t + 1]
+            if count[t + 1] == 0.0:
+                means[t] = means[t - 1]  # an empty bin: the previous threshold's split
+                continue
         right_n, right_g, right_h = all_n - left_n, all_g - left_g, all_h - left_h
         if left_n >= right_n:
             side_n, side_g, side_h = left_n + count[0], left_g + dev_g[0], left_h + dev_h[0]

@@ -100,6 +100,53 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
 
 @settings(max_examples=150, deadline=None)
 @given(
+    features=st.integers(1, 4),
+    bins=st.sampled_from([3, 8, 64]),
+    values=st.integers(1, 4),
+    rows=st.integers(1, 150),
+    outputs=st.sampled_from([1, 2, 9]),
+    leftover=st.sampled_from([0.0, -0.0, 1e300, np.inf, np.nan]),
+    lambda_=st.sampled_from([0.0, 0.1]),
+    gamma=st.sampled_from([0.0, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_compiled_search_skips_no_candidate_over_empty_bins(
+    features, bins, values, rows, outputs, leftover, lambda_, gamma, seed
+) -> None:
+    """Catches the compiled search's shortcut over empty bins (a threshold whose new left bin is empty
+    takes the previous threshold's mean) choosing another winner than the numpy search: features
+    taking a few values among many bins (as 24 two-valued features in 64 bins), the empty bins
+    holding zeros or numbers an empty bin's statistics can keep (a -0.0 mean, or a huge or non-finite
+    one after an overflow, whose deviations are no zeros)."""
+    rng = np.random.default_rng(seed)
+    width = bins + 1
+    used = np.sort(rng.choice(np.arange(1, width), size=min(values, bins), replace=False))
+    codes = used[rng.integers(0, used.size, size=(rows, features))]
+    codes[rng.random(codes.shape) < 0.1] = 0  # some missing values
+    index = (codes + np.arange(features) * width).ravel()
+    columns = features * width
+    stats = np.zeros((columns, outputs, 6))
+    for k in range(outputs):
+        g = rng.normal(size=rows) + rng.choice([0.0, 3.0])
+        h = rng.uniform(0.0, 1.0, size=rows) * rng.choice([0.0, 1.0])
+        stats[:, k] = block_stats(index, np.repeat(g, features), np.repeat(h, features), columns)
+    empty = stats[:, 0, 0] == 0.0
+    stats[empty & (rng.random(columns) < 0.3), :, rng.integers(1, 3)] = leftover
+    grid = np.arange(columns).reshape(features, width)
+    names = np.arange(features)
+    n = float(rows)
+    if outputs == 1:
+        one = stats[:, 0]
+        expected = best_numeric_planes(np.take(one.T, grid, axis=1), lambda_, gamma, n, names)
+        assert same_candidates(best_numeric_compiled(one, grid, lambda_, gamma, n, names), expected)
+    else:
+        planes = np.take(stats.transpose(1, 2, 0), grid, axis=2)
+        expected = best_numeric_outputs(planes, lambda_, gamma, n, names)
+        assert same_candidates(best_numeric_compiled(stats, grid, lambda_, gamma, n, names), expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
     features=st.integers(1, 6),
     bins=st.sampled_from([2, 8, 64]),
     held_rows=st.integers(0, 50),
