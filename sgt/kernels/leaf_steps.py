@@ -200,16 +200,56 @@ def linear_steps(
     """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
     applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
     LinearTermSteps._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
-    keeps its term; else w -= s and value += s . c, the products added in order."""
-    for k in range(value.size):
-        h_sum, centre, _, step = linear_newton(
-            codes, numeric, inputs, g[:, k], h[:, k], first, second, pair_of, linear_lambda
-        )
-        if not h_sum > 0.0 or not np.all(np.isfinite(step)):
+    keeps its term; else w -= s and value += s . c, the products added in order.
+
+    The outputs' sums run side by side, the output the innermost loop (each output's numbers get
+    `linear_newton`'s operations in its order, so the same bits): an instance's inputs are looked up
+    once for all outputs, and the outputs' products of a pair are contiguous, which the compiler can
+    do several at a time (the pairs' products are most of a multiclass member's attempt)."""
+    n, width, pairs, outputs = codes.shape[0], numeric.size, first.size, value.size
+    h_sum = np.full(outputs, -0.0)
+    weighted = np.full((width, outputs), -0.0)
+    x = np.empty(width)
+    for i in range(n):
+        for k in range(outputs):
+            h_sum[k] += h[i, k]
+        for j in range(width):
+            x[j] = inputs[codes[i, numeric[j]]]
+            for k in range(outputs):
+                weighted[j, k] += x[j] * h[i, k]
+    centre = np.zeros((width, outputs))  # (an output without a positive sum of h takes no step)
+    for j in range(width):
+        for k in range(outputs):
+            if h_sum[k] > 0.0:
+                centre[j, k] = weighted[j, k] / h_sum[k]
+    sums = np.full((width + pairs, outputs), -0.0)
+    z = np.empty((width, outputs))
+    for i in range(n):
+        for j in range(width):
+            x[j] = inputs[codes[i, numeric[j]]]
+            for k in range(outputs):
+                z[j, k] = x[j] - centre[j, k]
+                sums[j, k] += z[j, k] * g[i, k]
+        for p in range(pairs):
+            a, b = first[p], second[p]
+            for k in range(outputs):
+                sums[width + p, k] += z[a, k] * z[b, k] * h[i, k]
+    means = np.empty(width + pairs)
+    hessian = np.empty((width, width))
+    for k in range(outputs):
+        if not h_sum[k] > 0.0:
             continue
-        for j in range(numeric.size):
+        for q in range(width + pairs):
+            means[q] = sums[q, k] / n
+        for i in range(width):
+            for j in range(width):  # + l I, as linear_newton adds it
+                hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
+        step = _solve(hessian, means[:width].copy())
+        if not np.all(np.isfinite(step)):
+            continue
+        for j in range(width):
             weights[k, numeric[j]] -= step[j]
-        shift = step[0] * centre[0]
-        for j in range(1, numeric.size):
-            shift += step[j] * centre[j]
+        shift = step[0] * centre[0, k]
+        for j in range(1, width):
+            shift += step[j] * centre[j, k]
         value[k] += shift

@@ -34,6 +34,22 @@ def _centres(stats: np.ndarray, columns: np.ndarray, f: int, scratch: np.ndarray
 
 
 @compiled
+def _centres_of(
+    stats: np.ndarray, columns: np.ndarray, f: int, count: np.ndarray, total: float, scratch: np.ndarray
+) -> tuple[float, float]:
+    """`_centres` of one output from its feature's bin counts `count` and `total` (max(their pairwise
+    sum, 1)), which every output of a slot shares: the same numbers, the counts summed once."""
+    bins = columns.shape[1]
+    for i in range(bins):
+        scratch[i] = count[i] * stats[columns[f, i], 1]
+    centre_g = _pairwise_sum(scratch[:bins]) / total
+    for i in range(bins):
+        scratch[i] = count[i] * stats[columns[f, i], 2]
+    centre_h = _pairwise_sum(scratch[:bins]) / total
+    return centre_g, centre_h
+
+
+@compiled
 def _step_and_loss(g: float, h: float, lambda_: float) -> tuple[float, float]:
     """A side's Newton step on its mean g and h, and its mean loss change (sgt.split.newton_step and
     the mean of loss_change)."""
@@ -120,8 +136,9 @@ def numeric_search(
     for f in range(features):
         for i in range(bins):
             count[i] = stats[columns[f, i], 0, 0]
+        total = max(_pairwise_sum(count), 1.0)  # (every output's counts: _centres' first sum)
         for k in range(outputs):
-            centre_g, centre_h = _centres(stats[:, k], columns, f, scratch)
+            centre_g, centre_h = _centres_of(stats[:, k], columns, f, count, total, scratch)
             for i in range(bins):
                 column = columns[f, i]
                 dev_g[i] = count[i] * (stats[column, k, 1] - centre_g)
@@ -133,6 +150,8 @@ def numeric_search(
         left_n = 0.0
         for t in range(bins - 2):
             left_n = count[1] if t == 0 else left_n + count[t + 1]
+            if t > 0 and count[t + 1] == 0.0:
+                continue  # the previous threshold's split and mean (see _threshold_means): no winner
             if not min(left_n, all_n - left_n) > 0.0:  # a side without a known value
                 continue
             total = -0.0

@@ -8,6 +8,7 @@ it) and as plain Python otherwise: the same operations either way.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -19,8 +20,11 @@ from hypothesis import strategies as st
 
 import sgt
 from sgt import kernels
+from sgt.features import FeatureSpace
 from sgt.kernels import compiling
 from sgt.kernels.summation import _pairwise_sum
+from sgt.layout import Layout, Params
+from sgt.multioutput import MultiOutputTree
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
@@ -187,6 +191,50 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     for k in range(outputs):
         assert np.array_equal(bits(held[:, k]), bits(expected[k][:-1]))
         assert np.array_equal(bits(total[k]), bits(expected[k][-1]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    features=st.integers(1, 7),
+    nominal=st.booleans(),
+    outputs=st.sampled_from([2, 3, 9]),
+    rows=st.integers(1, 60),
+    zero_h=st.sampled_from([None, 0, 1]),
+    scale=st.sampled_from([1.0, 1e-150, 1e6]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_linear_steps_are_each_outputs_numpy_newton_step(
+    features, nominal, outputs, rows, zero_h, scale, seed
+) -> None:
+    """Catches a multi-output leaf's compiled linear steps (`linear_steps`, its outputs side by side)
+    giving any output other bits than MultiOutputLearner's numpy steps: its weights and value, with
+    outputs whose sum of h is zero (no step), tiny and large gradients, and a nominal feature
+    beside the numeric ones (not in the linear term)."""
+    rng = np.random.default_rng(seed)
+    names = [*(f"x{j}" for j in range(features)), *(["c"] if nominal else [])]
+    space = FeatureSpace(bins=16, warm_up=5, nominal=["c"] if nominal else [])
+    for row in rng.uniform(size=(20, features)).tolist():
+        space.encode_one(dict(zip(names, [*row, "a"])), learn=True)
+    params = Params(0.1, 200, 0.1, 0.0, None, leaf_model="linear")
+    tree = MultiOutputTree(params, Layout(space), outputs=outputs)
+    width = tree.layout.n_features
+    tree.reserve_pending(rows)
+    tree.pending_codes[0, :rows] = rng.integers(0, 17, size=(rows, width))
+    tree.pending_g[0, :rows] = rng.normal(size=(rows, outputs)) * scale
+    tree.pending_h[0, :rows] = rng.uniform(0.0, 0.25, size=(rows, outputs)) * scale
+    if zero_h is not None:
+        tree.pending_h[0, :rows, zero_h] = 0.0
+    tree.pending_n[0] = rows
+    tree.weights[0] = rng.normal(size=(outputs, width))
+    tree.value[0] = rng.normal(size=outputs)
+    by_numpy = copy.deepcopy(tree)
+    with np.errstate(all="ignore"):
+        tree.learner._newton_linear(0, 0)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            by_numpy.learner._newton_linear(0, 0)
+    assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
+    assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
 
 
 def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
