@@ -12,7 +12,7 @@ import numpy as np
 
 from sgt.kernels.compiling import compiled
 
-__all__ = ["linear_newton", "linear_steps", "merge_block"]
+__all__ = ["linear_newton", "linear_steps", "merge_block", "regrid_bins"]
 
 
 @compiled
@@ -95,6 +95,23 @@ def _settled(rows: np.ndarray) -> bool:
             if not abs(x) < _SQUARABLE or (x == 0.0 and np.signbit(x)):
                 return False
     return True
+
+
+@compiled
+def regrid_bins(held: np.ndarray, start: int, target: np.ndarray) -> None:
+    """A slot's statistics [columns, outputs, 6] of one numeric feature carried to its grown grid, in
+    place, as Tree.regrid does with sgt.stats' merge: old bin b (column start + b) goes to new bin
+    target[b] (non-decreasing), the old bins sharing a new bin merged into it left to right from
+    zeros (Chan's update, `_merge_into`: merge's operations), every new bin written."""
+    bins, outputs = target.size, held.shape[1]
+    new = np.zeros((bins, outputs, 6))
+    for b in range(bins):
+        for k in range(outputs):
+            _merge_into(new[target[b], k], held[start + b, k])
+    for b in range(bins):
+        for k in range(outputs):
+            for q in range(6):
+                held[start + b, k, q] = new[b, k, q]
 
 
 @compiled

@@ -12,6 +12,7 @@ import copy
 import os
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,12 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sgt
-from sgt import kernels
-from sgt.features import FeatureSpace
+from sgt import kernels, level_rows
+from sgt.features import FeatureSpace, Regrid
 from sgt.kernels import compiling
 from sgt.kernels.summation import _pairwise_sum
 from sgt.layout import Layout, Params
 from sgt.multioutput import MultiOutputTree
+from sgt.regressor import AUTO_FADING, fade_errors, least_error
+from sgt.residual import ResidualLevel
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
@@ -235,6 +238,102 @@ def test_linear_steps_are_each_outputs_numpy_newton_step(
             by_numpy.learner._newton_linear(0, 0)
     assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
     assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    classes=st.sampled_from([0, 2, 3]),
+    bins=st.sampled_from([4, 8, 64]),
+    groups=st.integers(1, 64),
+    feature=st.integers(0, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_regrid_merges_the_bins_as_numpy_merges_them(classes, bins, groups, feature, seed) -> None:
+    """Catches Tree.regrid's compiled merges (`regrid_bins`) giving a slot's statistics other bits than
+    its numpy merges: old bins merged into their new bin in another order, a new bin left unwritten, or
+    another feature's columns touched (one-output trees and a multiclass member's, -0.0 means too)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(400, 3))
+    if classes:
+        model: Any = sgt.BoostedClassifier(warm_up=20, bins=bins, n_members=2)
+        y: Any = (X[:, 0] * classes).astype(int).tolist()
+    else:
+        model, y = sgt.SGTRegressor(warm_up=20, bins=bins), (X[:, 0] + X[:, 1]).tolist()
+    model.predict_learn_many(X, y)
+    trees = [t for m in getattr(model, "_members", []) for t in m.trees] or model._trees
+    cut = np.sort(rng.choice(np.arange(1, bins), size=min(groups, bins) - 1, replace=False))
+    mapping = np.concatenate([[0], 1 + np.searchsorted(cut, np.arange(bins), side="right")])
+    regrid = Regrid(0, feature, mapping, 1, (0.0, 1.0), (0.0, 2.0))
+    for tree in trees:
+        for held in tree.stats:
+            held[rng.random(held.shape[0]) < 0.2, ..., 1] = -0.0
+        by_numpy = copy.deepcopy(tree)
+        tree.regrid(regrid)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            by_numpy.regrid(regrid)
+        for a, b in zip(tree.stats, by_numpy.stats, strict=True):
+            assert np.array_equal(bits(a), bits(b))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    trees=st.sampled_from([1, 3]),
+    choice=st.booleans(),
+    saved=st.sampled_from(["none", "empty", "means"]),
+    rows=st.integers(1, 80),
+    scale=st.sampled_from([1.0, 1e-9, 1e300]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_compiled_rows_serve_as_the_python_walk(trees, choice, saved, rows, scale, seed) -> None:
+    """Catches sgt.level_rows' compiled walk (residual levels and the tree choice) serving a row or
+    leaving a level or an error with other bits than ResidualLevel's and fade_errors' Python: levels
+    saved before the target means, without any learned yet and with them, unlearned rows, and
+    predictions that overflow or are not numbers."""
+    rng = np.random.default_rng(seed)
+    linked = rng.normal(size=(rows, trees)) * scale
+    linked[rng.random(linked.shape) < 0.05] = rng.choice([np.inf, np.nan, 1e308])
+    targets = rng.normal(size=rows) * scale
+    learn = rng.random(rows) < 0.8
+
+    def level() -> ResidualLevel:
+        if saved == "none":
+            return ResidualLevel(rng.normal(size=4).tolist(), rng.uniform(size=4).tolist(), means=None)
+        means = rng.normal(size=4).tolist() if saved == "means" else []
+        return ResidualLevel(
+            rng.normal(size=4).tolist(), rng.uniform(size=4).tolist(), means, rng.uniform(size=4).tolist()
+        )
+
+    levels = [level() for _ in range(trees)]
+    errors = rng.uniform(size=trees).tolist() if choice else None
+    if not choice:
+        linked = linked[:, :1]
+        levels = levels[:1]
+    py_levels, py_errors = copy.deepcopy(levels), copy.deepcopy(errors)
+    served = level_rows.served_rows(linked, targets, learn, levels, errors, AUTO_FADING)
+    expected = []
+    for row, y, learned in zip(linked.tolist(), targets.tolist(), learn.tolist(), strict=True):
+        corrected = [lv.corrected(p) for lv, p in zip(py_levels, row, strict=True)]
+        expected.append(corrected[0 if py_errors is None else least_error(py_errors)])
+        if learned:
+            if py_errors is not None:
+                fade_errors(py_errors, corrected, y, AUTO_FADING)
+            for lv, p in zip(py_levels, row, strict=True):
+                lv.learn(p, y)
+    assert served is not None
+    assert np.array_equal(bits(served), bits(np.array(expected)))
+    assert errors == py_errors or np.array_equal(bits(np.array(errors)), bits(np.array(py_errors)))
+    assert [bits(np.array(lv.levels + lv.errors)).tolist() for lv in levels] == [
+        bits(np.array(lv.levels + lv.errors)).tolist() for lv in py_levels
+    ]
+    assert [(lv.means, lv.mean_errors) for lv in levels] == [
+        (lv.means, lv.mean_errors) for lv in py_levels
+    ] or all(
+        np.array_equal(
+            bits(np.array((a.means or []) + a.mean_errors)), bits(np.array((b.means or []) + b.mean_errors))
+        )
+        for a, b in zip(levels, py_levels, strict=True)
+    )
 
 
 def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
