@@ -86,7 +86,7 @@ from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, reg
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
 from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
-from sgt.kernels.split_search import WINNER_SIZE, numeric_search, numeric_winner
+from sgt.kernels.split_search import WINNER_SIZE, numeric_search, numeric_winner, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
 
 __all__ = [
@@ -117,6 +117,7 @@ __all__ = [
     "route_numeric",
     "served_rows",
     "take_pass",
+    "winner_outputs",
 ]
 
 #: Whether sgt runs these kernels (numba importable, SGT_KERNELS not "0"). Read here, where every

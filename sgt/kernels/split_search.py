@@ -13,7 +13,7 @@ import numpy as np
 from sgt.kernels.compiling import compiled
 from sgt.kernels.summation import _pairwise_sum
 
-__all__ = ["WINNER_SIZE", "numeric_search", "numeric_winner"]
+__all__ = ["WINNER_SIZE", "numeric_search", "numeric_winner", "winner_outputs"]
 
 
 @compiled
@@ -304,3 +304,18 @@ def _winner_variance(winner: np.ndarray, lambda_: float) -> float:
         (mu_right - combined) * (mu_right - combined)
     )
     return (within_left + within_right + spread) / (total - 1.0)
+
+
+@compiled
+def winner_outputs(stats: np.ndarray, columns: np.ndarray, f: int, t: int, lambda_: float) -> np.ndarray:
+    """Each output's winning split [outputs, 4] (its variance, the left and the right step, and 1.0
+    if the missing values go left, which every output shares) from a slot's statistics [columns,
+    outputs, 6]: `numeric_winner` and `_winner_variance` of each output, as
+    sgt.split.best_numeric_compiled took them output by output."""
+    outputs = stats.shape[1]
+    out = np.empty((outputs, 4))
+    for k in range(outputs):
+        winner = numeric_winner(stats[:, k], columns, f, t, lambda_)
+        out[k, 0] = _winner_variance(winner, lambda_)
+        out[k, 1], out[k, 2], out[k, 3] = winner[15], winner[16], winner[19]
+    return out
