@@ -5,10 +5,10 @@ few dozen rows, so numpy's fixed cost per call is most of their time. Their step
 compiled by numba instead, one module of this package for each kind of step (this module re-exports
 them all, so callers name them ``kernels.numeric_search``). Three steps of the attempt:
 
-- the numeric split search (`numeric_search`, then `numeric_winner` for the winner's variance and
-  steps; sgt.kernels.split_search): about 13 us against sgt.split.best_numeric_planes' 80 us
-  (10 features, 64 bins), reading the slot's statistics where they lie instead of gathering them into
-  planes;
+- the numeric split search (`numeric_search`, then `winner_outputs` for each output's winner variance
+  and steps, by split_search.numeric_winner; sgt.kernels.split_search): about 13 us against
+  sgt.split.best_numeric_planes' 80 us (10 features, 64 bins), reading the slot's statistics where
+  they lie instead of gathering them into planes;
 - the merge of a leaf's pending block into its statistics (`merge_block`, sgt.kernels.leaf_steps),
   which LeafLearner._merge_pending does with sgt.stats' block_stats and merge, and a numeric feature's
   bins carried to its grown grid (`regrid_bins`, Tree.regrid's merges);
@@ -86,7 +86,7 @@ from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, reg
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
 from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
-from sgt.kernels.split_search import WINNER_SIZE, numeric_search, numeric_winner, winner_outputs
+from sgt.kernels.split_search import WINNER_SIZE, numeric_search, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
 
 __all__ = [
@@ -109,7 +109,6 @@ __all__ = [
     "next_event",
     "node_rows_after",
     "numeric_search",
-    "numeric_winner",
     "plan_pass",
     "poisson_weights",
     "predict_linear",
