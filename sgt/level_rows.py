@@ -9,7 +9,7 @@ changes how it corrects or learns (a benchmark variant), which the loop does not
 >>> import numpy as np
 >>> from sgt.residual import ResidualLevel
 >>> level = ResidualLevel()
->>> out = served_rows(np.zeros((4, 1)), np.ones(4), np.ones(4, dtype=bool), [level], None, 0.0)
+>>> out = served_rows(np.zeros((4, 1)), np.ones(4), np.ones(4, dtype=bool), [level], None)
 >>> out is None or out.tolist() == [0.0, 0.0, 1.0, 1.0]  # ResidualLevel.apply's example
 True
 """
@@ -23,9 +23,6 @@ from sgt.residual import DECAY, RATES, ResidualLevel
 
 __all__ = ["served_rows"]
 
-#: (a float's largest absolute error, as sgt.regressor's; here to spare the import cycle)
-_LARGEST = 1e300
-
 
 def served_rows(
     linked: np.ndarray,
@@ -33,12 +30,14 @@ def served_rows(
     learn: np.ndarray,
     levels: list[ResidualLevel] | None,
     choice: list[float] | None,
-    fading: float,
+    fading: float = 0.0,
+    largest: float = 0.0,
 ) -> np.ndarray | None:
     """Each row's served prediction from the trees' predictions `linked` [rows, trees] (see
     sgt.kernels.levels.served_rows), updating `levels` (one per tree, or None) and `choice` (the
-    trees' faded errors, a list changed in place, or None: one tree) as the Python walk does; None
-    (nothing changed) where the compiled loop does not apply."""
+    trees' faded errors, a list changed in place, faded by `fading`, one record's error counting at
+    most `largest`; or None: one tree) as the Python walk does; None (nothing changed) where the
+    compiled loop does not apply."""
     if not kernels.ENABLED or (levels is not None and not _plain(levels)):
         return None
     trees = linked.shape[1]
@@ -50,7 +49,7 @@ def served_rows(
         np.ascontiguousarray(learn, dtype=np.bool_),
         errors,
         float(fading),
-        _LARGEST,
+        float(largest),
         levels is not None,
         packed.levels,
         packed.errors,

@@ -293,9 +293,8 @@ class SGTRegressor(BaseSGT):
         `learn` mask; None (nothing changed) where it does not apply: then the Python walk serves."""
         trees = len(self._auto_leaves) if self._auto_errors is not None else 1
         linked = self.loss.link(raw[:, :trees])
-        return level_rows.served_rows(
-            linked, targets, learn, self._levels, self._auto_errors, self._auto_fading
-        )
+        choice, fading = self._auto_errors, self._auto_fading
+        return level_rows.served_rows(linked, targets, learn, self._levels, choice, fading, _LARGEST)
 
     def _learn_served(self, linked: list[float], corrected: list[float], y: float) -> None:
         """leaf_model="auto", one learned record (`y`: its target, checked once by the caller, as it is

@@ -232,7 +232,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         before the row, which then learns the row's residual (every path runs through here)."""
         out, outputs_at = super()._run_encoded(codes, targets, learn, events, regrids)
         if self._residual is not None:
-            served = level_rows.served_rows(out[:, :1], targets, learn, [self._residual], None, 0.0)
+            served = level_rows.served_rows(out[:, :1], targets, learn, [self._residual], None)
             out[:, 0] = self._residual.apply(out[:, 0], targets, learn) if served is None else served
         if self._single is not None and self._choice is not None:
             out[:, 0] = self._choice.serve(

@@ -26,7 +26,7 @@ from sgt.kernels import compiling
 from sgt.kernels.summation import _pairwise_sum
 from sgt.layout import Layout, Params
 from sgt.multioutput import MultiOutputTree
-from sgt.regressor import AUTO_FADING, fade_errors, least_error
+from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
 from sgt.residual import ResidualLevel
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
@@ -310,7 +310,7 @@ def test_the_compiled_rows_serve_as_the_python_walk(trees, choice, saved, rows, 
         linked = linked[:, :1]
         levels = levels[:1]
     py_levels, py_errors = copy.deepcopy(levels), copy.deepcopy(errors)
-    served = level_rows.served_rows(linked, targets, learn, levels, errors, AUTO_FADING)
+    served = level_rows.served_rows(linked, targets, learn, levels, errors, AUTO_FADING, _LARGEST)
     expected = []
     for row, y, learned in zip(linked.tolist(), targets.tolist(), learn.tolist(), strict=True):
         corrected = [lv.corrected(p) for lv, p in zip(py_levels, row, strict=True)]
