@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from sgt import level_rows
 from sgt.base import LEAF_MODELS, BaseSGT, TreeGroup, _check_real
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
@@ -285,6 +286,14 @@ class SGTRegressor(BaseSGT):
         """Each row's prediction from a run's raw scores [rows, columns] (the trees' first): the serving
         tree's, corrected by its residual level, as they stood before the row; each learned row then
         updates the errors (of the corrected predictions) and the levels, in row order."""
+        if self._auto_errors is not None or self._levels is not None:
+            learn = np.array([value is not None for value in y], dtype=bool)
+            targets = np.array(
+                [0.0 if v is None else float(self.loss.check_target(v)) for v in y], dtype=np.float64
+            )
+            served = self._served_array(raw, targets, learn)
+            if served is not None:
+                return served
         if self._auto_errors is None:
             return self._levelled_rows(self.loss.link(raw[:, 0]), y)
         # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
@@ -296,6 +305,14 @@ class SGTRegressor(BaseSGT):
             if y[i] is not None:
                 self._learn_served(row, corrected, float(self.loss.check_target(y[i])))
         return out
+
+    def _served_array(self, raw: np.ndarray, targets: np.ndarray, learn: np.ndarray) -> np.ndarray | None:
+        """`_served_rows` by the compiled loop (sgt.level_rows), from the rows' checked `targets` and
+        `learn` mask; None (nothing changed) where it does not apply: then the Python walk serves."""
+        trees = len(self._auto_leaves) if self._auto_errors is not None else 1
+        linked = self.loss.link(raw[:, :trees])
+        choice, fading = self._auto_errors, self._auto_fading
+        return level_rows.served_rows(linked, targets, learn, self._levels, choice, fading, _LARGEST)
 
     def _learn_served(self, linked: list[float], corrected: list[float], y: float) -> None:
         """leaf_model="auto", one learned record (`y`: its target, checked once by the caller, as it is

@@ -269,31 +269,17 @@ def best_numeric_compiled(
     best, f, t = kernels.numeric_search(outputs, columns, lambda_, gamma, n)
     if not math.isfinite(best):
         return None
-    variances, deltas = [], []
-    for k in range(outputs.shape[1]):
-        winner = kernels.numeric_winner(outputs[:, k], columns, f, t, lambda_).tolist()
-        to_left = winner[19] == 1.0  # the same for every output: they count the same instances
-        variances.append(
-            _winner_variance_of_sums(
-                winner[6:9],
-                winner[9:12],
-                winner[12:15],
-                winner[0:3],
-                winner[3:6],
-                winner[17],
-                winner[18],
-                to_left,
-                lambda_,
-            )
-        )
-        deltas.append(winner[15:17])
+    # each output's winner variance, steps and missing side [outputs, 4] (sgt.kernels'
+    # _winner_variance: the operations of _winner_variance_of_sums, whose bits the kernel tests compare)
+    winners = kernels.winner_outputs(outputs, columns, f, t, lambda_)
+    to_left = bool(winners[0, 3] == 1.0)  # the same for every output: they count the same instances
     if stats.ndim == 2:
-        variance, steps = variances[0], np.array(deltas[0])
+        variance, steps = float(winners[0, 0]), winners[0, 1:3].copy()
     else:  # best_numeric_outputs' sum of the outputs' variances, and each side's step of each output
         variance = 0.0
-        for output_variance in variances:
+        for output_variance in winners[:, 0].tolist():
             variance += output_variance
-        steps = np.array(deltas).T.copy()
+        steps = winners[:, 1:3].T.copy()
     return Candidate(
         feature=int(features[f]) if features is not None else f,
         mean=best,

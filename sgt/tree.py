@@ -269,7 +269,11 @@ class Tree:
         bins = self.layout.bins
         columns = slice(int(self.layout.offsets[feature]) + 1, int(self.layout.offsets[feature]) + 1 + bins)
         held_by = [held for held, on in zip(self.stats, self.active.tolist()) if on]  # (inactive: none)
-        if held_by:
+        if held_by and kernels.ENABLED and all(held.flags.c_contiguous for held in held_by):
+            target = mapping[1:].astype(np.intp) - 1
+            for held in held_by:  # (the same merges, slot by slot: see kernels.regrid_bins)
+                kernels.regrid_bins(held.reshape(held.shape[0], -1, WIDTH), columns.start, target)
+        elif held_by:
             old = np.stack([held[columns] for held in held_by])  # [slots, bins, ...]
             new = np.zeros_like(old)
             target = mapping[1:].astype(np.intp) - 1

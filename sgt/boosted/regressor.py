@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from sgt import level_rows
 from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
@@ -231,7 +232,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         before the row, which then learns the row's residual (every path runs through here)."""
         out, outputs_at = super()._run_encoded(codes, targets, learn, events, regrids)
         if self._residual is not None:
-            out[:, 0] = self._residual.apply(out[:, 0], targets, learn)
+            served = level_rows.served_rows(out[:, :1], targets, learn, [self._residual], None)
+            out[:, 0] = self._residual.apply(out[:, 0], targets, learn) if served is None else served
         if self._single is not None and self._choice is not None:
             out[:, 0] = self._choice.serve(
                 out[:, 0], self._single_rows(codes, targets, learn, events, regrids), targets, learn
@@ -252,6 +254,9 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         assert single is not None
         single._sync_layout()
         raw, _ = single._run_codes(codes, targets, learn, events, None, regrids)
+        served = single._served_array(raw, targets, learn)  # (the targets are checked: the same loss)
+        if served is not None:
+            return served
         targets_or_none = [t if learned else None for t, learned in zip(targets.tolist(), learn.tolist())]
         return single._served_rows(raw, targets_or_none)
 

@@ -5,12 +5,13 @@ few dozen rows, so numpy's fixed cost per call is most of their time. Their step
 compiled by numba instead, one module of this package for each kind of step (this module re-exports
 them all, so callers name them ``kernels.numeric_search``). Three steps of the attempt:
 
-- the numeric split search (`numeric_search`, then `numeric_winner` for the winner's variance and
-  steps; sgt.kernels.split_search): about 13 us against sgt.split.best_numeric_planes' 80 us
-  (10 features, 64 bins), reading the slot's statistics where they lie instead of gathering them into
-  planes;
+- the numeric split search (`numeric_search`, then `winner_outputs` for each output's winner variance
+  and steps, by split_search.numeric_winner; sgt.kernels.split_search): about 13 us against
+  sgt.split.best_numeric_planes' 80 us (10 features, 64 bins), reading the slot's statistics where
+  they lie instead of gathering them into planes;
 - the merge of a leaf's pending block into its statistics (`merge_block`, sgt.kernels.leaf_steps),
-  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge;
+  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge, and a numeric feature's
+  bins carried to its grown grid (`regrid_bins`, Tree.regrid's merges);
 - a linear leaf's Newton step on its block (`linear_newton`, sgt.kernels.leaf_steps),
   LinearTermSteps._newton_linear's sums and solve.
 
@@ -34,7 +35,9 @@ each output's linear term. And the steps of a batch:
 - a binary member's gradients around numpy's exp, which stays numpy's (`member_binary_exponents`,
   `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients):
   sgt.kernels.gradients;
-- online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson.
+- online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson;
+- a regressor's rows served in order, its residual levels and its tree choice updated row by row
+  (`served_rows`, through sgt.level_rows): sgt.kernels.levels.
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -79,15 +82,19 @@ from sgt.kernels.gradients import (
     member_binary_gradients,
 )
 from sgt.kernels.leaf_evaluation import EVALUATION_SIZE, evaluate_leaf
-from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block
+from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, regrid_bins
+from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
 from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
-from sgt.kernels.split_search import WINNER_SIZE, numeric_search, numeric_winner
+from sgt.kernels.split_search import WINNER_SIZE, numeric_search, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
 
 __all__ = [
     "ENABLED",
     "EVALUATION_SIZE",
+    "MEANS",
+    "NOT_YET",
+    "NO_MEANS",
     "WINNER_SIZE",
     "append_rows",
     "append_taken",
@@ -102,12 +109,14 @@ __all__ = [
     "next_event",
     "node_rows_after",
     "numeric_search",
-    "numeric_winner",
     "plan_pass",
     "poisson_weights",
     "predict_linear",
+    "regrid_bins",
     "route_numeric",
+    "served_rows",
     "take_pass",
+    "winner_outputs",
 ]
 
 #: Whether sgt runs these kernels (numba importable, SGT_KERNELS not "0"). Read here, where every

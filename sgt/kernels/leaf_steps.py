@@ -12,7 +12,7 @@ import numpy as np
 
 from sgt.kernels.compiling import compiled
 
-__all__ = ["linear_newton", "linear_steps", "merge_block"]
+__all__ = ["linear_newton", "linear_steps", "merge_block", "regrid_bins"]
 
 
 @compiled
@@ -26,51 +26,92 @@ def merge_block(
 
     The block's statistics of each column (and of the total, the column after them) are np.bincount's:
     sums from +0.0 in the block's order, means over max(count, 1), then the centred moments; every
-    column is then merged with Chan's update, the empty ones too (their arithmetic can turn a -0.0
-    into +0.0, and must, as merge's does), but for a column empty in the block whose statistics are
-    all +0.0, which the update leaves as they are: it is not written, so the memory of a new slot's
-    bins that no instance reached is never allocated. The outputs share the instances, so each
-    instance's columns are found once for all of them, and each output's numbers get the operations
-    they get alone."""
+    column is then merged with Chan's update. Only the columns the block reaches are summed (each
+    numbered by its first instance, so its sums keep the block's order): the others merge an empty
+    block, which leaves statistics as they are unless they hold a -0.0 (the update turns it into
+    +0.0, and must, as merge's does) or a number too large to square (the update's products overflow):
+    only such a column is merged (`_settled`), so the work on the columns a block does not reach is a
+    read, and the memory of a new slot's bins that no instance reached is never written. The outputs
+    share the instances, so each instance's columns are found once for all of them, and each output's
+    numbers get the operations they get alone."""
     columns, outputs = stats.shape[0], stats.shape[1]
-    block = np.zeros((columns + 1, outputs, 6))
     n, features = codes.shape
-    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
-        for j in range(features + 1):
-            c = offsets[j] + codes[i, j] if j < features else columns
-            for k in range(outputs):
-                block[c, k, 0] += 1.0
-                block[c, k, 1] += g[i, k]
-                block[c, k, 2] += h[i, k]
-    for c in range(columns + 1):
-        for k in range(outputs):
-            safe = max(block[c, k, 0], 1.0)  # counts are whole numbers
-            block[c, k, 1] = block[c, k, 1] / safe
-            block[c, k, 2] = block[c, k, 2] / safe
+    reached = np.full(columns + 1, -1, dtype=np.int64)  # each column's row of `block`, -1: not reached
+    rows = np.empty((n, features + 1), dtype=np.int64)  # each instance's rows of `block`
+    used = 0
     for i in range(n):
         for j in range(features + 1):
             c = offsets[j] + codes[i, j] if j < features else columns
+            if reached[c] < 0:
+                reached[c] = used
+                used += 1
+            rows[i, j] = reached[c]
+    block = np.zeros((used, outputs, 6))
+    for i in range(n):  # counts and sums, instance after instance (np.bincount's order)
+        for j in range(features + 1):
+            r = rows[i, j]
             for k in range(outputs):
-                dg, dh = g[i, k] - block[c, k, 1], h[i, k] - block[c, k, 2]
-                block[c, k, 3] += dg * dg
-                block[c, k, 4] += dh * dh
-                block[c, k, 5] += dg * dh
+                block[r, k, 0] += 1.0
+                block[r, k, 1] += g[i, k]
+                block[r, k, 2] += h[i, k]
+    for r in range(used):
+        for k in range(outputs):
+            safe = max(block[r, k, 0], 1.0)  # counts are whole numbers
+            block[r, k, 1] = block[r, k, 1] / safe
+            block[r, k, 2] = block[r, k, 2] / safe
+    for i in range(n):
+        for j in range(features + 1):
+            r = rows[i, j]
+            for k in range(outputs):
+                dg, dh = g[i, k] - block[r, k, 1], h[i, k] - block[r, k, 2]
+                block[r, k, 3] += dg * dg
+                block[r, k, 4] += dh * dh
+                block[r, k, 5] += dg * dh
+    empty = np.zeros(6)
     for c in range(columns + 1):
         held = stats[c] if c < columns else total
-        if block[c, 0, 0] == 0.0 and _clear(held):
-            continue  # Chan's update of nothing into +0.0 gives +0.0: the row stays unwritten
+        r = reached[c]
+        if r < 0 and _settled(held):
+            continue  # Chan's update of nothing leaves these numbers as they are: not written
         for k in range(outputs):
-            _merge_into(held[k], block[c, k])
+            _merge_into(held[k], block[r, k] if r >= 0 else empty)
+
+
+#: Below this magnitude a number's square (and a product of two) is finite, so Chan's update of an
+#: empty block into statistics no larger leaves them as they are (`_settled`).
+_SQUARABLE = 1e150
 
 
 @compiled
-def _clear(rows: np.ndarray) -> bool:
-    """Whether every number of `rows` [outputs, 6] is +0.0 (a -0.0 is not: merge turns it into +0.0)."""
+def _settled(rows: np.ndarray) -> bool:
+    """Whether Chan's update of an empty block leaves `rows` [outputs, 6] as they are, bit for bit: every
+    number finite, below `_SQUARABLE` in magnitude, and no -0.0. (The update adds +-0.0 to each number,
+    and the products dg * dg * 0 and dg * dh * 0 to the moments: x + +-0.0 is x for any x but -0.0,
+    which +0.0 turns into +0.0, and a product of numbers below `_SQUARABLE` times 0 is +-0.0, where an
+    overflow to inf would give NaN.)"""
     for k in range(rows.shape[0]):
         for q in range(rows.shape[1]):
-            if rows[k, q] != 0.0 or np.signbit(rows[k, q]):
+            x = rows[k, q]
+            if not abs(x) < _SQUARABLE or (x == 0.0 and np.signbit(x)):
                 return False
     return True
+
+
+@compiled
+def regrid_bins(held: np.ndarray, start: int, target: np.ndarray) -> None:
+    """A slot's statistics [columns, outputs, 6] of one numeric feature carried to its grown grid, in
+    place, as Tree.regrid does with sgt.stats' merge: old bin b (column start + b) goes to new bin
+    target[b] (non-decreasing), the old bins sharing a new bin merged into it left to right from
+    zeros (Chan's update, `_merge_into`: merge's operations), every new bin written."""
+    bins, outputs = target.size, held.shape[1]
+    new = np.zeros((bins, outputs, 6))
+    for b in range(bins):
+        for k in range(outputs):
+            _merge_into(new[target[b], k], held[start + b, k])
+    for b in range(bins):
+        for k in range(outputs):
+            for q in range(6):
+                held[start + b, k, q] = new[b, k, q]
 
 
 @compiled
@@ -176,16 +217,56 @@ def linear_steps(
     """Each output's `linear_newton` step on a multi-output leaf's block (`g`, `h` [n, outputs]),
     applied to the leaf's `weights` [outputs, features] and `value` [outputs] in place as
     LinearTermSteps._linear_step applies it: an output without a positive sum of h, or whose step overflowed,
-    keeps its term; else w -= s and value += s . c, the products added in order."""
-    for k in range(value.size):
-        h_sum, centre, _, step = linear_newton(
-            codes, numeric, inputs, g[:, k], h[:, k], first, second, pair_of, linear_lambda
-        )
-        if not h_sum > 0.0 or not np.all(np.isfinite(step)):
+    keeps its term; else w -= s and value += s . c, the products added in order.
+
+    The outputs' sums run side by side, the output the innermost loop (each output's numbers get
+    `linear_newton`'s operations in its order, so the same bits): an instance's inputs are looked up
+    once for all outputs, and the outputs' products of a pair are contiguous, which the compiler can
+    do several at a time (the pairs' products are most of a multiclass member's attempt)."""
+    n, width, pairs, outputs = codes.shape[0], numeric.size, first.size, value.size
+    h_sum = np.full(outputs, -0.0)
+    weighted = np.full((width, outputs), -0.0)
+    x = np.empty(width)
+    for i in range(n):
+        for k in range(outputs):
+            h_sum[k] += h[i, k]
+        for j in range(width):
+            x[j] = inputs[codes[i, numeric[j]]]
+            for k in range(outputs):
+                weighted[j, k] += x[j] * h[i, k]
+    centre = np.zeros((width, outputs))  # (an output without a positive sum of h takes no step)
+    for j in range(width):
+        for k in range(outputs):
+            if h_sum[k] > 0.0:
+                centre[j, k] = weighted[j, k] / h_sum[k]
+    sums = np.full((width + pairs, outputs), -0.0)
+    z = np.empty((width, outputs))
+    for i in range(n):
+        for j in range(width):
+            x[j] = inputs[codes[i, numeric[j]]]
+            for k in range(outputs):
+                z[j, k] = x[j] - centre[j, k]
+                sums[j, k] += z[j, k] * g[i, k]
+        for p in range(pairs):
+            a, b = first[p], second[p]
+            for k in range(outputs):
+                sums[width + p, k] += z[a, k] * z[b, k] * h[i, k]
+    means = np.empty(width + pairs)
+    hessian = np.empty((width, width))
+    for k in range(outputs):
+        if not h_sum[k] > 0.0:
             continue
-        for j in range(numeric.size):
+        for q in range(width + pairs):
+            means[q] = sums[q, k] / n
+        for i in range(width):
+            for j in range(width):  # + l I, as linear_newton adds it
+                hessian[i, j] = means[width + pair_of[i, j]] + linear_lambda * (1.0 if i == j else 0.0)
+        step = _solve(hessian, means[:width].copy())
+        if not np.all(np.isfinite(step)):
+            continue
+        for j in range(width):
             weights[k, numeric[j]] -= step[j]
-        shift = step[0] * centre[0]
-        for j in range(1, numeric.size):
-            shift += step[j] * centre[j]
+        shift = step[0] * centre[0, k]
+        for j in range(1, width):
+            shift += step[j] * centre[j, k]
         value[k] += shift

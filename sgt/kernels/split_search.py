@@ -13,7 +13,7 @@ import numpy as np
 from sgt.kernels.compiling import compiled
 from sgt.kernels.summation import _pairwise_sum
 
-__all__ = ["WINNER_SIZE", "numeric_search", "numeric_winner"]
+__all__ = ["WINNER_SIZE", "numeric_search", "numeric_winner", "winner_outputs"]
 
 
 @compiled
@@ -29,6 +29,22 @@ def _centres(stats: np.ndarray, columns: np.ndarray, f: int, scratch: np.ndarray
     centre_g = _pairwise_sum(scratch[:bins]) / total
     for i in range(bins):
         scratch[i] = stats[columns[f, i], 0] * stats[columns[f, i], 2]
+    centre_h = _pairwise_sum(scratch[:bins]) / total
+    return centre_g, centre_h
+
+
+@compiled
+def _centres_of(
+    stats: np.ndarray, columns: np.ndarray, f: int, count: np.ndarray, total: float, scratch: np.ndarray
+) -> tuple[float, float]:
+    """`_centres` of one output from its feature's bin counts `count` and `total` (max(their pairwise
+    sum, 1)), which every output of a slot shares: the same numbers, the counts summed once."""
+    bins = columns.shape[1]
+    for i in range(bins):
+        scratch[i] = count[i] * stats[columns[f, i], 1]
+    centre_g = _pairwise_sum(scratch[:bins]) / total
+    for i in range(bins):
+        scratch[i] = count[i] * stats[columns[f, i], 2]
     centre_h = _pairwise_sum(scratch[:bins]) / total
     return centre_g, centre_h
 
@@ -56,7 +72,14 @@ def _threshold_means(
     feature, as best_numeric_planes computes it. `count`, `dev_g` and `dev_h` per bin (bin 0: the
     missing values), the deviations of g and h from the centres, count-weighted. Sums over the known
     bins run from bin 1 in order (np.cumsum takes the first value as it is); the missing values join
-    the side with more known ones (ties: left)."""
+    the side with more known ones (ties: left).
+
+    A threshold whose new left bin is empty (no instance) splits the instances as the threshold before
+    it, and its mean is the same number, unless the empty bin's statistics are not finite (then NaN):
+    either way it can never win over that threshold, as ties go to the lower threshold and a NaN is no
+    candidate. So it takes that threshold's mean without its two Newton steps (most thresholds of a
+    young leaf or of a feature taking a few values), and the search returns the same bits.
+    """
     bins = count.size
     all_n, all_g, all_h = count[1], dev_g[1], dev_h[1]
     for i in range(2, bins):
@@ -69,6 +92,9 @@ def _threshold_means(
             left_n += count[t + 1]
             left_g += dev_g[t + 1]
             left_h += dev_h[t + 1]
+            if count[t + 1] == 0.0:
+                means[t] = means[t - 1]  # an empty bin: the previous threshold's split
+                continue
         right_n, right_g, right_h = all_n - left_n, all_g - left_g, all_h - left_h
         if left_n >= right_n:
             side_n, side_g, side_h = left_n + count[0], left_g + dev_g[0], left_h + dev_h[0]
@@ -110,8 +136,9 @@ def numeric_search(
     for f in range(features):
         for i in range(bins):
             count[i] = stats[columns[f, i], 0, 0]
+        total = max(_pairwise_sum(count), 1.0)  # (every output's counts: _centres' first sum)
         for k in range(outputs):
-            centre_g, centre_h = _centres(stats[:, k], columns, f, scratch)
+            centre_g, centre_h = _centres_of(stats[:, k], columns, f, count, total, scratch)
             for i in range(bins):
                 column = columns[f, i]
                 dev_g[i] = count[i] * (stats[column, k, 1] - centre_g)
@@ -123,6 +150,8 @@ def numeric_search(
         left_n = 0.0
         for t in range(bins - 2):
             left_n = count[1] if t == 0 else left_n + count[t + 1]
+            if t > 0 and count[t + 1] == 0.0:
+                continue  # the previous threshold's split and mean (see _threshold_means): no winner
             if not min(left_n, all_n - left_n) > 0.0:  # a side without a known value
                 continue
             total = -0.0
@@ -275,3 +304,18 @@ def _winner_variance(winner: np.ndarray, lambda_: float) -> float:
         (mu_right - combined) * (mu_right - combined)
     )
     return (within_left + within_right + spread) / (total - 1.0)
+
+
+@compiled
+def winner_outputs(stats: np.ndarray, columns: np.ndarray, f: int, t: int, lambda_: float) -> np.ndarray:
+    """Each output's winning split [outputs, 4] (its variance, the left and the right step, and 1.0
+    if the missing values go left, which every output shares) from a slot's statistics [columns,
+    outputs, 6]: `numeric_winner` and `_winner_variance` of each output, as
+    sgt.split.best_numeric_compiled took them output by output."""
+    outputs = stats.shape[1]
+    out = np.empty((outputs, 4))
+    for k in range(outputs):
+        winner = numeric_winner(stats[:, k], columns, f, t, lambda_)
+        out[k, 0] = _winner_variance(winner, lambda_)
+        out[k, 1], out[k, 2], out[k, 3] = winner[15], winner[16], winner[19]
+    return out

@@ -8,9 +8,11 @@ it) and as plain Python otherwise: the same operations either way.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,9 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sgt
-from sgt import kernels
+from sgt import kernels, level_rows
+from sgt.features import FeatureSpace, Regrid
 from sgt.kernels import compiling
 from sgt.kernels.summation import _pairwise_sum
+from sgt.layout import Layout, Params
+from sgt.multioutput import MultiOutputTree
+from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
+from sgt.residual import ResidualLevel
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
@@ -100,6 +107,53 @@ def test_compiled_search_finds_the_numpy_searchs_candidate(
 
 @settings(max_examples=150, deadline=None)
 @given(
+    features=st.integers(1, 4),
+    bins=st.sampled_from([3, 8, 64]),
+    values=st.integers(1, 4),
+    rows=st.integers(1, 150),
+    outputs=st.sampled_from([1, 2, 9]),
+    leftover=st.sampled_from([0.0, -0.0, 1e300, np.inf, np.nan]),
+    lambda_=st.sampled_from([0.0, 0.1]),
+    gamma=st.sampled_from([0.0, 1.0]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_compiled_search_skips_no_candidate_over_empty_bins(
+    features, bins, values, rows, outputs, leftover, lambda_, gamma, seed
+) -> None:
+    """Catches the compiled search's shortcut over empty bins (a threshold whose new left bin is empty
+    takes the previous threshold's mean) choosing another winner than the numpy search: features
+    taking a few values among many bins (as 24 two-valued features in 64 bins), the empty bins
+    holding zeros or numbers an empty bin's statistics can keep (a -0.0 mean, or a huge or non-finite
+    one after an overflow, whose deviations are no zeros)."""
+    rng = np.random.default_rng(seed)
+    width = bins + 1
+    used = np.sort(rng.choice(np.arange(1, width), size=min(values, bins), replace=False))
+    codes = used[rng.integers(0, used.size, size=(rows, features))]
+    codes[rng.random(codes.shape) < 0.1] = 0  # some missing values
+    index = (codes + np.arange(features) * width).ravel()
+    columns = features * width
+    stats = np.zeros((columns, outputs, 6))
+    for k in range(outputs):
+        g = rng.normal(size=rows) + rng.choice([0.0, 3.0])
+        h = rng.uniform(0.0, 1.0, size=rows) * rng.choice([0.0, 1.0])
+        stats[:, k] = block_stats(index, np.repeat(g, features), np.repeat(h, features), columns)
+    empty = stats[:, 0, 0] == 0.0
+    stats[empty & (rng.random(columns) < 0.3), :, rng.integers(1, 3)] = leftover
+    grid = np.arange(columns).reshape(features, width)
+    names = np.arange(features)
+    n = float(rows)
+    if outputs == 1:
+        one = stats[:, 0]
+        expected = best_numeric_planes(np.take(one.T, grid, axis=1), lambda_, gamma, n, names)
+        assert same_candidates(best_numeric_compiled(one, grid, lambda_, gamma, n, names), expected)
+    else:
+        planes = np.take(stats.transpose(1, 2, 0), grid, axis=2)
+        expected = best_numeric_outputs(planes, lambda_, gamma, n, names)
+        assert same_candidates(best_numeric_compiled(stats, grid, lambda_, gamma, n, names), expected)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
     features=st.integers(1, 6),
     bins=st.sampled_from([2, 8, 64]),
     held_rows=st.integers(0, 50),
@@ -140,6 +194,146 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
     for k in range(outputs):
         assert np.array_equal(bits(held[:, k]), bits(expected[k][:-1]))
         assert np.array_equal(bits(total[k]), bits(expected[k][-1]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    features=st.integers(1, 7),
+    nominal=st.booleans(),
+    outputs=st.sampled_from([2, 3, 9]),
+    rows=st.integers(1, 60),
+    zero_h=st.sampled_from([None, 0, 1]),
+    scale=st.sampled_from([1.0, 1e-150, 1e6]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_linear_steps_are_each_outputs_numpy_newton_step(
+    features, nominal, outputs, rows, zero_h, scale, seed
+) -> None:
+    """Catches a multi-output leaf's compiled linear steps (`linear_steps`, its outputs side by side)
+    giving any output other bits than MultiOutputLearner's numpy steps: its weights and value, with
+    outputs whose sum of h is zero (no step), tiny and large gradients, and a nominal feature
+    beside the numeric ones (not in the linear term)."""
+    rng = np.random.default_rng(seed)
+    names = [*(f"x{j}" for j in range(features)), *(["c"] if nominal else [])]
+    space = FeatureSpace(bins=16, warm_up=5, nominal=["c"] if nominal else [])
+    for row in rng.uniform(size=(20, features)).tolist():
+        space.encode_one(dict(zip(names, [*row, "a"])), learn=True)
+    params = Params(0.1, 200, 0.1, 0.0, None, leaf_model="linear")
+    tree = MultiOutputTree(params, Layout(space), outputs=outputs)
+    width = tree.layout.n_features
+    tree.reserve_pending(rows)
+    tree.pending_codes[0, :rows] = rng.integers(0, 17, size=(rows, width))
+    tree.pending_g[0, :rows] = rng.normal(size=(rows, outputs)) * scale
+    tree.pending_h[0, :rows] = rng.uniform(0.0, 0.25, size=(rows, outputs)) * scale
+    if zero_h is not None:
+        tree.pending_h[0, :rows, zero_h] = 0.0
+    tree.pending_n[0] = rows
+    tree.weights[0] = rng.normal(size=(outputs, width))
+    tree.value[0] = rng.normal(size=outputs)
+    by_numpy = copy.deepcopy(tree)
+    with np.errstate(all="ignore"):
+        tree.learner._newton_linear(0, 0)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            by_numpy.learner._newton_linear(0, 0)
+    assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
+    assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    classes=st.sampled_from([0, 2, 3]),
+    bins=st.sampled_from([4, 8, 64]),
+    groups=st.integers(1, 64),
+    feature=st.integers(0, 2),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_regrid_merges_the_bins_as_numpy_merges_them(classes, bins, groups, feature, seed) -> None:
+    """Catches Tree.regrid's compiled merges (`regrid_bins`) giving a slot's statistics other bits than
+    its numpy merges: old bins merged into their new bin in another order, a new bin left unwritten, or
+    another feature's columns touched (one-output trees and a multiclass member's, -0.0 means too)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(400, 3))
+    if classes:
+        model: Any = sgt.BoostedClassifier(warm_up=20, bins=bins, n_members=2)
+        y: Any = (X[:, 0] * classes).astype(int).tolist()
+    else:
+        model, y = sgt.SGTRegressor(warm_up=20, bins=bins), (X[:, 0] + X[:, 1]).tolist()
+    model.predict_learn_many(X, y)
+    trees = [t for m in getattr(model, "_members", []) for t in m.trees] or model._trees
+    cut = np.sort(rng.choice(np.arange(1, bins), size=min(groups, bins) - 1, replace=False))
+    mapping = np.concatenate([[0], 1 + np.searchsorted(cut, np.arange(bins), side="right")])
+    regrid = Regrid(0, feature, mapping, 1, (0.0, 1.0), (0.0, 2.0))
+    for tree in trees:
+        for held in tree.stats:
+            held[rng.random(held.shape[0]) < 0.2, ..., 1] = -0.0
+        by_numpy = copy.deepcopy(tree)
+        tree.regrid(regrid)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", False)
+            by_numpy.regrid(regrid)
+        for a, b in zip(tree.stats, by_numpy.stats, strict=True):
+            assert np.array_equal(bits(a), bits(b))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    trees=st.sampled_from([1, 3]),
+    choice=st.booleans(),
+    saved=st.sampled_from(["none", "empty", "means"]),
+    rows=st.integers(1, 80),
+    scale=st.sampled_from([1.0, 1e-9, 1e300]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_compiled_rows_serve_as_the_python_walk(trees, choice, saved, rows, scale, seed) -> None:
+    """Catches sgt.level_rows' compiled walk (residual levels and the tree choice) serving a row or
+    leaving a level or an error with other bits than ResidualLevel's and fade_errors' Python: levels
+    saved before the target means, without any learned yet and with them, unlearned rows, and
+    predictions that overflow or are not numbers."""
+    rng = np.random.default_rng(seed)
+    linked = rng.normal(size=(rows, trees)) * scale
+    linked[rng.random(linked.shape) < 0.05] = rng.choice([np.inf, np.nan, 1e308])
+    targets = rng.normal(size=rows) * scale
+    learn = rng.random(rows) < 0.8
+
+    def level() -> ResidualLevel:
+        if saved == "none":
+            return ResidualLevel(rng.normal(size=4).tolist(), rng.uniform(size=4).tolist(), means=None)
+        means = rng.normal(size=4).tolist() if saved == "means" else []
+        return ResidualLevel(
+            rng.normal(size=4).tolist(), rng.uniform(size=4).tolist(), means, rng.uniform(size=4).tolist()
+        )
+
+    levels = [level() for _ in range(trees)]
+    errors = rng.uniform(size=trees).tolist() if choice else None
+    if not choice:
+        linked = linked[:, :1]
+        levels = levels[:1]
+    py_levels, py_errors = copy.deepcopy(levels), copy.deepcopy(errors)
+    served = level_rows.served_rows(linked, targets, learn, levels, errors, AUTO_FADING, _LARGEST)
+    expected = []
+    for row, y, learned in zip(linked.tolist(), targets.tolist(), learn.tolist(), strict=True):
+        corrected = [lv.corrected(p) for lv, p in zip(py_levels, row, strict=True)]
+        expected.append(corrected[0 if py_errors is None else least_error(py_errors)])
+        if learned:
+            if py_errors is not None:
+                fade_errors(py_errors, corrected, y, AUTO_FADING)
+            for lv, p in zip(py_levels, row, strict=True):
+                lv.learn(p, y)
+    assert served is not None
+    assert np.array_equal(bits(served), bits(np.array(expected)))
+    assert errors == py_errors or np.array_equal(bits(np.array(errors)), bits(np.array(py_errors)))
+    assert [bits(np.array(lv.levels + lv.errors)).tolist() for lv in levels] == [
+        bits(np.array(lv.levels + lv.errors)).tolist() for lv in py_levels
+    ]
+    assert [(lv.means, lv.mean_errors) for lv in levels] == [
+        (lv.means, lv.mean_errors) for lv in py_levels
+    ] or all(
+        np.array_equal(
+            bits(np.array((a.means or []) + a.mean_errors)), bits(np.array((b.means or []) + b.mean_errors))
+        )
+        for a, b in zip(levels, py_levels, strict=True)
+    )
 
 
 def run(model, X, y, batch: int) -> tuple[bytes, bytes]:
