@@ -8,7 +8,6 @@ drift policy; `sgt.adaptive.AdaptiveSGTClassifier` is a one-member one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -366,49 +365,50 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
 
 class SingleChoice:
     """Which probabilities a `BoostedClassifier` with `single_tree` serves: the ensemble's or the single
-    tree's, by their log losses summed over every learned record, with the single tree retiring.
+    tree's, by their errors counted over every learned record, with the single tree retiring.
 
-    The served candidate changes only once the other's summed log loss is `MARGIN` nats below its own
-    (a hysteresis: where the two are as good, on a noisy stream, flipping between them costs more than
-    either); the ensemble serves first. Once the ensemble's sum is `RETIRE` nats below the single
-    tree's, the single tree retires for good (the model drops it: on a long stream the ensemble leads,
-    its cost is paid at the start only), as the young naive Bayes retires (sgt.retirement).
+    The served candidate changes only once the other has made more than `MARGIN` fewer errors (a hysteresis:
+    where the two are as good, on a noisy stream, flipping between them costs more than either); the
+    ensemble serves first. Once the ensemble has made `RETIRE` fewer errors than the single tree, the
+    single tree retires for good (the model drops it: on a long stream where the ensemble leads its
+    cost is paid at the start only), as the young naive Bayes retires (sgt.retirement). A record's
+    error is its class not being the first most probable one (`predict_one`'s label).
 
-    Why: the single classifier (blind splits, a lighter naive Bayes prior) beats the ensemble on short
-    streams and on data where the members' shrunken steps add nothing (Phishing, the checkerboard,
-    skewed classes); summed, not faded, because a faded loss follows the noise of SEA's concept drifts
+    Why errors, summed: the single classifier (blind splits, a lighter naive Bayes prior) beats the
+    ensemble on short streams and where the members' shrunken steps add nothing (Phishing, the
+    checkerboard, skewed classes); by log loss its better-calibrated probabilities served on Agrawal's
+    gradual drift at a lower accuracy, and a faded count followed the noise of SEA's concept drifts
     (docs/decisions.md, "The boosted ensemble").
 
-    Every step is on Python floats in row order, so a batch and the one-record loop agree bit for bit.
+    Every step is on Python values in row order, so a batch and the one-record loop agree bit for bit.
     """
 
-    #: nats by which the other candidate's summed log loss must lead before it serves
-    MARGIN = 2.0
-    #: nats by which the ensemble's summed log loss must lead before the single tree retires
-    RETIRE = 10.0
-    #: the smallest probability a log loss takes (a class first seen has probability 0)
-    FLOOR = 1e-12
+    #: errors by which the other candidate must lead (more than these) before it serves
+    MARGIN = 3
+    #: errors by which the ensemble must lead before the single tree retires
+    RETIRE = 20
 
-    def __init__(self, losses: Sequence[float] | None = None, serving: int = 0) -> None:
-        self.losses = [0.0, 0.0] if losses is None else [float(v) for v in losses]
-        if len(self.losses) != 2 or serving not in (0, 1):
-            raise ValueError(f"a SingleChoice has two losses and serves 0 or 1, got {self.losses}, {serving}")
+    def __init__(self, errors: Sequence[float] | None = None, serving: int = 0) -> None:
+        self.errors = [0, 0] if errors is None else [int(v) for v in errors]
+        if len(self.errors) != 2 or serving not in (0, 1):
+            raise ValueError(f"a SingleChoice has two counts and serves 0 or 1, got {self.errors}, {serving}")
         self.serving = serving
         self.retired = False
 
-    def learn(self, ensemble: float, tree: float) -> None:
-        """After a learned record the candidates gave its class `ensemble` and `tree`: their losses grow,
-        the serving candidate may change and the single tree may retire."""
-        self.losses[0] += -math.log(max(ensemble, self.FLOOR))
-        self.losses[1] += -math.log(max(tree, self.FLOOR))
+    def learn(self, ensemble: Sequence[float], tree: Sequence[float], target: int) -> None:
+        """After a learned record of class `target` the candidates predicted with probabilities
+        `ensemble` and `tree` (in the model's class order): their errors grow, the serving candidate may
+        change and the single tree may retire."""
+        for k, proba in enumerate((ensemble, tree)):
+            self.errors[k] += int(max(range(len(proba)), key=proba.__getitem__) != target)
         other = 1 - self.serving
-        if self.losses[other] < self.losses[self.serving] - self.MARGIN:
+        if self.errors[other] < self.errors[self.serving] - self.MARGIN:
             self.serving = other
-        if self.losses[0] <= self.losses[1] - self.RETIRE:
+        if self.errors[0] <= self.errors[1] - self.RETIRE:
             self.serving, self.retired = 0, True
 
     def serve(self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Each row's served probabilities as the losses stood before it; a learned row (its class's
+        """Each row's served probabilities as the counts stood before it; a learned row (its class's
         column in `targets`, -1: only predicted) then updates them. Rows after the retirement are the
         ensemble's. `ensemble` and `tree` are [rows, classes] with the same columns."""
         out = ensemble.copy()
@@ -418,12 +418,12 @@ class SingleChoice:
             if self.serving == 1:
                 out[i] = tree[i]
             if target >= 0:
-                self.learn(float(ensemble[i, target]), float(tree[i, target]))
+                self.learn(ensemble[i].tolist(), tree[i].tolist(), target)
         return out
 
-    def state(self) -> list[float]:
-        """The saved form: the two losses, then the serving candidate."""
-        return [*self.losses, float(self.serving)]
+    def state(self) -> list[int]:
+        """The saved form: the two counts of errors, then the serving candidate."""
+        return [*self.errors, self.serving]
 
     @classmethod
     def restored(cls, state: Any) -> SingleChoice:
@@ -431,12 +431,11 @@ class SingleChoice:
         if (
             not isinstance(state, list)
             or len(state) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in state)
-            or not all(math.isfinite(v) for v in state)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in state)
             or state[2] not in (0, 1)
         ):
             raise SerializationError(f"a BoostedClassifier's single-tree choice {state!r} is not valid")
-        return cls(state[:2], int(state[2]))
+        return cls(state[:2], state[2])
 
 
 class BoostedClassifier(_ClassifierEnsemble):
@@ -526,8 +525,8 @@ class BoostedClassifier(_ClassifierEnsemble):
         True (default): a single SGTClassifier (its own defaults, with the ensemble's `bins`, `warm_up`,
         `max_depth`, `feature_names`, `nominal` and `max_categories`) learns every record beside the
         members, and the probabilities served are the ensemble's or the single tree's, whichever has
-        the lower log loss summed over the records learned, by a margin (`SingleChoice`); once the
-        ensemble leads by `SingleChoice.RETIRE` nats the single tree retires for good. The single tree
+        made fewer errors over the records learned, by a margin (`SingleChoice`); once the ensemble
+        leads by `SingleChoice.RETIRE` errors the single tree retires for good. The single tree
         wins short streams and data where boosting adds nothing (Phishing 89.9% -> 91.5%, the
         checkerboard), at about 1.4 times the members' time while it lives. Not with `max_bytes`. A
         model saved before the parameter restores without it. `explain_one` and `n_trees` are the
@@ -721,7 +720,17 @@ class BoostedClassifier(_ClassifierEnsemble):
             return
         if y is None:
             raise ValueError("y must be a label, not None")
-        self._run_proba([x], [y])  # (a batch of one row: the choice learns the record's probabilities)
+        assert self._choice is not None
+        # the probabilities each model predicted the record with (as a batch's row), then both learn it
+        ensemble, tree = super().predict_proba_one(x), self._single.predict_proba_one(x)
+        super().learn_one(x, y)
+        self._single.learn_one(x, y)
+        classes = self._classes
+        self._choice.learn(
+            [ensemble.get(c, 0.0) for c in classes], [tree.get(c, 0.0) for c in classes], self._class_index[y]
+        )
+        if self._choice.retired:
+            self._single, self._choice = None, None
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:

@@ -1389,6 +1389,13 @@ VARIANTS += (
     Variant("ours-boosted-or-single-sum-m5", choice((0.0, 1.0), 1.0, margin=5.0)),
     Variant("ours-boosted-or-single-errors-sum", choice((0.0, 1.0), 1.0, "errors")),
     Variant("ours-boosted-or-single-errors-m3", choice((0.0, 1.0), 1.0, "errors", margin=3.0)),
+    Variant("ours-boosted-or-single-errors-m5", choice((0.0, 1.0), 1.0, "errors", margin=5.0)),
+    Variant(
+        "ours-boosted-or-single-errors-m3-r20", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=20.0)
+    ),
+    Variant(
+        "ours-boosted-or-single-errors-m3-r50", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=50.0)
+    ),
     Variant("ours-boosted-or-single-retire10", choice((0.0, 1.0), 1.0, retire=10.0)),
     Variant("ours-boosted-or-single-retire20", choice((0.0, 1.0), 1.0, retire=20.0)),
     Variant("ours-boosted-or-single-m2-retire10", choice((0.0, 1.0), 1.0, margin=2.0, retire=10.0)),

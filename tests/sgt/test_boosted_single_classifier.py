@@ -1,7 +1,7 @@
 """The boosted classifier's single tree (`single_tree`): a single SGTClassifier learns beside the
-members, and the ensemble's probabilities or the tree's serve, whichever has the lower log loss summed
-over the learned records by a margin; the tree retires once the ensemble leads by `SingleChoice.RETIRE`
-nats (sgt.boosted.classifier.SingleChoice).
+members, and the ensemble's probabilities or the tree's serve, whichever made fewer errors over the
+learned records by a margin; the tree retires once the ensemble leads by `SingleChoice.RETIRE` errors
+(sgt.boosted.classifier.SingleChoice).
 
 On a checkerboard no single split lowers the loss: the single classifier splits blind there, the
 members do not, and the single tree serves. Models saved before the parameter restore without the tree
@@ -10,7 +10,8 @@ and predict as they did; a model saved after its tree retired restores without i
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ def _records(X: np.ndarray) -> list[dict[str, float]]:
     return [dict(zip(names, row.tolist(), strict=True)) for row in X]
 
 
-def _accuracy(model: BoostedClassifier | SGTClassifier, X: np.ndarray, y: list[int]) -> float:
+def _accuracy(model: BoostedClassifier | SGTClassifier, X: np.ndarray, y: Sequence[Any]) -> float:
     hits = 0
     for i in range(0, len(y), 1000):
         proba = model.predict_learn_many(X[i : i + 1000], y[i : i + 1000])
@@ -51,7 +52,7 @@ def _accuracy(model: BoostedClassifier | SGTClassifier, X: np.ndarray, y: list[i
     return hits / len(y)
 
 
-def _loop(model: BoostedClassifier, X: np.ndarray, y: list[int]) -> np.ndarray:
+def _loop(model: BoostedClassifier, X: np.ndarray, y: Sequence[Any]) -> np.ndarray:
     """predict_proba_one then learn_one per record, as [rows, classes known at the end]."""
     rows = []
     for record, target in zip(_records(X), y, strict=True):
@@ -75,7 +76,7 @@ def test_a_stream_the_members_fit_better_keeps_their_probabilities() -> None:
     with_tree = _accuracy(model, X, y)
     members = _accuracy(BoostedClassifier(single_tree=False), X, y)
     assert with_tree >= members - 0.005, (with_tree, members)
-    assert model._single is None  # retired: the ensemble led by RETIRE nats
+    assert model._single is None  # retired: the ensemble led by RETIRE errors
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
@@ -86,7 +87,9 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
     predictions = np.concatenate(
         [
             np.pad(p, ((0, 0), (0, 2 - p.shape[1])))
-            for p in (batched.predict_learn_many(X[i : i + 700], y[i : i + 700]) for i in range(0, len(y), 700))
+            for p in (
+                batched.predict_learn_many(X[i : i + 700], y[i : i + 700]) for i in range(0, len(y), 700)
+            )
         ]
     )
     assert batched._choice is not None and batched._choice.serving == 1  # (the tree serves)
@@ -108,7 +111,8 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
     )
 
 
-def test_a_retiring_tree_gives_the_same_bits_batched_and_looped() -> None:
+def test_a_retiring_tree_gives_the_same_bits_batched_and_looped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SingleChoice, "RETIRE", 10)  # (the ensemble leads by 38 errors at the end)
     X, y = _line(3000)
     batched = BoostedClassifier(single_tree=True)
     predictions = batched.predict_learn_many(X, y)
@@ -168,7 +172,7 @@ def test_a_bad_choice_is_refused() -> None:
     model = BoostedClassifier(single_tree=True)
     model.learn_many(X, y)
     header, arrays, _ = decode(model.to_bytes())
-    for bad in ([1.0, 2.0], [1.0, 2.0, 0.5], [1.0, 2.0, 2.0], "x", [True, 1.0, 0.0]):
+    for bad in ([1, 2], [1.0, 2, 0], [1, 2, 2], "x", [True, 1, 0], [-1, 2, 0]):
         header["extra"]["single"]["choice"] = bad
         with pytest.raises(SerializationError, match="choice"):
             BoostedClassifier.from_bytes(encode(header, list(arrays.items())))
@@ -183,14 +187,17 @@ def test_no_single_tree_with_a_budget_and_a_bad_value_is_named() -> None:
 
 def test_the_choice_keeps_its_candidate_within_the_margin_and_retires_the_tree() -> None:
     choice = SingleChoice()
-    choice.learn(0.5, 0.5 * math.exp(SingleChoice.MARGIN / 2))  # the tree leads, by less than the margin
-    assert choice.serving == 0
-    for _ in range(3):
-        choice.learn(0.5, 0.5 * math.exp(SingleChoice.MARGIN / 2))
+    right, wrong = [0.2, 0.8], [0.6, 0.4]  # (class 1 is right)
+    for _ in range(SingleChoice.MARGIN):
+        choice.learn(wrong, right, 1)  # the tree leads, by the margin, not more
+    assert choice.serving == 0 and choice.errors == [SingleChoice.MARGIN, 0]
+    choice.learn(wrong, right, 1)
     assert choice.serving == 1 and not choice.retired
+    choice.learn([0.5, 0.5], [0.5, 0.5], 1)  # ties: the first class, an error of both
+    assert choice.errors == [SingleChoice.MARGIN + 2, 1]
     while not choice.retired:
-        choice.learn(0.9, 0.1)
-    assert choice.serving == 0 and choice.losses[1] - choice.losses[0] >= SingleChoice.RETIRE
+        choice.learn(right, wrong, 1)
+    assert choice.serving == 0 and choice.errors[1] - choice.errors[0] == SingleChoice.RETIRE
 
 
 def test_the_single_trees_bytes_count() -> None:
