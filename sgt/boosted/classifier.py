@@ -371,8 +371,10 @@ class SingleChoice:
     where the two are as good, on a noisy stream, flipping between them costs more than either); the
     ensemble serves first. Once the ensemble has made `RETIRE` fewer errors than the single tree, the
     single tree retires for good (the model drops it: on a long stream where the ensemble leads its
-    cost is paid at the start only), as the young naive Bayes retires (sgt.retirement). A record's
-    error is its class not being the first most probable one (`predict_one`'s label).
+    cost is paid at the start only), as the young naive Bayes retires (sgt.retirement); so it does from
+    `YOUTH` records learned on whenever the ensemble serves (where the two are as good, a noisy LED
+    display, it would cost as much for nothing). A record's error is its class not being the first
+    most probable one (`predict_one`'s label).
 
     Why errors, summed: the single classifier (blind splits, a lighter naive Bayes prior) beats the
     ensemble on short streams and where the members' shrunken steps add nothing (Phishing, the
@@ -387,12 +389,15 @@ class SingleChoice:
     MARGIN = 3
     #: errors by which the ensemble must lead before the single tree retires
     RETIRE = 20
+    #: records learned from which on the single tree retires whenever the ensemble serves (None: never)
+    YOUTH: int | None = 5000
 
-    def __init__(self, errors: Sequence[float] | None = None, serving: int = 0) -> None:
+    def __init__(self, errors: Sequence[int] | None = None, serving: int = 0, learned: int = 0) -> None:
         self.errors = [0, 0] if errors is None else [int(v) for v in errors]
         if len(self.errors) != 2 or serving not in (0, 1):
             raise ValueError(f"a SingleChoice has two counts and serves 0 or 1, got {self.errors}, {serving}")
         self.serving = serving
+        self.learned = learned  # the records learned (the single tree's youth)
         self.retired = False
 
     def learn(self, ensemble: Sequence[float], tree: Sequence[float], target: int) -> None:
@@ -401,10 +406,12 @@ class SingleChoice:
         change and the single tree may retire."""
         for k, proba in enumerate((ensemble, tree)):
             self.errors[k] += int(max(range(len(proba)), key=proba.__getitem__) != target)
+        self.learned += 1
         other = 1 - self.serving
         if self.errors[other] < self.errors[self.serving] - self.MARGIN:
             self.serving = other
-        if self.errors[0] <= self.errors[1] - self.RETIRE:
+        old = self.YOUTH is not None and self.learned >= self.YOUTH and self.serving == 0
+        if old or self.errors[0] <= self.errors[1] - self.RETIRE:
             self.serving, self.retired = 0, True
 
     def serve(self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -422,20 +429,20 @@ class SingleChoice:
         return out
 
     def state(self) -> list[int]:
-        """The saved form: the two counts of errors, then the serving candidate."""
-        return [*self.errors, self.serving]
+        """The saved form: the two counts of errors, the serving candidate, the records learned."""
+        return [*self.errors, self.serving, self.learned]
 
     @classmethod
     def restored(cls, state: Any) -> SingleChoice:
         """The choice `state` saved (SerializationError if it is not one)."""
         if (
             not isinstance(state, list)
-            or len(state) != 3
+            or len(state) != 4
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in state)
             or state[2] not in (0, 1)
         ):
             raise SerializationError(f"a BoostedClassifier's single-tree choice {state!r} is not valid")
-        return cls(state[:2], state[2])
+        return cls(state[:2], state[2], state[3])
 
 
 class BoostedClassifier(_ClassifierEnsemble):
@@ -561,6 +568,9 @@ class BoostedClassifier(_ClassifierEnsemble):
     #: the members' split confidence relaxes in leaves that find no split where the ensemble is unsure
     #: (see `delta`; a model saved before it restores without it)
     _relax: ClassVar[tuple[float, float, float | None] | None] = RELAX
+    #: the choice between the ensemble and the single tree (`single_tree`; a class attribute so that a
+    #: benchmark variant may change its rule)
+    _single_choice: ClassVar[type[SingleChoice]] = SingleChoice
 
     def __init__(
         self,
@@ -625,7 +635,7 @@ class BoostedClassifier(_ClassifierEnsemble):
         self._single: SGTClassifier | None = None
         self._choice: SingleChoice | None = None
         if single_tree and max_bytes is None:
-            self._single, self._choice = self._new_single(), SingleChoice()
+            self._single, self._choice = self._new_single(), self._single_choice()
 
     def _new_single(self) -> SGTClassifier:
         """The single classifier beside the members: SGTClassifier's own defaults, with the ensemble's
@@ -673,7 +683,7 @@ class BoostedClassifier(_ClassifierEnsemble):
             return
         if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
             raise SerializationError("a BoostedClassifier's single tree is not valid")
-        choice = SingleChoice.restored(saved.get("choice"))
+        choice = self._single_choice.restored(saved.get("choice"))
         own = {name[len("single.") :]: a for name, a in arrays.items() if name.startswith("single.")}
         single = SGTClassifier.from_saved(Saved(saved["header"], own, int(saved["version"])))
         if single.classes_ != self.classes_:

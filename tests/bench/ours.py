@@ -37,6 +37,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.boosted.classifier import SingleChoice
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
@@ -1378,8 +1379,21 @@ def choice(
 # split and lighter prior), summed or faded, with their mean as a third candidate, with a margin before the
 # other serves, with the single tree retiring once the ensemble leads by some nats (bench prototypes of
 # BoostedClassifier's `single_tree`); the classifier without it (the default before)
+class _AlwaysYoungChoice(SingleChoice):
+    """The single tree's choice without its youth: it retires only once the ensemble leads by RETIRE."""
+
+    YOUTH = None
+
+
+class _AlwaysYoungBoostedClassifier(BoostedClassifier):
+    """The boosted classifier whose single tree retires only once the ensemble leads by RETIRE errors."""
+
+    _single_choice = _AlwaysYoungChoice
+
+
 VARIANTS += (
     Variant("ours-boosted-no-single", boosted_classifier(single_tree=False)),
+    Variant("ours-boosted-single-always-young", boosted_class(_AlwaysYoungBoostedClassifier)),
     Variant("ours-boosted-or-single-sum", choice((0.0, 1.0), 1.0)),
     Variant("ours-boosted-or-single-faded", choice((0.0, 1.0), 0.98)),
     Variant("ours-boosted-or-single-faded-errors", choice((0.0, 1.0), 0.98, "errors")),

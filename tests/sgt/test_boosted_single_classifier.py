@@ -172,7 +172,7 @@ def test_a_bad_choice_is_refused() -> None:
     model = BoostedClassifier(single_tree=True)
     model.learn_many(X, y)
     header, arrays, _ = decode(model.to_bytes())
-    for bad in ([1, 2], [1.0, 2, 0], [1, 2, 2], "x", [True, 1, 0], [-1, 2, 0]):
+    for bad in ([1, 2, 0], [1.0, 2, 0, 5], [1, 2, 2, 5], "x", [True, 1, 0, 5], [-1, 2, 0, 5]):
         header["extra"]["single"]["choice"] = bad
         with pytest.raises(SerializationError, match="choice"):
             BoostedClassifier.from_bytes(encode(header, list(arrays.items())))
@@ -198,6 +198,19 @@ def test_the_choice_keeps_its_candidate_within_the_margin_and_retires_the_tree()
     while not choice.retired:
         choice.learn(right, wrong, 1)
     assert choice.serving == 0 and choice.errors[1] - choice.errors[0] == SingleChoice.RETIRE
+
+
+def test_the_tree_retires_when_old_unless_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SingleChoice, "YOUTH", 10)
+    serving, level = SingleChoice(), SingleChoice()
+    right, wrong = [0.2, 0.8], [0.6, 0.4]
+    for _ in range(9):
+        serving.learn(wrong, right, 1)
+        level.learn(right, right, 1)
+    assert serving.serving == 1 and not level.retired and level.learned == 9
+    serving.learn(wrong, right, 1)
+    level.learn(right, right, 1)
+    assert not serving.retired and level.retired
 
 
 def test_the_single_trees_bytes_count() -> None:
