@@ -11,6 +11,7 @@ and predict as they did; a model saved after its tree retired restores without i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,10 @@ import pytest
 from sgt import BoostedClassifier, SGTClassifier, kernels
 from sgt.boosted.classifier import SingleChoice
 from sgt.serialization import SerializationError, decode, encode
+from tests.fixtures.make_single_fixture import PARAMS, ROWS, checkerboard
+
+#: a BoostedClassifier saved by the code before the single tree (tests/fixtures/make_single_fixture.py)
+BEFORE_SINGLE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-single" / "classifier.sgt"
 
 
 def _board(n: int, seed: int = 3) -> tuple[np.ndarray, list[int]]:
@@ -165,6 +170,22 @@ def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     saved = decode(old.to_bytes())
     assert "single_tree" not in saved.header["params"] and "single" not in saved.header["extra"]
     assert not any(name.startswith("extra.single.") for name in saved.arrays)
+
+
+def test_a_model_saved_by_the_code_before_restores_and_learns_on_as_the_members_alone() -> None:
+    blob = BEFORE_SINGLE.read_bytes()
+    restored = BoostedClassifier.from_bytes(blob)
+    assert restored._single is None and restored.single_tree is False
+    assert restored.to_bytes() == blob
+    X, y = checkerboard(ROWS)
+    members = BoostedClassifier(**PARAMS, single_tree=False)
+    members.learn_many(X[: ROWS // 2], y[: ROWS // 2])
+    assert members.to_bytes() == blob  # (the members alone are the code before, bit for bit)
+    np.testing.assert_array_equal(
+        restored.predict_learn_many(X[ROWS // 2 :], y[ROWS // 2 :]),
+        members.predict_learn_many(X[ROWS // 2 :], y[ROWS // 2 :]),
+    )
+    assert restored.to_bytes() == members.to_bytes()
 
 
 def test_a_bad_choice_is_refused() -> None:
