@@ -1284,10 +1284,12 @@ def warm(variant: Variant, spec: StreamSpec) -> None:
 
 
 class _Choice(_Combined):
-    """Bench-only prototype (ensclf3): the ensemble and a single tree beside it, serving one of
-    `weights` (the tree's share of a blend of their probabilities: 0 the ensemble, 1 the tree) by the
-    lowest loss faded by `fading` per learned record (1: summed over every record, as `-or-single`);
-    `loss` "log" (log loss) or "errors" (0/1). The first on ties, so the ensemble before any record."""
+    """Bench-only prototype of `BoostedClassifier(single_tree=True)`: the ensemble and a single tree
+    beside it, serving one of `weights` (the tree's share of a blend of their probabilities: 0 the
+    ensemble, 1 the tree) by the lowest loss faded by `fading` per learned record (1: summed over every
+    record, as `-or-single`); `loss` "log" (log loss) or "errors" (0/1). Another candidate serves once
+    its loss is more than `margin` below the serving one's (the ensemble first); with `retire`, the
+    ensemble serves for good once its loss is that far below the tree's."""
 
     def __init__(
         self,
@@ -1375,10 +1377,6 @@ def choice(
     )
 
 
-# the ensemble or the single tree beside it (ensclf3): re-measured on today's code (the single tree's blind
-# split and lighter prior), summed or faded, with their mean as a third candidate, with a margin before the
-# other serves, with the single tree retiring once the ensemble leads by some nats (bench prototypes of
-# BoostedClassifier's `single_tree`); the classifier without it (the default before)
 class _AlwaysYoungChoice(SingleChoice):
     """The single tree's choice without its youth: it retires only once the ensemble leads by RETIRE."""
 
@@ -1391,6 +1389,11 @@ class _AlwaysYoungBoostedClassifier(BoostedClassifier):
     _single_choice = _AlwaysYoungChoice
 
 
+# BoostedClassifier's single tree (`single_tree`, docs/decisions.md): the classifier without it (the
+# default before) and with a single tree that never retires while it trails by less than RETIRE errors;
+# bench prototypes of the choice beside the members without it, re-measured on today's code (the single
+# tree's blind split and lighter prior): by log loss or errors, summed or faded, with their mean as a
+# third candidate, with a margin before the other serves, with the tree retiring once the ensemble leads
 VARIANTS += (
     Variant("ours-boosted-no-single", boosted_classifier(single_tree=False)),
     Variant("ours-boosted-single-always-young", boosted_class(_AlwaysYoungBoostedClassifier)),
@@ -1410,7 +1413,4 @@ VARIANTS += (
     Variant(
         "ours-boosted-or-single-errors-m3-r50", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=50.0)
     ),
-    Variant("ours-boosted-or-single-retire10", choice((0.0, 1.0), 1.0, retire=10.0)),
-    Variant("ours-boosted-or-single-retire20", choice((0.0, 1.0), 1.0, retire=20.0)),
-    Variant("ours-boosted-or-single-m2-retire10", choice((0.0, 1.0), 1.0, margin=2.0, retire=10.0)),
 )
