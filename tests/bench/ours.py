@@ -1502,6 +1502,12 @@ class _AlwaysYoungBoostedClassifier(BoostedClassifier):
     _single_choice = _AlwaysYoungChoice
 
 
+def _youth_class(records: int) -> type[BoostedClassifier]:
+    """The boosted classifier whose single tree retires from `records` learned when the ensemble serves."""
+    choice = type(f"_Youth{records}Choice", (SingleChoice,), {"YOUTH": records})
+    return type(f"_Youth{records}BoostedClassifier", (BoostedClassifier,), {"_single_choice": choice})
+
+
 # BoostedClassifier's single tree (`single_tree`, docs/decisions.md): the classifier without it (the
 # default before) and with a single tree that never retires while it trails by less than RETIRE errors;
 # bench prototypes of the choice beside the members without it, re-measured on today's code (the single
@@ -1510,6 +1516,8 @@ class _AlwaysYoungBoostedClassifier(BoostedClassifier):
 VARIANTS += (
     Variant("ours-boosted-no-single", boosted_classifier(single_tree=False)),
     Variant("ours-boosted-single-always-young", boosted_class(_AlwaysYoungBoostedClassifier)),
+    Variant("ours-boosted-single-youth-2000", boosted_class(_youth_class(2000))),
+    Variant("ours-boosted-single-youth-5000", boosted_class(_youth_class(5000))),
     Variant("ours-boosted-or-single-sum", choice((0.0, 1.0), 1.0)),
     Variant("ours-boosted-or-single-faded", choice((0.0, 1.0), 0.98)),
     Variant("ours-boosted-or-single-faded-errors", choice((0.0, 1.0), 0.98, "errors")),
