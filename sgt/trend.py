@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from sgt import kernels
+
 __all__ = ["TREND_RATE", "TREND_THRESHOLD", "TrendOffset"]
 
 #: the rate of the running mean of the targets (a memory of about 100 records; docs/decisions.md,
@@ -110,6 +112,8 @@ class TrendOffset:
         """A batch's tree targets and each row's offset (as it stood before the row): `take` for each
         learned row in order (the one-record loop's float operations); rows not learned keep their
         target."""
+        if kernels.ENABLED:
+            return self._shift_compiled(targets, learn)
         values = targets.tolist()
         shifted = list(values)
         offsets = [0.0] * len(values)
@@ -118,6 +122,28 @@ class TrendOffset:
             if learns:
                 shifted[i] = self.take(values[i])
         return np.array(shifted, dtype=np.float64), np.array(offsets, dtype=np.float64)
+
+    def _shift_compiled(self, targets: np.ndarray, learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`shift` by the compiled loop (sgt.kernels.trend_rows): the same float operations, in order."""
+        has_reference = self.reference is not None
+        state = np.array(
+            [
+                float(self.count),
+                self.mean,
+                self.variance,
+                self.reference if self.reference is not None else 0.0,
+                float(has_reference),
+                float(self.following),
+            ]
+        )
+        rows = np.ascontiguousarray(targets, dtype=np.float64)
+        shifted, offsets = kernels.trend_rows(
+            rows, np.asarray(learn, dtype=np.bool_), state, self.rate, self.threshold, self._span
+        )
+        self.count, self.mean, self.variance = int(state[0]), float(state[1]), float(state[2])
+        self.reference = float(state[3]) if state[4] != 0.0 else None
+        self.following = bool(state[5] != 0.0)
+        return shifted, offsets
 
     def state(self) -> dict[str, Any]:
         """The saved state (floats the header keeps exactly, the count, the reference or None, and

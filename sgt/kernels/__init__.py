@@ -37,7 +37,8 @@ each output's linear term. And the steps of a batch:
   sgt.kernels.gradients;
 - online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson;
 - a regressor's rows served in order, its residual levels and its tree choice updated row by row
-  (`served_rows`, through sgt.level_rows): sgt.kernels.levels.
+  (`served_rows`, through sgt.level_rows): sgt.kernels.levels; a regressor's trend offsets, row by
+  row (`trend_rows`, sgt.trend.TrendOffset.shift): sgt.kernels.trend_rows.
 
 Every floating-point operation is the numpy code's, on the same operands, in the same order:
 
@@ -88,6 +89,7 @@ from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
 from sgt.kernels.split_search import WINNER_SIZE, numeric_search, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
+from sgt.kernels.trend_rows import trend_rows
 
 __all__ = [
     "ENABLED",
@@ -116,6 +118,7 @@ __all__ = [
     "route_numeric",
     "served_rows",
     "take_pass",
+    "trend_rows",
     "winner_outputs",
 ]
 

@@ -37,6 +37,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
+from sgt.boosted.classifier import SingleChoice
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
@@ -1102,37 +1103,46 @@ def combined(rule: str, first: Callable[[], Any], second: Callable[[], Any]) -> 
 
 
 # the boosted classifier's combination of its members and its bagging (docs/decisions.md, "The boosted
-# ensemble"): prototypes of combinations (bench only: each runs two models side by side) — two boosted
-# chains of half the members at twice the rate, averaged (the default's CPU); two default ensembles
-# averaged (twice it); the ensemble or the single tree by their log losses so far; the calibrated
-# probabilities or the raw softmax by their errors so far (the same members), with the default's bagging
-# and with the mean-one Poisson(3)
+# ensemble"; each without `single_tree`, as measured before it): prototypes of combinations (bench only:
+# each runs two models side by side) — two boosted chains of half the members at twice the rate, averaged
+# (the default's CPU); two default ensembles averaged (twice it); the ensemble or the single tree by their
+# log losses so far; the calibrated probabilities or the raw softmax by their errors so far (the same
+# members), with the default's bagging and with the mean-one Poisson(3)
 VARIANTS += (
     Variant(
         "ours-boosted-two-halves",
         combined(
             "average",
-            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=0),
-            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=1),
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=0, single_tree=False),
+            lambda: _HalfBoostedClassifier(learning_rate=0.6, seed=1, single_tree=False),
         ),
     ),
     Variant(
         "ours-boosted-two-chains",
-        combined("average", lambda: BoostedClassifier(seed=0), lambda: BoostedClassifier(seed=1)),
+        combined(
+            "average",
+            lambda: BoostedClassifier(seed=0, single_tree=False),
+            lambda: BoostedClassifier(seed=1, single_tree=False),
+        ),
     ),
     Variant(
-        "ours-boosted-or-single", combined("tournament", lambda: BoostedClassifier(), lambda: SGTClassifier())
+        "ours-boosted-or-single",
+        combined("tournament", lambda: BoostedClassifier(single_tree=False), lambda: SGTClassifier()),
     ),
     Variant(
         "ours-boosted-cal-or-tree",
-        combined("errors", lambda: BoostedClassifier(), lambda: BoostedClassifier(proba="tree")),
+        combined(
+            "errors",
+            lambda: BoostedClassifier(single_tree=False),
+            lambda: BoostedClassifier(proba="tree", single_tree=False),
+        ),
     ),
     Variant(
         "ours-boosted-mean-one-poisson3-cal-or-tree",
         combined(
             "errors",
-            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0),
-            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0, proba="tree"),
+            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0, single_tree=False),
+            lambda: _MeanOneBaggingClassifier(poisson_rate=3.0, proba="tree", single_tree=False),
         ),
     ),
 )
@@ -1383,4 +1393,145 @@ VARIANTS += tuple(
 VARIANTS += (
     Variant("ours-untrended", lambda spec: _UntrendedRegressor() if spec.is_regression else SGTClassifier()),
     Variant("ours-boosted-untrended", boosted_regressor_class(_UntrendedSingleBoostedRegressor)),
+)
+
+
+class _Choice(_Combined):
+    """Bench-only prototype of `BoostedClassifier(single_tree=True)`: the ensemble and a single tree
+    beside it, serving one of `weights` (the tree's share of a blend of their probabilities: 0 the
+    ensemble, 1 the tree) by the lowest loss faded by `fading` per learned record (1: summed over every
+    record, as `-or-single`); `loss` "log" (log loss) or "errors" (0/1). Another candidate serves once
+    its loss is more than `margin` below the serving one's (the ensemble first); with `retire`, the
+    ensemble serves for good once its loss is that far below the tree's."""
+
+    def __init__(
+        self,
+        first: Any,
+        second: Any,
+        weights: tuple[float, ...],
+        fading: float,
+        loss: str = "log",
+        margin: float = 0.0,
+        retire: float | None = None,
+    ) -> None:
+        super().__init__(first, second, "tournament")
+        self._retire = retire  # the single tree retires for good once the ensemble's loss is this far below
+        self._retired = False
+        self._margin = margin  # another candidate serves once its loss is this far below the serving one's
+        self._serving = 0
+        self._blend = np.array(weights)
+        self._fading = fading
+        self._loss = loss
+        self._faded = np.zeros(len(weights))
+
+    def _candidates(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return (1.0 - self._blend)[:, None] * first[None, :] + self._blend[:, None] * second[None, :]
+
+    def _learn(self, candidates: np.ndarray, target: int) -> None:
+        if self._loss == "log":
+            losses = -np.log(np.maximum(candidates[:, target], 1e-12))
+        else:
+            losses = (candidates.argmax(axis=1) != target).astype(float)
+        self._faded = self._fading * self._faded + losses
+        best = int(np.argmin(self._faded))
+        if self._faded[best] < self._faded[self._serving] - self._margin and not self._retired:
+            self._serving = best
+        if self._retire is not None and self._faded[0] <= self._faded[1] - self._retire:
+            self._retired, self._serving = True, 0
+
+    def predict_learn_many(self, X: Any, y: Any) -> np.ndarray:
+        first, second = (m.predict_learn_many(X, y) for m in self._models)
+        k = len(self.classes_)
+        parts = [np.pad(p, ((0, 0), (0, k - p.shape[1]))) for p in (first, second)]
+        index = {c: j for j, c in enumerate(self.classes_)}
+        out = np.zeros((len(y), k))
+        for i, t in enumerate(y):
+            candidates = self._candidates(parts[0][i], parts[1][i])
+            out[i] = candidates[self._serving]
+            self._learn(candidates, index[t])
+        return out
+
+    def predict_proba_one(self, x: Any) -> dict[Any, float]:
+        first, second = (m.predict_proba_one(x) for m in self._models)
+        self._last = (first, second)
+        classes = list(self.classes_)  # (both models learned the same records: the same classes)
+        candidates = self._candidates(
+            np.array([first.get(c, 0.0) for c in classes]), np.array([second.get(c, 0.0) for c in classes])
+        )
+        return dict(zip(classes, candidates[self._serving].tolist(), strict=True))
+
+    def learn_one(self, x: Any, y: Any) -> None:
+        first, second = getattr(self, "_last", ({}, {}))
+        classes = list(self.classes_) + ([] if y in self.classes_ else [y])
+        candidates = self._candidates(
+            np.array([first.get(c, 0.0) for c in classes]), np.array([second.get(c, 0.0) for c in classes])
+        )
+        self._learn(candidates, classes.index(y))
+        self._last = ({}, {})
+        for model in self._models:
+            model.learn_one(x, y)
+
+
+def choice(
+    weights: tuple[float, ...],
+    fading: float,
+    loss: str = "log",
+    margin: float = 0.0,
+    retire: float | None = None,
+) -> Callable[[StreamSpec], Any]:
+    """A `_Choice` of BoostedClassifier without its own single tree and SGTClassifier on a classification
+    stream."""
+    return lambda spec: (
+        BoostedRegressor()
+        if spec.is_regression
+        else _Choice(
+            BoostedClassifier(single_tree=False), SGTClassifier(), weights, fading, loss, margin, retire
+        )
+    )
+
+
+class _AlwaysYoungChoice(SingleChoice):
+    """The single tree's choice without its youth: it retires only once the ensemble leads by RETIRE."""
+
+    YOUTH = None
+
+
+class _AlwaysYoungBoostedClassifier(BoostedClassifier):
+    """The boosted classifier whose single tree retires only once the ensemble leads by RETIRE errors."""
+
+    _single_choice = _AlwaysYoungChoice
+
+
+def _youth_class(records: int) -> type[BoostedClassifier]:
+    """The boosted classifier whose single tree retires from `records` learned when the ensemble serves."""
+    choice = type(f"_Youth{records}Choice", (SingleChoice,), {"YOUTH": records})
+    return type(f"_Youth{records}BoostedClassifier", (BoostedClassifier,), {"_single_choice": choice})
+
+
+# BoostedClassifier's single tree (`single_tree`, docs/decisions.md): the classifier without it (the
+# default before) and with a single tree that never retires while it trails by less than RETIRE errors;
+# bench prototypes of the choice beside the members without it, re-measured on today's code (the single
+# tree's blind split and lighter prior): by log loss or errors, summed or faded, with their mean as a
+# third candidate, with a margin before the other serves, with the tree retiring once the ensemble leads
+VARIANTS += (
+    Variant("ours-boosted-no-single", boosted_classifier(single_tree=False)),
+    Variant("ours-boosted-single-always-young", boosted_class(_AlwaysYoungBoostedClassifier)),
+    Variant("ours-boosted-single-youth-2000", boosted_class(_youth_class(2000))),
+    Variant("ours-boosted-single-youth-5000", boosted_class(_youth_class(5000))),
+    Variant("ours-boosted-or-single-sum", choice((0.0, 1.0), 1.0)),
+    Variant("ours-boosted-or-single-faded", choice((0.0, 1.0), 0.98)),
+    Variant("ours-boosted-or-single-faded-errors", choice((0.0, 1.0), 0.98, "errors")),
+    Variant("ours-boosted-or-single-mean", choice((0.0, 1.0, 0.5), 0.98)),
+    Variant("ours-boosted-or-single-mean-sum", choice((0.0, 1.0, 0.5), 1.0)),
+    Variant("ours-boosted-or-single-sum-m2", choice((0.0, 1.0), 1.0, margin=2.0)),
+    Variant("ours-boosted-or-single-sum-m5", choice((0.0, 1.0), 1.0, margin=5.0)),
+    Variant("ours-boosted-or-single-errors-sum", choice((0.0, 1.0), 1.0, "errors")),
+    Variant("ours-boosted-or-single-errors-m3", choice((0.0, 1.0), 1.0, "errors", margin=3.0)),
+    Variant("ours-boosted-or-single-errors-m5", choice((0.0, 1.0), 1.0, "errors", margin=5.0)),
+    Variant(
+        "ours-boosted-or-single-errors-m3-r20", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=20.0)
+    ),
+    Variant(
+        "ours-boosted-or-single-errors-m3-r50", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=50.0)
+    ),
 )

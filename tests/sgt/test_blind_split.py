@@ -160,12 +160,16 @@ def test_the_saved_fixtures_restore_without_the_blind_split() -> None:
 
 def test_only_the_single_classifier_splits_blind_by_default() -> None:
     """The regressors' leaves (an impurity from squared-error Hessians means nothing) and, for now, the
-    boosted classifier's members keep splitting on gain."""
+    boosted classifier's members keep splitting on gain (the single tree beside them splits blind)."""
     assert SGTClassifier()._blind_split == BLIND_SPLIT
-    for model in (SGTRegressor(), BoostedRegressor(), BoostedClassifier()):
+    for model in (SGTRegressor(), BoostedRegressor(), BoostedClassifier(single_tree=False)):
         model.learn_many([[0.1], [0.9], [0.5]], [0, 1, 1])
         assert b"blind_split" not in model.to_bytes()
         assert {t.params.blind_after for t in model._trees} == {None}
+    boosted = BoostedClassifier()
+    boosted.learn_many([[0.1], [0.9], [0.5]], [0, 1, 1])
+    assert boosted._single is not None and boosted._single._blind_split == BLIND_SPLIT
+    assert {t.params.blind_after for t in boosted._trees} == {None}
 
 
 @pytest.mark.parametrize("saved", [[1.0], [1.0, "0.47"], [True, 0.47], "on", [0.0, 0.47], [1.0, 1.5]])

@@ -484,8 +484,13 @@ def test_boosting_stages_improve_a_classifier() -> None:
     X, y = multiclass_stream(6000, seed=4)
     log_loss = {}
     for members in (1, 5):
-        model = BoostedClassifier(
-            n_members=members, learning_rate=0.5, drift_threshold=None, warm_up=200, proba="tree"
+        model = BoostedClassifier(  # (the members alone: the single tree beside them would serve)
+            n_members=members,
+            learning_rate=0.5,
+            drift_threshold=None,
+            warm_up=200,
+            proba="tree",
+            single_tree=False,
         )
         proba = model.predict_learn_many(X, y)
         assert model.classes_ == [0, 1, 2] or sorted(model.classes_) == [0, 1, 2]

@@ -56,7 +56,9 @@ def test_the_default_ensemble_is_near_the_naive_bayes_on_a_noisy_led_display() -
     the young naive Bayes: 71.4%)."""
     X, y = led(4000)
     assert _accuracy(BoostedClassifier(), X, y) > 0.69
-    assert _accuracy(BoostedClassifier(proba="tree"), X, y) < 0.66
+    assert _accuracy(BoostedClassifier(single_tree=False), X, y) > 0.69  # (the members' own calibration)
+    # (the members' raw softmax; with the single tree beside them, its naive Bayes serves: 71.3%)
+    assert _accuracy(BoostedClassifier(proba="tree", single_tree=False), X, y) < 0.66
 
 
 def _records(n: int) -> tuple[list[dict[str, Any]], list[Any]]:

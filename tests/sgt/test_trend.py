@@ -247,3 +247,35 @@ def test_the_offset_follows_a_trend_and_not_noise() -> None:
     trend.shift(0.002 * np.arange(5000) + rng.normal(0, 1, 5000), np.ones(5000, dtype=bool))
     assert trend.following and trend.reference is not None
     assert trend.offset() == trend.mean - trend.reference and 8.0 < trend.offset() < 10.0
+
+
+@pytest.mark.skipif(not kernels.ENABLED, reason="the compiled kernels are off")
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.nan, math.inf])), st.booleans()),
+        max_size=80,
+    ),
+    st.integers(1, 40),
+    st.sampled_from([1.0, 0.25, 0.1]),
+    st.sampled_from([0.0, 1.0, 6.0]),
+)
+def test_the_compiled_shift_is_the_python_walk_bit_for_bit(
+    rows: list[tuple[float, bool]], batch: int, rate: float, threshold: float
+) -> None:
+    """`shift` by sgt.kernels.trend_rows gives the Python walk's tree targets, offsets and state, batch
+    after batch, non-finite targets included."""
+    compiled, walked = TrendOffset(rate, threshold), TrendOffset(rate, threshold)
+    targets = np.array([t for t, _ in rows], dtype=np.float64)
+    learn = np.array([k for _, k in rows], dtype=bool)
+    for start in range(0, len(rows), batch):
+        part = slice(start, start + batch)
+        kernels.ENABLED = False  # (hypothesis takes no function-scoped fixture such as monkeypatch)
+        try:
+            expected = walked.shift(targets[part], learn[part])
+        finally:
+            kernels.ENABLED = True
+        got = compiled.shift(targets[part], learn[part])
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a.view(np.int64), b.view(np.int64))
+        assert compiled.state() == walked.state()
