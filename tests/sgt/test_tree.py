@@ -77,13 +77,14 @@ def test_spare_slots_change_neither_the_saved_state_nor_nbytes() -> None:
     y = (X[:, 0] + 0.3 * rng.normal(size=3000) > 0.5).astype(int)
     model = BoostedClassifier()
     model.learn_many(X[:1500], y[:1500])
-    # (the members' trees and the single tree's beside them)
-    assert model._single is not None
-    trees = [tree for member in model._members for tree in member._trees] + model._single._trees
+    # (the members' trees and the single tree's beside them, until it retires)
+    singles = [] if model._single is None else model._single._trees
+    trees = [tree for member in model._members for tree in member._trees] + singles
     assert any(tree.total.shape[0] > tree.n_slots for tree in trees)  # spare slots exist
     restored = load(model.to_bytes())
-    assert restored._single is not None
-    copies = [tree for member in restored._members for tree in member._trees] + restored._single._trees
+    assert (restored._single is None) == (model._single is None)
+    copies = [tree for member in restored._members for tree in member._trees]
+    copies += [] if restored._single is None else restored._single._trees
     assert all(copy.total.shape[0] == copy.n_slots for copy in copies)
     for tree, copy in zip(trees, copies, strict=True):
         copy.reserve_pending(tree.pending_g.shape[1])
