@@ -270,6 +270,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gamma-0.03", lambda spec: single(spec, gamma=0.03)),
     Variant("ours-leaf-lambda-1", lambda spec: single(spec, lambda_=1.0)),
     Variant("ours-delta-1e-5", lambda spec: single(spec, delta=1e-5)),
+    # the piecewise-linear stream: a young leaf's first block of 40, and the linear term's ridge (losers:
+    # the linear terms' entry in docs/decisions.md)
+    Variant("ours-grace-start-40", lambda spec: single(spec, grace_start=40)),
+    Variant("ours-lambda-0.02", lambda spec: single(spec, linear_lambda=0.02)),
 )
 
 
