@@ -1535,3 +1535,16 @@ VARIANTS += (
         "ours-boosted-or-single-errors-m3-r50", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=50.0)
     ),
 )
+
+# the single tree serving blends of its probabilities and the ensemble's in eighths (as the regressor's
+# TreeChoice), chosen by errors summed with the default's margin and retirement, or faded by 0.99 with a
+# margin of one error (docs/decisions.md, "The boosted ensemble": losers)
+VARIANTS += (
+    Variant(
+        "ours-boosted-or-single-eighths", choice(TreeChoice.WEIGHTS, 1.0, "errors", margin=3.0, retire=20.0)
+    ),
+    Variant(
+        "ours-boosted-or-single-eighths-faded",
+        choice(TreeChoice.WEIGHTS, 0.99, "errors", margin=1.0, retire=20.0),
+    ),
+)
