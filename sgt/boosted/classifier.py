@@ -567,13 +567,15 @@ class BoostedClassifier(_ClassifierEnsemble):
     single_tree
         True (default): a single SGTClassifier (its own defaults, with the ensemble's `bins`, `warm_up`,
         `max_depth`, `feature_names`, `nominal` and `max_categories`) learns every record beside the
-        members, and the probabilities served are the ensemble's or the single tree's, whichever has
-        made fewer errors over the records learned, by a margin (`SingleChoice`). The single tree
+        members, and the probabilities served are the ensemble's, the single tree's or a blend of the
+        two in eighths, whichever has made fewer errors over the records learned, by a margin
+        (`SingleChoice`; a model saved before the blends keeps the first two). The single tree
         retires for good once the ensemble leads by `SingleChoice.RETIRE` errors, or from
         `SingleChoice.YOUTH` records on whenever the ensemble serves. It wins short streams and data
         where boosting adds nothing (Phishing 89.9% -> 91.2%, above SRP's 91.1%; the checkerboard
-        84.9% -> 86.2%; ten skewed classes 94.5% -> 95.5%), at up to 1.5 times the members' CPU where
-        it serves, about 1.05 times where it retires young (docs/decisions.md). Not with `max_bytes`.
+        84.9% -> 86.2%, 87.6% with the blends; ten skewed classes 94.5% -> 95.5%), at up to 1.5 times
+        the members' CPU where it serves, about 1.05 times where it retires young (docs/decisions.md).
+        Not with `max_bytes`.
         A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
 
     The other parameters are SGTClassifier's and apply to every tree.
