@@ -450,9 +450,12 @@ class SingleChoice:
         ensemble's. `ensemble` and `tree` are [rows, classes] with the same columns."""
         # every candidate's error on every row at once ([rows, candidates]; numpy's argmax takes the
         # first most probable class, as `learn`), then the counts row by row
-        wrong = np.stack(
-            [blend(ensemble, tree, w).argmax(axis=1) != targets for w in self.weights], axis=1
-        ).tolist()
+        if ensemble.shape[1] == 0:  # no class known yet: nothing learned, nothing to count
+            wrong = [[False] * len(self.errors)] * ensemble.shape[0]
+        else:
+            wrong = np.stack(
+                [blend(ensemble, tree, w).argmax(axis=1) != targets for w in self.weights], axis=1
+            ).tolist()
         out = ensemble.copy()
         for i, target in enumerate(targets.tolist()):
             if self.retired:

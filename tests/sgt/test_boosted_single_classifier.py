@@ -312,3 +312,9 @@ def test_a_model_saved_with_two_candidates_keeps_them_and_learns_on_as_it_did() 
     after = restored.predict_learn_many(X[900:], y[900:])
     # learned on another CPU: the same up to the last bits (tests/floats.py)
     np.testing.assert_allclose(after, np.load(TWO_CHOICE / "after.npy"), rtol=1e-9, atol=1e-12)
+
+
+def test_rows_predicted_before_any_class_leave_the_choice_alone() -> None:
+    choice = SingleChoice()
+    served = choice.serve(np.zeros((3, 0)), np.zeros((3, 0)), np.array([-1, -1, -1]))
+    assert served.shape == (3, 0) and choice.state() == SingleChoice().state()
