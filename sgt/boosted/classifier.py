@@ -28,6 +28,7 @@ from sgt.boosted.policy import (
     RELAX,
     DriftPolicy,
 )
+from sgt.boosted.tree_choice import TreeChoice, blend
 from sgt.classifier import SGTClassifier, _check_label
 from sgt.features import Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
@@ -364,25 +365,32 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
 
 
 class SingleChoice:
-    """Which probabilities a `BoostedClassifier` with `single_tree` serves: the ensemble's or the single
-    tree's, by their errors counted over every learned record, with the single tree retiring.
+    """Which probabilities a `BoostedClassifier` with `single_tree` serves: the ensemble's, the single
+    tree's or a blend of the two in eighths, by their errors counted over every learned record, with the
+    single tree retiring.
 
-    The served candidate changes only once the other has made more than `MARGIN` fewer errors (a hysteresis:
-    where the two are as good, on a noisy stream, flipping between them costs more than either); the
-    ensemble serves first. Once the ensemble has made `RETIRE` fewer errors than the single tree, the
-    single tree retires for good (the model drops it: on a long stream where the ensemble leads its
-    cost is paid at the start only), as the young naive Bayes retires (sgt.retirement); so it does from
-    `YOUTH` records learned on whenever the ensemble serves (where the two are as good, a noisy LED
-    display, it would cost as much for nothing). A record's error is its class not being the first
-    most probable one (`predict_one`'s label).
+    Candidate k puts `WEIGHTS[k]` on the tree's probabilities and the rest on the ensemble's (the
+    regressor's `sgt.boosted.tree_choice.TreeChoice` weights: the ensemble, the tree, their mean, then
+    the other eighths). Another candidate serves only once it has made more than `MARGIN` fewer errors
+    than the serving one (a hysteresis: where the candidates are as good, on a noisy stream, flipping
+    between them costs more than either); the ensemble serves first, and the first candidate of the
+    fewest errors is the one that takes over. Once the ensemble has made `RETIRE` fewer errors than the
+    single tree, the single tree retires for good (the model drops it: on a long stream where the
+    ensemble leads its cost is paid at the start only), as the young naive Bayes retires
+    (sgt.retirement); so it does from `YOUTH` records learned on whenever the ensemble serves (where
+    the two are as good, a noisy LED display, it would cost as much for nothing). A record's error is
+    its class not being the first most probable one (`predict_one`'s label).
 
     Why errors, summed: the single classifier (blind splits, a lighter naive Bayes prior) beats the
     ensemble on short streams and where the members' shrunken steps add nothing (Phishing, the
     checkerboard, skewed classes); by log loss its better-calibrated probabilities served on Agrawal's
-    gradual drift at a lower accuracy, and a faded count followed the noise of SEA's concept drifts
-    (docs/decisions.md, "The boosted ensemble").
+    gradual drift at a lower accuracy, and a faded count followed the noise of SEA's concept drifts.
+    Why blends: where the two err apart (the checkerboard, Agrawal's abrupt drifts, the hyperplane) a
+    blend errs less than either (docs/decisions.md, "The boosted ensemble").
 
-    Every step is on Python values in row order, so a batch and the one-record loop agree bit for bit.
+    A choice saved before the blends (two counts of errors) keeps its two candidates. Every step is on
+    Python values in row order, or on the same floating-point operations elementwise, so a batch and
+    the one-record loop agree bit for bit.
     """
 
     #: errors by which the other candidate must lead (more than these) before it serves
@@ -391,25 +399,47 @@ class SingleChoice:
     RETIRE = 20
     #: records learned from which on the single tree retires whenever the ensemble serves (None: never)
     YOUTH: int | None = 1000
+    #: each candidate's weight on the tree's probabilities: the ensemble, the tree (the two candidates
+    #: saved before the blends, in that order), their mean, then the other eighths
+    WEIGHTS = TreeChoice.WEIGHTS
+    #: the numbers of candidates a save may hold: the two before the blends, or all
+    SAVED_SIZES = (2, len(WEIGHTS))
 
     def __init__(self, errors: Sequence[int] | None = None, serving: int = 0, learned: int = 0) -> None:
-        self.errors = [0, 0] if errors is None else [int(v) for v in errors]
-        if len(self.errors) != 2 or serving not in (0, 1):
-            raise ValueError(f"a SingleChoice has two counts and serves 0 or 1, got {self.errors}, {serving}")
+        self.errors = [0] * len(self.WEIGHTS) if errors is None else [int(v) for v in errors]
+        if len(self.errors) not in self.SAVED_SIZES or not 0 <= serving < len(self.errors):
+            raise ValueError(
+                f"a SingleChoice has {self.SAVED_SIZES} counts, serving one, got {self.errors}, {serving}"
+            )
         self.serving = serving
         self.learned = learned  # the records learned (the single tree's youth)
         self.retired = False
 
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """The tree's weight in each of this choice's candidates (as many as its counts of errors)."""
+        return self.WEIGHTS[: len(self.errors)]
+
+    def served(self, ensemble: Any, tree: Any) -> Any:
+        """The serving candidate's probabilities from the ensemble's and the tree's (floats or arrays
+        alike: the same operations, so the same bits)."""
+        return blend(ensemble, tree, self.weights[self.serving])
+
     def learn(self, ensemble: Sequence[float], tree: Sequence[float], target: int) -> None:
-        """After a learned record of class `target` the candidates predicted with probabilities
-        `ensemble` and `tree` (in the model's class order): their errors grow, the serving candidate may
-        change and the single tree may retire."""
-        for k, proba in enumerate((ensemble, tree)):
+        """After a learned record of class `target` the two models predicted with probabilities
+        `ensemble` and `tree` (in the model's class order): the candidates' errors grow, the serving
+        candidate may change and the single tree may retire."""
+        for k, weight in enumerate(self.weights):
+            proba = [blend(e, t, weight) for e, t in zip(ensemble, tree, strict=True)]
             self.errors[k] += int(max(range(len(proba)), key=proba.__getitem__) != target)
+        self._counted()
+
+    def _counted(self) -> None:
+        """A learned record counted in `errors`: the serving candidate may change, the tree retire."""
         self.learned += 1
-        other = 1 - self.serving
-        if self.errors[other] < self.errors[self.serving] - self.MARGIN:
-            self.serving = other
+        best = min(range(len(self.errors)), key=self.errors.__getitem__)  # (the first on ties)
+        if self.errors[best] < self.errors[self.serving] - self.MARGIN:
+            self.serving = best
         old = self.YOUTH is not None and self.learned >= self.YOUTH and self.serving == 0
         if old or self.errors[0] <= self.errors[1] - self.RETIRE:
             self.serving, self.retired = 0, True
@@ -418,18 +448,27 @@ class SingleChoice:
         """Each row's served probabilities as the counts stood before it; a learned row (its class's
         column in `targets`, -1: only predicted) then updates them. Rows after the retirement are the
         ensemble's. `ensemble` and `tree` are [rows, classes] with the same columns."""
+        # every candidate's error on every row at once ([rows, candidates]; numpy's argmax takes the
+        # first most probable class, as `learn`), then the counts row by row
+        if ensemble.shape[1] == 0:  # no class known yet: nothing learned, nothing to count
+            wrong = [[False] * len(self.errors)] * ensemble.shape[0]
+        else:
+            wrong = np.stack(
+                [blend(ensemble, tree, w).argmax(axis=1) != targets for w in self.weights], axis=1
+            ).tolist()
         out = ensemble.copy()
         for i, target in enumerate(targets.tolist()):
             if self.retired:
                 break
-            if self.serving == 1:
-                out[i] = tree[i]
+            if self.serving != 0:
+                out[i] = self.served(ensemble[i], tree[i])
             if target >= 0:
-                self.learn(ensemble[i].tolist(), tree[i].tolist(), target)
+                self.errors = [e + int(w) for e, w in zip(self.errors, wrong[i], strict=True)]
+                self._counted()
         return out
 
     def state(self) -> list[int]:
-        """The saved form: the two counts of errors, the serving candidate, the records learned."""
+        """The saved form: the counts of errors, the serving candidate, the records learned."""
         return [*self.errors, self.serving, self.learned]
 
     @classmethod
@@ -437,12 +476,12 @@ class SingleChoice:
         """The choice `state` saved (SerializationError if it is not one)."""
         if (
             not isinstance(state, list)
-            or len(state) != 4
+            or len(state) - 2 not in cls.SAVED_SIZES
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in state)
-            or state[2] not in (0, 1)
+            or state[-2] >= len(state) - 2
         ):
             raise SerializationError(f"a BoostedClassifier's single-tree choice {state!r} is not valid")
-        return cls(state[:2], state[2], state[3])
+        return cls(state[:-2], state[-2], state[-1])
 
 
 class BoostedClassifier(_ClassifierEnsemble):
@@ -531,13 +570,15 @@ class BoostedClassifier(_ClassifierEnsemble):
     single_tree
         True (default): a single SGTClassifier (its own defaults, with the ensemble's `bins`, `warm_up`,
         `max_depth`, `feature_names`, `nominal` and `max_categories`) learns every record beside the
-        members, and the probabilities served are the ensemble's or the single tree's, whichever has
-        made fewer errors over the records learned, by a margin (`SingleChoice`). The single tree
+        members, and the probabilities served are the ensemble's, the single tree's or a blend of the
+        two in eighths, whichever has made fewer errors over the records learned, by a margin
+        (`SingleChoice`; a model saved before the blends keeps the first two). The single tree
         retires for good once the ensemble leads by `SingleChoice.RETIRE` errors, or from
         `SingleChoice.YOUTH` records on whenever the ensemble serves. It wins short streams and data
         where boosting adds nothing (Phishing 89.9% -> 91.2%, above SRP's 91.1%; the checkerboard
-        84.9% -> 86.2%; ten skewed classes 94.5% -> 95.5%), at up to 1.5 times the members' CPU where
-        it serves, about 1.05 times where it retires young (docs/decisions.md). Not with `max_bytes`.
+        84.9% -> 86.2%, 87.6% with the blends; ten skewed classes 94.5% -> 95.5%), at up to 1.5 times
+        the members' CPU where it serves, about 1.05 times where it retires young (docs/decisions.md).
+        Not with `max_bytes`.
         A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
 
     The other parameters are SGTClassifier's and apply to every tree.
@@ -717,7 +758,11 @@ class BoostedClassifier(_ClassifierEnsemble):
     def predict_proba_one(self, x: Any) -> dict[Any, float]:
         if self._single is None or self._choice is None or self._choice.serving == 0:
             return super().predict_proba_one(x)
-        return self._single.predict_proba_one(x)
+        tree = self._single.predict_proba_one(x)
+        if self._choice.serving == 1:
+            return tree
+        ensemble = super().predict_proba_one(x)
+        return {c: self._choice.served(ensemble.get(c, 0.0), tree.get(c, 0.0)) for c in self._classes}
 
     def predict_one(self, x: Any) -> Any:
         if self._single is None or len(self._classes) < 2:

@@ -1539,3 +1539,31 @@ VARIANTS += (
         "ours-boosted-or-single-errors-m3-r50", choice((0.0, 1.0), 1.0, "errors", margin=3.0, retire=50.0)
     ),
 )
+
+
+class _TwoCandidateChoice(SingleChoice):
+    """The single tree's choice before the blends: the ensemble's probabilities or the tree's."""
+
+    WEIGHTS = (0.0, 1.0)
+
+
+class _TwoCandidateBoostedClassifier(BoostedClassifier):
+    """The boosted classifier whose single tree's choice serves the ensemble or the tree, no blend."""
+
+    _single_choice = _TwoCandidateChoice
+
+
+# BoostedClassifier's single tree serving blends (the default): the choice before them, of the ensemble
+# or the tree (`-single-two`); bench prototypes beside the members without their own tree, without the
+# youth: blends in eighths chosen by errors summed with the default's margin and retirement, or faded by
+# 0.99 with a margin of one error (docs/decisions.md, "The boosted ensemble")
+VARIANTS += (
+    Variant("ours-boosted-single-two", boosted_class(_TwoCandidateBoostedClassifier)),
+    Variant(
+        "ours-boosted-or-single-eighths", choice(TreeChoice.WEIGHTS, 1.0, "errors", margin=3.0, retire=20.0)
+    ),
+    Variant(
+        "ours-boosted-or-single-eighths-faded",
+        choice(TreeChoice.WEIGHTS, 0.99, "errors", margin=1.0, retire=20.0),
+    ),
+)

@@ -25,6 +25,9 @@ from tests.floats import assert_within_ulps
 
 #: a BoostedClassifier saved by the code before the single tree (tests/fixtures/make_single_fixture.py)
 BEFORE_SINGLE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-single" / "classifier.sgt"
+#: a BoostedClassifier saved by the code whose choice had two candidates, and what it predicted next
+#: (tests/fixtures/make_two_choice_fixture.py)
+TWO_CHOICE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-two-choice"
 
 
 def _board(n: int, seed: int = 3) -> tuple[np.ndarray, list[int]]:
@@ -98,7 +101,7 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
             )
         ]
     )
-    assert batched._choice is not None and batched._choice.serving == 1  # (the tree serves)
+    assert batched._choice is not None and batched._choice.serving == 2  # (a blend serves: the mean)
     loop = BoostedClassifier(single_tree=True)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop.to_bytes() == batched.to_bytes()
@@ -201,7 +204,17 @@ def test_a_bad_choice_is_refused() -> None:
     model = BoostedClassifier(single_tree=True)
     model.learn_many(X, y)
     header, arrays, _ = decode(model.to_bytes())
-    for bad in ([1, 2, 0], [1.0, 2, 0, 5], [1, 2, 2, 5], "x", [True, 1, 0, 5], [-1, 2, 0, 5]):
+    blends = [0] * len(SingleChoice.WEIGHTS)
+    for bad in (
+        [1, 2, 0],
+        [1.0, 2, 0, 5],
+        [1, 2, 2, 5],
+        "x",
+        [True, 1, 0, 5],
+        [-1, 2, 0, 5],
+        [1, 2, 3, 0, 5],
+        [*blends, len(blends), 5],
+    ):
         header["extra"]["single"]["choice"] = bad
         with pytest.raises(SerializationError, match="choice"):
             BoostedClassifier.from_bytes(encode(header, list(arrays.items())))
@@ -219,11 +232,11 @@ def test_the_choice_keeps_its_candidate_within_the_margin_and_retires_the_tree()
     right, wrong = [0.2, 0.8], [0.6, 0.4]  # (class 1 is right)
     for _ in range(SingleChoice.MARGIN):
         choice.learn(wrong, right, 1)  # the tree leads, by the margin, not more
-    assert choice.serving == 0 and choice.errors == [SingleChoice.MARGIN, 0]
+    assert choice.serving == 0 and choice.errors[:2] == [SingleChoice.MARGIN, 0]
     choice.learn(wrong, right, 1)
-    assert choice.serving == 1 and not choice.retired
+    assert choice.serving == 1 and not choice.retired  # (the first of the fewest errors: the tree)
     choice.learn([0.5, 0.5], [0.5, 0.5], 1)  # ties: the first class, an error of both
-    assert choice.errors == [SingleChoice.MARGIN + 2, 1]
+    assert choice.errors[:2] == [SingleChoice.MARGIN + 2, 1]
     while not choice.retired:
         choice.learn(right, wrong, 1)
     assert choice.serving == 0 and choice.errors[1] - choice.errors[0] == SingleChoice.RETIRE
@@ -250,3 +263,58 @@ def test_the_single_trees_bytes_count() -> None:
     members = BoostedClassifier(single_tree=False)
     members.learn_many(X, y)
     assert model.nbytes == members.nbytes + model._single.nbytes
+
+
+def _apart(choice: SingleChoice, records: int) -> None:
+    """`records` records of class 1 on which the ensemble and the tree err by turns, each by a small
+    margin where the other is sure: their mean is always right."""
+    sure, unsure = [0.2, 0.8], [0.6, 0.4]
+    for i in range(records):
+        choice.learn(*((sure, unsure) if i % 2 else (unsure, sure)), 1)
+
+
+def test_a_blend_serves_where_the_two_err_apart() -> None:
+    choice = SingleChoice()
+    _apart(choice, 2 * SingleChoice.MARGIN + 2)
+    mean = SingleChoice.WEIGHTS.index(0.5)
+    assert choice.errors[:2] == [SingleChoice.MARGIN + 1] * 2 and choice.errors[mean] == 0
+    assert choice.serving == mean and not choice.retired  # (the first candidate without an error)
+    rows = choice.served(np.array([0.2, 0.8]), np.array([0.6, 0.4]))
+    np.testing.assert_allclose(rows, [0.4, 0.6])
+    np.testing.assert_array_equal(rows, [choice.served(e, t) for e, t in ((0.2, 0.6), (0.8, 0.4))])  # (bits)
+    before = SingleChoice.restored([0, 0, 0, 0])  # (saved before the blends: two candidates)
+    _apart(before, 2 * SingleChoice.MARGIN + 2)
+    assert before.state() == [
+        SingleChoice.MARGIN + 1,
+        SingleChoice.MARGIN + 1,
+        0,
+        2 * SingleChoice.MARGIN + 2,
+    ]
+
+
+def test_the_blends_on_the_checkerboard_beat_the_tree_or_the_ensemble() -> None:
+    X, y = _board(3000)
+    model = BoostedClassifier(single_tree=True)
+    blends = _accuracy(model, X, y)
+    assert model._choice is not None and model._choice.serving >= 2  # (a blend serves)
+    two = BoostedClassifier(single_tree=True)
+    two._choice = SingleChoice.restored([0, 0, 0, 0])  # (the two candidates before the blends)
+    assert blends >= _accuracy(two, X, y) + 0.003
+
+
+def test_a_model_saved_with_two_candidates_keeps_them_and_learns_on_as_it_did() -> None:
+    blob = (TWO_CHOICE / "classifier.sgt").read_bytes()
+    restored = BoostedClassifier.from_bytes(blob)
+    assert restored._choice is not None and len(restored._choice.errors) == 2
+    assert restored._choice.serving == 1  # (the tree served)
+    assert restored.to_bytes() == blob
+    X, y = checkerboard(1800)
+    after = restored.predict_learn_many(X[900:], y[900:])
+    # learned on another CPU: the same up to the last bits (tests/floats.py)
+    np.testing.assert_allclose(after, np.load(TWO_CHOICE / "after.npy"), rtol=1e-9, atol=1e-12)
+
+
+def test_rows_predicted_before_any_class_leave_the_choice_alone() -> None:
+    choice = SingleChoice()
+    served = choice.serve(np.zeros((3, 0)), np.zeros((3, 0)), np.array([-1, -1, -1]))
+    assert served.shape == (3, 0) and choice.state() == SingleChoice().state()
