@@ -46,7 +46,9 @@ def solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:
     """x with a x = b, a symmetric positive definite (Gaussian elimination without pivoting).
 
     Elementwise steps and sums in a fixed order only (no LAPACK), so the bits never depend on
-    the process, the memory alignment or the number of threads.
+    the process, the memory alignment or the number of threads. A pivot that is exactly zero (a
+    singular system: collinear inputs whose regularisation the rounding lost) is divided by as numpy
+    and the kernels divide (`_divide`), giving infinities and NaNs, never an error.
     """
     # Python floats: at this size (one row per numeric feature) numpy's per-call overhead dominates;
     # each operation is rounded once, as numpy's elementwise steps were, so the bits are the same.
@@ -58,7 +60,7 @@ def solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:
         below = range(k + 1, n)
         for i in below:
             row = rows[i]
-            factor = row[k] / diagonal
+            factor = _divide(row[k], diagonal)
             for j in below:
                 row[j] -= factor * pivot[j]
             rhs[i] -= factor * top
@@ -67,8 +69,17 @@ def solve_positive_definite(a: np.ndarray, b: np.ndarray) -> list[float]:
         total, row = rhs[k], rows[k]
         for j in range(k + 1, n):
             total -= row[j] * x[j]
-        x[k] = total / row[k]
+        x[k] = _divide(total, row[k])
     return x
+
+
+def _divide(numerator: float, denominator: float) -> float:
+    """numerator / denominator as IEEE 754 divides (numpy's division): +-inf or NaN by a zero, where
+    Python's float division raises ZeroDivisionError."""
+    if denominator != 0.0:  # (a NaN too: Python divides by it)
+        return numerator / denominator
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(numerator) / np.float64(denominator))
 
 
 def solve_positive_definite_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:

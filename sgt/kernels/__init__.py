@@ -49,6 +49,9 @@ Every floating-point operation is the numpy code's, on the same operands, in the
   into a fused multiply-add (its ``fastmath`` is off);
 - an exp is numpy's own (numpy's SIMD exp need not round as the libm a kernel would call): the kernels
   compute its arguments and go on from its results, one np.exp between them.
+- a division by zero gives IEEE 754's inf or NaN, as numpy's does (numba's error model "numpy",
+  sgt.kernels.compiling), never a ZeroDivisionError: a linear leaf's elimination meets an exactly
+  zero pivot on collinear inputs (tests/sgt/test_kernels_pivot.py).
 
 So a model learns the same bits with the kernels or without, and a model saved by either restores in
 the other byte for byte (tests/sgt/test_kernels.py compares them on random statistics, and whole

@@ -9,12 +9,19 @@ module (sgt.kernels.leaf_evaluation's `evaluate_leaf` calls the split search's a
 holds that module's code as it was compiled, and an edit of that module alone leaves it stale. A
 release installs every file anew, so this concerns a working copy: after editing a kernel module,
 delete the cache (``sgt/kernels/__pycache__/*.nbi`` and ``*.nbc``, or those in NUMBA_CACHE_DIR).
+
+Every kernel divides as numpy does (numba's error model "numpy"): x / 0.0 is +-inf and 0.0 / 0.0 NaN,
+IEEE 754's numbers, where numba's default ("python") raises ZeroDivisionError. A kernel must give the
+numpy code's bits on any data, a zero divisor included (a linear leaf's exactly collinear inputs give
+its Newton step's elimination a zero pivot), and must never stop a model or the worker instead.
+numba's cache does not record the error model either: a working copy's cache compiled under another
+one is stale too (delete it as above).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 try:
     import numba
@@ -24,6 +31,9 @@ except ImportError:  # the `fast` extra is not installed: sgt takes the numpy co
 __all__ = ["compiled", "numba"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: numba's error model of every kernel: divisions by zero give IEEE 754's inf and NaN, as numpy's do
+_ERROR_MODEL: Final = "numpy"
 
 
 def compiled(function: F) -> F:
@@ -37,6 +47,6 @@ def compiled(function: F) -> F:
     if numba is None:
         return function
     try:
-        return cast(F, numba.njit(cache=True)(function))
+        return cast(F, numba.njit(cache=True, error_model=_ERROR_MODEL)(function))
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return cast(F, numba.njit(function))
+        return cast(F, numba.njit(error_model=_ERROR_MODEL)(function))

@@ -3,7 +3,7 @@ null candidate and the best numeric split, for LeafLearner._evaluate_compiled.
 
 A boosted member's attempt, most of its learning time, then pays one call's fixed cost instead of
 four and their Python around them. It runs the kernels of sgt.kernels.leaf_steps and
-sgt.kernels.split_search, so it gives their bits.
+sgt.kernels.split_search, so it gives their bits (a zero pivot in the Newton step included: inf and NaN).
 """
 
 from __future__ import annotations

@@ -134,7 +134,10 @@ def _merge_into(held: np.ndarray, block: np.ndarray) -> None:
 @compiled
 def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x with a x = b, a symmetric positive definite: sgt.ordered.solve_positive_definite, its steps and
-    their order (Gaussian elimination without pivoting; column k below the pivot is not updated)."""
+    their order (Gaussian elimination without pivoting; column k below the pivot is not updated). A
+    pivot that is exactly zero (collinear inputs whose linear_lambda the rounding lost) is divided by
+    as numpy divides (sgt.kernels.compiling's error model): inf and NaN, which the leaf skips as an
+    overflowed step, where numba's default raised ZeroDivisionError."""
     rows, rhs = a.copy(), b.copy()
     n = rhs.size
     for k in range(n - 1):

@@ -418,21 +418,29 @@ def test_the_kernels_are_used_where_numba_is_and_not_switched_off(environment, b
 class _Uncacheable:
     """Stands for numba where no cache location is writable: njit(cache=True) raises as numba does."""
 
-    def njit(self, function=None, *, cache=False):
+    def njit(self, function=None, *, cache=False, error_model="python"):
         if cache:
             raise RuntimeError("cannot cache function 'f': no locator available for file 'f.py'")
-        return function
+
+        def compile_(f):
+            f.error_model = error_model  # what numba would compile it under
+            return f
+
+        return compile_ if function is None else compile_(function)
 
 
 def test_kernels_compile_without_a_cache_where_none_is_writable(monkeypatch) -> None:
     """Catches `import sgt` failing on a read-only install with no writable cache directory: the
-    kernels are then compiled without caching (a pure unit test: numba stood in for)."""
+    kernels are then compiled without caching (a pure unit test: numba stood in for), and under the
+    same error model as the cached ones (numpy's: a division by zero gives inf or NaN)."""
     monkeypatch.setattr(compiling, "numba", _Uncacheable())  # where `compiled` reads it
 
     def double(x: float) -> float:
         return 2.0 * x
 
-    assert compiling.compiled(double)(2.0) == 4.0
+    kernel = compiling.compiled(double)
+    assert kernel(2.0) == 4.0
+    assert kernel.error_model == "numpy"
 
 
 @settings(deadline=None)  # the first example compiles the kernels
