@@ -10,6 +10,7 @@ JSON form of a model (``to_dict()``) because that is the public view of the tree
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from sgt import kernels
 from sgt.split import Candidate
 
 
@@ -179,6 +181,22 @@ def bits(a: np.ndarray | float) -> np.ndarray:
     """The IEEE bits of a float or an array, as unsigned integers: equal bits, not equal values (-0.0
     is not 0.0, and a NaN equals the same NaN)."""
     return np.asarray(a, dtype=np.float64).view(np.uint64)
+
+
+def assert_newton_steps_agree(tree: Any) -> None:
+    """A linear leaf's Newton step at node 0 (slot 0) by the kernels and by the numpy code give the same
+    bits of the leaf's weights and value (overflows and divisions by zero included)."""
+    by_numpy = copy.deepcopy(tree)
+    with np.errstate(all="ignore"):
+        tree.learner._newton_linear(0, 0)
+        enabled = kernels.ENABLED
+        kernels.ENABLED = False
+        try:
+            by_numpy.learner._newton_linear(0, 0)
+        finally:
+            kernels.ENABLED = enabled
+    assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
+    assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
 
 
 def same_candidates(a: Candidate | None, b: Candidate | None) -> bool:

@@ -31,6 +31,7 @@ from sgt.residual import ResidualLevel
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
+    assert_newton_steps_agree,
     bits,
     multiclass_stream,
     same_candidates,
@@ -230,14 +231,7 @@ def test_linear_steps_are_each_outputs_numpy_newton_step(
     tree.pending_n[0] = rows
     tree.weights[0] = rng.normal(size=(outputs, width))
     tree.value[0] = rng.normal(size=outputs)
-    by_numpy = copy.deepcopy(tree)
-    with np.errstate(all="ignore"):
-        tree.learner._newton_linear(0, 0)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(kernels, "ENABLED", False)
-            by_numpy.learner._newton_linear(0, 0)
-    assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
-    assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
+    assert_newton_steps_agree(tree)
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,7 +11,6 @@ that is not finite being skipped by the leaf as any overflowed step is.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import pkgutil
 
@@ -28,7 +27,7 @@ from sgt.layout import Layout, Params
 from sgt.multioutput import MultiOutputTree
 from sgt.ordered import solve_positive_definite, solve_positive_definite_many
 from sgt.tree import Tree
-from tests.sgt.sgt_testkit import bits
+from tests.sgt.sgt_testkit import assert_newton_steps_agree, bits
 
 
 def degenerate_system(rng: np.random.Generator, size: int, kind: str, scale: float) -> np.ndarray:
@@ -116,14 +115,7 @@ def test_a_leafs_step_on_collinear_inputs_is_the_numpy_steps(features, outputs, 
     collinear_block(tree, rng, rows, h_scale)
     tree.weights[0] = rng.normal(size=tree.weights[0].shape)
     tree.value[0] = rng.normal(size=tree.value[0].shape)
-    by_numpy = copy.deepcopy(tree)
-    with np.errstate(all="ignore"):
-        tree.learner._newton_linear(0, 0)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(kernels, "ENABLED", False)
-            by_numpy.learner._newton_linear(0, 0)
-    assert np.array_equal(bits(tree.weights[0]), bits(by_numpy.weights[0]))
-    assert np.array_equal(bits(tree.value[0]), bits(by_numpy.value[0]))
+    assert_newton_steps_agree(tree)
 
 
 def collinear_stream(n: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
