@@ -16,6 +16,7 @@ import numpy as np
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
+from sgt.boosted.forest import Averaged
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -34,7 +35,7 @@ from sgt.features import Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
 from sgt.softmax import binary_gradients, softmax_with_reference
 
-__all__ = ["ENSEMBLE_PROBA_MODES", "BoostedClassifier", "SingleChoice"]
+__all__ = ["ENSEMBLE_PROBA_MODES", "BoostedClassifier", "ForestClassifier", "SingleChoice"]
 
 #: the ensemble's ways to make probabilities (see BoostedClassifier's ``proba``)
 ENSEMBLE_PROBA_MODES = ("calibrated", "tree")
@@ -797,3 +798,8 @@ class BoostedClassifier(_ClassifierEnsemble):
         params = super()._params_from_saved(params, loss)
         del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
         return params
+
+
+class ForestClassifier(Averaged, BoostedClassifier):
+    """A `BoostedClassifier` whose members are averaged, not boosted: the forest a boosted classifier
+    keeps beside its members (sgt.boosted.forest, which has its settings)."""

@@ -82,6 +82,10 @@ class _Core(_Estimator):
     #: suite's classification streams but lost SEA's drift streams (docs/decisions.md); the variants in
     #: tests/bench/ours.py set it
     _mean_one_bagging: ClassVar[bool] = False
+    #: whether the members are averaged, not boosted: each learns at the base score alone (not at the
+    #: sum of the members before it) and the model sums them at `_step()` each, 1 / n_members (the
+    #: forests beside the members, sgt.boosted.forest); a class attribute, as the class is saved
+    _averaged: ClassVar[bool] = False
     _space: Any
     _layout: Any
     _layout_revision: int
@@ -467,8 +471,9 @@ class _Core(_Estimator):
         events: np.ndarray,
         regrids: dict[int, list[Regrid]],
     ) -> np.ndarray:
-        """Run members in order, each learning at the shrunken sum of those before it; return the
-        ensemble's raw scores (as predicted, before each row was learned)."""
+        """Run members in order, each learning at the shrunken sum of those before it (at the base
+        score alone if `_averaged`); return the ensemble's raw scores (as predicted, before each row
+        was learned)."""
         predicted, learned = base
         n, width = predicted.shape
         for m, member in enumerate(members):
@@ -484,7 +489,8 @@ class _Core(_Estimator):
             raw[:, first : first + columns] = member_raw[:, :columns]
             step = self._member_step(m) * raw
             predicted = predicted + step
-            learned = learned + step
+            if not self._averaged:
+                learned = learned + step
         return predicted
 
     # -- young ensembles (the policy's `youth`) ----------------------------------------------

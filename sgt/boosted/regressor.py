@@ -17,6 +17,7 @@ from sgt import level_rows
 from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
+from sgt.boosted.forest import Averaged
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.boosted.tree_choice import TreeChoice, blend
 from sgt.explain import explain_raw
@@ -26,7 +27,7 @@ from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
 
-__all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "damped_share"]
+__all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "ForestRegressor", "damped_share"]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -492,3 +493,8 @@ class BoostedRegressor(_RegressorEnsemble):
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         """A model saved without `single_tree` (before it, or without the tree) restores without it."""
         return {"single_tree": False, **super()._params_from_saved(params, loss)}
+
+
+class ForestRegressor(Averaged, BoostedRegressor):
+    """A `BoostedRegressor` whose members are averaged, not boosted: the forest a boosted regressor
+    keeps beside its members (sgt.boosted.forest, which has its settings)."""

@@ -15,14 +15,41 @@ tree. A batch's errors are filtered at once (the same bits as row by row).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
 
-__all__ = ["FILTERED_ROWS", "TreeChoice", "blend"]
+__all__ = ["CANDIDATES", "FILTERED_ROWS", "Candidate", "TreeChoice", "blend"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A prediction a boosted model with side models may serve: `blend(first's, second's, weight)`,
+    the models named "ensemble" (the members), "tree" (the single tree) or "forest"
+    (sgt.boosted.forest)."""
+
+    first: str
+    second: str
+    weight: float  # on the second model's prediction
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The models whose predictions it needs (a weight of 0 or 1 needs one only)."""
+        if self.weight == 0.0:
+            return frozenset((self.first,))
+        if self.weight == 1.0:
+            return frozenset((self.second,))
+        return frozenset((self.first, self.second))
+
+    def of(self, predictions: Mapping[str, Any]) -> Any:
+        """Its prediction from the models' (floats or arrays alike: `blend`)."""
+        first = predictions[self.first] if self.weight != 1.0 else None
+        second = predictions[self.second] if self.weight != 0.0 else None
+        return blend(first, second, self.weight)
 
 
 class TreeChoice:
@@ -124,6 +151,16 @@ def blend(ensemble: Any, tree: Any, weight: float) -> Any:
         return 0.5 * (ensemble + tree)
     return (1.0 - weight) * ensemble + weight * tree
 
+
+#: every candidate, in the order of a choice's errors: the ensemble, the tree, their mean (the three
+#: saved before the blends), the other eighths of the two (the nine saved before the forests), then the
+#: forest, its mean with the ensemble and its mean with the tree
+CANDIDATES: tuple[Candidate, ...] = (
+    *(Candidate("ensemble", "tree", w) for w in TreeChoice.WEIGHTS),
+    Candidate("ensemble", "forest", 1.0),
+    Candidate("ensemble", "forest", 0.5),
+    Candidate("tree", "forest", 0.5),
+)
 
 #: `TreeChoice.serve` filters the errors of batches of at least this many rows (fewer: row by row)
 FILTERED_ROWS = 32

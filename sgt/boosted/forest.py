@@ -1,0 +1,64 @@
+"""The forests beside the boosted members: bagged SGTs that split fast, averaged instead of boosted.
+
+A boosted ensemble's members are shallow where no single split gains (an XOR, a checkerboard, two
+interleaved moons): each member fits what the ones before it leave, shrunk, and the split test of a
+residual that no one split explains is slow to pass. A random forest grows each tree deep on its own
+bootstrap and averages them; on low-dimensional nonlinear data that is what River's ARF and AMF do
+better. So the boosted classes keep, beside their members and single tree, a *forest*: the same
+engine with `_averaged` members (each learns the target at the base score, not the residual of the
+members before it; the model is their mean), each weighing the records by its own Poisson(1) draws,
+and a split confidence and grace period that let a leaf split on few records. The model then serves
+whichever of its candidates has erred least (sgt.boosted.classifier's `SingleChoice`,
+sgt.boosted.tree_choice's `TreeChoice`).
+
+The settings below were chosen on the robustness suite (docs/decisions.md, "The boosted ensemble").
+
+>>> from sgt.boosted.classifier import ForestClassifier
+>>> forest = ForestClassifier(**CLASSIFIER_FOREST)
+>>> forest.learn_many([[0.1], [0.9]], [0, 1])
+>>> forest.n_trees, forest.learning_rate
+(10, 0.1)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = ["CLASSIFIER_FOREST", "REGRESSOR_FOREST", "Averaged"]
+
+#: the classifier's forest: ten members of split confidence 0.2 and grace period 10, each bagged,
+#: summed at a tenth each; no drift test of its own (it retires once the members lead, see
+#: `SingleChoice`)
+CLASSIFIER_FOREST: dict[str, Any] = {
+    "n_members": 10,
+    "learning_rate": 0.1,
+    "delta": 0.2,
+    "grace_period": 10,
+    "lambda_": 0.1,
+    "poisson_rate": 1.0,
+    "drift_threshold": None,
+    "single_tree": False,
+}
+
+#: the regressor's forest: ten bagged members of split confidence 0.1 and grace period 20, summed at a
+#: tenth each (the regressor's other defaults: linear leaves, the residual level, the drift test)
+REGRESSOR_FOREST: dict[str, Any] = {
+    "n_members": 10,
+    "learning_rate": 0.1,
+    "delta": 0.1,
+    "grace_period": 20,
+    "poisson_rate": 1.0,
+    "single_tree": False,
+}
+
+
+class Averaged:
+    """A mixin over a boosted class: its members are averaged, not boosted (`_Core._averaged`); with a
+    learning rate of 1 / n_members its raw score is the members' mean. Every member takes its whole
+    Newton step (the regressor's damping is for members stepping on the residuals of the ones before
+    them)."""
+
+    _averaged: ClassVar[bool] = True
+
+    def _step_share(self, position: int) -> float:
+        return 1.0
