@@ -8,7 +8,7 @@ drift policy; `sgt.adaptive.AdaptiveSGTClassifier` is a one-member one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
-from sgt.boosted.forest import Averaged
+from sgt.boosted.forest import CLASSIFIER_FOREST, Averaged
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -29,7 +29,7 @@ from sgt.boosted.policy import (
     RELAX,
     DriftPolicy,
 )
-from sgt.boosted.tree_choice import TreeChoice, blend
+from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.classifier import SGTClassifier, _check_label
 from sgt.features import Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
@@ -366,123 +366,179 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
 
 
 class SingleChoice:
-    """Which probabilities a `BoostedClassifier` with `single_tree` serves: the ensemble's, the single
-    tree's or a blend of the two in eighths, by their errors counted over every learned record, with the
-    single tree retiring.
+    """Which probabilities a `BoostedClassifier` with side models (`single_tree`, `forest`) serves: the
+    ensemble's, the single tree's, the forest's or a blend, by their errors counted over every learned
+    record, with the side models retiring.
 
-    Candidate k puts `WEIGHTS[k]` on the tree's probabilities and the rest on the ensemble's (the
-    regressor's `sgt.boosted.tree_choice.TreeChoice` weights: the ensemble, the tree, their mean, then
-    the other eighths). Another candidate serves only once it has made more than `MARGIN` fewer errors
-    than the serving one (a hysteresis: where the candidates are as good, on a noisy stream, flipping
-    between them costs more than either); the ensemble serves first, and the first candidate of the
-    fewest errors is the one that takes over. Once the ensemble has made `RETIRE` fewer errors than the
-    single tree, the single tree retires for good (the model drops it: on a long stream where the
-    ensemble leads its cost is paid at the start only), as the young naive Bayes retires
-    (sgt.retirement); so it does from `YOUTH` records learned on whenever the ensemble serves (where
-    the two are as good, a noisy LED display, it would cost as much for nothing). A record's error is
-    its class not being the first most probable one (`predict_one`'s label).
+    The candidates are `tree_choice.CANDIDATES` in order: the ensemble, the tree, their mean and the
+    other eighths of the two (the regressor's `TreeChoice` weights), then the forest, its mean with the
+    ensemble and its mean with the tree; a choice without a forest has the first nine (a save before
+    the blends, the first two). A candidate that needs a model the classifier lacks (never made, or
+    retired) is neither counted nor served. Another candidate serves only once it has made more than
+    `MARGIN` fewer errors than the serving one (a hysteresis: where the candidates are as good, on a
+    noisy stream, flipping between them costs more than either); the ensemble serves first, and the
+    first candidate of the fewest errors is the one that takes over. A side model retires for good
+    once the ensemble has made `RETIRE` fewer errors than it (the model drops it: on a long stream
+    where the ensemble leads its cost is paid at the start only), as the young naive Bayes retires
+    (sgt.retirement); both do from `YOUTH` records learned on whenever the ensemble serves (where they
+    are as good, a noisy LED display, they would cost as much for nothing); the forest also retires at
+    the first record of a third class (it serves two-class streams: with more classes it lost and cost
+    most). A record's error is its class not being the first most probable one (`predict_one`'s label).
 
     Why errors, summed: the single classifier (blind splits, a lighter naive Bayes prior) beats the
     ensemble on short streams and where the members' shrunken steps add nothing (Phishing, the
     checkerboard, skewed classes); by log loss its better-calibrated probabilities served on Agrawal's
     gradual drift at a lower accuracy, and a faded count followed the noise of SEA's concept drifts.
-    Why blends: where the two err apart (the checkerboard, Agrawal's abrupt drifts, the hyperplane) a
-    blend errs less than either (docs/decisions.md, "The boosted ensemble").
+    Why blends: where two err apart (the checkerboard, Agrawal's abrupt drifts, the hyperplane) a
+    blend errs less than either. Why a forest: where no single split gains (the checkerboard, Bananas,
+    moons) its deep averaged trees learn what neither the members nor the tree do (docs/decisions.md,
+    "The boosted ensemble").
 
-    A choice saved before the blends (two counts of errors) keeps its two candidates. Every step is on
-    Python values in row order, or on the same floating-point operations elementwise, so a batch and
-    the one-record loop agree bit for bit.
+    Every step is on Python values in row order, or on the same floating-point operations
+    elementwise, so a batch and the one-record loop agree bit for bit.
     """
 
     #: errors by which the other candidate must lead (more than these) before it serves
     MARGIN = 3
-    #: errors by which the ensemble must lead before the single tree retires
+    #: errors by which the ensemble must lead before a side model retires
     RETIRE = 20
-    #: records learned from which on the single tree retires whenever the ensemble serves (None: never)
+    #: records learned from which on the side models retire whenever the ensemble serves (None: never)
     YOUTH: int | None = 1000
-    #: each candidate's weight on the tree's probabilities: the ensemble, the tree (the two candidates
-    #: saved before the blends, in that order), their mean, then the other eighths
+    #: each blend of the ensemble and the tree: its weight on the tree's probabilities
     WEIGHTS = TreeChoice.WEIGHTS
-    #: the numbers of candidates a save may hold: the two before the blends, or all
-    SAVED_SIZES = (2, len(WEIGHTS))
+    #: the numbers of candidates a save may hold: the two before the blends, the nine before the
+    #: forest, or all
+    SAVED_SIZES = (2, len(WEIGHTS), len(CANDIDATES))
+    #: each side model's candidate that is the model alone (its errors are the ensemble's to beat)
+    ALONE: ClassVar[dict[str, int]] = {"tree": 1, "forest": len(WEIGHTS)}
 
-    def __init__(self, errors: Sequence[int] | None = None, serving: int = 0, learned: int = 0) -> None:
-        self.errors = [0] * len(self.WEIGHTS) if errors is None else [int(v) for v in errors]
+    def __init__(
+        self,
+        errors: Sequence[int] | None = None,
+        serving: int = 0,
+        learned: int = 0,
+        *,
+        tree: bool = True,
+        forest: bool = False,
+    ) -> None:
+        size = len(CANDIDATES) if forest else len(self.WEIGHTS)
+        self.errors = [0] * size if errors is None else [int(v) for v in errors]
         if len(self.errors) not in self.SAVED_SIZES or not 0 <= serving < len(self.errors):
             raise ValueError(
                 f"a SingleChoice has {self.SAVED_SIZES} counts, serving one, got {self.errors}, {serving}"
             )
+        if forest and len(self.errors) != len(CANDIDATES):
+            raise ValueError(f"a SingleChoice with a forest has {len(CANDIDATES)} counts, got {self.errors}")
+        self.candidates = CANDIDATES[: len(self.errors)]
+        self.alive = {"ensemble": True, "tree": tree, "forest": forest}  # the models it may serve
         self.serving = serving
-        self.learned = learned  # the records learned (the single tree's youth)
-        self.retired = False
+        self.learned = learned  # the records learned (the side models' youth)
+        self._open = self._open_candidates()
 
     @property
-    def weights(self) -> tuple[float, ...]:
-        """The tree's weight in each of this choice's candidates (as many as its counts of errors)."""
-        return self.WEIGHTS[: len(self.errors)]
+    def retired(self) -> bool:
+        """Whether every side model retired (the ensemble alone serves from now on)."""
+        return not (self.alive["tree"] or self.alive["forest"])
 
-    def served(self, ensemble: Any, tree: Any) -> Any:
-        """The serving candidate's probabilities from the ensemble's and the tree's (floats or arrays
-        alike: the same operations, so the same bits)."""
-        return blend(ensemble, tree, self.weights[self.serving])
+    def _open_candidates(self) -> list[int]:
+        """The candidates whose models are all alive, in order."""
+        return [k for k, c in enumerate(self.candidates) if all(self.alive[m] for m in c.models)]
 
-    def learn(self, ensemble: Sequence[float], tree: Sequence[float], target: int) -> None:
-        """After a learned record of class `target` the two models predicted with probabilities
-        `ensemble` and `tree` (in the model's class order): the candidates' errors grow, the serving
-        candidate may change and the single tree may retire."""
-        for k, weight in enumerate(self.weights):
-            proba = [blend(e, t, weight) for e, t in zip(ensemble, tree, strict=True)]
+    def served(self, predictions: Mapping[str, Any]) -> Any:
+        """The serving candidate's probabilities from the models' (floats or arrays alike: the same
+        operations, so the same bits); `predictions` needs the models it blends only."""
+        return self.candidates[self.serving].of(predictions)
+
+    def needs(self) -> frozenset[str]:
+        """The models whose probabilities the serving candidate needs."""
+        return self.candidates[self.serving].models
+
+    def learn(self, predictions: Mapping[str, Sequence[float]], target: int) -> None:
+        """After a learned record of class `target` the models alive predicted with probabilities
+        `predictions` (in the model's class order): the candidates' errors grow, the serving candidate
+        may change and side models may retire."""
+        for k in self._open:
+            proba = (
+                self.candidates[k]
+                .of({name: np.asarray(p, dtype=np.float64) for name, p in predictions.items()})
+                .tolist()
+            )
             self.errors[k] += int(max(range(len(proba)), key=proba.__getitem__) != target)
-        self._counted()
+        self._counted(target)
 
-    def _counted(self) -> None:
-        """A learned record counted in `errors`: the serving candidate may change, the tree retire."""
+    def _counted(self, target: int) -> None:
+        """A learned record of class `target` counted in `errors`: the serving candidate may change,
+        side models retire."""
         self.learned += 1
-        best = min(range(len(self.errors)), key=self.errors.__getitem__)  # (the first on ties)
+        best = min(self._open, key=self.errors.__getitem__)  # (the first on ties)
         if self.errors[best] < self.errors[self.serving] - self.MARGIN:
             self.serving = best
         old = self.YOUTH is not None and self.learned >= self.YOUTH and self.serving == 0
-        if old or self.errors[0] <= self.errors[1] - self.RETIRE:
-            self.serving, self.retired = 0, True
+        retiring = [
+            name
+            for name, alone in self.ALONE.items()
+            if self.alive[name]
+            and (
+                old
+                or self.errors[0] <= self.errors[alone] - self.RETIRE
+                or (name == "forest" and target >= 2)
+            )
+        ]
+        if retiring:
+            for name in retiring:
+                self.alive[name] = False
+            self._open = self._open_candidates()
+            if self.serving not in self._open:
+                self.serving = 0
 
-    def serve(self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    def serve(self, predictions: Mapping[str, np.ndarray], targets: np.ndarray) -> np.ndarray:
         """Each row's served probabilities as the counts stood before it; a learned row (its class's
-        column in `targets`, -1: only predicted) then updates them. Rows after the retirement are the
-        ensemble's. `ensemble` and `tree` are [rows, classes] with the same columns."""
-        # every candidate's error on every row at once ([rows, candidates]; numpy's argmax takes the
-        # first most probable class, as `learn`), then the counts row by row
-        if ensemble.shape[1] == 0:  # no class known yet: nothing learned, nothing to count
-            wrong = [[False] * len(self.errors)] * ensemble.shape[0]
-        else:
-            wrong = np.stack(
-                [blend(ensemble, tree, w).argmax(axis=1) != targets for w in self.weights], axis=1
-            ).tolist()
+        column in `targets`, -1: only predicted) then updates them. Rows after every side model
+        retired are the ensemble's. `predictions` holds each model alive's probabilities [rows,
+        classes] with the same columns (a side model that retires inside the batch may leave the rows
+        after its retirement at zero: they are never read)."""
+        ensemble = predictions["ensemble"]
+        rows = ensemble.shape[0]
+        # every open candidate's error on every row at once ([rows, candidates]; numpy's argmax takes
+        # the first most probable class, as `learn`), then the counts row by row
+        wrong = np.zeros((rows, len(self.errors)), dtype=np.int64)
+        if ensemble.shape[1]:  # (no class known yet: nothing learned, nothing to count)
+            for k in self._open:
+                wrong[:, k] = self.candidates[k].of(predictions).argmax(axis=1) != targets
         out = ensemble.copy()
         for i, target in enumerate(targets.tolist()):
             if self.retired:
                 break
             if self.serving != 0:
-                out[i] = self.served(ensemble[i], tree[i])
+                out[i] = self.served({name: p[i] for name, p in predictions.items()})
             if target >= 0:
-                self.errors = [e + int(w) for e, w in zip(self.errors, wrong[i], strict=True)]
-                self._counted()
+                for k in self._open:
+                    self.errors[k] += int(wrong[i, k])
+                self._counted(target)
         return out
 
     def state(self) -> list[int]:
-        """The saved form: the counts of errors, the serving candidate, the records learned."""
+        """The saved form: the counts of errors, the serving candidate, the records learned (which
+        models are alive, the save says by the ones it holds)."""
         return [*self.errors, self.serving, self.learned]
 
     @classmethod
-    def restored(cls, state: Any) -> SingleChoice:
-        """The choice `state` saved (SerializationError if it is not one)."""
+    def restored(cls, state: Any, tree: bool, forest: bool) -> SingleChoice:
+        """The choice `state` saved, with the side models the save holds (SerializationError if it is
+        not one)."""
         if (
             not isinstance(state, list)
             or len(state) - 2 not in cls.SAVED_SIZES
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in state)
             or state[-2] >= len(state) - 2
+            or (forest and len(state) - 2 != len(CANDIDATES))
+            or not (tree or forest)
         ):
             raise SerializationError(f"a BoostedClassifier's single-tree choice {state!r} is not valid")
-        return cls(state[:-2], state[-2], state[-1])
+        choice = cls(state[:-2], state[-2], state[-1], tree=tree, forest=forest)
+        if choice.serving not in choice._open:
+            raise SerializationError(f"a BoostedClassifier's choice {state!r} serves a model it lacks")
+        return choice
 
 
 class BoostedClassifier(_ClassifierEnsemble):
@@ -642,11 +698,14 @@ class BoostedClassifier(_ClassifierEnsemble):
         feature_share: float | None = None,
         proba: str = "calibrated",
         single_tree: bool = True,
+        forest: bool = True,
     ) -> None:
         self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
-        if not isinstance(single_tree, bool):
-            raise ValueError(f"single_tree must be True or False, got {single_tree!r}")
+        for name, value in (("single_tree", single_tree), ("forest", forest)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}")
         self.single_tree = single_tree
+        self.forest = forest
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,
@@ -673,125 +732,195 @@ class BoostedClassifier(_ClassifierEnsemble):
             policy=self._drift_policy,
             proba=proba,
         )
-        # the single classifier beside the members and the choice between the two (None: none, as saved
-        # before `single_tree`, with a memory budget, or once the single tree retired)
+        # the side models beside the members and the choice among them (None: none, as saved before
+        # `single_tree`, with a memory budget, or once they retired)
         self._single: SGTClassifier | None = None
+        self._forest: ForestClassifier | None = None
         self._choice: SingleChoice | None = None
-        if single_tree and max_bytes is None:
-            self._single, self._choice = self._new_single(), self._single_choice()
+        if (single_tree or forest) and max_bytes is None:
+            self._single = self._new_single() if single_tree else None
+            self._forest = self._new_forest() if forest else None
+            self._choice = self._single_choice(tree=single_tree, forest=forest)
 
     def _new_single(self) -> SGTClassifier:
         """The single classifier beside the members: SGTClassifier's own defaults, with the ensemble's
         settings of the data (its grid, depth, feature names and categories)."""
-        return SGTClassifier(
-            bins=self.bins,
-            warm_up=self.warm_up,
-            max_depth=self.max_depth,
-            feature_names=self.feature_names,
-            nominal=self.nominal,
-            max_categories=self.max_categories,
-        )
+        return SGTClassifier(**self._data_settings())
+
+    def _new_forest(self) -> ForestClassifier:
+        """The forest beside the members: `CLASSIFIER_FOREST`, with the ensemble's settings of the data."""
+        return ForestClassifier(**CLASSIFIER_FOREST, **self._data_settings())
+
+    def _data_settings(self) -> dict[str, Any]:
+        """The settings of the data a side model takes from the ensemble."""
+        return {
+            "bins": self.bins,
+            "warm_up": self.warm_up,
+            "max_depth": self.max_depth,
+            "feature_names": self.feature_names,
+            "nominal": self.nominal,
+            "max_categories": self.max_categories,
+        }
 
     def get_params(self) -> dict[str, Any]:
-        return {**super().get_params(), "single_tree": self.single_tree}
+        return {**super().get_params(), "single_tree": self.single_tree, "forest": self.forest}
 
     def _saved_params(self) -> dict[str, Any]:
         params = super()._saved_params()
-        if not params.get("single_tree", False):  # (what a save without the parameter restores to)
-            params.pop("single_tree", None)
+        for name in ("single_tree", "forest"):  # (what a save without the parameter restores to)
+            if not params.get(name, False):
+                params.pop(name, None)
         return params
 
     def _saved_parts(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
-        """The model's parts, and the single tree's: its header and choice under the header's
-        ``extra.single``, its arrays last, as ``extra.single.<name>`` (absent once it retired)."""
+        """The model's parts, and its side models': each one's header under the header's
+        ``extra.single`` or ``extra.forest``, its arrays last, as ``extra.single.<name>`` or
+        ``extra.forest.<name>`` (absent once it retired); the choice with the first of them."""
         header, arrays = super()._saved_parts()
-        if self._single is not None and self._choice is not None:
-            single, single_arrays = self._single._saved_parts()
-            extra = header["extra"]
-            extra["single"] = {"header": single, "version": FORMAT_VERSION, "choice": self._choice.state()}
-            arrays += [(f"extra.single.{name}", a) for name, a in single_arrays]
+        if self._choice is None:
+            return header, arrays
+        choice: list[int] | None = self._choice.state()
+        for name, side in (("single", self._single), ("forest", self._forest)):
+            if side is None:
+                continue
+            own, own_arrays = side._saved_parts()
+            header["extra"][name] = {"header": own, "version": FORMAT_VERSION}
+            if choice is not None:
+                header["extra"][name]["choice"], choice = choice, None
+            arrays += [(f"extra.{name}.{array}", a) for array, a in own_arrays]
         return header, arrays
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         super()._restore_extra(extra)
-        self._saved_single = extra.get("single")  # (restored with its arrays, `_restore_arrays`)
+        # (restored with their arrays, `_restore_arrays`)
+        self._saved_sides = {name: extra.get(name) for name in ("single", "forest")}
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         super()._restore_arrays(extra, arrays)
-        saved, self._saved_single = getattr(self, "_saved_single", None), None
-        if self._single is None:
-            return  # (saved before the parameter, or with single_tree=False)
-        if saved is None:  # the single tree had retired
-            self._single, self._choice = None, None
-            return
-        if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
-            raise SerializationError("a BoostedClassifier's single tree is not valid")
-        choice = self._single_choice.restored(saved.get("choice"))
-        own = {name[len("single.") :]: a for name, a in arrays.items() if name.startswith("single.")}
-        single = SGTClassifier.from_saved(Saved(saved["header"], own, int(saved["version"])))
-        if single.classes_ != self.classes_:
-            raise SerializationError("a BoostedClassifier's single tree knows other classes than its members")
-        self._single, self._choice = single, choice
+        saved, self._saved_sides = getattr(self, "_saved_sides", {}), {}
+        if self._choice is None:
+            return  # (saved before the parameters, or without side models)
+        self._single, self._forest, self._choice = None, None, None
+        present = {name: side for name, side in saved.items() if side is not None}
+        if not present:
+            return  # every side model had retired
+        for side in present.values():
+            if not isinstance(side, dict) or not isinstance(side.get("header"), dict):
+                raise SerializationError("a BoostedClassifier's side model is not valid")
+        first = present.get("single", present.get("forest"))
+        assert first is not None
+        choice = self._single_choice.restored(
+            first.get("choice"), tree="single" in present, forest="forest" in present
+        )
+        sides = {name: self._restored_side(name, side, arrays) for name, side in present.items()}
+        self._single = sides.get("single")
+        self._forest = sides.get("forest")
+        self._choice = choice
+
+    def _restored_side(self, name: str, saved: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+        """The side model `name` ("single" or "forest") from its saved header and arrays."""
+        cls = SGTClassifier if name == "single" else ForestClassifier
+        own = {array[len(name) + 1 :]: a for array, a in arrays.items() if array.startswith(f"{name}.")}
+        side = cls.from_saved(Saved(saved["header"], own, int(saved["version"])))
+        if side.classes_ != self.classes_:
+            raise SerializationError(f"a BoostedClassifier's {name} knows other classes than its members")
+        return side
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the members' live arrays, and of the single tree's beside them."""
-        return super().nbytes + (0 if self._single is None else self._single.nbytes)
+        """Bytes of the members' live arrays, and of the side models' beside them."""
+        return super().nbytes + sum(side.nbytes for side in self._sides().values())
 
-    # -- the single tree beside the members (`single_tree`) -----------------------------------------
+    def _sides(self) -> dict[str, SGTClassifier]:
+        """The side models alive, by the names the choice's candidates use."""
+        sides: dict[str, SGTClassifier] = {}
+        if self._single is not None:
+            sides["tree"] = self._single
+        if self._forest is not None:
+            sides["forest"] = self._forest
+        return sides
+
+    def _drop_retired(self) -> None:
+        """Drop the side models the choice retired (after a batch or a record)."""
+        choice = self._choice
+        if choice is None:
+            return
+        if not choice.alive["tree"]:
+            self._single = None
+        if not choice.alive["forest"]:
+            self._forest = None
+        if choice.retired:
+            self._choice = None
+
+    # -- the side models beside the members (`single_tree`, `forest`) -------------------------------
     def _run_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
-        """The ensemble's probabilities of each row, or the single tree's as `SingleChoice` serves them
-        (both models predict then learn every row; a retired single tree is dropped after the batch)."""
-        if self._single is None or self._choice is None:
+        """The ensemble's probabilities of each row, or a side model's or a blend as `SingleChoice`
+        serves them (every model predicts then learns every row; a retired one is dropped after the
+        batch)."""
+        if self._choice is None:
             return super()._run_proba(X, y)
-        ensemble = super()._run_proba(X, y)
-        tree = self._single._run_proba(X, y)
+        predictions = {"ensemble": super()._run_proba(X, y)}
         k = len(self._classes)
-        ensemble, tree = (np.pad(p, ((0, 0), (0, k - p.shape[1]))) for p in (ensemble, tree))
         index = self._class_index
         labels = [None] * len(X) if y is None else y
         targets = np.array([-1 if t is None else index[t] for t in labels], dtype=np.intp)
-        served = self._choice.serve(ensemble, tree, targets)
-        if self._choice.retired:
-            self._single, self._choice = None, None
+        for name, side in self._sides().items():
+            # the forest retires at a third class's first record: it runs the rows up to that one
+            rows = len(X) if name != "forest" else _through_second_class(targets)
+            part = (X, y) if rows == len(X) else (X[:rows], None if y is None else y[:rows])
+            proba = side._run_proba(*part)
+            predictions[name] = np.zeros((len(X), proba.shape[1]))
+            predictions[name][:rows] = proba
+        predictions = {name: np.pad(p, ((0, 0), (0, k - p.shape[1]))) for name, p in predictions.items()}
+        served = self._choice.serve(predictions, targets)
+        self._drop_retired()
         return served
 
     def predict_proba_one(self, x: Any) -> dict[Any, float]:
-        if self._single is None or self._choice is None or self._choice.serving == 0:
+        if self._choice is None or self._choice.serving == 0:
             return super().predict_proba_one(x)
-        tree = self._single.predict_proba_one(x)
-        if self._choice.serving == 1:
-            return tree
-        ensemble = super().predict_proba_one(x)
-        return {c: self._choice.served(ensemble.get(c, 0.0), tree.get(c, 0.0)) for c in self._classes}
+        needs = self._choice.needs()
+        probas = {name: self._proba_of(name, x) for name in needs}
+        if len(needs) == 1:
+            return next(iter(probas.values()))
+        return {
+            c: self._choice.served({name: p.get(c, 0.0) for name, p in probas.items()}) for c in self._classes
+        }
+
+    def _proba_of(self, name: str, x: Any) -> dict[Any, float]:
+        """The probabilities model `name` ("ensemble", "tree" or "forest") predicts for `x`."""
+        if name == "ensemble":
+            return super().predict_proba_one(x)
+        return self._sides()[name].predict_proba_one(x)
 
     def predict_one(self, x: Any) -> Any:
-        if self._single is None or len(self._classes) < 2:
+        if self._choice is None or len(self._classes) < 2:
             return super().predict_one(x)
         p = list(self.predict_proba_one(x).values())
         return self._classes[p.index(max(p))]
 
     def learn_one(self, x: Any, y: Any) -> None:
-        if self._single is None:
+        if self._choice is None:
             super().learn_one(x, y)
             return
         if y is None:
             raise ValueError("y must be a label, not None")
-        assert self._choice is not None
-        # the probabilities each model predicted the record with (as a batch's row), then both learn it
-        ensemble, tree = super().predict_proba_one(x), self._single.predict_proba_one(x)
+        # the probabilities each model predicted the record with (as a batch's row), then all learn it
+        names = ["ensemble", *self._sides()]
+        probas = {name: self._proba_of(name, x) for name in names}
         super().learn_one(x, y)
-        self._single.learn_one(x, y)
+        for side in self._sides().values():
+            side.learn_one(x, y)
         classes = self._classes
         self._choice.learn(
-            [ensemble.get(c, 0.0) for c in classes], [tree.get(c, 0.0) for c in classes], self._class_index[y]
+            {name: [p.get(c, 0.0) for c in classes] for name, p in probas.items()}, self._class_index[y]
         )
-        if self._choice.retired:
-            self._single, self._choice = None, None
+        self._drop_retired()
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
         params.setdefault("single_tree", False)  # saved before the parameter: no single tree
+        params.setdefault("forest", False)  # saved before the parameter: no forest
         params.setdefault("linear_start", 0)  # saved before the parameter: linear steps from the start
         params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
         params.setdefault("proba", "tree")  # saved before the parameter, or with "tree": the raw softmax
@@ -800,6 +929,16 @@ class BoostedClassifier(_ClassifierEnsemble):
         return params
 
 
+def _through_second_class(targets: np.ndarray) -> int:
+    """Rows up to and including the first of a third class (class index 2 or more), or all."""
+    third = np.flatnonzero(targets >= 2)
+    return int(third[0]) + 1 if third.size else len(targets)
+
+
 class ForestClassifier(Averaged, BoostedClassifier):
     """A `BoostedClassifier` whose members are averaged, not boosted: the forest a boosted classifier
     keeps beside its members (sgt.boosted.forest, which has its settings)."""
+
+    #: its own drift policy, the boosted classifier's default (a variant of the boosted class's policy, in a
+    #: test or a benchmark, does not reach the forest)
+    _drift_policy: ClassVar[DriftPolicy] = CLASSIFIER_POLICY

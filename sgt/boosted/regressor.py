@@ -498,3 +498,7 @@ class BoostedRegressor(_RegressorEnsemble):
 class ForestRegressor(Averaged, BoostedRegressor):
     """A `BoostedRegressor` whose members are averaged, not boosted: the forest a boosted regressor
     keeps beside its members (sgt.boosted.forest, which has its settings)."""
+
+    #: its own drift policy, the boosted regressor's default (a variant of the boosted class's policy, in a
+    #: test or a benchmark, does not reach the forest)
+    _drift_policy: ClassVar[DriftPolicy] = REGRESSOR_POLICY

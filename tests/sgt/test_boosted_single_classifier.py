@@ -4,8 +4,10 @@ learned records by a margin; the tree retires once the ensemble leads by `Single
 (sgt.boosted.classifier.SingleChoice).
 
 On a checkerboard no single split lowers the loss: the single classifier splits blind there, the
-members do not, and the single tree serves. Models saved before the parameter restore without the tree
-and predict as they did; a model saved after its tree retired restores without it.
+members do not, and the single tree serves. The forest beside them (`forest`) has its own tests
+(test_boosted_forest_classifier.py); here it is off, so the tree's rules are seen alone. Models
+saved before the parameter restore without the tree and predict as they did; a model saved after
+its tree retired restores without it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def _line(n: int, seed: int = 5) -> tuple[np.ndarray, list[str]]:
     return X, y.tolist()
 
 
+def _two(ensemble: Any, tree: Any) -> dict[str, Any]:
+    """The ensemble's and the tree's predictions as a choice takes them."""
+    return {"ensemble": ensemble, "tree": tree}
+
+
 def _records(X: np.ndarray) -> list[dict[str, float]]:
     names = [f"x{j}" for j in range(X.shape[1])]
     return [dict(zip(names, row.tolist(), strict=True)) for row in X]
@@ -72,8 +79,8 @@ def _loop(model: BoostedClassifier, X: np.ndarray, y: Sequence[Any]) -> np.ndarr
 
 def test_the_checkerboard_is_learned_as_by_the_single_tree() -> None:
     X, y = _board(6000)
-    with_tree = _accuracy(BoostedClassifier(single_tree=True), X, y)
-    members = _accuracy(BoostedClassifier(single_tree=False), X, y)
+    with_tree = _accuracy(BoostedClassifier(single_tree=True, forest=False), X, y)
+    members = _accuracy(BoostedClassifier(single_tree=False, forest=False), X, y)
     single = _accuracy(SGTClassifier(), X, y)
     assert with_tree >= members + 0.015, (with_tree, members, single)  # (0.826 against 0.803)
     assert with_tree >= single - 0.01, (with_tree, single)
@@ -81,9 +88,9 @@ def test_the_checkerboard_is_learned_as_by_the_single_tree() -> None:
 
 def test_a_stream_the_members_fit_better_keeps_their_probabilities() -> None:
     X, y = _line(6000)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     with_tree = _accuracy(model, X, y)
-    members = _accuracy(BoostedClassifier(single_tree=False), X, y)
+    members = _accuracy(BoostedClassifier(single_tree=False, forest=False), X, y)
     assert with_tree >= members - 0.005, (with_tree, members)
     assert model._single is None  # retired: the ensemble led by RETIRE errors
 
@@ -92,7 +99,7 @@ def test_a_stream_the_members_fit_better_keeps_their_probabilities() -> None:
 def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     X, y = _board(2400)
-    batched = BoostedClassifier(single_tree=True)
+    batched = BoostedClassifier(single_tree=True, forest=False)
     predictions = np.concatenate(
         [
             np.pad(p, ((0, 0), (0, 2 - p.shape[1])))
@@ -102,10 +109,10 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
         ]
     )
     assert batched._choice is not None and batched._choice.serving == 2  # (a blend serves: the mean)
-    loop = BoostedClassifier(single_tree=True)
+    loop = BoostedClassifier(single_tree=True, forest=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    half = BoostedClassifier(single_tree=True)
+    half = BoostedClassifier(single_tree=True, forest=False)
     first = half.predict_learn_many(X[:1100], y[:1100])
     restored = BoostedClassifier.from_bytes(half.to_bytes())
     assert restored.to_bytes() == half.to_bytes()
@@ -123,10 +130,10 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
 def test_a_retiring_tree_gives_the_same_bits_batched_and_looped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SingleChoice, "RETIRE", 10)  # (the ensemble leads by 38 errors at the end)
     X, y = _line(3000)
-    batched = BoostedClassifier(single_tree=True)
+    batched = BoostedClassifier(single_tree=True, forest=False)
     predictions = batched.predict_learn_many(X, y)
     assert batched._single is None  # (retired inside the batch)
-    loop = BoostedClassifier(single_tree=True)
+    loop = BoostedClassifier(single_tree=True, forest=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop._single is None and loop.to_bytes() == batched.to_bytes()
     restored = BoostedClassifier.from_bytes(batched.to_bytes())
@@ -136,7 +143,7 @@ def test_a_retiring_tree_gives_the_same_bits_batched_and_looped(monkeypatch: pyt
 
 def test_rows_only_predicted_leave_the_choice_alone() -> None:
     X, y = _board(1500)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000])
     assert model._choice is not None
     before, saved = model._choice.state(), model.to_bytes()
@@ -157,7 +164,7 @@ def test_rows_only_predicted_leave_the_choice_alone() -> None:
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     X, y = _board(2000)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000])
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"].pop("single_tree") is True
@@ -165,7 +172,7 @@ def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     arrays = {name: a for name, a in arrays.items() if not name.startswith("extra.single.")}
     old = BoostedClassifier.from_bytes(encode(header, list(arrays.items())))
     assert old._single is None and old.get_params()["single_tree"] is False
-    members = BoostedClassifier(single_tree=False)
+    members = BoostedClassifier(single_tree=False, forest=False)
     members.learn_many(X[:1000], y[:1000])
     assert old.to_bytes() == members.to_bytes()  # (saved as before the parameter)
     np.testing.assert_array_equal(
@@ -184,7 +191,7 @@ def test_a_model_saved_by_the_code_before_restores_and_learns_on_as_the_members_
     # the members alone, learned here: the fixture's state up to the CPU's last bits (tests/floats.py),
     # so the two are compared within ulps, not byte for byte
     X, y = checkerboard(ROWS)
-    members = BoostedClassifier(**PARAMS, single_tree=False)
+    members = BoostedClassifier(**PARAMS, single_tree=False, forest=False)
     members.learn_many(X[: ROWS // 2], y[: ROWS // 2])
     assert_within_ulps(
         restored.predict_proba_many(X[ROWS // 2 :]), members.predict_proba_many(X[ROWS // 2 :])
@@ -201,7 +208,7 @@ def test_a_model_saved_by_the_code_before_restores_and_learns_on_as_the_members_
 
 def test_a_bad_choice_is_refused() -> None:
     X, y = _board(500)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     model.learn_many(X, y)
     header, arrays, _ = decode(model.to_bytes())
     blends = [0] * len(SingleChoice.WEIGHTS)
@@ -231,14 +238,14 @@ def test_the_choice_keeps_its_candidate_within_the_margin_and_retires_the_tree()
     choice = SingleChoice()
     right, wrong = [0.2, 0.8], [0.6, 0.4]  # (class 1 is right)
     for _ in range(SingleChoice.MARGIN):
-        choice.learn(wrong, right, 1)  # the tree leads, by the margin, not more
+        choice.learn(_two(wrong, right), 1)  # the tree leads, by the margin, not more
     assert choice.serving == 0 and choice.errors[:2] == [SingleChoice.MARGIN, 0]
-    choice.learn(wrong, right, 1)
+    choice.learn(_two(wrong, right), 1)
     assert choice.serving == 1 and not choice.retired  # (the first of the fewest errors: the tree)
-    choice.learn([0.5, 0.5], [0.5, 0.5], 1)  # ties: the first class, an error of both
+    choice.learn(_two([0.5, 0.5], [0.5, 0.5]), 1)  # ties: the first class, an error of both
     assert choice.errors[:2] == [SingleChoice.MARGIN + 2, 1]
     while not choice.retired:
-        choice.learn(right, wrong, 1)
+        choice.learn(_two(right, wrong), 1)
     assert choice.serving == 0 and choice.errors[1] - choice.errors[0] == SingleChoice.RETIRE
 
 
@@ -247,20 +254,20 @@ def test_the_tree_retires_when_old_unless_it_serves(monkeypatch: pytest.MonkeyPa
     serving, level = SingleChoice(), SingleChoice()
     right, wrong = [0.2, 0.8], [0.6, 0.4]
     for _ in range(9):
-        serving.learn(wrong, right, 1)
-        level.learn(right, right, 1)
+        serving.learn(_two(wrong, right), 1)
+        level.learn(_two(right, right), 1)
     assert serving.serving == 1 and not level.retired and level.learned == 9
-    serving.learn(wrong, right, 1)
-    level.learn(right, right, 1)
+    serving.learn(_two(wrong, right), 1)
+    level.learn(_two(right, right), 1)
     assert not serving.retired and level.retired
 
 
 def test_the_single_trees_bytes_count() -> None:
     X, y = _board(1500)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     model.learn_many(X, y)
     assert model._single is not None
-    members = BoostedClassifier(single_tree=False)
+    members = BoostedClassifier(single_tree=False, forest=False)
     members.learn_many(X, y)
     assert model.nbytes == members.nbytes + model._single.nbytes
 
@@ -270,7 +277,7 @@ def _apart(choice: SingleChoice, records: int) -> None:
     margin where the other is sure: their mean is always right."""
     sure, unsure = [0.2, 0.8], [0.6, 0.4]
     for i in range(records):
-        choice.learn(*((sure, unsure) if i % 2 else (unsure, sure)), 1)
+        choice.learn(_two(*((sure, unsure) if i % 2 else (unsure, sure))), 1)
 
 
 def test_a_blend_serves_where_the_two_err_apart() -> None:
@@ -279,10 +286,12 @@ def test_a_blend_serves_where_the_two_err_apart() -> None:
     mean = SingleChoice.WEIGHTS.index(0.5)
     assert choice.errors[:2] == [SingleChoice.MARGIN + 1] * 2 and choice.errors[mean] == 0
     assert choice.serving == mean and not choice.retired  # (the first candidate without an error)
-    rows = choice.served(np.array([0.2, 0.8]), np.array([0.6, 0.4]))
+    rows = choice.served(_two(np.array([0.2, 0.8]), np.array([0.6, 0.4])))
     np.testing.assert_allclose(rows, [0.4, 0.6])
-    np.testing.assert_array_equal(rows, [choice.served(e, t) for e, t in ((0.2, 0.6), (0.8, 0.4))])  # (bits)
-    before = SingleChoice.restored([0, 0, 0, 0])  # (saved before the blends: two candidates)
+    rowwise = [choice.served(_two(e, t)) for e, t in ((0.2, 0.6), (0.8, 0.4))]
+    np.testing.assert_array_equal(rows, rowwise)  # (the same bits)
+    # saved before the blends: two candidates
+    before = SingleChoice.restored([0, 0, 0, 0], tree=True, forest=False)
     _apart(before, 2 * SingleChoice.MARGIN + 2)
     assert before.state() == [
         SingleChoice.MARGIN + 1,
@@ -294,11 +303,12 @@ def test_a_blend_serves_where_the_two_err_apart() -> None:
 
 def test_the_blends_on_the_checkerboard_beat_the_tree_or_the_ensemble() -> None:
     X, y = _board(3000)
-    model = BoostedClassifier(single_tree=True)
+    model = BoostedClassifier(single_tree=True, forest=False)
     blends = _accuracy(model, X, y)
     assert model._choice is not None and model._choice.serving >= 2  # (a blend serves)
-    two = BoostedClassifier(single_tree=True)
-    two._choice = SingleChoice.restored([0, 0, 0, 0])  # (the two candidates before the blends)
+    two = BoostedClassifier(single_tree=True, forest=False)
+    # the two candidates before the blends
+    two._choice = SingleChoice.restored([0, 0, 0, 0], tree=True, forest=False)
     assert blends >= _accuracy(two, X, y) + 0.003
 
 
@@ -316,5 +326,5 @@ def test_a_model_saved_with_two_candidates_keeps_them_and_learns_on_as_it_did() 
 
 def test_rows_predicted_before_any_class_leave_the_choice_alone() -> None:
     choice = SingleChoice()
-    served = choice.serve(np.zeros((3, 0)), np.zeros((3, 0)), np.array([-1, -1, -1]))
+    served = choice.serve(_two(np.zeros((3, 0)), np.zeros((3, 0))), np.array([-1, -1, -1]))
     assert served.shape == (3, 0) and choice.state() == SingleChoice().state()
