@@ -380,8 +380,9 @@ class SingleChoice:
     first candidate of the fewest errors is the one that takes over. A side model retires for good
     once the ensemble has made `RETIRE` fewer errors than it (the model drops it: on a long stream
     where the ensemble leads its cost is paid at the start only), as the young naive Bayes retires
-    (sgt.retirement); both do from `YOUTH` records learned on whenever the ensemble serves (where they
-    are as good, a noisy LED display, they would cost as much for nothing); the forest also retires at
+    (sgt.retirement); each does from `YOUTH` records learned on whenever the serving candidate does
+    not need it (where the two are as good, a noisy LED display, it would cost as much for nothing:
+    before the forest, whenever the ensemble served); the forest also retires at
     the first record of a third class (it serves two-class streams: with more classes it lost and cost
     most). A record's error is its class not being the first most probable one (`predict_one`'s label).
 
@@ -473,13 +474,14 @@ class SingleChoice:
         best = min(self._open, key=self.errors.__getitem__)  # (the first on ties)
         if self.errors[best] < self.errors[self.serving] - self.MARGIN:
             self.serving = best
-        old = self.YOUTH is not None and self.learned >= self.YOUTH and self.serving == 0
+        old = self.YOUTH is not None and self.learned >= self.YOUTH
+        serving = self.needs()
         retiring = [
             name
             for name, alone in self.ALONE.items()
             if self.alive[name]
             and (
-                old
+                (old and name not in serving)
                 or self.errors[0] <= self.errors[alone] - self.RETIRE
                 or (name == "forest" and target >= 2)
             )
@@ -637,6 +639,15 @@ class BoostedClassifier(_ClassifierEnsemble):
         the members' CPU where it serves, about 1.05 times where it retires young (docs/decisions.md).
         Not with `max_bytes`.
         A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
+    forest
+        True (default): a forest (sgt.boosted.forest: ten members bagged and averaged, not boosted,
+        each splitting on as few as ten records, within 8 MB) learns every record beside the members
+        and the single tree, and `SingleChoice` also offers it alone and its means with the ensemble
+        and with the tree. It retires as the single tree does, and at the first record of a third
+        class. Where no single split gains (a checkerboard, two interleaved moons, Bananas) the
+        boosted members and the single tree learn little and the forest most (docs/decisions.md, "The
+        boosted ensemble", has the figures). Not with `max_bytes`; a model saved before the parameter
+        restores without it; False saves the bytes of the format before it.
 
     The other parameters are SGTClassifier's and apply to every tree.
 
