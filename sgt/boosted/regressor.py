@@ -386,7 +386,8 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's or a blend of the two, whichever erred least lately (`single_tree`). Same methods and guarantees as
+    tree's, a forest's beside them (`forest`) or a blend of two, whichever erred least lately
+    (`single_tree`, `forest`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
@@ -436,6 +437,17 @@ class BoostedRegressor(_RegressorEnsemble):
         members serve alone. A model saved with the ensemble, the tree and their mean alone (before
         the other blends) keeps choosing among those three.
         False: the members alone (as saved before the parameter).
+    forest
+        True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
+        members of split confidence 0.1 and grace period 20, each weighing the records by its own
+        Poisson(1) draws, averaged instead of boosted; the ensemble's grids, loss and base score) learns
+        every record beside the members and the single tree, on the same coded rows, and the choice
+        adds three candidates: the forest's prediction, its mean with the ensemble's and its mean with
+        the tree's (`tree_choice.CANDIDATES`; without the single tree, the ensemble, the forest and
+        their mean). The forest's deep bagged trees fit low-dimensional nonlinear targets that the
+        boosted linear members and the single tree fit slowly (docs/decisions.md has the figures). Not
+        with a memory budget or a loss with a link, as `single_tree`. False: no forest (as saved before
+        the parameter: the bytes of that format).
 
     The other parameters are SGTRegressor's and apply to every tree.
 
