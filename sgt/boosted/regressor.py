@@ -376,6 +376,18 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._register_target(float(targets[int(events[0])]))
 
 
+def _saved_side(kind: Any, name: str, saved: Any, arrays: dict[str, np.ndarray], loss: Loss) -> Any:
+    """The side model `name` ("single", "forest") of class `kind` a save holds: its header under the
+    header's ``extra.<name>``, its arrays as ``extra.<name>.<array>`` (`arrays`: those after
+    ``extra.``)."""
+    what = {"single": "single tree", "forest": "forest"}[name]
+    if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
+        raise SerializationError(f"a BoostedRegressor with its {what} needs its {what}'s state")
+    prefix = f"{name}."
+    own = {array[len(prefix) :]: a for array, a in arrays.items() if array.startswith(prefix)}
+    return kind.from_saved(Saved(saved["header"], own, int(saved["version"])), loss)
+
+
 class BoostedRegressor(_RegressorEnsemble):
     """Online gradient boosting of SGTs for regression, with online bagging and drift detection.
 
@@ -598,15 +610,3 @@ class BoostedRegressor(_RegressorEnsemble):
 class ForestRegressor(Averaged, BoostedRegressor):
     """A `BoostedRegressor` whose members are averaged, not boosted: the forest a boosted regressor
     keeps beside its members (sgt.boosted.forest, which has its settings)."""
-
-
-def _saved_side(kind: Any, name: str, saved: Any, arrays: dict[str, np.ndarray], loss: Loss) -> Any:
-    """The side model `name` ("single", "forest") of class `kind` a save holds: its header under the
-    header's ``extra.<name>``, its arrays as ``extra.<name>.<array>`` (`arrays`: those after
-    ``extra.``)."""
-    what = {"single": "single tree", "forest": "forest"}[name]
-    if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
-        raise SerializationError(f"a BoostedRegressor with its {what} needs its {what}'s state")
-    prefix = f"{name}."
-    own = {array[len(prefix) :]: a for array, a in arrays.items() if array.startswith(prefix)}
-    return kind.from_saved(Saved(saved["header"], own, int(saved["version"])), loss)
