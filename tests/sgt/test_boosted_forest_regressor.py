@@ -12,6 +12,7 @@ same bytes and predict as they did; `forest=False` saves the bytes of the format
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from sgt import BoostedRegressor, kernels
 from sgt.boosted.regressor import ForestRegressor
 from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.explain import explain_raw
-from sgt.losses import Poisson
+from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
 from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
 
@@ -247,3 +248,20 @@ def test_rows_only_predicted_leave_the_choice_and_the_forest_alone() -> None:
     saved = model.to_bytes()
     model.predict_many(X[1000:])
     assert model.to_bytes() == saved
+
+
+@pytest.mark.parametrize("params", [{"base_score": 0.0}, {"loss": Huber()}], ids=["base score", "huber"])
+def test_a_given_base_score_or_another_loss_keeps_loop_and_batch_exact(params: dict[str, Any]) -> None:
+    """The forest registers its base score at the same row as the members (or has it from the start):
+    the target events the ensemble's rows carry are the forest's too."""
+    X, y = piecewise(900)
+    batched = BoostedRegressor(warm_up=100, **params)
+    predictions = _batched(batched, X, y, 400)
+    assert batched._forest is not None and batched._forest.loss.name == batched.loss.name
+    loop = BoostedRegressor(warm_up=100, **params)
+    looped = []
+    for record, target in zip(_records(X), y.tolist(), strict=True):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes() == BoostedRegressor.from_bytes(loop.to_bytes()).to_bytes()
