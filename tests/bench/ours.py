@@ -612,6 +612,23 @@ class _Forest5BoostedRegressor(BoostedRegressor):
     _forest_settings: ClassVar[dict[str, Any]] = {**REGRESSOR_FOREST, "n_members": 5, "learning_rate": 0.2}
 
 
+class _ConstantForestBoostedRegressor(BoostedRegressor):
+    """The forest beside the members with constant leaves instead of linear ones."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {**REGRESSOR_FOREST, "leaf_model": "constant"}
+
+
+class _ConstantForest5BoostedRegressor(BoostedRegressor):
+    """The forest of five members at 0.2 with constant leaves."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {
+        **REGRESSOR_FOREST,
+        "n_members": 5,
+        "learning_rate": 0.2,
+        "leaf_model": "constant",
+    }
+
+
 class _SingleAtMembersDeltaBoostedRegressor(BoostedRegressor):
     """The single tree splitting at the members' `delta` (1e-2) instead of SGTRegressor's own."""
 
@@ -675,6 +692,8 @@ VARIANTS += (
     # the regressor without the forest (the default before `forest`), or with a forest of five members
     Variant("ours-boosted-no-forest", boosted_pair({}, {"forest": False})),
     Variant("ours-boosted-forest5", boosted_regressor_class(_Forest5BoostedRegressor)),
+    Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
+    Variant("ours-boosted-forest5-constant", boosted_regressor_class(_ConstantForest5BoostedRegressor)),
     Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
     Variant("ours-boosted-three", boosted_regressor_class(_ThreeChoiceBoostedRegressor)),
