@@ -51,6 +51,7 @@ REGRESSOR_FOREST: dict[str, Any] = {
     "grace_period": 20,
     "poisson_rate": 1.0,
     "single_tree": False,
+    "forest": False,
 }
 
 

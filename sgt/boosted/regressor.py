@@ -8,6 +8,7 @@ policy; `sgt.adaptive.AdaptiveSGTRegressor` is a one-member one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -17,9 +18,9 @@ from sgt import level_rows
 from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share
-from sgt.boosted.forest import Averaged
+from sgt.boosted.forest import REGRESSOR_FOREST, Averaged
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
-from sgt.boosted.tree_choice import TreeChoice, blend
+from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import explain_raw
 from sgt.features import Regrid
 from sgt.losses import Loss
@@ -124,6 +125,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         # the single regressor learning beside the members, and which prediction serves (BoostedRegressor's
         # `single_tree`; None: none, as saved before it)
         self._single: SGTRegressor | None = None
+        # the forest learning beside them (BoostedRegressor's `forest`; None: none, as saved before it)
+        self._forest: ForestRegressor | None = None
         self._choice: TreeChoice | None = None
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
@@ -131,18 +134,20 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def get_params(self) -> dict[str, Any]:
         # (`single_tree` among the parameters of the class that takes it: not the adaptive tree's)
-        single = {"single_tree": vars(self)["single_tree"]} if "single_tree" in vars(self) else {}
+        # (and `forest`: BoostedRegressor's too)
+        sides: dict[str, Any] = {n: vars(self)[n] for n in ("single_tree", "forest") if n in vars(self)}
         return {
             **self._boosting_params(),
             **SGTRegressor.get_params(self),
             **self._subspace_param(),
-            **single,
+            **sides,
         }
 
     def _saved_params(self) -> dict[str, Any]:
         params = self._without_subspace(super()._saved_params())
-        if params.get("single_tree", True) is False:  # (what a save without the parameter restores to)
-            del params["single_tree"]
+        for name in ("single_tree", "forest"):
+            if params.get(name, True) is False:  # (what a save without the parameter restores to)
+                del params[name]
         return params
 
     def _state_extra(self) -> dict[str, Any]:
@@ -162,6 +167,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         residual = extra.get("residual")  # (saved without: before the residual level, none)
         self._residual = None if residual is None else ResidualLevel.restored(residual)
         self._saved_single = extra.get("single")  # (restored with its arrays, `_restore_arrays`)
+        self._saved_forest = extra.get("forest")  # (the same)
         self._restore_boosting(extra)
         for ensemble in (self._members, self._background or []):
             for position, member in enumerate(ensemble):
@@ -171,35 +177,63 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         SGTRegressor._restore_extra(self, extra)
 
     def _saved_parts(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
-        """The model's parts, and the single tree's: its header and choice under the header's
-        ``extra.single``, its arrays last, as ``extra.single.<name>`` (`_restore_arrays` reads them)."""
+        """The model's parts, and its side models': the single tree's header under the header's
+        ``extra.single``, the forest's under ``extra.forest``, the choice's errors under the first of
+        the two the model has; their arrays last, as ``extra.single.<name>`` and ``extra.forest.<name>``
+        (`_restore_arrays` reads them)."""
         header, arrays = super()._saved_parts()
-        if self._single is not None and self._choice is not None:
-            single, single_arrays = self._single._saved_parts()
-            extra = header["extra"]
-            extra["single"] = {"header": single, "version": FORMAT_VERSION, "choice": self._choice.errors}
-            arrays += [(f"extra.single.{name}", a) for name, a in single_arrays]
+        if self._choice is None:
+            return header, arrays
+        extra = header["extra"]
+        choice = {"choice": self._choice.errors}
+        for name, side in (("single", self._single), ("forest", self._forest)):
+            if side is not None:
+                side_header, side_arrays = side._saved_parts()
+                extra[name] = {"header": side_header, "version": FORMAT_VERSION, **choice}
+                arrays += [(f"extra.{name}.{array}", a) for array, a in side_arrays]
+                choice = {}
         return header, arrays
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         super()._restore_arrays(extra, arrays)
-        saved, self._saved_single = getattr(self, "_saved_single", None), None
-        if self._single is None:
-            return  # (a model without the single tree, as saved before it)
-        if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
-            raise SerializationError("a BoostedRegressor with single_tree=True needs its single tree")
-        errors = saved.get("choice")
-        if not isinstance(errors, list) or len(errors) not in TreeChoice.SAVED_SIZES:
-            raise SerializationError("a BoostedRegressor with single_tree=True needs its choice's errors")
-        own = {name[len("single.") :]: a for name, a in arrays.items() if name.startswith("single.")}
-        single = SGTRegressor.from_saved(Saved(saved["header"], own, int(saved["version"])), self.loss)
-        single._space = self._space  # (the same records: the ensemble's space, which encodes for both)
-        self._single, self._choice = single, TreeChoice(errors)
+        saved_single, self._saved_single = getattr(self, "_saved_single", None), None
+        saved_forest, self._saved_forest = getattr(self, "_saved_forest", None), None
+        if self._choice is None:
+            return  # (a model without side models, as saved before them)
+        if self._single is not None:
+            single = _saved_side(SGTRegressor, "single", saved_single, arrays, self.loss)
+            single._space = self._space  # (the same records: the ensemble's space, which encodes for all)
+            self._single = single
+        if self._forest is not None:
+            forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
+            forest._share_space(self._space)
+            self._forest = forest
+        holder = saved_single if self._single is not None else saved_forest
+        assert isinstance(holder, dict)  # (`_saved_side` checked it)
+        errors = holder.get("choice")
+        try:
+            self._choice = TreeChoice(errors, self._choice_models())
+        except (TypeError, ValueError) as error:
+            raise SerializationError(f"a BoostedRegressor needs its choice's errors: {error}") from None
+
+    def _choice_models(self) -> frozenset[str]:
+        """The models the choice serves from: the ensemble and the side models the model has."""
+        sides = {"tree": self._single, "forest": self._forest}
+        return frozenset(["ensemble", *(name for name, side in sides.items() if side is not None)])
+
+    def _share_space(self, space: Any) -> None:
+        """Encode with `space` (another model's, which encodes each record once for both): the model,
+        its members and those it makes later."""
+        self._space = space
+        self._member_context = dataclasses.replace(self._member_context, space=space)
+        for member in self._all_members():
+            member._space, member._context = space, self._member_context
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the members' live arrays, and of the single tree's beside them."""
-        return super().nbytes + (0 if self._single is None else self._single.nbytes)
+        """Bytes of the members' live arrays, and of the single tree's and the forest's beside them."""
+        sides = (self._single, self._forest)
+        return super().nbytes + sum(side.nbytes for side in sides if side is not None)
 
     def _n_outputs_per_member(self) -> int:
         return 1
@@ -235,10 +269,12 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if self._residual is not None:
             served = level_rows.served_rows(out[:, :1], targets, learn, [self._residual], None)
             out[:, 0] = self._residual.apply(out[:, 0], targets, learn) if served is None else served
-        if self._single is not None and self._choice is not None:
-            out[:, 0] = self._choice.serve(
-                out[:, 0], self._single_rows(codes, targets, learn, events, regrids), targets, learn
+        if self._choice is not None:
+            tree = None if self._single is None else self._single_rows(codes, targets, learn, events, regrids)
+            forest = (
+                None if self._forest is None else self._forest_rows(codes, targets, learn, events, regrids)
             )
+            out[:, 0] = self._choice.serve(out[:, 0], tree, targets, learn, forest)
         return out, outputs_at
 
     def _single_rows(
@@ -261,29 +297,51 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         targets_or_none = [t if learned else None for t, learned in zip(targets.tolist(), learn.tolist())]
         return single._served_rows(raw, targets_or_none)
 
+    def _forest_rows(
+        self,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        events: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+    ) -> np.ndarray:
+        """The forest's prediction of each row (then it learns the row, if learned): the same coded rows,
+        run as its own batch path runs them after encoding (its base score is set by the same first
+        target, so the same rows are its target events)."""
+        forest = self._forest
+        assert forest is not None
+        raw, _ = forest._run_encoded(codes, targets, learn, events, regrids)
+        return np.asarray(forest.loss.link(raw[:, 0]), dtype=np.float64)
+
     def _predict_raw_one(self, x: Any) -> list[float]:
         scores = super()._predict_raw_one(x)
         if self._residual is not None:
             scores = [self._residual.corrected(scores[0])]  # (as `ResidualLevel.apply` corrects it)
-        if self._single is None or self._choice is None:
+        if self._choice is None:
             return scores
-        served = self._choice.candidates(scores[0], self._single.predict_one(x))
+        tree = None if self._single is None else self._single.predict_one(x)
+        forest = None if self._forest is None else self._forest.predict_one(x)
+        served = self._choice.candidates(scores[0], tree, forest)
         return [served[self._choice.serving()]]
 
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
         """`explain_raw` of the served prediction, from the ensemble's `terms` [1, 1 + features]: those,
-        the single tree's (its serving tree's, its level's correction and trend offset in the base) or their
-        blend."""
-        if self._single is None or self._choice is None:
+        the single tree's (its serving tree's, its level's correction and trend offset in the base), the
+        forest's (as a boosted model's) or the blend of two that serves."""
+        if self._choice is None:
             return terms
-        weight = self._choice.weights[self._choice.serving()]
-        if weight == 0.0:
-            return terms
-        single = self._single
-        own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
-        score = float(own[0].sum())
-        own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
-        return blend(terms, own, weight)
+        candidate = self._choice.offered[self._choice.serving()]
+        models: dict[str, np.ndarray] = {"ensemble": terms}
+        if "tree" in candidate.models and self._single is not None:
+            single = self._single
+            own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
+            score = float(own[0].sum())
+            own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
+            models["tree"] = own
+        if "forest" in candidate.models and self._forest is not None:
+            models["forest"] = explain_raw(self._forest, x)
+        result: np.ndarray = candidate.of(models)
+        return result
 
     def _output_offset(self, score: float) -> float:
         return 0.0 if self._residual is None else self._residual.correction(score)
@@ -318,6 +376,18 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._register_target(float(targets[int(events[0])]))
 
 
+def _saved_side(kind: Any, name: str, saved: Any, arrays: dict[str, np.ndarray], loss: Loss) -> Any:
+    """The side model `name` ("single", "forest") of class `kind` a save holds: its header under the
+    header's ``extra.<name>``, its arrays as ``extra.<name>.<array>`` (`arrays`: those after
+    ``extra.``)."""
+    what = {"single": "single tree", "forest": "forest"}[name]
+    if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
+        raise SerializationError(f"a BoostedRegressor with its {what} needs its {what}'s state")
+    prefix = f"{name}."
+    own = {array[len(prefix) :]: a for array, a in arrays.items() if array.startswith(prefix)}
+    return kind.from_saved(Saved(saved["header"], own, int(saved["version"])), loss)
+
+
 class BoostedRegressor(_RegressorEnsemble):
     """Online gradient boosting of SGTs for regression, with online bagging and drift detection.
 
@@ -328,7 +398,8 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's or a blend of the two, whichever erred least lately (`single_tree`). Same methods and guarantees as
+    tree's, a forest's beside them (`forest`) or a blend of two, whichever erred least lately
+    (`single_tree`, `forest`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
@@ -378,6 +449,17 @@ class BoostedRegressor(_RegressorEnsemble):
         members serve alone. A model saved with the ensemble, the tree and their mean alone (before
         the other blends) keeps choosing among those three.
         False: the members alone (as saved before the parameter).
+    forest
+        True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
+        members of split confidence 0.1 and grace period 20, each weighing the records by its own
+        Poisson(1) draws, averaged instead of boosted; the ensemble's grids, loss and base score) learns
+        every record beside the members and the single tree, on the same coded rows, and the choice
+        adds three candidates: the forest's prediction, its mean with the ensemble's and its mean with
+        the tree's (`tree_choice.CANDIDATES`; without the single tree, the ensemble, the forest and
+        their mean). The forest's deep bagged trees fit low-dimensional nonlinear targets that the
+        boosted linear members and the single tree fit slowly (docs/decisions.md has the figures). Not
+        with a memory budget or a loss with a link, as `single_tree`. False: no forest (as saved before
+        the parameter: the bytes of that format).
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -403,6 +485,8 @@ class BoostedRegressor(_RegressorEnsemble):
     _drift_policy: ClassVar[DriftPolicy] = REGRESSOR_POLICY
     #: the single tree's leaf model (a class attribute so that a benchmark variant may change it)
     _single_leaves: ClassVar[str] = "auto"
+    #: the forest's settings (a class attribute so that a benchmark variant may change them)
+    _forest_settings: ClassVar[dict[str, Any]] = REGRESSOR_FOREST
 
     def __init__(
         self,
@@ -431,11 +515,16 @@ class BoostedRegressor(_RegressorEnsemble):
         interval_coverages: Sequence[float] = (),
         feature_share: float | None = None,
         single_tree: bool = True,
+        forest: bool = True,
     ) -> None:
         self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
-        if not isinstance(single_tree, bool):
-            raise ValueError(f"single_tree must be True or False, got {single_tree!r}")
+        for name, value in (("single_tree", single_tree), ("forest", forest)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}")
+        if forest and self._averaged:
+            raise ValueError("forest must be False for a ForestRegressor (a forest has no forest of its own)")
         self.single_tree = single_tree
+        self.forest = forest
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,
@@ -464,8 +553,11 @@ class BoostedRegressor(_RegressorEnsemble):
         )
         if type(self.loss).link is Loss.link:  # (a residual level of a linked score would not add up)
             self._residual = ResidualLevel()
-            if single_tree and max_bytes is None:
-                self._single, self._choice = self._new_single(), TreeChoice()
+            if max_bytes is None:
+                self._single = self._new_single() if single_tree else None
+                self._forest = self._new_forest() if forest else None
+            if self._single is not None or self._forest is not None:
+                self._choice = TreeChoice(models=self._choice_models())
 
     def _new_single(self) -> SGTRegressor:
         """The single regressor beside the members: SGTRegressor's own `delta`, `linear_lambda` and
@@ -489,10 +581,30 @@ class BoostedRegressor(_RegressorEnsemble):
         single._space = self._space
         return single
 
+    def _new_forest(self) -> ForestRegressor:
+        """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST), the
+        ensemble's data settings (grids, loss, base score, categories), and the ensemble's feature
+        space (it encodes each record once for all)."""
+        forest = ForestRegressor(
+            **self._forest_settings,
+            bins=self.bins,
+            warm_up=self.warm_up,
+            max_depth=self.max_depth,
+            feature_names=self.feature_names,
+            nominal=self.nominal,
+            loss=self.loss,
+            base_score=self.base_score,
+            max_categories=self.max_categories,
+            grace_start=self.grace_start,
+        )
+        forest._share_space(self._space)
+        return forest
+
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        """A model saved without `single_tree` (before it, or without the tree) restores without it."""
-        return {"single_tree": False, **super()._params_from_saved(params, loss)}
+        """A model saved without `single_tree` or `forest` (before them, or without the side model)
+        restores without it."""
+        return {"single_tree": False, "forest": False, **super()._params_from_saved(params, loss)}
 
 
 class ForestRegressor(Averaged, BoostedRegressor):

@@ -1,9 +1,10 @@
-"""`TreeChoice`: which prediction a boosted regressor with a single tree beside its members serves.
+"""`TreeChoice`: which prediction a boosted regressor with side models beside its members serves.
 
-The ensemble of linear members and the single `leaf_model="auto"` regressor (sgt.regressor) are each
-better on different streams, and a blend of the two is better than either where they err apart; the
-choice serves the candidate with the lowest faded absolute error, as the single regressor chooses its
-tree. A batch's errors are filtered at once (the same bits as row by row).
+The ensemble of linear members, the single `leaf_model="auto"` regressor (sgt.regressor) and the
+forest (sgt.boosted.forest) are each better on different streams, and a blend of two is better than
+either where they err apart; the choice serves the candidate with the lowest faded absolute error, as
+the single regressor chooses its tree. A batch's errors are filtered at once (the same bits as row by
+row).
 
 >>> import numpy as np
 >>> choice = TreeChoice()
@@ -15,7 +16,7 @@ tree. A batch's errors are filtered at once (the same bits as row by row).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,10 @@ import numpy as np
 
 from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
 
-__all__ = ["CANDIDATES", "FILTERED_ROWS", "Candidate", "TreeChoice", "blend"]
+__all__ = ["CANDIDATES", "FILTERED_ROWS", "TWO_MODELS", "Candidate", "TreeChoice", "blend"]
+
+#: the models of a choice without a forest: the members and the single tree
+TWO_MODELS = frozenset(("ensemble", "tree"))
 
 
 @dataclass(frozen=True)
@@ -53,41 +57,58 @@ class Candidate:
 
 
 class TreeChoice:
-    """Which prediction a boosted regressor with `single_tree` serves: the ensemble's, the single
-    tree's, their mean or a blend of the two in eighths, whichever has the lowest absolute error faded
-    by `AUTO_FADING` per learned record (the first on ties, so the ensemble before any record), as the
-    single regressor chooses its tree (sgt.regressor). Candidate k puts `WEIGHTS[k]` on the tree's
-    prediction and the rest on the ensemble's.
+    """Which prediction a boosted regressor with side models (`single_tree`, `forest`) serves: among its
+    candidates, whichever has the lowest absolute error faded by `AUTO_FADING` per learned record (the
+    first on ties, so the ensemble before any record), as the single regressor chooses its tree
+    (sgt.regressor).
+
+    Without a forest the candidates are the ensemble's prediction, the single tree's, their mean and
+    the blends of the two in eighths: candidate k puts `WEIGHTS[k]` on the tree's prediction and the
+    rest on the ensemble's. With a forest they are the `CANDIDATES` whose models the regressor has (all
+    twelve with the tree; with the forest alone the ensemble, the forest and their mean), in that
+    order.
 
     Why these: the ensemble of linear members and the single tree (three trees, each leaf model's, the
     best serving) are each better on different streams (a step-shaped target: the single tree's
     constant leaves; Friedman #1 or heavy tails: the ensemble), and a blend is better than either where
     they err apart (irrelevant features, piecewise-linear targets), the better the closer its weight is
-    to the stream's own (micro-scale features, short series). A choice saved with the first three
-    candidates alone (before the other blends) keeps to them: its number of errors says which.
-    docs/decisions.md, "The boosted ensemble", has the figures.
+    to the stream's own (micro-scale features, short series); the forest's deep bagged trees fit
+    low-dimensional nonlinear targets that neither does (sgt.boosted.forest). A choice saved with the
+    first three candidates alone (before the other blends) keeps to them, and one saved before the
+    forest to its nine: its number of errors says which. docs/decisions.md, "The boosted ensemble", has
+    the figures.
     """
 
     #: each candidate's weight of the tree's prediction: the ensemble, the tree, their mean (the
     #: candidates saved before the blends, in that order), then the other eighths
     WEIGHTS = (0.0, 1.0, 0.5, 0.125, 0.25, 0.375, 0.625, 0.75, 0.875)
     CANDIDATES = len(WEIGHTS)
-    #: the choices a save may hold: all the candidates, or the first three (saved before the blends)
+    #: the choices without a forest a save may hold: all the blends, or the first three (saved before
+    #: the blends)
     SAVED_SIZES = (3, CANDIDATES)
 
-    def __init__(self, errors: Sequence[float] | None = None) -> None:
-        self.errors = [0.0] * self.CANDIDATES if errors is None else [float(e) for e in errors]
-        if len(self.errors) not in self.SAVED_SIZES:
-            raise ValueError(f"a TreeChoice has {self.SAVED_SIZES} errors, got {len(self.errors)}")
+    def __init__(self, errors: Sequence[float] | None = None, models: Collection[str] = TWO_MODELS) -> None:
+        self.models = frozenset(models)
+        if not {"ensemble"} < self.models <= {"ensemble", "tree", "forest"}:
+            raise ValueError(f"a TreeChoice is of the ensemble and a tree or a forest, got {sorted(models)}")
+        if "forest" in self.models:
+            offered = tuple(c for c in CANDIDATES if c.models <= self.models)
+            sizes: tuple[int, ...] = (len(offered),)
+        else:
+            offered = tuple(Candidate("ensemble", "tree", w) for w in self.WEIGHTS)
+            sizes = self.SAVED_SIZES
+        self.errors = [0.0] * max(sizes) if errors is None else [float(e) for e in errors]
+        if len(self.errors) not in sizes:
+            raise ValueError(
+                f"a TreeChoice of {sorted(self.models)} has {sizes} errors, got {len(self.errors)}"
+            )
+        #: the candidates, in the order of `errors`
+        self.offered: tuple[Candidate, ...] = offered[: len(self.errors)]
 
-    @property
-    def weights(self) -> tuple[float, ...]:
-        """The tree's weight in each of this choice's candidates (as many as its errors)."""
-        return self.WEIGHTS[: len(self.errors)]
-
-    def candidates(self, ensemble: float, tree: float) -> list[float]:
-        """The candidates' predictions, in the order of `errors`."""
-        return [blend(ensemble, tree, w) for w in self.weights]
+    def candidates(self, ensemble: float, tree: float | None, forest: float | None = None) -> list[float]:
+        """The candidates' predictions, in the order of `errors` (a model the choice lacks: None)."""
+        predictions = {"ensemble": ensemble, "tree": tree, "forest": forest}
+        return [candidate.of(predictions) for candidate in self.offered]
 
     def serving(self) -> int:
         """The candidate that predicts: the lowest faded error, the first on ties."""
@@ -98,21 +119,28 @@ class TreeChoice:
         fade_errors(self.errors, predictions, target, AUTO_FADING)
 
     def serve(
-        self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
+        self,
+        ensemble: np.ndarray,
+        tree: np.ndarray | None,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        forest: np.ndarray | None = None,
     ) -> np.ndarray:
         """Each row's served prediction, chosen as the errors stood before the row; each learned row
-        then updates the errors, in row order (the one-record loop does the same per record).
+        then updates the errors, in row order (the one-record loop does the same per record). `tree`
+        and `forest`: those models' predictions (None where the choice lacks the model).
 
         From `FILTERED_ROWS` rows on, the faded errors of every row are computed at once, as a
         first-order recursive filter (scipy.signal.lfilter: e' = f e + error, the same two operations
         in the same order as `learn`, so the same bits), and the choice is their running argmin; the
         errors do not depend on what is served."""
         if ensemble.shape[0] < FILTERED_ROWS:
-            return self._serve_rows(ensemble, tree, targets, learn)
+            return self._serve_rows(ensemble, tree, targets, learn, forest)
         from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
 
         # [candidates, rows], as `candidates` gives them (the same operations, elementwise)
-        predictions = np.stack([blend(ensemble, tree, w) for w in self.weights])
+        models = {"ensemble": ensemble, "tree": tree, "forest": forest}
+        predictions = np.stack([candidate.of(models) for candidate in self.offered])
         learned = np.flatnonzero(learn)
         errors = np.abs(predictions[:, learned] - targets[learned])
         errors = np.where(errors <= _LARGEST, errors, _LARGEST)  # (not a number: _LARGEST)
@@ -126,14 +154,21 @@ class TreeChoice:
         return predictions[serving, np.arange(ensemble.shape[0])]
 
     def _serve_rows(
-        self, ensemble: np.ndarray, tree: np.ndarray, targets: np.ndarray, learn: np.ndarray
+        self,
+        ensemble: np.ndarray,
+        tree: np.ndarray | None,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        forest: np.ndarray | None = None,
     ) -> np.ndarray:
         """`serve` a row at a time (a few rows: the filter's fixed costs would outweigh its gain)."""
-        out = np.empty(ensemble.shape[0])
-        for i, (e, t, y, learned) in enumerate(
-            zip(ensemble.tolist(), tree.tolist(), targets.tolist(), learn.tolist(), strict=True)
-        ):
-            predictions = self.candidates(e, t)
+        n = ensemble.shape[0]
+        trees = [None] * n if tree is None else tree.tolist()
+        forests = [None] * n if forest is None else forest.tolist()
+        out = np.empty(n)
+        rows = zip(ensemble.tolist(), trees, forests, targets.tolist(), learn.tolist(), strict=True)
+        for i, (e, t, f, y, learned) in enumerate(rows):
+            predictions = self.candidates(e, t, f)
             out[i] = predictions[self.serving()]
             if learned:
                 self.learn(predictions, y)

@@ -23,7 +23,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from sgt import (
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.boosted.classifier import SingleChoice
+from sgt.boosted.forest import REGRESSOR_FOREST
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import YOUNG_BAYES, YOUNG_BAYES_BOUNDED
@@ -579,10 +580,10 @@ class _AdaptiveSingleBoostedRegressor(BoostedRegressor):
 
 class _ThreeChoiceBoostedRegressor(BoostedRegressor):
     """The regressor serving the ensemble's prediction, the single tree's or their mean only (the
-    default before the blends in eighths; as a model saved then restores)."""
+    default before the blends in eighths; as a model saved then restores; no forest)."""
 
     def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**{"forest": False, **params})
         if self._choice is not None:
             self._choice = TreeChoice([0.0] * 3)
 
@@ -597,12 +598,35 @@ class _QuarterChoice(TreeChoice):
 
 
 class _QuarterChoiceBoostedRegressor(BoostedRegressor):
-    """The regressor choosing among `_QuarterChoice`'s five candidates."""
+    """The regressor choosing among `_QuarterChoice`'s five candidates (no forest)."""
 
     def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**{"forest": False, **params})
         if self._choice is not None:
             self._choice = _QuarterChoice()
+
+
+class _Forest5BoostedRegressor(BoostedRegressor):
+    """The forest beside the members with five members at a rate of 0.2 instead of ten at 0.1."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {**REGRESSOR_FOREST, "n_members": 5, "learning_rate": 0.2}
+
+
+class _ConstantForestBoostedRegressor(BoostedRegressor):
+    """The forest beside the members with constant leaves instead of linear ones."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {**REGRESSOR_FOREST, "leaf_model": "constant"}
+
+
+class _ConstantForest5BoostedRegressor(BoostedRegressor):
+    """The forest of five members at 0.2 with constant leaves."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {
+        **REGRESSOR_FOREST,
+        "n_members": 5,
+        "learning_rate": 0.2,
+        "leaf_model": "constant",
+    }
 
 
 class _SingleAtMembersDeltaBoostedRegressor(BoostedRegressor):
@@ -662,8 +686,14 @@ VARIANTS += (
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)
     Variant("ours-boosted-adaptive", boosted_pair({}, {"leaf_model": "adaptive"})),
-    # the regressor without the single tree beside its members (the default before `single_tree`)
-    Variant("ours-boosted-members", boosted_pair({}, {"single_tree": False})),
+    # the regressor without the single tree and the forest beside its members (the default before
+    # `single_tree`)
+    Variant("ours-boosted-members", boosted_pair({}, {"single_tree": False, "forest": False})),
+    # the regressor without the forest (the default before `forest`), or with a forest of five members
+    Variant("ours-boosted-no-forest", boosted_pair({}, {"forest": False})),
+    Variant("ours-boosted-forest5", boosted_regressor_class(_Forest5BoostedRegressor)),
+    Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
+    Variant("ours-boosted-forest5-constant", boosted_regressor_class(_ConstantForest5BoostedRegressor)),
     Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
     Variant("ours-boosted-three", boosted_regressor_class(_ThreeChoiceBoostedRegressor)),

@@ -445,7 +445,7 @@ def test_linear_leaf_members_batch_and_restore_as_the_loop(cuts: list[int], at: 
 
 
 def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
-    model = BoostedRegressor(**SMALL, single_tree=False)  # (the members alone, no single tree)
+    model = BoostedRegressor(**SMALL, single_tree=False, forest=False)  # (the members alone, no side models)
     model.learn_many(_XR, _YR)
     x = {"x0": 0.7, "x1": 0.2}
     members = [
@@ -472,6 +472,7 @@ def test_later_members_fit_what_the_earlier_ones_leave() -> None:
             warm_up=200,
             leaf_model="constant",
             single_tree=False,  # (the members alone)
+            forest=False,
         )
         errors[members] = np.abs(model.predict_learn_many(X, y) - y)[-2000:].mean()
     assert errors[1] > 0.6

@@ -53,8 +53,8 @@ def _mae(model: BoostedRegressor | SGTRegressor, X: np.ndarray, y: np.ndarray) -
 
 def test_a_step_target_is_learned_as_well_as_by_the_single_tree() -> None:
     X, y = _steps(6000)
-    with_tree = _mae(BoostedRegressor(single_tree=True), X, y)
-    members = _mae(BoostedRegressor(single_tree=False), X, y)
+    with_tree = _mae(BoostedRegressor(single_tree=True, forest=False), X, y)
+    members = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
     single = _mae(SGTRegressor(), X, y)
     # (the members alone: 1.5 times the single tree's MAE)
     assert with_tree <= 1.02 * single, (with_tree, single, members)
@@ -63,8 +63,8 @@ def test_a_step_target_is_learned_as_well_as_by_the_single_tree() -> None:
 
 def test_a_stream_the_members_fit_better_keeps_their_predictions() -> None:
     X, y = _friedman(6000)
-    with_tree = _mae(BoostedRegressor(single_tree=True), X, y)
-    members = _mae(BoostedRegressor(single_tree=False), X, y)
+    with_tree = _mae(BoostedRegressor(single_tree=True, forest=False), X, y)
+    members = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
     assert with_tree <= 1.01 * members, (with_tree, members)  # (here it is 0.9 times)
 
 
@@ -72,19 +72,19 @@ def test_a_stream_the_members_fit_better_keeps_their_predictions() -> None:
 def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     X, y = _steps(2400)
-    batched = BoostedRegressor(warm_up=100, single_tree=True)
+    batched = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
     predictions = np.concatenate(
         [batched.predict_learn_many(X[i : i + 700], y[i : i + 700].tolist()) for i in range(0, len(y), 700)]
     )
     assert batched._choice is not None and batched._choice.serving() != 0  # (the tree or the mean)
-    loop = BoostedRegressor(warm_up=100, single_tree=True)
+    loop = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
     looped = []
     for record, target in zip(_records(X), y.tolist(), strict=True):
         looped.append(loop.predict_one(record))
         loop.learn_one(record, target)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    half = BoostedRegressor(warm_up=100, single_tree=True)
+    half = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
     first = half.predict_learn_many(X[:1100], y[:1100].tolist())
     restored = BoostedRegressor.from_bytes(half.to_bytes())
     assert restored.to_bytes() == half.to_bytes()
@@ -98,7 +98,7 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
 
 def test_rows_only_predicted_leave_the_choice_alone() -> None:
     X, y = _steps(1500)
-    model = BoostedRegressor(warm_up=100, single_tree=True)
+    model = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     assert model._choice is not None
     before, saved = list(model._choice.errors), model.to_bytes()
@@ -119,7 +119,7 @@ def test_rows_only_predicted_leave_the_choice_alone() -> None:
 
 def test_explanations_add_up_to_the_served_prediction() -> None:
     X, y = _steps(3000)
-    model = BoostedRegressor(single_tree=True)
+    model = BoostedRegressor(single_tree=True, forest=False)
     model.learn_many(X, y.tolist())
     assert model._choice is not None
     record = _records(X[-1:])[0]
@@ -134,7 +134,7 @@ def test_explanations_add_up_to_the_served_prediction() -> None:
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     X, y = _steps(2000)
-    model = BoostedRegressor(single_tree=True)
+    model = BoostedRegressor(single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"].pop("single_tree") is True
@@ -155,7 +155,7 @@ def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
 
 def test_without_the_single_tree_the_members_save_as_before() -> None:
     X, y = _steps(800)
-    model = BoostedRegressor(single_tree=False)
+    model = BoostedRegressor(single_tree=False, forest=False)
     model.learn_many(X, y.tolist())
     header = decode(model.to_bytes()).header
     assert "single_tree" not in header["params"] and "single" not in header["extra"]
@@ -163,7 +163,7 @@ def test_without_the_single_tree_the_members_save_as_before() -> None:
 
 def test_a_save_missing_the_tree_is_refused() -> None:
     X, y = _steps(500)
-    model = BoostedRegressor(single_tree=True)
+    model = BoostedRegressor(single_tree=True, forest=False)
     model.learn_many(X, y.tolist())
     header, arrays, _ = decode(model.to_bytes())
     del header["extra"]["single"]
@@ -174,7 +174,7 @@ def test_a_save_missing_the_tree_is_refused() -> None:
 def test_no_single_tree_with_a_linked_loss_or_a_budget() -> None:
     assert BoostedRegressor(loss=Poisson())._single is None
     assert BoostedRegressor(max_bytes=1_000_000)._single is None
-    assert BoostedRegressor(loss=Huber(), single_tree=True)._single is not None
+    assert BoostedRegressor(loss=Huber(), single_tree=True, forest=False)._single is not None
     with pytest.raises(ValueError, match="single_tree"):
         BoostedRegressor(single_tree=1)  # type: ignore[arg-type]
 
@@ -193,7 +193,10 @@ def test_the_single_tree_is_on_by_default() -> None:
 
 def test_the_single_trees_bytes_count() -> None:
     X, y = _steps(1500)
-    with_tree, members = BoostedRegressor(single_tree=True), BoostedRegressor(single_tree=False)
+    with_tree, members = (
+        BoostedRegressor(single_tree=True, forest=False),
+        BoostedRegressor(single_tree=False, forest=False),
+    )
     with_tree.learn_many(X, y.tolist())
     members.learn_many(X, y.tolist())
     assert with_tree._single is not None
@@ -218,7 +221,9 @@ def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
         targets.append(categories.index(category) * 2.0 + float(record.get("u", 0.5) > 0.5))
 
     def new() -> BoostedRegressor:
-        return BoostedRegressor(warm_up=100, nominal=["c"], max_categories=max_categories, single_tree=True)
+        return BoostedRegressor(
+            warm_up=100, nominal=["c"], max_categories=max_categories, single_tree=True, forest=False
+        )
 
     batched = new()
     predictions = np.concatenate(
@@ -324,7 +329,7 @@ def test_a_choice_saved_with_three_candidates_keeps_them(
     assert by_rows._serve_rows(ensemble, tree, targets, learn).tolist() == expected
     assert filtered.errors == by_rows.errors == errors
     X, y = _steps(2000)
-    model = BoostedRegressor(warm_up=100, single_tree=True)
+    model = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     header["extra"]["single"]["choice"] = header["extra"]["single"]["choice"][:3]

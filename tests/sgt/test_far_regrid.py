@@ -56,7 +56,8 @@ def test_a_far_growth_keeps_the_term_at_the_old_range_and_drops_its_slope() -> N
 def test_a_model_saved_before_the_rule_keeps_rescaling() -> None:
     X, y = _feature_outliers(1600)
     X[:300] = np.clip(X[:300], -1.0, 1.0)  # the outliers come after the save, in the warm-up
-    model = BoostedRegressor(n_members=2, single_tree=False)  # (saved before the rule: no single tree)
+    # (saved before the rule: no side models)
+    model = BoostedRegressor(n_members=2, single_tree=False, forest=False)
     model._space.hold_far = 0  # every value grows the grid (far values held: test_held_far.py)
     model.learn_many(X[:300], y[:300])
     header, arrays, _ = decode(model.to_bytes())

@@ -1,0 +1,267 @@
+"""The boosted regressor's forest (`forest`): a ForestRegressor (sgt.boosted.forest's REGRESSOR_FOREST:
+ten bagged members averaged, splitting on few records) learns every record beside the members and the
+single tree, on the same coded rows, and the choice (sgt.boosted.tree_choice.TreeChoice) serves
+whichever of the twelve candidates (the ensemble/tree blends, the forest, its means with the ensemble
+and with the tree) has the lowest faded absolute error.
+
+A low-dimensional nonlinear target is where the forest's deep bagged trees beat the boosted linear
+members and the single tree. Models saved before the parameter restore without the forest, save the
+same bytes and predict as they did; `forest=False` saves the bytes of the format before it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sgt import BoostedRegressor, kernels
+from sgt.boosted.regressor import ForestRegressor
+from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
+from sgt.explain import explain_raw
+from sgt.losses import Huber, Poisson
+from sgt.serialization import SerializationError, decode, encode
+from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
+
+#: a BoostedRegressor saved by the code whose choice had nine candidates (before the forest), and what
+#: it predicted after (tests/fixtures/make_nine_choice_fixture.py)
+NINE_CHOICE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-nine-choice"
+
+
+def _waves(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth nonlinear target of two features (a product of waves), one irrelevant feature."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 3))
+    y = 4.0 * np.sin(2 * np.pi * X[:, 0]) * np.cos(2 * np.pi * X[:, 1]) + rng.normal(0, 0.1, n)
+    return X, y
+
+
+def _records(X: np.ndarray) -> list[dict[str, float]]:
+    names = [f"x{j}" for j in range(X.shape[1])]
+    return [dict(zip(names, row.tolist(), strict=True)) for row in X]
+
+
+def _batched(model: BoostedRegressor, X: np.ndarray, y: np.ndarray, size: int = 700) -> np.ndarray:
+    return np.concatenate(
+        [model.predict_learn_many(X[i : i + size], y[i : i + size].tolist()) for i in range(0, len(y), size)]
+    )
+
+
+def _serving_models(model: BoostedRegressor) -> frozenset[str]:
+    assert model._choice is not None
+    return model._choice.offered[model._choice.serving()].models
+
+
+def test_a_low_dimensional_nonlinear_target_is_served_by_the_forest() -> None:
+    X, y = _waves(8000)
+    with_forest, without = BoostedRegressor(), BoostedRegressor(forest=False)
+    served, alone = _batched(with_forest, X, y, 1000), _batched(without, X, y, 1000)
+    assert "forest" in _serving_models(with_forest)
+    late, late_alone = np.abs(served - y)[4000:].mean(), np.abs(alone - y)[4000:].mean()
+    assert late <= 0.6 * late_alone, (late, late_alone)  # (measured: 0.37 times)
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+@pytest.mark.parametrize("single_tree", [True, False], ids=["tree", "no tree"])
+def test_loop_batch_and_restore_give_the_same_bits(
+    enabled: bool, single_tree: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
+    X, y = piecewise(2400)
+
+    def new() -> BoostedRegressor:
+        return BoostedRegressor(warm_up=100, single_tree=single_tree)
+
+    batched = new()
+    predictions = _batched(batched, X, y)
+    assert "forest" in _serving_models(batched)
+    assert batched._choice is not None and len(batched._choice.errors) == (12 if single_tree else 3)
+    loop = new()
+    looped = []
+    for record, target in zip(_records(X), y.tolist(), strict=True):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+    half = new()
+    first = half.predict_learn_many(X[:1100], y[:1100].tolist())
+    restored = BoostedRegressor.from_bytes(half.to_bytes())
+    assert restored._forest is not None and restored._forest._space is restored._space
+    assert restored.to_bytes() == half.to_bytes()
+    rest = restored.predict_learn_many(X[1100:], y[1100:].tolist())
+    np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
+    assert restored.to_bytes() == batched.to_bytes()
+    np.testing.assert_array_equal(
+        restored.predict_many(X[:50]), [restored.predict_one(r) for r in _records(X[:50])]
+    )
+
+
+@pytest.mark.parametrize("max_categories", [None, 3])
+def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
+    max_categories: int | None,
+) -> None:
+    """The forest shares the members' feature space (categories, grids that grow): whatever it adds
+    there must leave every model's batch and loop alike."""
+    rng = np.random.default_rng(4)
+    categories = ["a", "b", "c", "d", "e", "f"]
+    records, targets = [], []
+    for i in range(1600):
+        category = categories[min(int(rng.integers(0, 2 + i // 250)), 5)]
+        record = {"c": category, "u": float(rng.uniform()), "t": 1.7e9 + 60.0 * i * (1 + i // 400)}
+        if i % 7 == 0:
+            del record["u"]
+        records.append(record)
+        targets.append(categories.index(category) * 2.0 + float(record.get("u", 0.5) > 0.5))
+
+    def new() -> BoostedRegressor:
+        return BoostedRegressor(warm_up=100, nominal=["c"], max_categories=max_categories)
+
+    batched = new()
+    predictions = np.concatenate(
+        [batched.predict_learn_many(records[i : i + 500], targets[i : i + 500]) for i in range(0, 1600, 500)]
+    )
+    loop = new()
+    looped = []
+    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+        if i == 777:
+            loop = BoostedRegressor.from_bytes(loop.to_bytes())
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+
+
+def test_a_model_saved_before_the_forest_restores_and_predicts_the_same() -> None:
+    """The fixture (nine candidates, no forest) restores without a forest, saves the same bytes and
+    predicts what the code that saved it predicted; a new model with `forest=False` saves those bytes
+    too."""
+    blob = (NINE_CHOICE / "regressor.sgt").read_bytes()
+    old = BoostedRegressor.from_bytes(blob)
+    assert old._forest is None and old.forest is False and old._choice is not None
+    assert len(old._choice.errors) == TreeChoice.CANDIDATES
+    assert old.to_bytes() == blob
+    X, y = piecewise(ROWS)
+    after = old.predict_learn_many(X[ROWS // 2 :], y[ROWS // 2 :].tolist())
+    np.testing.assert_array_equal(after, np.load(NINE_CHOICE / "after.npy"))
+    today = BoostedRegressor(**PARAMS, forest=False)
+    today.learn_many(X[: ROWS // 2], y[: ROWS // 2].tolist())
+    assert today.to_bytes() == blob
+    header = decode(today.to_bytes()).header
+    assert "forest" not in header["params"] and "forest" not in header["extra"]
+
+
+def test_the_forest_is_saved_beside_the_single_tree() -> None:
+    X, y = piecewise(600)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X, y.tolist())
+    header, arrays, _ = decode(model.to_bytes())
+    assert header["params"]["forest"] is True
+    assert set(header["extra"]["forest"]) == {"header", "version"}  # (the choice: with the tree's)
+    assert len(header["extra"]["single"]["choice"]) == len(CANDIDATES)
+    assert header["extra"]["forest"]["header"]["model"] == "ForestRegressor"
+    assert any(name.startswith("extra.forest.") for name in arrays)
+    alone = BoostedRegressor(warm_up=100, single_tree=False)
+    alone.learn_many(X, y.tolist())
+    header = decode(alone.to_bytes()).header
+    assert "single" not in header["extra"] and len(header["extra"]["forest"]["choice"]) == 3
+
+
+def test_a_save_missing_the_forest_or_its_choice_is_refused() -> None:
+    X, y = piecewise(500)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X, y.tolist())
+    header, arrays, _ = decode(model.to_bytes())
+    missing = {k: v for k, v in header["extra"].items() if k != "forest"}
+    with pytest.raises(SerializationError, match="forest"):
+        BoostedRegressor.from_bytes(encode({**header, "extra": missing}, list(arrays.items())))
+    header["extra"]["single"]["choice"] = header["extra"]["single"]["choice"][:9]  # (no forest's)
+    with pytest.raises(SerializationError, match="choice"):
+        BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
+
+
+def test_explanations_add_up_to_the_served_prediction() -> None:
+    X, y = piecewise(2000)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X, y.tolist())
+    assert model._choice is not None
+    record = _records(X[-1:])[0]
+    served = set()
+    for serving in range(len(CANDIDATES)):
+        model._choice.errors = [0.0 if k == serving else 1.0 for k in range(len(CANDIDATES))]
+        served.add(model.predict_one(record))
+        assert abs(float(explain_raw(model, record).sum()) - model.predict_one(record)) < 1e-9
+        assert abs(model.explain_one(record).score - model.predict_one(record)) < 1e-9
+    assert len(served) == len(CANDIDATES)
+
+
+def test_intervals_follow_the_served_prediction() -> None:
+    X, y = piecewise(1500)
+    batched = BoostedRegressor(warm_up=100, interval_coverages=(0.9,))
+    predictions, intervals = batched.predict_learn_interval_many(X, y.tolist(), 0.9)
+    assert "forest" in _serving_models(batched)
+    loop = BoostedRegressor(warm_up=100, interval_coverages=(0.9,))
+    for i, (record, target) in enumerate(zip(_records(X), y.tolist(), strict=True)):
+        low, high = loop.predict_interval_one(record, 0.9)
+        assert (low, high) == tuple(intervals[i].tolist())
+        assert loop.predict_one(record) == predictions[i]
+        loop.learn_one(record, target)
+    assert loop.to_bytes() == batched.to_bytes()
+    inside = (intervals[500:, 0] <= y[500:]) & (y[500:] <= intervals[500:, 1])
+    assert inside.mean() > 0.8
+
+
+def test_the_forests_bytes_count() -> None:
+    X, y = piecewise(1500)
+    with_forest, without = BoostedRegressor(warm_up=100), BoostedRegressor(warm_up=100, forest=False)
+    with_forest.learn_many(X, y.tolist())
+    without.learn_many(X, y.tolist())
+    assert with_forest._forest is not None
+    assert with_forest.nbytes == without.nbytes + with_forest._forest.nbytes > without.nbytes
+
+
+def test_the_forest_is_on_by_default_and_shares_the_space() -> None:
+    model = BoostedRegressor()
+    assert model.forest is True and model.get_params()["forest"] is True
+    forest = model._forest
+    assert forest is not None and forest._space is model._space
+    assert all(member._space is model._space for member in forest._members)
+    assert forest.n_members == 10 and forest.learning_rate == 0.1 and forest.poisson_rate == 1.0
+
+
+def test_no_forest_with_a_linked_loss_or_a_budget_and_a_bad_value_is_refused() -> None:
+    assert BoostedRegressor(loss=Poisson())._forest is None
+    assert BoostedRegressor(max_bytes=1_000_000)._forest is None
+    assert BoostedRegressor(loss=Poisson())._choice is None
+    with pytest.raises(ValueError, match="forest"):
+        BoostedRegressor(forest=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="forest"):
+        ForestRegressor(forest=True)
+    assert BoostedRegressor(single_tree=False, forest=False)._choice is None
+
+
+def test_rows_only_predicted_leave_the_choice_and_the_forest_alone() -> None:
+    X, y = piecewise(1500)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X[:1000], y[:1000].tolist())
+    saved = model.to_bytes()
+    model.predict_many(X[1000:])
+    assert model.to_bytes() == saved
+
+
+@pytest.mark.parametrize("params", [{"base_score": 0.0}, {"loss": Huber()}], ids=["base score", "huber"])
+def test_a_given_base_score_or_another_loss_keeps_loop_and_batch_exact(params: dict[str, Any]) -> None:
+    """The forest registers its base score at the same row as the members (or has it from the start):
+    the target events the ensemble's rows carry are the forest's too."""
+    X, y = piecewise(900)
+    batched = BoostedRegressor(warm_up=100, **params)
+    predictions = _batched(batched, X, y, 400)
+    assert batched._forest is not None and batched._forest.loss.name == batched.loss.name
+    loop = BoostedRegressor(warm_up=100, **params)
+    looped = []
+    for record, target in zip(_records(X), y.tolist(), strict=True):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes() == BoostedRegressor.from_bytes(loop.to_bytes()).to_bytes()
