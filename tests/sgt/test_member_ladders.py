@@ -198,7 +198,10 @@ def test_a_model_saved_before_the_relaxation_learns_on_without_it(monkeypatch) -
     model = BoostedClassifier.from_bytes(BEFORE_RELAX.read_bytes())
     # (saved before the ensemble's `proba`: it restores with the raw softmax, "tree")
     # (and before the single tree: it restores without it)
-    assert model.get_params() == BoostedClassifier(**PARAMS, proba="tree", single_tree=False, forest=False).get_params()
+    assert (
+        model.get_params()
+        == BoostedClassifier(**PARAMS, proba="tree", single_tree=False, forest=False).get_params()
+    )
     proba, saved = _learn_on(model, X[rest], y[rest])
     monkeypatch.setattr(BoostedClassifier, "_relax", None)
     reference = BoostedClassifier.from_bytes(BEFORE_RELAX.read_bytes())
