@@ -641,13 +641,13 @@ class BoostedClassifier(_ClassifierEnsemble):
         A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
     forest
         True (default): a forest (sgt.boosted.forest: ten members bagged and averaged, not boosted,
-        each splitting on as few as ten records, within 8 MB) learns every record beside the members
-        and the single tree, and `SingleChoice` also offers it alone and its means with the ensemble
-        and with the tree. It retires as the single tree does, and at the first record of a third
-        class. Where no single split gains (a checkerboard, two interleaved moons, Bananas) the
-        boosted members and the single tree learn little and the forest most (docs/decisions.md, "The
-        boosted ensemble", has the figures). Not with `max_bytes`; a model saved before the parameter
-        restores without it; False saves the bytes of the format before it.
+        each splitting on as few as ten records, at most 8 deep and within 32 MB) learns every record
+        beside the members and the single tree, and `SingleChoice` also offers it alone and its means
+        with the ensemble and with the tree. It retires as the single tree does, and at the first
+        record of a third class. Where no single split gains (a checkerboard, two interleaved moons,
+        Bananas) the boosted members and the single tree learn little and the forest most
+        (docs/decisions.md, "The boosted ensemble", has the figures). Not with `max_bytes`; a model
+        saved before the parameter restores without it; False saves the bytes of the format before it.
 
     The other parameters are SGTClassifier's and apply to every tree.
 
@@ -759,8 +759,13 @@ class BoostedClassifier(_ClassifierEnsemble):
         return SGTClassifier(**self._data_settings())
 
     def _new_forest(self) -> ForestClassifier:
-        """The forest beside the members: `CLASSIFIER_FOREST`, with the ensemble's settings of the data."""
-        return ForestClassifier(**CLASSIFIER_FOREST, **self._data_settings())
+        """The forest beside the members: `CLASSIFIER_FOREST`, with the ensemble's settings of the data
+        (its depth if it is the smaller)."""
+        depth = CLASSIFIER_FOREST["max_depth"]
+        data = self._data_settings()
+        if data["max_depth"] is not None:
+            depth = min(depth, data["max_depth"])
+        return ForestClassifier(**{**CLASSIFIER_FOREST, **data, "max_depth": depth})
 
     def _data_settings(self) -> dict[str, Any]:
         """The settings of the data a side model takes from the ensemble."""

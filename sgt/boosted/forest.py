@@ -27,8 +27,10 @@ from typing import Any, ClassVar
 __all__ = ["CLASSIFIER_FOREST", "REGRESSOR_FOREST", "Averaged"]
 
 #: the classifier's forest: ten members of split confidence 0.2 and grace period 10, each bagged,
-#: summed at a tenth each, within 8 MB (unbounded, a noisy stream grew it by 2.4 kB a record: 47 MB
-#: over SEA's 20,000); no drift test of its own (it retires once the members lead, see `SingleChoice`)
+#: summed at a tenth each, at most 8 deep and within 32 MB (unbounded, a noisy stream grew it by 2.4 kB
+#: a record: 47 MB over SEA's 20,000; a budget alone costs most where it binds, so the depth bounds
+#: it first on few features); no drift test of its own (it retires once the members lead, see
+#: `SingleChoice`)
 CLASSIFIER_FOREST: dict[str, Any] = {
     "n_members": 10,
     "learning_rate": 0.1,
@@ -37,7 +39,8 @@ CLASSIFIER_FOREST: dict[str, Any] = {
     "lambda_": 0.1,
     "poisson_rate": 1.0,
     "drift_threshold": None,
-    "max_bytes": 8_000_000,
+    "max_depth": 8,
+    "max_bytes": 32_000_000,
     "single_tree": False,
     "forest": False,
 }
