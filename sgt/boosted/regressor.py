@@ -486,14 +486,18 @@ class BoostedRegressor(_RegressorEnsemble):
     forest
         True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
         members of split confidence 0.1 and grace period 20, each weighing the records by its own
-        Poisson(1) draws, averaged instead of boosted; the ensemble's grids, loss and base score) learns
-        every record beside the members and the single tree, on the same coded rows, and the choice
-        adds three candidates: the forest's prediction, its mean with the ensemble's and its mean with
-        the tree's (`tree_choice.CANDIDATES`; without the single tree, the ensemble, the forest and
-        their mean). The forest's deep bagged trees fit low-dimensional nonlinear targets that the
-        boosted linear members and the single tree fit slowly (docs/decisions.md has the figures). Not
-        with a memory budget or a loss with a link, as `single_tree`. False: no forest (as saved before
-        the parameter: the bytes of that format).
+        Poisson(1) draws, averaged instead of boosted, at most 8 deep and within 32 MB; the ensemble's
+        grids, loss and base score) learns every record beside the members and the single tree, in its
+        own feature space, and the choice adds three candidates: the forest's prediction, its mean with
+        the ensemble's and its mean with the tree's (`tree_choice.CANDIDATES`; without the single tree,
+        the ensemble, the forest and their mean). The forest's deep bagged trees fit low-dimensional
+        nonlinear targets that the boosted linear members and the single tree fit slowly
+        (docs/decisions.md has the figures). From `TreeChoice.YOUTH` (1,000) learned records on it
+        retires for good at the first record after which the serving candidate does not need it and
+        its best candidate errs `TreeChoice.RETIRE_MARGIN` (25%) more than the serving one; the model
+        then drops it (a save holds no forest; `forest` stays True). Not with a memory budget or a loss
+        with a link, as `single_tree`. False: no forest (as saved before the parameter: the bytes of
+        that format). A model saved before the retirement keeps its forest, as it did.
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -616,9 +620,9 @@ class BoostedRegressor(_RegressorEnsemble):
         return single
 
     def _new_forest(self) -> ForestRegressor:
-        """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST), the
-        ensemble's data settings (grids, loss, base score, categories), and the ensemble's feature
-        space (it encodes each record once for all)."""
+        """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST; its
+        depth, or the ensemble's if that is the smaller) and the ensemble's data settings (grids, loss,
+        base score, categories), in a feature space of its own (`_forest_rows`)."""
         settings = dict(self._forest_settings)
         depth = settings.pop("max_depth", None)  # (the smaller of the forest's and the ensemble's)
         if depth is None or (self.max_depth is not None and self.max_depth < depth):

@@ -25,8 +25,12 @@ from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.explain import explain_raw
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
+from tests.fixtures.make_forest_fixture import FOREST_PARAMS, FOREST_ROWS, linear
 from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
 
+#: a BoostedRegressor saved by the code whose forest never retired, and what it predicted after
+#: (tests/fixtures/make_forest_fixture.py)
+UNRETIRED = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-forest-unretired"
 #: a BoostedRegressor saved by the code whose choice had nine candidates (before the forest), and what
 #: it predicted after (tests/fixtures/make_nine_choice_fixture.py)
 NINE_CHOICE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-nine-choice"
@@ -489,3 +493,21 @@ def test_a_long_batch_retires_the_forest_as_row_by_row(learned: int, tree: bool)
     kept = TreeChoice(models=models)  # (never retires: it serves the forest again at the end)
     kept.learned = None
     assert not np.array_equal(kept.serve(ensemble, t, targets, learn, forests), served)
+
+
+def test_a_model_saved_before_the_retirement_keeps_its_forest_and_predicts_the_same() -> None:
+    """The fixture (a forest that never retired, in the members' feature space, unbounded) restores
+    with its forest, saves the same bytes and predicts what the code that saved it predicted, on a
+    linear target where a new model's forest retires."""
+    blob = (UNRETIRED / "regressor.sgt").read_bytes()
+    old = BoostedRegressor.from_bytes(blob)
+    assert old._forest is not None and old._choice is not None and old._choice.learned is None
+    assert old._forest.max_bytes is None and old._forest.max_depth is None
+    assert old.to_bytes() == blob
+    X, y = linear(FOREST_ROWS)
+    after = old.predict_learn_many(X[FOREST_ROWS // 2 :], y[FOREST_ROWS // 2 :].tolist())
+    np.testing.assert_array_equal(after, np.load(UNRETIRED / "after.npy"))
+    assert old._forest is not None
+    today = BoostedRegressor(**FOREST_PARAMS)
+    today.learn_many(X, y.tolist())
+    assert today._forest is None  # (the same stream: a new model's forest retired)
