@@ -486,7 +486,7 @@ class BoostedRegressor(_RegressorEnsemble):
     forest
         True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
         members of split confidence 0.1 and grace period 20, each weighing the records by its own
-        Poisson(1) draws, averaged instead of boosted, at most 8 deep and within 32 MB; the ensemble's
+        Poisson(1) draws, averaged instead of boosted, within 32 MB; the ensemble's
         grids, loss and base score) learns every record beside the members and the single tree, in its
         own feature space, and the choice adds three candidates: the forest's prediction, its mean with
         the ensemble's and its mean with the tree's (`tree_choice.CANDIDATES`; without the single tree,

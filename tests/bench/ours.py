@@ -729,7 +729,7 @@ VARIANTS += (
     Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
     Variant("ours-boosted-forest5-constant", boosted_regressor_class(_ConstantForest5BoostedRegressor)),
     # the forest's retirement and memory bounds: without either (the default before them), unbounded,
-    # never retiring, at most 6 deep, or within 16 MB
+    # never retiring, at most 6 or 8 deep, or within 16 MB; retiring at other margins
     Variant("ours-boosted-forest-before", boosted_regressor_class(_forest_variant(_UNBOUNDED_FOREST, False))),
     Variant("ours-boosted-forest-unbounded", boosted_regressor_class(_forest_variant(_UNBOUNDED_FOREST))),
     Variant("ours-boosted-forest-ever", boosted_regressor_class(_forest_variant(REGRESSOR_FOREST, False))),
@@ -745,8 +745,8 @@ VARIANTS += (
     Variant("ours-boosted-retire-m10", boosted_regressor_class(_retiring_variant(0.1))),
     Variant("ours-boosted-retire-m50", boosted_regressor_class(_retiring_variant(0.5))),
     Variant(
-        "ours-boosted-forest-budget",
-        boosted_regressor_class(_forest_variant({**_UNBOUNDED_FOREST, "max_bytes": 32_000_000})),
+        "ours-boosted-forest-d8",
+        boosted_regressor_class(_forest_variant({**REGRESSOR_FOREST, "max_depth": 8})),
     ),
     Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),

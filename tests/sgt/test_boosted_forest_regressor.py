@@ -235,7 +235,7 @@ def test_the_forest_is_on_by_default_bounded_and_in_its_own_space() -> None:
     assert forest is not None and forest._space is not model._space
     assert all(member._space is forest._space for member in forest._members)
     assert forest.n_members == 10 and forest.learning_rate == 0.1 and forest.poisson_rate == 1.0
-    assert forest.max_depth == 8 and forest.max_bytes == 32_000_000
+    assert forest.max_depth is None and forest.max_bytes == 32_000_000
     assert BoostedRegressor(max_depth=5)._forest.max_depth == 5  # type: ignore[union-attr]
 
 
