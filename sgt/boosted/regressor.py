@@ -494,7 +494,7 @@ class BoostedRegressor(_RegressorEnsemble):
         nonlinear targets that the boosted linear members and the single tree fit slowly
         (docs/decisions.md has the figures). From `TreeChoice.YOUTH` (1,000) learned records on it
         retires for good at the first record after which the serving candidate does not need it and
-        its best candidate errs `TreeChoice.RETIRE_MARGIN` (25%) more than the serving one; the model
+        its best candidate errs `TreeChoice.RETIRE_MARGIN` (10%) more than the serving one; the model
         then drops it (a save holds no forest; `forest` stays True). Not with a memory budget or a loss
         with a link, as `single_tree`. False: no forest (as saved before the parameter: the bytes of
         that format). A model saved before the retirement keeps its forest, as it did.

@@ -100,7 +100,7 @@ class TreeChoice:
     YOUTH = 1000
     #: by how much (relative) the forest's best candidate must err more than the serving one for the
     #: forest to retire
-    RETIRE_MARGIN = 0.25
+    RETIRE_MARGIN = 0.1
 
     def __init__(
         self,

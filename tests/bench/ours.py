@@ -742,7 +742,7 @@ VARIANTS += (
         boosted_regressor_class(_forest_variant({**REGRESSOR_FOREST, "max_bytes": 16_000_000})),
     ),
     Variant("ours-boosted-retire-m0", boosted_regressor_class(_retiring_variant(0.0))),
-    Variant("ours-boosted-retire-m10", boosted_regressor_class(_retiring_variant(0.1))),
+    Variant("ours-boosted-retire-m25", boosted_regressor_class(_retiring_variant(0.25))),
     Variant("ours-boosted-retire-m50", boosted_regressor_class(_retiring_variant(0.5))),
     Variant(
         "ours-boosted-forest-d8",
