@@ -82,7 +82,7 @@ class TreeChoice:
     it) from `YOUTH` learned records on, at the first learned record after which the serving candidate
     does not need it and the forest's best candidate errs more than `1 + RETIRE_MARGIN` times the
     serving one: where it has stopped leading by that much, its cost buys little (at a margin of 0 it
-    retired on 14 of the 19 regression streams of the robustness suite and lost one of them, the
+    retired on 15 of the 19 regression streams of the robustness suite and lost one of them, the
     piecewise-linear target, which it leads again later). `learned` counts the records while it may
     retire; None: it never does (a choice saved before the retirement).
     """
