@@ -128,6 +128,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         # the forest learning beside them (BoostedRegressor's `forest`; None: none, as saved before it)
         self._forest: ForestRegressor | None = None
         self._choice: TreeChoice | None = None
+        # the rows (X, y) of the run under way, which the forest encodes in its own feature space
+        self._rows: tuple[Any, Sequence[Any] | None] | None = None
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy
         )
@@ -185,7 +187,9 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if self._choice is None:
             return header, arrays
         extra = header["extra"]
-        choice = {"choice": self._choice.errors}
+        choice: dict[str, Any] = {"choice": self._choice.errors}
+        if self._choice.learned is not None:  # (the forest may still retire)
+            choice["learned"] = self._choice.learned
         for name, side in (("single", self._single), ("forest", self._forest)):
             if side is not None:
                 side_header, side_arrays = side._saved_parts()
@@ -200,19 +204,29 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         saved_forest, self._saved_forest = getattr(self, "_saved_forest", None), None
         if self._choice is None:
             return  # (a model without side models, as saved before them)
+        if self._forest is not None and saved_forest is None:
+            self._forest = None  # (it had retired)
+        if self._single is None and self._forest is None:
+            self._choice = None  # (the forest had retired, and there is no single tree)
+            return
         if self._single is not None:
             single = _saved_side(SGTRegressor, "single", saved_single, arrays, self.loss)
             single._space = self._space  # (the same records: the ensemble's space, which encodes for all)
             self._single = single
         if self._forest is not None:
-            forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
-            forest._share_space(self._space)
-            self._forest = forest
+            # (its own feature space: saved by a model whose forest shared the ensemble's, that one's)
+            self._forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
         holder = saved_single if self._single is not None else saved_forest
         assert isinstance(holder, dict)  # (`_saved_side` checked it)
-        errors = holder.get("choice")
+        errors, learned = holder.get("choice"), holder.get("learned")
+        if learned is not None and (not isinstance(learned, int) or isinstance(learned, bool)):
+            raise SerializationError(f"a BoostedRegressor's choice has a bad count of records: {learned!r}")
+        if learned is not None and self._forest is None:
+            raise SerializationError(
+                "a BoostedRegressor's choice counts the youth of a forest the save lacks"
+            )
         try:
-            self._choice = TreeChoice(errors, self._choice_models())
+            self._choice = TreeChoice(errors, self._choice_models(), learned)
         except (TypeError, ValueError) as error:
             raise SerializationError(f"a BoostedRegressor needs its choice's errors: {error}") from None
 
@@ -271,11 +285,20 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             out[:, 0] = self._residual.apply(out[:, 0], targets, learn) if served is None else served
         if self._choice is not None:
             tree = None if self._single is None else self._single_rows(codes, targets, learn, events, regrids)
-            forest = (
-                None if self._forest is None else self._forest_rows(codes, targets, learn, events, regrids)
-            )
+            forest = None if self._forest is None else self._forest_rows()
             out[:, 0] = self._choice.serve(out[:, 0], tree, targets, learn, forest)
+            self._drop_retired()
         return out, outputs_at
+
+    def _drop_retired(self) -> None:
+        """Drop the forest once the choice retired it (after a batch or a record), and the choice once
+        the ensemble alone is left."""
+        choice = self._choice
+        assert choice is not None
+        if "forest" not in choice.models:
+            self._forest = None
+        if choice.retired:
+            self._choice = None
 
     def _single_rows(
         self,
@@ -297,21 +320,32 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         targets_or_none = [t if learned else None for t, learned in zip(targets.tolist(), learn.tolist())]
         return single._served_rows(raw, targets_or_none)
 
-    def _forest_rows(
-        self,
-        codes: np.ndarray,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        events: np.ndarray,
-        regrids: dict[int, list[Regrid]],
-    ) -> np.ndarray:
-        """The forest's prediction of each row (then it learns the row, if learned): the same coded rows,
-        run as its own batch path runs them after encoding (its base score is set by the same first
-        target, so the same rows are its target events)."""
-        forest = self._forest
-        assert forest is not None
-        raw, _ = forest._run_encoded(codes, targets, learn, events, regrids)
+    def _forest_rows(self) -> np.ndarray:
+        """The forest's prediction of each row of the run under way (then it learns the row, if
+        learned): the same rows, run through its own batch path, in its own feature space. Why its own:
+        its memory budget (REGRESSOR_FOREST's `max_bytes`) cuts a batch where the layout widens, as a
+        one-record loop would, which the space shared with the members (widened by their encoding of
+        the whole batch first) cannot; the same records give its own space the same codes."""
+        forest, rows = self._forest, self._rows
+        assert forest is not None and rows is not None
+        raw, _ = forest._run(*rows)
         return np.asarray(forest.loss.link(raw[:, 0]), dtype=np.float64)
+
+    def _run(self, X: Any, y: Sequence[Any] | None, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's run, with its rows kept for the forest (`_forest_rows`)."""
+        self._rows = (X, y)
+        try:
+            return super()._run(X, y, out)
+        finally:
+            self._rows = None
+
+    def _learn_one(self, x: Any, y: Any) -> None:
+        """The engine's one record, kept for the forest as a run of one row (`_forest_rows`)."""
+        self._rows = ([x], [y])
+        try:
+            super()._learn_one(x, y)
+        finally:
+            self._rows = None
 
     def _predict_raw_one(self, x: Any) -> list[float]:
         scores = super()._predict_raw_one(x)
@@ -452,14 +486,18 @@ class BoostedRegressor(_RegressorEnsemble):
     forest
         True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
         members of split confidence 0.1 and grace period 20, each weighing the records by its own
-        Poisson(1) draws, averaged instead of boosted; the ensemble's grids, loss and base score) learns
-        every record beside the members and the single tree, on the same coded rows, and the choice
-        adds three candidates: the forest's prediction, its mean with the ensemble's and its mean with
-        the tree's (`tree_choice.CANDIDATES`; without the single tree, the ensemble, the forest and
-        their mean). The forest's deep bagged trees fit low-dimensional nonlinear targets that the
-        boosted linear members and the single tree fit slowly (docs/decisions.md has the figures). Not
-        with a memory budget or a loss with a link, as `single_tree`. False: no forest (as saved before
-        the parameter: the bytes of that format).
+        Poisson(1) draws, averaged instead of boosted, within 32 MB; the ensemble's
+        grids, loss and base score) learns every record beside the members and the single tree, in its
+        own feature space, and the choice adds three candidates: the forest's prediction, its mean with
+        the ensemble's and its mean with the tree's (`tree_choice.CANDIDATES`; without the single tree,
+        the ensemble, the forest and their mean). The forest's deep bagged trees fit low-dimensional
+        nonlinear targets that the boosted linear members and the single tree fit slowly
+        (docs/decisions.md has the figures). From `TreeChoice.YOUTH` (1,000) learned records on it
+        retires for good at the first record after which the serving candidate does not need it and
+        its best candidate errs `TreeChoice.RETIRE_MARGIN` (10%) more than the serving one; the model
+        then drops it (a save holds no forest; `forest` stays True). Not with a memory budget or a loss
+        with a link, as `single_tree`. False: no forest (as saved before the parameter: the bytes of
+        that format). A model saved before the retirement keeps its forest, as it did.
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -582,14 +620,18 @@ class BoostedRegressor(_RegressorEnsemble):
         return single
 
     def _new_forest(self) -> ForestRegressor:
-        """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST), the
-        ensemble's data settings (grids, loss, base score, categories), and the ensemble's feature
-        space (it encodes each record once for all)."""
+        """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST; its
+        depth, or the ensemble's if that is the smaller) and the ensemble's data settings (grids, loss,
+        base score, categories), in a feature space of its own (`_forest_rows`)."""
+        settings = dict(self._forest_settings)
+        depth = settings.pop("max_depth", None)  # (the smaller of the forest's and the ensemble's)
+        if depth is None or (self.max_depth is not None and self.max_depth < depth):
+            depth = self.max_depth
         forest = ForestRegressor(
-            **self._forest_settings,
+            **settings,
             bins=self.bins,
             warm_up=self.warm_up,
-            max_depth=self.max_depth,
+            max_depth=depth,
             feature_names=self.feature_names,
             nominal=self.nominal,
             loss=self.loss,
@@ -597,7 +639,6 @@ class BoostedRegressor(_RegressorEnsemble):
             max_categories=self.max_categories,
             grace_start=self.grace_start,
         )
-        forest._share_space(self._space)
         return forest
 
     @classmethod

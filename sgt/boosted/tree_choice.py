@@ -77,6 +77,14 @@ class TreeChoice:
     first three candidates alone (before the other blends) keeps to them, and one saved before the
     forest to its nine: its number of errors says which. docs/decisions.md, "The boosted ensemble", has
     the figures.
+
+    The forest retires for good (its candidates are then neither counted nor served; the model drops
+    it) from `YOUTH` learned records on, at the first learned record after which the serving candidate
+    does not need it and the forest's best candidate errs more than `1 + RETIRE_MARGIN` times the
+    serving one: where it has stopped leading by that much, its cost buys little (at a margin of 0 it
+    retired on 15 of the 19 regression streams of the robustness suite and lost one of them, the
+    piecewise-linear target, which it leads again later). `learned` counts the records while it may
+    retire; None: it never does (a choice saved before the retirement).
     """
 
     #: each candidate's weight of the tree's prediction: the ensemble, the tree, their mean (the
@@ -87,7 +95,26 @@ class TreeChoice:
     #: the blends)
     SAVED_SIZES = (3, CANDIDATES)
 
-    def __init__(self, errors: Sequence[float] | None = None, models: Collection[str] = TWO_MODELS) -> None:
+    #: learned records from which on the forest retires at the first learned record after which the
+    #: serving candidate does not need it (the classifier's `SingleChoice.YOUTH`)
+    YOUTH = 1000
+    #: by how much (relative) the forest's best candidate must err more than the serving one for the
+    #: forest to retire
+    RETIRE_MARGIN = 0.1
+
+    def __init__(
+        self,
+        errors: Sequence[float] | None = None,
+        models: Collection[str] = TWO_MODELS,
+        learned: int | None = None,
+    ) -> None:
+        #: the records learned while the forest may retire (None: it never does, as saved before
+        #: retirement; a new choice with a forest starts at 0)
+        self.learned: int | None = learned
+        if errors is None and learned is None and "forest" in models:
+            self.learned = 0
+        if self.learned is not None and (isinstance(self.learned, bool) or self.learned < 0):
+            raise ValueError(f"a TreeChoice's count of learned records is at least 0, got {learned!r}")
         self.models = frozenset(models)
         if not {"ensemble"} < self.models <= {"ensemble", "tree", "forest"}:
             raise ValueError(f"a TreeChoice is of the ensemble and a tree or a forest, got {sorted(models)}")
@@ -115,8 +142,43 @@ class TreeChoice:
         return least_error(self.errors)
 
     def learn(self, predictions: Sequence[float], target: float) -> None:
-        """`sgt.regressor.fade_errors` of the candidates on one learned record."""
+        """`sgt.regressor.fade_errors` of the candidates on one learned record; the forest may then
+        retire (`_may_retire`)."""
         fade_errors(self.errors, predictions, target, AUTO_FADING)
+        if self._retiring():
+            assert self.learned is not None
+            self.learned += 1
+            self._may_retire()
+
+    @property
+    def retired(self) -> bool:
+        """Whether the ensemble alone is left (the forest retired and there is no tree): the model then
+        drops the choice."""
+        return self.models == {"ensemble"}
+
+    def _retiring(self) -> bool:
+        """Whether the forest is alive and may retire."""
+        return self.learned is not None and "forest" in self.models
+
+    def _may_retire(self) -> None:
+        """Retire the forest if it is old enough and the serving candidate does not need it."""
+        assert self.learned is not None
+        if self.learned < self.YOUTH:
+            return
+        serving = self.serving()
+        if "forest" in self.offered[serving].models:
+            return
+        forest = min(e for e, c in zip(self.errors, self.offered, strict=True) if "forest" in c.models)
+        if forest > (1.0 + self.RETIRE_MARGIN) * self.errors[serving]:
+            self._retire_forest()
+
+    def _retire_forest(self) -> None:
+        """The forest retires for good: its candidates are dropped (never counted or served again)."""
+        keep = [k for k, candidate in enumerate(self.offered) if "forest" not in candidate.models]
+        self.errors = [self.errors[k] for k in keep]
+        self.offered = tuple(self.offered[k] for k in keep)
+        self.models = self.models - {"forest"}
+        self.learned = None
 
     def serve(
         self,
@@ -150,8 +212,37 @@ class TreeChoice:
             after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
         before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
         serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
-        self.errors = after[:, -1].tolist()
+        last = after[:, -1]
+        retired_after = self._retirement(after)
+        if retired_after is not None:  # the rows after that learned row choose among the others
+            rows = slice(int(learned[retired_after]) + 1, None)
+            keep = np.array([k for k, c in enumerate(self.offered) if "forest" not in c.models])
+            serving[rows] = keep[np.argmin(before[keep, rows], axis=0)]
+            last = last[keep]
+            self._retire_forest()
+        elif self._retiring():
+            assert self.learned is not None
+            self.learned += learned.size
+        self.errors = last.tolist()
         return predictions[serving, np.arange(ensemble.shape[0])]
+
+    def _retirement(self, after: np.ndarray) -> int | None:
+        """The learned row (its position among the batch's learned rows) after which the forest retires,
+        from `serve`'s errors `after` each learned row (None: it does not in this batch): the first, from
+        `YOUTH` records learned on, after which the serving candidate does not need it."""
+        if not self._retiring():
+            return None
+        assert self.learned is not None
+        first = max(0, self.YOUTH - self.learned - 1)  # (the first learned row that makes it old enough)
+        if first >= after.shape[1] - 1:
+            return None
+        forest = np.array(["forest" in c.models for c in self.offered])
+        later = after[:, first + 1 :]
+        serving = np.argmin(later, axis=0)
+        best = later[serving, np.arange(later.shape[1])]
+        lagging = later[forest].min(axis=0) > (1.0 + self.RETIRE_MARGIN) * best
+        free = np.flatnonzero(~forest[serving] & lagging)
+        return None if free.size == 0 else first + int(free[0])
 
     def _serve_rows(
         self,

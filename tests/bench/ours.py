@@ -629,6 +629,40 @@ class _ConstantForest5BoostedRegressor(BoostedRegressor):
     }
 
 
+#: the forest's bounds (REGRESSOR_FOREST's `max_depth` and `max_bytes`), left out
+_UNBOUNDED_FOREST = {k: v for k, v in REGRESSOR_FOREST.items() if k not in ("max_depth", "max_bytes")}
+
+
+def _forest_variant(settings: dict[str, Any], retires: bool = True) -> type[BoostedRegressor]:
+    """The regressor with the forest's `settings`, and its forest retiring (the default) or not."""
+
+    class _Variant(BoostedRegressor):
+        _forest_settings: ClassVar[dict[str, Any]] = settings
+
+        def __init__(self, **params: Any) -> None:
+            super().__init__(**params)
+            if not retires and self._choice is not None:
+                self._choice.learned = None  # (as saved before retirement: never)
+
+    return _Variant
+
+
+def _retiring_variant(margin: float, youth: int = TreeChoice.YOUTH) -> type[BoostedRegressor]:
+    """The regressor whose forest retires at another `TreeChoice.RETIRE_MARGIN` or `YOUTH`."""
+
+    class _Choice(TreeChoice):
+        RETIRE_MARGIN = margin
+        YOUTH = youth
+
+    class _Variant(BoostedRegressor):
+        def __init__(self, **params: Any) -> None:
+            super().__init__(**params)
+            if self._choice is not None:
+                self._choice = _Choice(models=self._choice.models)
+
+    return _Variant
+
+
 class _SingleAtMembersDeltaBoostedRegressor(BoostedRegressor):
     """The single tree splitting at the members' `delta` (1e-2) instead of SGTRegressor's own."""
 
@@ -694,6 +728,26 @@ VARIANTS += (
     Variant("ours-boosted-forest5", boosted_regressor_class(_Forest5BoostedRegressor)),
     Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
     Variant("ours-boosted-forest5-constant", boosted_regressor_class(_ConstantForest5BoostedRegressor)),
+    # the forest's retirement and memory bounds: without either (the default before them), unbounded,
+    # never retiring, at most 6 or 8 deep, or within 16 MB; retiring at other margins
+    Variant("ours-boosted-forest-before", boosted_regressor_class(_forest_variant(_UNBOUNDED_FOREST, False))),
+    Variant("ours-boosted-forest-unbounded", boosted_regressor_class(_forest_variant(_UNBOUNDED_FOREST))),
+    Variant("ours-boosted-forest-ever", boosted_regressor_class(_forest_variant(REGRESSOR_FOREST, False))),
+    Variant(
+        "ours-boosted-forest-d6",
+        boosted_regressor_class(_forest_variant({**REGRESSOR_FOREST, "max_depth": 6})),
+    ),
+    Variant(
+        "ours-boosted-forest-16mb",
+        boosted_regressor_class(_forest_variant({**REGRESSOR_FOREST, "max_bytes": 16_000_000})),
+    ),
+    Variant("ours-boosted-retire-m0", boosted_regressor_class(_retiring_variant(0.0))),
+    Variant("ours-boosted-retire-m25", boosted_regressor_class(_retiring_variant(0.25))),
+    Variant("ours-boosted-retire-m50", boosted_regressor_class(_retiring_variant(0.5))),
+    Variant(
+        "ours-boosted-forest-d8",
+        boosted_regressor_class(_forest_variant({**REGRESSOR_FOREST, "max_depth": 8})),
+    ),
     Variant("ours-boosted-single-constant", boosted_regressor_class(_ConstantSingleBoostedRegressor)),
     Variant("ours-boosted-single-adaptive", boosted_regressor_class(_AdaptiveSingleBoostedRegressor)),
     Variant("ours-boosted-three", boosted_regressor_class(_ThreeChoiceBoostedRegressor)),

@@ -12,10 +12,12 @@ same bytes and predict as they did; `forest=False` saves the bytes of the format
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgt import BoostedRegressor, kernels
 from sgt.boosted.regressor import ForestRegressor
@@ -23,8 +25,12 @@ from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.explain import explain_raw
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
+from tests.fixtures.make_forest_fixture import FOREST_PARAMS, FOREST_ROWS, linear
 from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
 
+#: a BoostedRegressor saved by the code whose forest never retired, and what it predicted after
+#: (tests/fixtures/make_forest_fixture.py)
+UNRETIRED = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-forest-unretired"
 #: a BoostedRegressor saved by the code whose choice had nine candidates (before the forest), and what
 #: it predicted after (tests/fixtures/make_nine_choice_fixture.py)
 NINE_CHOICE = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-nine-choice"
@@ -88,7 +94,7 @@ def test_loop_batch_and_restore_give_the_same_bits(
     half = new()
     first = half.predict_learn_many(X[:1100], y[:1100].tolist())
     restored = BoostedRegressor.from_bytes(half.to_bytes())
-    assert restored._forest is not None and restored._forest._space is restored._space
+    assert restored._forest is not None and restored._forest._space is not restored._space
     assert restored.to_bytes() == half.to_bytes()
     rest = restored.predict_learn_many(X[1100:], y[1100:].tolist())
     np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
@@ -102,8 +108,8 @@ def test_loop_batch_and_restore_give_the_same_bits(
 def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
     max_categories: int | None,
 ) -> None:
-    """The forest shares the members' feature space (categories, grids that grow): whatever it adds
-    there must leave every model's batch and loop alike."""
+    """The forest has its own feature space beside the members' (categories, grids that grow): each
+    must keep every model's batch and loop alike."""
     rng = np.random.default_rng(4)
     categories = ["a", "b", "c", "d", "e", "f"]
     records, targets = [], []
@@ -160,6 +166,7 @@ def test_the_forest_is_saved_beside_the_single_tree() -> None:
     assert header["params"]["forest"] is True
     assert set(header["extra"]["forest"]) == {"header", "version"}  # (the choice: with the tree's)
     assert len(header["extra"]["single"]["choice"]) == len(CANDIDATES)
+    assert header["extra"]["single"]["learned"] == 600  # (the records the forest's youth counts)
     assert header["extra"]["forest"]["header"]["model"] == "ForestRegressor"
     assert any(name.startswith("extra.forest.") for name in arrays)
     alone = BoostedRegressor(warm_up=100, single_tree=False)
@@ -221,13 +228,15 @@ def test_the_forests_bytes_count() -> None:
     assert with_forest.nbytes == without.nbytes + with_forest._forest.nbytes > without.nbytes
 
 
-def test_the_forest_is_on_by_default_and_shares_the_space() -> None:
+def test_the_forest_is_on_by_default_bounded_and_in_its_own_space() -> None:
     model = BoostedRegressor()
     assert model.forest is True and model.get_params()["forest"] is True
     forest = model._forest
-    assert forest is not None and forest._space is model._space
-    assert all(member._space is model._space for member in forest._members)
+    assert forest is not None and forest._space is not model._space
+    assert all(member._space is forest._space for member in forest._members)
     assert forest.n_members == 10 and forest.learning_rate == 0.1 and forest.poisson_rate == 1.0
+    assert forest.max_depth is None and forest.max_bytes == 32_000_000
+    assert BoostedRegressor(max_depth=5)._forest.max_depth == 5  # type: ignore[union-attr]
 
 
 def test_no_forest_with_a_linked_loss_or_a_budget_and_a_bad_value_is_refused() -> None:
@@ -265,3 +274,240 @@ def test_a_given_base_score_or_another_loss_keeps_loop_and_batch_exact(params: d
         loop.learn_one(record, target)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes() == BoostedRegressor.from_bytes(loop.to_bytes()).to_bytes()
+
+
+# -- the forest's retirement and memory bound ---------------------------------------------------------
+def _linear(n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    """A linear target (the linear members fit it; the forest's averaged steps do not)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 3))
+    return X, 2.0 * X[:, 0] - 1.5 * X[:, 1] + rng.normal(0, 0.05, n)
+
+
+def _loop(model: BoostedRegressor, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = []
+    for record, target in zip(_records(X), y.tolist(), strict=True):
+        out.append(model.predict_one(record))
+        model.learn_one(record, target)
+    return np.array(out)
+
+
+class _WeakForest(BoostedRegressor):
+    """A forest of constant leaves that never split (the mean): the ensemble serves, the forest retires
+    (without the single tree the default forest serves on the streams a test can afford)."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {
+        **BoostedRegressor._forest_settings,
+        "grace_period": 10**6,
+        "leaf_model": "constant",
+    }
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+@pytest.mark.parametrize("single_tree", [True, False], ids=["tree", "no tree"])
+def test_the_forest_retires_inside_a_batch_as_in_the_loop_and_after_a_restore(
+    enabled: bool, single_tree: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `TreeChoice.YOUTH` learned records on, the forest retires at the first record after which
+    the serving candidate does not need it: the batch (the retirement inside a batch of 700), the
+    one-record loop and a model restored before it retire at the same record, predict the same and
+    save the same bytes (without the forest; without the choice when there is no single tree)."""
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
+    X, y = _linear(2400)
+
+    def new() -> BoostedRegressor:
+        kind = BoostedRegressor if single_tree else _WeakForest
+        return kind(warm_up=100, single_tree=single_tree)
+
+    batched = new()
+    predictions = _batched(batched, X, y)
+    assert batched._forest is None and batched.forest is True
+    assert (batched._choice is None) is (not single_tree)
+    loop = new()
+    np.testing.assert_array_equal(_loop(loop, X, y), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+    half = new()
+    first = half.predict_learn_many(X[:900], y[:900].tolist())
+    assert half._forest is not None  # (young: not yet retired)
+    restored = type(half).from_bytes(half.to_bytes())
+    rest = _batched(restored, X[900:], y[900:], 1000)
+    np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
+    assert restored.to_bytes() == batched.to_bytes()
+    # the batch in which it retired: the rows after it were served without the forest's candidates
+    retiring = new()
+    retiring.predict_learn_many(X[:700], y[:700].tolist())
+    assert retiring._forest is not None
+    retiring.predict_learn_many(X[700:1400], y[700:1400].tolist())
+    assert retiring._forest is None
+
+
+def test_a_model_restored_after_the_forest_retired_has_none_and_learns_on() -> None:
+    X, y = _linear(3000)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X[:2000], y[:2000].tolist())
+    assert model._forest is None and model._choice is not None
+    blob = model.to_bytes()
+    header = decode(blob).header
+    assert header["params"]["forest"] is True and "forest" not in header["extra"]
+    assert "learned" not in header["extra"]["single"]  # (nothing left to retire)
+    restored = BoostedRegressor.from_bytes(blob)
+    assert restored._forest is None and restored.forest is True and restored.to_bytes() == blob
+    assert restored._choice is not None and restored._choice.models == {"ensemble", "tree"}
+    np.testing.assert_array_equal(
+        restored.predict_learn_many(X[2000:], y[2000:].tolist()),
+        model.predict_learn_many(X[2000:], y[2000:].tolist()),
+    )
+    assert restored.to_bytes() == model.to_bytes()
+    alone = _WeakForest(warm_up=100, single_tree=False)
+    alone.learn_many(X[:2000], y[:2000].tolist())
+    assert alone._forest is None and alone._choice is None
+    back = BoostedRegressor.from_bytes(alone.to_bytes())
+    assert back._forest is None and back._choice is None and back.to_bytes() == alone.to_bytes()
+
+
+def test_a_save_with_the_forest_but_no_count_never_retires_it() -> None:
+    """A model saved before the retirement (its choice has no count of learned records) keeps its
+    forest, as the code that saved it did."""
+    X, y = _linear(2400)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X[:500], y[:500].tolist())
+    header, arrays, _ = decode(model.to_bytes())
+    del header["extra"]["single"]["learned"]
+    old = BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
+    old.learn_many(X[500:], y[500:].tolist())
+    assert old._forest is not None and old._choice is not None and old._choice.learned is None
+    header["extra"]["single"]["learned"] = "many"
+    with pytest.raises(SerializationError, match="count"):
+        BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
+
+
+class _TightForest(BoostedRegressor):
+    """The forest within 400 kB (a budget that binds early on the stream below)."""
+
+    _forest_settings: ClassVar[dict[str, Any]] = {**BoostedRegressor._forest_settings, "max_bytes": 400_000}
+
+
+def test_the_forest_stays_within_its_budget_and_exact_where_the_layout_widens() -> None:
+    """The forest's budget holds on a stream where it serves, and its batches stay exact where a
+    category widens the layout inside a batch (the forest cuts its batch there, in its own space)."""
+    rng = np.random.default_rng(8)
+    categories = ["a", "b", "c", "d"]
+    records, targets = [], []
+    for i in range(3000):
+        category = categories[min(int(rng.integers(0, 2 + i // 1200)), 3)]  # (new: rows 1200, 2400)
+        u, v = float(rng.uniform()), float(rng.uniform())
+        records.append({"c": category, "u": u, "v": v})
+        targets.append(4.0 * np.sin(2 * np.pi * u) * np.cos(2 * np.pi * v) + categories.index(category))
+
+    def new() -> BoostedRegressor:
+        return _TightForest(warm_up=100, nominal=["c"], single_tree=False)
+
+    batched = new()
+    predictions = np.concatenate(
+        [batched.predict_learn_many(records[i : i + 700], targets[i : i + 700]) for i in range(0, 3000, 700)]
+    )
+    assert batched._forest is not None and "forest" in _serving_models(batched)
+    assert batched._forest.nbytes <= 400_000 and batched._forest.n_inactive > 0  # (the budget bound it)
+    loop = new()
+    looped = []
+    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
+        looped.append(loop.predict_one(record))
+        loop.learn_one(record, target)
+        if i == 1234:
+            loop = _TightForest.from_bytes(loop.to_bytes())
+    np.testing.assert_array_equal(np.array(looped), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+
+
+class _YoungChoice(TreeChoice):
+    """A choice whose forest retires from 20 learned records on (a property test's batches are short)."""
+
+    YOUTH = 20
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.booleans()
+        ),
+        min_size=0,
+        max_size=120,
+    ),
+    learned=st.integers(0, 40),
+    tree=st.booleans(),
+    margin=st.sampled_from([0.0, 0.25]),
+)
+def test_the_filtered_choice_retires_the_forest_as_row_by_row(
+    rows: list[tuple[float, float, float, float, bool]], learned: int, tree: bool, margin: float
+) -> None:
+    """`TreeChoice.serve` finds the retirement row from its filtered errors and serves the rows after
+    it without the forest's candidates: the same served values, errors and models, bit for bit, as a
+    row at a time and as a split batch."""
+    columns = [np.array(c) for c in zip(*rows)] if rows else [np.zeros(0)] * 5
+    ensemble, trees, forests, targets = columns[:4]
+    learn = columns[4].astype(bool)
+    models = ("ensemble", "tree", "forest") if tree else ("ensemble", "forest")
+
+    def new() -> TreeChoice:
+        choice = _YoungChoice(models=models, learned=learned)
+        choice.RETIRE_MARGIN = margin  # (an instance's own margin: the class's is the default's)
+        return choice
+
+    filtered, by_rows, halves = new(), new(), new()
+    t = trees if tree else None
+    served = filtered.serve(ensemble, t, targets, learn, forests)
+    expected = by_rows._serve_rows(ensemble, t, targets, learn, forests)
+    half = len(rows) // 2
+    first = halves.serve(
+        ensemble[:half], None if t is None else t[:half], targets[:half], learn[:half], forests[:half]
+    )
+    rest = halves.serve(
+        ensemble[half:], None if t is None else t[half:], targets[half:], learn[half:], forests[half:]
+    )
+    assert served.tobytes() == expected.tobytes() == np.concatenate([first, rest]).tobytes()
+    assert filtered.errors == by_rows.errors == halves.errors
+    assert filtered.models == by_rows.models == halves.models
+    assert filtered.learned == by_rows.learned == halves.learned
+
+
+@pytest.mark.parametrize("learned", [0, 500, 990, 1000, 2000])
+@pytest.mark.parametrize("tree", [True, False], ids=["tree", "no tree"])
+def test_a_long_batch_retires_the_forest_as_row_by_row(learned: int, tree: bool) -> None:
+    """Candidates whose lead flips often: the forest retires at the first learned record from the
+    youth on after which none of its candidates serves, inside the batch; the rows after it are served
+    as row by row (never by the forest's candidates)."""
+    rng = np.random.default_rng(learned + tree)
+    n = 3000
+    targets = rng.normal(0, 1, n)
+    ensemble, trees = targets + rng.normal(0, 1, n), targets + rng.normal(0, 1, n)
+    forests = targets + rng.normal(0, 0.3, n)
+    forests[n // 2 : 3 * n // 4] += rng.normal(0, 5, n // 4)  # (it leads, errs far more, leads again)
+    learn = rng.uniform(size=n) < 0.9
+    models = ("ensemble", "tree", "forest") if tree else ("ensemble", "forest")
+    filtered, by_rows = TreeChoice(models=models, learned=learned), TreeChoice(models=models, learned=learned)
+    t = trees if tree else None
+    served = filtered.serve(ensemble, t, targets, learn, forests)
+    assert served.tobytes() == by_rows._serve_rows(ensemble, t, targets, learn, forests).tobytes()
+    assert filtered.errors == by_rows.errors and filtered.models == by_rows.models == set(models) - {"forest"}
+    kept = TreeChoice(models=models)  # (never retires: it serves the forest again at the end)
+    kept.learned = None
+    assert not np.array_equal(kept.serve(ensemble, t, targets, learn, forests), served)
+
+
+def test_a_model_saved_before_the_retirement_keeps_its_forest_and_predicts_the_same() -> None:
+    """The fixture (a forest that never retired, in the members' feature space, unbounded) restores
+    with its forest, saves the same bytes and predicts what the code that saved it predicted, on a
+    linear target where a new model's forest retires."""
+    blob = (UNRETIRED / "regressor.sgt").read_bytes()
+    old = BoostedRegressor.from_bytes(blob)
+    assert old._forest is not None and old._choice is not None and old._choice.learned is None
+    assert old._forest.max_bytes is None and old._forest.max_depth is None
+    assert old.to_bytes() == blob
+    X, y = linear(FOREST_ROWS)
+    after = old.predict_learn_many(X[FOREST_ROWS // 2 :], y[FOREST_ROWS // 2 :].tolist())
+    np.testing.assert_array_equal(after, np.load(UNRETIRED / "after.npy"))
+    assert old._forest is not None
+    today = BoostedRegressor(**FOREST_PARAMS)
+    today.learn_many(X, y.tolist())
+    assert today._forest is None  # (the same stream: a new model's forest retired)
