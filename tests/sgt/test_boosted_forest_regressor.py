@@ -27,6 +27,7 @@ from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
 from tests.fixtures.make_forest_fixture import FOREST_PARAMS, FOREST_ROWS, linear
 from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
+from tests.floats import assert_within_ulps
 
 #: a BoostedRegressor saved by the code whose forest never retired, and what it predicted after
 #: (tests/fixtures/make_forest_fixture.py)
@@ -149,12 +150,17 @@ def test_a_model_saved_before_the_forest_restores_and_predicts_the_same() -> Non
     assert len(old._choice.errors) == TreeChoice.CANDIDATES
     assert old.to_bytes() == blob
     X, y = piecewise(ROWS)
+    fresh = BoostedRegressor.from_bytes(blob).predict_many(X[ROWS // 2 :])
     after = old.predict_learn_many(X[ROWS // 2 :], y[ROWS // 2 :].tolist())
-    np.testing.assert_array_equal(after, np.load(NINE_CHOICE / "after.npy"))
+    # learned on another CPU: the same up to the last bits (tests/floats.py), so within a tolerance
+    np.testing.assert_allclose(after, np.load(NINE_CHOICE / "after.npy"), rtol=1e-9, atol=1e-12)
+    # a model learned here with `forest=False`: the fixture's format and, up to the CPU's last bits,
+    # its state (compared by what it predicts, not byte for byte)
     today = BoostedRegressor(**PARAMS, forest=False)
     today.learn_many(X[: ROWS // 2], y[: ROWS // 2].tolist())
-    assert today.to_bytes() == blob
+    assert_within_ulps(today.predict_many(X[ROWS // 2 :]), fresh)
     header = decode(today.to_bytes()).header
+    assert header["params"] == decode(blob).header["params"]
     assert "forest" not in header["params"] and "forest" not in header["extra"]
 
 
@@ -506,7 +512,8 @@ def test_a_model_saved_before_the_retirement_keeps_its_forest_and_predicts_the_s
     assert old.to_bytes() == blob
     X, y = linear(FOREST_ROWS)
     after = old.predict_learn_many(X[FOREST_ROWS // 2 :], y[FOREST_ROWS // 2 :].tolist())
-    np.testing.assert_array_equal(after, np.load(UNRETIRED / "after.npy"))
+    # learned on another CPU: the same up to the last bits (tests/floats.py), so within a tolerance
+    np.testing.assert_allclose(after, np.load(UNRETIRED / "after.npy"), rtol=1e-9, atol=1e-12)
     assert old._forest is not None
     today = BoostedRegressor(**FOREST_PARAMS)
     today.learn_many(X, y.tolist())
