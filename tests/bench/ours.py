@@ -1632,4 +1632,17 @@ VARIANTS += (
             _forest_class("_Constant16", n_members=16, learning_rate=1 / 16, leaf_model="constant")
         ),
     ),
+    Variant(
+        "ours-boosted-forest-constant10-delta0.15-depth10",
+        boosted_class(
+            _forest_class(
+                "_Constant10Delta015Depth10",
+                n_members=10,
+                learning_rate=0.1,
+                leaf_model="constant",
+                delta=0.15,
+                max_depth=10,
+            )
+        ),
+    ),
 )
