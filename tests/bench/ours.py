@@ -37,7 +37,7 @@ from sgt import (
     SGTRegressor,
 )
 from sgt.boosted import DRIFT_PERIOD, Youth
-from sgt.boosted.classifier import SingleChoice
+from sgt.boosted.classifier import ForestClassifier, SingleChoice
 from sgt.boosted.forest import REGRESSOR_FOREST
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
@@ -1649,5 +1649,54 @@ VARIANTS += (
     Variant(
         "ours-boosted-or-single-eighths-faded",
         choice(TreeChoice.WEIGHTS, 0.99, "errors", margin=1.0, retire=20.0),
+    ),
+)
+
+
+class _ForestSettingsBoostedClassifier(BoostedClassifier):
+    """The boosted classifier whose forest takes `_forest_changes` over its default settings."""
+
+    _forest_changes: ClassVar[dict[str, Any]] = {}
+
+    def _new_forest(self) -> ForestClassifier:
+        return ForestClassifier(**{**super()._new_forest().get_params(), **self._forest_changes})
+
+
+def _forest_class(name: str, **changes: Any) -> type[BoostedClassifier]:
+    """The boosted classifier whose forest takes `changes` over `CLASSIFIER_FOREST` (with the data's)."""
+    return type(name, (_ForestSettingsBoostedClassifier,), {"_forest_changes": changes})
+
+
+# BoostedClassifier's forest (`forest`, sgt.boosted.forest.CLASSIFIER_FOREST): the settings before the
+# tuning on the robustness suite (ten members, linear leaves), and settings tried there
+VARIANTS += (
+    Variant(
+        "ours-boosted-forest-linear10",
+        boosted_class(_forest_class("_Linear10", n_members=10, learning_rate=0.1, leaf_model="linear")),
+    ),
+    Variant(
+        "ours-boosted-forest-constant12",
+        boosted_class(
+            _forest_class("_Constant12", n_members=12, learning_rate=1 / 12, leaf_model="constant")
+        ),
+    ),
+    Variant(
+        "ours-boosted-forest-constant16",
+        boosted_class(
+            _forest_class("_Constant16", n_members=16, learning_rate=1 / 16, leaf_model="constant")
+        ),
+    ),
+    Variant(
+        "ours-boosted-forest-constant10-delta0.15-depth10",
+        boosted_class(
+            _forest_class(
+                "_Constant10Delta015Depth10",
+                n_members=10,
+                learning_rate=0.1,
+                leaf_model="constant",
+                delta=0.15,
+                max_depth=10,
+            )
+        ),
     ),
 )

@@ -1,4 +1,4 @@
-"""The boosted classifier's forest (`forest`, sgt.boosted.forest): ten bagged members that split on few
+"""The boosted classifier's forest (`forest`, sgt.boosted.forest): bagged members that split on few
 records, averaged, learn beside the boosted members and the single tree, and the choice
 (sgt.boosted.classifier.SingleChoice) serves it, alone or in a mean, where it has erred least.
 
