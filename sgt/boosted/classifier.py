@@ -640,12 +640,13 @@ class BoostedClassifier(_ClassifierEnsemble):
         Not with `max_bytes`.
         A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
     forest
-        True (default): a forest (sgt.boosted.forest: ten members bagged and averaged, not boosted,
-        each splitting on as few as ten records, at most 8 deep and within 32 MB) learns every record
-        beside the members and the single tree, and `SingleChoice` also offers it alone and its means
-        with the ensemble and with the tree. It retires as the single tree does, and at the first
-        record of a third class. Where no single split gains (a checkerboard, two interleaved moons,
-        Bananas) the boosted members and the single tree learn little and the forest most
+        True (default): a forest (sgt.boosted.forest: sixteen constant-leaf members bagged and
+        averaged, not boosted, each splitting on as few as ten records, at most 8 deep and within
+        32 MB) learns every record beside the members and the single tree, and `SingleChoice` also
+        offers it alone and its means with the ensemble and with the tree. It retires as the single
+        tree does, and at the first record of a third class. Where no single split gains (a
+        checkerboard, two interleaved moons, Bananas) the boosted members and the single tree learn
+        little and the forest most
         (docs/decisions.md, "The boosted ensemble", has the figures). Not with `max_bytes`; a model
         saved before the parameter restores without it; False saves the bytes of the format before it.
 
