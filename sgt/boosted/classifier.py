@@ -458,12 +458,9 @@ class SingleChoice:
         """After a learned record of class `target` the models alive predicted with probabilities
         `predictions` (in the model's class order): the candidates' errors grow, the serving candidate
         may change and side models may retire."""
+        arrays = {name: np.asarray(p, dtype=np.float64) for name, p in predictions.items()}
         for k in self._open:
-            proba = (
-                self.candidates[k]
-                .of({name: np.asarray(p, dtype=np.float64) for name, p in predictions.items()})
-                .tolist()
-            )
+            proba = self.candidates[k].of(arrays).tolist()
             self.errors[k] += int(max(range(len(proba)), key=proba.__getitem__) != target)
         self._counted(target)
 

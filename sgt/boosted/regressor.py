@@ -605,15 +605,8 @@ class BoostedRegressor(_RegressorEnsemble):
             grace_period=self.grace_period,
             lambda_=self.lambda_,
             gamma=self.gamma,
-            bins=self.bins,
-            warm_up=self.warm_up,
+            **self._data_settings(),
             max_depth=self.max_depth,
-            feature_names=self.feature_names,
-            nominal=self.nominal,
-            loss=self.loss,
-            base_score=self.base_score,
-            max_categories=self.max_categories,
-            grace_start=self.grace_start,
             leaf_model=self._single_leaves,
         )
         single._space = self._space
@@ -627,19 +620,21 @@ class BoostedRegressor(_RegressorEnsemble):
         depth = settings.pop("max_depth", None)  # (the smaller of the forest's and the ensemble's)
         if depth is None or (self.max_depth is not None and self.max_depth < depth):
             depth = self.max_depth
-        forest = ForestRegressor(
-            **settings,
-            bins=self.bins,
-            warm_up=self.warm_up,
-            max_depth=depth,
-            feature_names=self.feature_names,
-            nominal=self.nominal,
-            loss=self.loss,
-            base_score=self.base_score,
-            max_categories=self.max_categories,
-            grace_start=self.grace_start,
-        )
-        return forest
+        return ForestRegressor(**settings, **self._data_settings(), max_depth=depth)
+
+    def _data_settings(self) -> dict[str, Any]:
+        """The settings of the data a side model takes from the ensemble (but its depth): grids,
+        names and categories, loss and base score."""
+        return {
+            "bins": self.bins,
+            "warm_up": self.warm_up,
+            "feature_names": self.feature_names,
+            "nominal": self.nominal,
+            "loss": self.loss,
+            "base_score": self.base_score,
+            "max_categories": self.max_categories,
+            "grace_start": self.grace_start,
+        }
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
