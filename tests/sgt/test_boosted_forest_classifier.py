@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgt import BoostedClassifier, kernels
 from sgt.boosted.classifier import ForestClassifier, SingleChoice
@@ -192,3 +194,43 @@ def test_the_forest_counts_in_the_bytes() -> None:
     members = BoostedClassifier(single_tree=False, forest=False)
     members.learn_many(X, y)
     assert model.nbytes == members.nbytes + model._single.nbytes + model._forest.nbytes
+
+
+def _rows(draw: Any, n: int, k: int) -> np.ndarray:
+    """`n` rows of `k` probabilities, coarse (ties happen, as the blends' argmax must settle them)."""
+    raw = np.array(draw(st.lists(st.integers(0, 4), min_size=n * k, max_size=n * k)), dtype=np.float64)
+    raw = raw.reshape(n, k) + 0.5
+    return raw / raw.sum(axis=1, keepdims=True)
+
+
+@st.composite
+def _choices(draw: Any) -> tuple[SingleChoice, dict[str, np.ndarray], np.ndarray]:
+    n, k = draw(st.integers(1, 60)), draw(st.integers(2, 3))
+    tree, forest = draw(st.sampled_from([(True, True), (True, False), (False, True)]))
+    names = ["ensemble", *(["tree"] if tree else []), *(["forest"] if forest else [])]
+    predictions = {name: _rows(draw, n, k) for name in names}
+    targets = np.array(draw(st.lists(st.integers(-1, k - 1), min_size=n, max_size=n)), dtype=np.intp)
+    return SingleChoice(tree=tree, forest=forest), predictions, targets
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=_choices(), youth=st.integers(1, 30), retire=st.integers(1, 8))
+def test_a_batch_serves_as_the_records_one_at_a_time(
+    case: tuple[SingleChoice, dict[str, np.ndarray], np.ndarray], youth: int, retire: int
+) -> None:
+    """`serve` over a batch against `served` and `learn` a record at a time: the same probabilities,
+    counts, serving candidate and retirements, whatever the models alive, the classes (a third retires
+    the forest) and the rules' thresholds."""
+    batch, predictions, targets = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SingleChoice, "YOUTH", youth)
+        patch.setattr(SingleChoice, "RETIRE", retire)
+        one = SingleChoice(tree=batch.alive["tree"], forest=batch.alive["forest"])
+        served = batch.serve(predictions, targets)
+        for i, target in enumerate(targets.tolist()):
+            row = {name: p[i] for name, p in predictions.items() if one.alive[name]}
+            expected = predictions["ensemble"][i] if one.serving == 0 else one.served(row)
+            np.testing.assert_array_equal(served[i], expected)
+            if target >= 0 and not one.retired:
+                one.learn({name: p.tolist() for name, p in row.items()}, target)
+    assert batch.state() == one.state() and batch.alive == one.alive
