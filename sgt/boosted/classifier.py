@@ -15,8 +15,8 @@ import numpy as np
 
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
-from sgt.boosted.ensemble import checked_feature_share
-from sgt.boosted.forest import CLASSIFIER_FOREST, Averaged
+from sgt.boosted.ensemble import checked_feature_share, save_sides, side_from_saved
+from sgt.boosted.forest import CLASSIFIER_FOREST, Averaged, smaller_depth
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -32,7 +32,7 @@ from sgt.boosted.policy import (
 from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.classifier import SGTClassifier, _check_label
 from sgt.features import Regrid
-from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
+from sgt.serialization import SerializationError
 from sgt.softmax import binary_gradients, softmax_with_reference
 
 __all__ = ["ENSEMBLE_PROBA_MODES", "BoostedClassifier", "ForestClassifier", "SingleChoice"]
@@ -759,11 +759,8 @@ class BoostedClassifier(_ClassifierEnsemble):
     def _new_forest(self) -> ForestClassifier:
         """The forest beside the members: `CLASSIFIER_FOREST`, with the ensemble's settings of the data
         (its depth if it is the smaller)."""
-        depth = CLASSIFIER_FOREST["max_depth"]
-        data = self._data_settings()
-        if data["max_depth"] is not None:
-            depth = min(depth, data["max_depth"])
-        return ForestClassifier(**{**CLASSIFIER_FOREST, **data, "max_depth": depth})
+        depth = smaller_depth(CLASSIFIER_FOREST["max_depth"], self.max_depth)
+        return ForestClassifier(**{**CLASSIFIER_FOREST, **self._data_settings(), "max_depth": depth})
 
     def _data_settings(self) -> dict[str, Any]:
         """The settings of the data a side model takes from the ensemble."""
@@ -793,15 +790,8 @@ class BoostedClassifier(_ClassifierEnsemble):
         header, arrays = super()._saved_parts()
         if self._choice is None:
             return header, arrays
-        choice: list[int] | None = self._choice.state()
-        for name, side in (("single", self._single), ("forest", self._forest)):
-            if side is None:
-                continue
-            own, own_arrays = side._saved_parts()
-            header["extra"][name] = {"header": own, "version": FORMAT_VERSION}
-            if choice is not None:
-                header["extra"][name]["choice"], choice = choice, None
-            arrays += [(f"extra.{name}.{array}", a) for array, a in own_arrays]
+        sides = [("single", self._single), ("forest", self._forest)]
+        save_sides(header, arrays, sides, {"choice": self._choice.state()})
         return header, arrays
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
@@ -833,9 +823,7 @@ class BoostedClassifier(_ClassifierEnsemble):
 
     def _restored_side(self, name: str, saved: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
         """The side model `name` ("single" or "forest") from its saved header and arrays."""
-        cls = SGTClassifier if name == "single" else ForestClassifier
-        own = {array[len(name) + 1 :]: a for array, a in arrays.items() if array.startswith(f"{name}.")}
-        side = cls.from_saved(Saved(saved["header"], own, int(saved["version"])))
+        side = side_from_saved(SGTClassifier if name == "single" else ForestClassifier, name, saved, arrays)
         if side.classes_ != self.classes_:
             raise SerializationError(f"a BoostedClassifier's {name} knows other classes than its members")
         return side

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -28,6 +29,7 @@ from sgt.boosted.spans import NO_EVENTS, Batch, Part
 from sgt.drift import PageHinkley
 from sgt.features import Regrid
 from sgt.recent import RecentRecords
+from sgt.serialization import FORMAT_VERSION, Saved
 from sgt.tree import Params, leaf_inputs_of
 
 __all__: list[str] = []
@@ -590,6 +592,35 @@ class _Core(_Estimator):
         """Keep the changes of members about to be dropped in `version`, so that it never decreases."""
         counted = next((changes for ran, changes in self._ran_past if ran is members), None)
         self._retired_version += sum(m.changes() for m in members) if counted is None else counted
+
+
+def save_sides(
+    header: dict[str, Any],
+    arrays: list[tuple[str, np.ndarray]],
+    sides: Sequence[tuple[str, BaseSGT | None]],
+    choice: dict[str, Any],
+) -> None:
+    """Add a boosted model's side models (its single tree, its forest) to its saved parts: each one
+    alive's header under the header's ``extra.<name>``, with the choice's saved fields `choice` beside
+    the first of them, and its arrays as ``extra.<name>.<array>``, last (`side_from_saved` reads one
+    back)."""
+    for name, side in sides:
+        if side is None:
+            continue
+        side_header, side_arrays = side._saved_parts()
+        header["extra"][name] = {"header": side_header, "version": FORMAT_VERSION, **choice}
+        arrays += [(f"extra.{name}.{array}", a) for array, a in side_arrays]
+        choice = {}
+
+
+def side_from_saved(
+    kind: type[BaseSGT], name: str, saved: dict[str, Any], arrays: dict[str, np.ndarray], loss: Any = None
+) -> Any:
+    """The side model `name` of class `kind` from its saved header `saved` (``extra.<name>``, checked
+    by the caller) and its arrays among `arrays` (those after ``extra.``: ``<name>.<array>``)."""
+    prefix = f"{name}."
+    own = {array[len(prefix) :]: a for array, a in arrays.items() if array.startswith(prefix)}
+    return kind.from_saved(Saved(saved["header"], own, int(saved["version"])), loss)
 
 
 def _saved_relax(saved: Any) -> tuple[float, float, float | None] | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-__all__ = ["CLASSIFIER_FOREST", "REGRESSOR_FOREST", "Averaged"]
+__all__ = ["CLASSIFIER_FOREST", "REGRESSOR_FOREST", "Averaged", "smaller_depth"]
 
 #: the classifier's forest: sixteen members of constant leaves, split confidence 0.2 and grace period 10,
 #: each bagged, summed at a sixteenth each, at most 8 deep and within 32 MB (unbounded, a noisy stream grew
@@ -79,3 +79,13 @@ class Averaged:
 
     def _step_share(self, position: int) -> float:
         return 1.0
+
+
+def smaller_depth(forest: int | None, ensemble: int | None) -> int | None:
+    """A forest's depth bound beside its ensemble's: the smaller of the two (None: unbounded).
+
+    >>> smaller_depth(8, None), smaller_depth(8, 5), smaller_depth(None, 6), smaller_depth(None, None)
+    (8, 5, 6, None)
+    """
+    bounds = [d for d in (forest, ensemble) if d is not None]
+    return min(bounds) if bounds else None

@@ -17,8 +17,8 @@ import numpy as np
 from sgt import level_rows
 from sgt.base import LEAF_MODELS
 from sgt.boosted.engine import _Boosting
-from sgt.boosted.ensemble import checked_feature_share
-from sgt.boosted.forest import REGRESSOR_FOREST, Averaged
+from sgt.boosted.ensemble import checked_feature_share, save_sides, side_from_saved
+from sgt.boosted.forest import REGRESSOR_FOREST, Averaged, smaller_depth
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import explain_raw
@@ -26,7 +26,7 @@ from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
-from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
+from sgt.serialization import SerializationError
 
 __all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "ForestRegressor", "damped_share"]
 
@@ -186,16 +186,10 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         header, arrays = super()._saved_parts()
         if self._choice is None:
             return header, arrays
-        extra = header["extra"]
         choice: dict[str, Any] = {"choice": self._choice.errors}
         if self._choice.learned is not None:  # (the forest may still retire)
             choice["learned"] = self._choice.learned
-        for name, side in (("single", self._single), ("forest", self._forest)):
-            if side is not None:
-                side_header, side_arrays = side._saved_parts()
-                extra[name] = {"header": side_header, "version": FORMAT_VERSION, **choice}
-                arrays += [(f"extra.{name}.{array}", a) for array, a in side_arrays]
-                choice = {}
+        save_sides(header, arrays, [("single", self._single), ("forest", self._forest)], choice)
         return header, arrays
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -411,15 +405,12 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
 
 def _saved_side(kind: Any, name: str, saved: Any, arrays: dict[str, np.ndarray], loss: Loss) -> Any:
-    """The side model `name` ("single", "forest") of class `kind` a save holds: its header under the
-    header's ``extra.<name>``, its arrays as ``extra.<name>.<array>`` (`arrays`: those after
-    ``extra.``)."""
+    """The side model `name` ("single", "forest") of class `kind` a save holds (`side_from_saved`),
+    once its header under the header's ``extra.<name>`` is checked."""
     what = {"single": "single tree", "forest": "forest"}[name]
     if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
         raise SerializationError(f"a BoostedRegressor with its {what} needs its {what}'s state")
-    prefix = f"{name}."
-    own = {array[len(prefix) :]: a for array, a in arrays.items() if array.startswith(prefix)}
-    return kind.from_saved(Saved(saved["header"], own, int(saved["version"])), loss)
+    return side_from_saved(kind, name, saved, arrays, loss)
 
 
 class BoostedRegressor(_RegressorEnsemble):
@@ -617,9 +608,7 @@ class BoostedRegressor(_RegressorEnsemble):
         depth, or the ensemble's if that is the smaller) and the ensemble's data settings (grids, loss,
         base score, categories), in a feature space of its own (`_forest_rows`)."""
         settings = dict(self._forest_settings)
-        depth = settings.pop("max_depth", None)  # (the smaller of the forest's and the ensemble's)
-        if depth is None or (self.max_depth is not None and self.max_depth < depth):
-            depth = self.max_depth
+        depth = smaller_depth(settings.pop("max_depth", None), self.max_depth)
         return ForestRegressor(**settings, **self._data_settings(), max_depth=depth)
 
     def _data_settings(self) -> dict[str, Any]:
