@@ -194,14 +194,17 @@ def test_the_importances_follow_the_served_candidate() -> None:
     assert model.feature_importances() == members
 
 
-def test_asking_changes_no_state() -> None:
+def test_asking_changes_no_state_and_a_restored_model_explains_alike() -> None:
     X, y = _checkerboard(600, 0)
     model = _trained(X, y)
+    assert _serving(model) == Candidate("tree", "forest", 0.5)
     blob = model.to_bytes()
-    for x in _probes(X):
-        model.explain_one(x)
-    model.feature_importances()
+    explained = [model.explain_one(x) for x in _probes(X)]
+    shares = model.feature_importances()
     assert model.to_bytes() == blob
+    restored = BoostedClassifier.from_bytes(blob)
+    assert [restored.explain_one(x) for x in _probes(X)] == explained
+    assert restored.feature_importances() == shares
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
