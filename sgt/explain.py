@@ -15,7 +15,10 @@ What is explained is the *raw score*: a regressor's prediction before its loss's
 error, the prediction itself; for the Poisson loss, the log of the predicted mean); a classifier's
 logit of each class against the first class (the reference, whose logit is 0), before any calibration,
 smoothing or mixing of its probabilities. A classifier's explanation is therefore one per class from
-the second on.
+the second on. A boosted classifier serving a candidate with its single tree or forest explains that
+candidate (`BoostedClassifier.explain_one`): the models' terms blended with its weights (`on_features`
+moves the forest's to the model's features), the base moved so that each class totals the log ratio of
+the probabilities it serves; a boosted regressor its served prediction alike.
 
 **Feature importances** (`feature_importances`) are the mean absolute contribution of each feature
 over the records the leaves received recently: each leaf's path contributions, and its linear terms at
@@ -39,7 +42,7 @@ import numpy as np
 
 from sgt.tree import NO_NODE, Tree
 
-__all__ = ["Explanation", "explain_raw", "importances"]
+__all__ = ["Explanation", "explain_raw", "importances", "on_features"]
 
 #: the mean absolute leaf input of a feature spread evenly over its grid ([-1/2, 1/2])
 MEAN_ABS_INPUT = 0.25
@@ -161,6 +164,22 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
     if model._outputs.every_class_from_three:  # each class's score less the first's (a linear map)
         terms = terms[1:] - terms[:1]
     return terms[: model._n_scores()]
+
+
+def on_features(terms: np.ndarray, names: Sequence[str], onto: Sequence[str]) -> np.ndarray:
+    """`terms` [scores, 1 + features] of a model whose features are `names`, on the features `onto` of
+    another (a boosted classifier's forest keeps a feature space of its own): each contribution in the
+    column of its feature's name, 0 for a feature of `onto` it lacks, and the contribution of a feature
+    `onto` lacks added to the base (so each row's total is kept); `terms` itself if the two agree."""
+    if list(names) == list(onto):
+        return terms
+    column = {name: j for j, name in enumerate(onto)}
+    out = np.zeros((terms.shape[0], 1 + len(column)))
+    out[:, 0] = terms[:, 0]
+    for j, name in enumerate(names):
+        target = 1 + column[name] if name in column else 0
+        out[:, target] += terms[:, 1 + j]
+    return out
 
 
 def explanations(model: Any, x: Any) -> list[Explanation]:

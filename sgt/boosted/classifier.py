@@ -31,6 +31,7 @@ from sgt.boosted.policy import (
 )
 from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.classifier import SGTClassifier, _check_label
+from sgt.explain import Explanation, explain_raw, on_features
 from sgt.features import Regrid
 from sgt.serialization import SerializationError
 from sgt.softmax import binary_gradients, softmax_with_reference
@@ -635,7 +636,8 @@ class BoostedClassifier(_ClassifierEnsemble):
         84.9% -> 86.2%, 87.6% with the blends; ten skewed classes 94.5% -> 95.5%), at up to 1.5 times
         the members' CPU where it serves, about 1.05 times where it retires young (docs/decisions.md).
         Not with `max_bytes`.
-        A model saved before the parameter restores without it. `explain_one` and `n_trees` are the members'.
+        A model saved before the parameter restores without it. `n_trees` is the members';
+        `explain_one` and `feature_importances` are of the candidate that serves.
     forest
         True (default): a forest (sgt.boosted.forest: sixteen constant-leaf members bagged and
         averaged, not boosted, each splitting on as few as ten records, at most 8 deep and within
@@ -894,6 +896,98 @@ class BoostedClassifier(_ClassifierEnsemble):
         if name == "ensemble":
             return super().predict_proba_one(x)
         return self._sides()[name].predict_proba_one(x)
+
+    # -- explanations of the candidate served ------------------------------------------------------
+    def explain_one(self, x: Any) -> dict[Any, Explanation]:
+        """Each class's explanation, from the second class on (sgt.explain), of the candidate that
+        serves (`SingleChoice`).
+
+        While the members serve alone (always without side models, and once they retired) it is
+        theirs, as `SGTClassifier.explain_one`'s: their logit of the class against the first, before
+        the calibration and the young naive Bayes. While a candidate with the single tree or the forest
+        serves, what it serves is a blend of the models' *probabilities*, each model's final ones (its
+        calibration, smoothing and naive Bayes applied; nothing is applied after the blend), which no
+        logit before calibration gives. The explanation is then the blend, with the candidate's
+        weights, of each model's explanation it needs: the members', the tree's (`SGTClassifier`'s)
+        and the forest's (a boosted model's, its contributions moved to this model's features by name:
+        its feature space is its own; 0 for a feature it has not seen); the base takes the difference
+        between that blend's total and the served probabilities' log ratio, so that each class's total
+        is log(p_c / p_first) of what `predict_proba_one` returns (the blend's contributions show how
+        the served models use the features; the base also holds the calibration and the blending's
+        nonlinearity). Infinite where a served probability is 0.
+
+        >>> import math
+        >>> import numpy as np
+        >>> from sgt import BoostedClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, size=(2000, 2))
+        >>> y = ((np.floor(X[:, 0] * 4) + np.floor(X[:, 1] * 4)) % 2).astype(int)  # a checkerboard
+        >>> model = BoostedClassifier(warm_up=100)
+        >>> model.learn_many(X, y)
+        >>> x = {"x0": 0.1, "x1": 0.1}
+        >>> first, second = model.classes_
+        >>> p = model.predict_proba_one(x)  # the forest serves here: its probabilities
+        >>> why = model.explain_one(x)[second]
+        >>> abs(why.score - math.log(p[second] / p[first])) < 1e-9
+        True
+        """
+        return super().explain_one(x)
+
+    def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
+        """`explain_raw` of what serves (see `explain_one`), from the members' `terms` [classes - 1,
+        1 + features]: those while the members serve alone, else the blend of each needed model's with
+        the serving candidate's weights, each row's base moved so that it totals the served log
+        ratio."""
+        choice = self._choice
+        if choice is None or choice.needs() == {"ensemble"} or len(self._classes) < 2:
+            return terms
+        candidate = choice.candidates[choice.serving]
+        models = {
+            name: terms if name == "ensemble" else self._side_terms(name, x, terms.shape[0])
+            for name in candidate.models
+        }
+        blended = np.array(candidate.of(models), dtype=np.float64)  # (a copy: a lone model's is its own)
+        blended[:, 0] += self._served_log_ratios(x) - blended.sum(axis=1)
+        return blended
+
+    def _side_terms(self, name: str, x: Any, rows: int) -> np.ndarray:
+        """`explain_raw` of side model `name` ("tree" or "forest") for `x`, on this model's features,
+        with `rows` rows (0 for a class it does not know)."""
+        side = self._sides()[name]
+        own = on_features(explain_raw(side, x), side._space.names, self._space.names)
+        if own.shape[0] < rows:
+            own = np.pad(own, ((0, rows - own.shape[0]), (0, 0)))
+        return own[:rows]
+
+    def _served_log_ratios(self, x: Any) -> np.ndarray:
+        """log(p_c / p_first) of each class c from the second on, of the probabilities served for `x`."""
+        proba = self.predict_proba_one(x)
+        served = np.array([proba[c] for c in self._classes], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (a probability of 0: infinite)
+            logs = np.log(served)
+            ratios: np.ndarray = logs[1:] - logs[0]
+        return ratios
+
+    def feature_importances(self) -> dict[str, float]:
+        """The importances (sgt.explain) of the candidate that serves: the members' while they serve
+        alone; else each needed model's (normalised, on this model's features by name), blended with
+        the candidate's weights, as its probabilities are, and normalised again (a model that has not
+        split yet counts nothing). A lone side model's are its own."""
+        members = super().feature_importances()
+        choice = self._choice
+        if choice is None or choice.needs() == {"ensemble"}:
+            return members
+        candidate = choice.candidates[choice.serving]
+        names = list(self._space.names)
+        shares: dict[str, np.ndarray] = {}
+        for name in candidate.models:
+            own = members if name == "ensemble" else self._sides()[name].feature_importances()
+            shares[name] = np.array([own.get(feature, 0.0) for feature in names])
+        total = np.asarray(candidate.of(shares), dtype=np.float64)
+        norm = float(total.sum())
+        if len(shares) > 1 and norm > 0:
+            total = total / norm
+        return dict(zip(names, total.tolist()))
 
     def predict_one(self, x: Any) -> Any:
         if self._choice is None or len(self._classes) < 2:

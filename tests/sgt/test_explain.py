@@ -3,6 +3,7 @@ depends on rank first, and the importances follow a drift."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,18 @@ def _data(n: int, seed: int, n_classes: int = 0) -> tuple[list[dict[str, Any]], 
     return _records(X, colour), np.digitize(score, np.linspace(-2, 4, n_classes + 1)[1:-1]).tolist()
 
 
+def _explained_scores(model: Any, x: Any) -> list[float]:
+    """What a classifier's explanation of `x` totals, class by class: its raw scores, or while a boosted
+    classifier serves a candidate with a side model the served probabilities' log ratios against the
+    first class (tests/sgt/test_boosted_explain.py has the details)."""
+    choice = getattr(model, "_choice", None)
+    if choice is None or choice.needs() == {"ensemble"} or len(model.classes_) < 2:
+        return list(model._predict_raw_one(x))
+    proba = model.predict_proba_one(x)
+    first, *others = model.classes_
+    return [math.log(proba[c] / proba[first]) for c in others]
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     index=st.integers(0, len(REGRESSORS) + len(CLASSIFIERS) - 1),
@@ -70,7 +83,7 @@ def test_contributions_sum_with_the_base_to_the_raw_score(
         x["colour"] = colour  # "purple": a category never learned
     # a regressor's explanation is of its prediction (squared error: the identity link), its residual
     # level's correction included, which the trees' raw score of a single regressor leaves out
-    raw = model._predict_raw_one(x) if classifier else [model.predict_one(x)]
+    raw = _explained_scores(model, x) if classifier else [model.predict_one(x)]
     explained = list(model.explain_one(x).values()) if classifier else [model.explain_one(x)]
     assert len(explained) == len(raw)
     for explanation, score in zip(explained, raw):
