@@ -4,7 +4,8 @@
   had for the row when it predicted it (sgt.intervals, through ``predict_learn_interval_many``: the
   same model, and the same bytes, as ``predict_learn_many``); null before the model learned a record.
 * ``explain`` (setting ``explain`` = k > 0): the model's raw score for the row (a regressor's
-  prediction under squared error; a classifier's logit of ``class`` against its first class) as
+  prediction under squared error; a classifier's logit of ``class`` against its first class, or for a
+  boosted classifier served by its single tree or forest the log ratio of the served probabilities) as
   ``base`` plus the ``top`` k feature contributions (sgt.explain), largest first, under the model that
   made the prediction. For a classifier, ``class`` is the predicted class, or the second class when the
   prediction is the first (whose logit is 0 by construction). A feature name is cut to
