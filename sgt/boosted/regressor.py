@@ -189,6 +189,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         choice: dict[str, Any] = {"choice": self._choice.errors}
         if self._choice.learned is not None:  # (the forest may still retire)
             choice["learned"] = self._choice.learned
+        if self._choice.tree_learned is not None:  # (the single tree may still retire)
+            choice["tree_learned"] = self._choice.tree_learned
         save_sides(header, arrays, [("single", self._single), ("forest", self._forest)], choice)
         return header, arrays
 
@@ -200,6 +202,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             return  # (a model without side models, as saved before them)
         if self._forest is not None and saved_forest is None:
             self._forest = None  # (it had retired)
+        if self._single is not None and saved_single is None:
+            self._single = None  # (the same)
         if self._single is None and self._forest is None:
             self._choice = None  # (the forest had retired, and there is no single tree)
             return
@@ -212,15 +216,24 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
         holder = saved_single if self._single is not None else saved_forest
         assert isinstance(holder, dict)  # (`_saved_side` checked it)
-        errors, learned = holder.get("choice"), holder.get("learned")
-        if learned is not None and (not isinstance(learned, int) or isinstance(learned, bool)):
-            raise SerializationError(f"a BoostedRegressor's choice has a bad count of records: {learned!r}")
-        if learned is not None and self._forest is None:
-            raise SerializationError(
-                "a BoostedRegressor's choice counts the youth of a forest the save lacks"
-            )
+        errors, learned, tree_learned = (
+            holder.get("choice"),
+            holder.get("learned"),
+            holder.get("tree_learned"),
+        )
+        for count in (learned, tree_learned):
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SerializationError(f"a BoostedRegressor's choice has a bad count of records: {count!r}")
+        for count, side, what in (
+            (learned, self._forest, "forest"),
+            (tree_learned, self._single, "single tree"),
+        ):
+            if count is not None and side is None:
+                raise SerializationError(
+                    f"a BoostedRegressor's choice counts the youth of a {what} the save lacks"
+                )
         try:
-            self._choice = TreeChoice(errors, self._choice_models(), learned)
+            self._choice = TreeChoice(errors, self._choice_models(), learned, tree_learned)
         except (TypeError, ValueError) as error:
             raise SerializationError(f"a BoostedRegressor needs its choice's errors: {error}") from None
 
@@ -285,12 +298,14 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         return out, outputs_at
 
     def _drop_retired(self) -> None:
-        """Drop the forest once the choice retired it (after a batch or a record), and the choice once
-        the ensemble alone is left."""
+        """Drop the forest or the single tree once the choice retired it (after a batch or a record), and
+        the choice once the ensemble alone is left."""
         choice = self._choice
         assert choice is not None
         if "forest" not in choice.models:
             self._forest = None
+        if "tree" not in choice.models:
+            self._single = None
         if choice.retired:
             self._choice = None
 
@@ -516,6 +531,9 @@ class BoostedRegressor(_RegressorEnsemble):
     _single_leaves: ClassVar[str] = "auto"
     #: the forest's settings (a class attribute so that a benchmark variant may change them)
     _forest_settings: ClassVar[dict[str, Any]] = REGRESSOR_FOREST
+    #: whether the single tree may retire (`TreeChoice.TREE_MARGIN`; a class attribute so that a
+    #: benchmark variant may change it)
+    _tree_retires: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -586,7 +604,8 @@ class BoostedRegressor(_RegressorEnsemble):
                 self._single = self._new_single() if single_tree else None
                 self._forest = self._new_forest() if forest else None
             if self._single is not None or self._forest is not None:
-                self._choice = TreeChoice(models=self._choice_models())
+                tree_learned = 0 if self._single is not None and self._tree_retires else None
+                self._choice = TreeChoice(models=self._choice_models(), tree_learned=tree_learned)
 
     def _new_single(self) -> SGTRegressor:
         """The single regressor beside the members: SGTRegressor's own `delta`, `linear_lambda` and
