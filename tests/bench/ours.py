@@ -744,9 +744,9 @@ VARIANTS += (
     Variant("ours-boosted-no-forest", boosted_pair({}, {"forest": False})),
     Variant("ours-boosted-forest5", boosted_regressor_class(_Forest5BoostedRegressor)),
     Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
-    # the single tree retiring as the forest does (its own margin), with the default forest or a
-    # smaller one (fewer members, a longer grace period): the cost of stress-micro's forest
-    Variant("ours-boosted-tree-retires", boosted_regressor_class(_retiring_tree(REGRESSOR_FOREST))),
+    # the single tree kept for good (the default before it retired beside the forest); a smaller forest
+    # (fewer members, a longer grace period: the cost of stress-micro's forest), the tree retiring or not
+    Variant("ours-boosted-tree-kept", boosted_regressor_class(_retiring_tree(REGRESSOR_FOREST, False))),
     Variant("ours-boosted-f4g30-tr", boosted_regressor_class(_retiring_tree(_smaller_forest(4, 30)))),
     Variant("ours-boosted-f5g30-tr", boosted_regressor_class(_retiring_tree(_smaller_forest(5, 30)))),
     Variant("ours-boosted-f4g30", boosted_regressor_class(_retiring_tree(_smaller_forest(4, 30), False))),
