@@ -127,6 +127,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         self._single: SGTRegressor | None = None
         # the forest learning beside them (BoostedRegressor's `forest`; None: none, as saved before it)
         self._forest: ForestRegressor | None = None
+        # whether the single tree retired (`TreeChoice`): a save then lacks it on purpose
+        self._tree_retired = False
         self._choice: TreeChoice | None = None
         # the rows (X, y) of the run under way, which the forest encodes in its own feature space
         self._rows: tuple[Any, Sequence[Any] | None] | None = None
@@ -159,6 +161,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             bound["damped_members"] = True
         if self._residual is not None:
             bound["residual"] = self._residual.state()
+        if self._tree_retired:
+            bound["tree_retired"] = True
         return {"base": self._base_value, **self._boosting_state(), **self._interval_state(), **bound}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
@@ -170,6 +174,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         self._residual = None if residual is None else ResidualLevel.restored(residual)
         self._saved_single = extra.get("single")  # (restored with its arrays, `_restore_arrays`)
         self._saved_forest = extra.get("forest")  # (the same)
+        self._tree_retired = extra.get("tree_retired", False) is True  # (saved without: it had not)
         self._restore_boosting(extra)
         for ensemble in (self._members, self._background or []):
             for position, member in enumerate(ensemble):
@@ -189,6 +194,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         choice: dict[str, Any] = {"choice": self._choice.errors}
         if self._choice.learned is not None:  # (the forest may still retire)
             choice["learned"] = self._choice.learned
+        if self._choice.tree_learned is not None:  # (the single tree may still retire)
+            choice["tree_learned"] = self._choice.tree_learned
         save_sides(header, arrays, [("single", self._single), ("forest", self._forest)], choice)
         return header, arrays
 
@@ -200,6 +207,10 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             return  # (a model without side models, as saved before them)
         if self._forest is not None and saved_forest is None:
             self._forest = None  # (it had retired)
+        if self._single is not None and saved_single is None and self._tree_retired:
+            self._single = None  # (it had retired; without the mark the save is refused below)
+        if self._tree_retired and saved_single is not None:
+            raise SerializationError("a BoostedRegressor whose single tree retired saves no single tree")
         if self._single is None and self._forest is None:
             self._choice = None  # (the forest had retired, and there is no single tree)
             return
@@ -212,15 +223,24 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
         holder = saved_single if self._single is not None else saved_forest
         assert isinstance(holder, dict)  # (`_saved_side` checked it)
-        errors, learned = holder.get("choice"), holder.get("learned")
-        if learned is not None and (not isinstance(learned, int) or isinstance(learned, bool)):
-            raise SerializationError(f"a BoostedRegressor's choice has a bad count of records: {learned!r}")
-        if learned is not None and self._forest is None:
-            raise SerializationError(
-                "a BoostedRegressor's choice counts the youth of a forest the save lacks"
-            )
+        errors, learned, tree_learned = (
+            holder.get("choice"),
+            holder.get("learned"),
+            holder.get("tree_learned"),
+        )
+        for count in (learned, tree_learned):
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise SerializationError(f"a BoostedRegressor's choice has a bad count of records: {count!r}")
+        for count, side, what in (
+            (learned, self._forest, "forest"),
+            (tree_learned, self._single, "single tree"),
+        ):
+            if count is not None and side is None:
+                raise SerializationError(
+                    f"a BoostedRegressor's choice counts the youth of a {what} the save lacks"
+                )
         try:
-            self._choice = TreeChoice(errors, self._choice_models(), learned)
+            self._choice = TreeChoice(errors, self._choice_models(), learned, tree_learned)
         except (TypeError, ValueError) as error:
             raise SerializationError(f"a BoostedRegressor needs its choice's errors: {error}") from None
 
@@ -285,12 +305,15 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         return out, outputs_at
 
     def _drop_retired(self) -> None:
-        """Drop the forest once the choice retired it (after a batch or a record), and the choice once
-        the ensemble alone is left."""
+        """Drop the forest or the single tree once the choice retired it (after a batch or a record), and
+        the choice once the ensemble alone is left."""
         choice = self._choice
         assert choice is not None
         if "forest" not in choice.models:
             self._forest = None
+        if "tree" not in choice.models and self._single is not None:
+            self._single = None
+            self._tree_retired = True
         if choice.retired:
             self._choice = None
 
@@ -470,9 +493,14 @@ class BoostedRegressor(_RegressorEnsemble):
         tree's constant leaves on step-shaped targets and a blend beats both where they err apart: on
         the robustness suite's 19 regression streams 0.91 times the members' MAE in geometric mean,
         worse on none. It costs the single tree's work (about 2.5 to 3.7 times the members' time
-        batched). Not with a memory budget (`max_bytes`) or a loss with a link (Poisson): there the
-        members serve alone. A model saved with the ensemble, the tree and their mean alone (before
-        the other blends) keeps choosing among those three.
+        batched). Beside a forest (`forest`), from `TreeChoice.TREE_YOUTH` (3,000) learned records on
+        it retires for good at the first record after which the serving candidate does not need it and
+        its best candidate errs `TreeChoice.TREE_MARGIN` (5%) more than the serving one (where the
+        forest's candidates or the members' lead, its work buys nothing); the model then drops it
+        (`single_tree` stays True). Not with a memory budget (`max_bytes`) or a loss with a link
+        (Poisson): there the members serve alone. A model saved with the ensemble, the tree and their
+        mean alone (before the other blends) keeps choosing among those three; one saved before the
+        tree's retirement keeps its tree.
         False: the members alone (as saved before the parameter).
     forest
         True (default): a forest (`ForestRegressor` with sgt.boosted.forest's REGRESSOR_FOREST: ten
@@ -516,6 +544,9 @@ class BoostedRegressor(_RegressorEnsemble):
     _single_leaves: ClassVar[str] = "auto"
     #: the forest's settings (a class attribute so that a benchmark variant may change them)
     _forest_settings: ClassVar[dict[str, Any]] = REGRESSOR_FOREST
+    #: whether the single tree may retire (`TreeChoice.TREE_MARGIN`; a class attribute so that a
+    #: benchmark variant may change it)
+    _tree_retires: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -586,7 +617,10 @@ class BoostedRegressor(_RegressorEnsemble):
                 self._single = self._new_single() if single_tree else None
                 self._forest = self._new_forest() if forest else None
             if self._single is not None or self._forest is not None:
-                self._choice = TreeChoice(models=self._choice_models())
+                # (the tree retires beside a forest only: without one, a model saves as before)
+                beside = self._single is not None and self._forest is not None
+                tree_learned = 0 if beside and self._tree_retires else None
+                self._choice = TreeChoice(models=self._choice_models(), tree_learned=tree_learned)
 
     def _new_single(self) -> SGTRegressor:
         """The single regressor beside the members: SGTRegressor's own `delta`, `linear_lambda` and

@@ -85,6 +85,12 @@ class TreeChoice:
     retired on 15 of the 19 regression streams of the robustness suite and lost one of them, the
     piecewise-linear target, which it leads again later). `learned` counts the records while it may
     retire; None: it never does (a choice saved before the retirement).
+
+    The single tree retires alike, from `TREE_YOUTH` learned records on, by its own margin
+    `TREE_MARGIN` and its own count `tree_learned`
+    (None: it never does, as a choice saved before its retirement or made without it): where the
+    forest's candidates or the ensemble's lead, the tree's work buys nothing. On a record where both
+    may retire the forest is tested first, the tree then among the candidates left.
     """
 
     #: each candidate's weight of the tree's prediction: the ensemble, the tree, their mean (the
@@ -101,20 +107,32 @@ class TreeChoice:
     #: by how much (relative) the forest's best candidate must err more than the serving one for the
     #: forest to retire
     RETIRE_MARGIN = 0.1
+    #: the same for the single tree's best candidate (its blends in eighths are near the ensemble's
+    #: prediction: a larger margin would hardly ever retire it)
+    TREE_MARGIN = 0.05
+    #: learned records from which on the single tree may retire (later than the forest: at 1,000 it
+    #: retired on the piecewise-linear target and on Friedman #1 while its blends still led now and
+    #: then, 0.6% and 2.3% worse there)
+    TREE_YOUTH = 3000
 
     def __init__(
         self,
         errors: Sequence[float] | None = None,
         models: Collection[str] = TWO_MODELS,
         learned: int | None = None,
+        tree_learned: int | None = None,
     ) -> None:
         #: the records learned while the forest may retire (None: it never does, as saved before
         #: retirement; a new choice with a forest starts at 0)
         self.learned: int | None = learned
         if errors is None and learned is None and "forest" in models:
             self.learned = 0
-        if self.learned is not None and (isinstance(self.learned, bool) or self.learned < 0):
-            raise ValueError(f"a TreeChoice's count of learned records is at least 0, got {learned!r}")
+        #: the same for the single tree (None: it never retires, as saved before its retirement; a
+        #: model whose tree may retire gives a new choice 0)
+        self.tree_learned: int | None = tree_learned
+        for count in (self.learned, self.tree_learned):
+            if count is not None and (isinstance(count, bool) or count < 0):
+                raise ValueError(f"a TreeChoice's count of learned records is at least 0, got {count!r}")
         self.models = frozenset(models)
         if not {"ensemble"} < self.models <= {"ensemble", "tree", "forest"}:
             raise ValueError(f"a TreeChoice is of the ensemble and a tree or a forest, got {sorted(models)}")
@@ -142,43 +160,64 @@ class TreeChoice:
         return least_error(self.errors)
 
     def learn(self, predictions: Sequence[float], target: float) -> None:
-        """`sgt.regressor.fade_errors` of the candidates on one learned record; the forest may then
-        retire (`_may_retire`)."""
+        """`sgt.regressor.fade_errors` of the candidates on one learned record; the forest, then the
+        single tree, may then retire (`_may_retire`)."""
         fade_errors(self.errors, predictions, target, AUTO_FADING)
-        if self._retiring():
-            assert self.learned is not None
-            self.learned += 1
-            self._may_retire()
+        for side in SIDES:
+            count = self._count(side)
+            if count is not None:
+                self._set_count(side, count + 1)
+                self._may_retire(side)
 
     @property
     def retired(self) -> bool:
-        """Whether the ensemble alone is left (the forest retired and there is no tree): the model then
-        drops the choice."""
+        """Whether the ensemble alone is left (the side models retired): the model then drops the
+        choice."""
         return self.models == {"ensemble"}
 
-    def _retiring(self) -> bool:
-        """Whether the forest is alive and may retire."""
-        return self.learned is not None and "forest" in self.models
+    def _count(self, side: str) -> int | None:
+        """The records learned while `side` ("forest", "tree") may retire; None: it may not (it has
+        retired, the choice lacks it, or it was saved before its retirement)."""
+        if side not in self.models:
+            return None
+        return self.learned if side == "forest" else self.tree_learned
 
-    def _may_retire(self) -> None:
-        """Retire the forest if it is old enough and the serving candidate does not need it."""
-        assert self.learned is not None
-        if self.learned < self.YOUTH:
+    def _set_count(self, side: str, count: int | None) -> None:
+        if side == "forest":
+            self.learned = count
+        else:
+            self.tree_learned = count
+
+    def _youth(self, side: str) -> int:
+        """Learned records from which on `side` may retire."""
+        return self.YOUTH if side == "forest" else self.TREE_YOUTH
+
+    def _margin(self, side: str) -> float:
+        """By how much (relative) `side`'s best candidate must err more than the serving one for it to
+        retire."""
+        return self.RETIRE_MARGIN if side == "forest" else self.TREE_MARGIN
+
+    def _may_retire(self, side: str) -> None:
+        """Retire `side` if it is old enough, the serving candidate does not need it and its best
+        candidate lags the serving one by its margin."""
+        count = self._count(side)
+        assert count is not None
+        if count < self._youth(side):
             return
         serving = self.serving()
-        if "forest" in self.offered[serving].models:
+        if side in self.offered[serving].models:
             return
-        forest = min(e for e, c in zip(self.errors, self.offered, strict=True) if "forest" in c.models)
-        if forest > (1.0 + self.RETIRE_MARGIN) * self.errors[serving]:
-            self._retire_forest()
+        best = min(e for e, c in zip(self.errors, self.offered, strict=True) if side in c.models)
+        if best > (1.0 + self._margin(side)) * self.errors[serving]:
+            self._retire(side)
 
-    def _retire_forest(self) -> None:
-        """The forest retires for good: its candidates are dropped (never counted or served again)."""
-        keep = [k for k, candidate in enumerate(self.offered) if "forest" not in candidate.models]
+    def _retire(self, side: str) -> None:
+        """`side` retires for good: its candidates are dropped (never counted or served again)."""
+        keep = [k for k, candidate in enumerate(self.offered) if side not in candidate.models]
         self.errors = [self.errors[k] for k in keep]
         self.offered = tuple(self.offered[k] for k in keep)
-        self.models = self.models - {"forest"}
-        self.learned = None
+        self.models = self.models - {side}
+        self._set_count(side, None)
 
     def serve(
         self,
@@ -212,36 +251,75 @@ class TreeChoice:
             after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
         before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
         serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
-        last = after[:, -1]
-        retired_after = self._retirement(after)
-        if retired_after is not None:  # the rows after that learned row choose among the others
-            rows = slice(int(learned[retired_after]) + 1, None)
-            keep = np.array([k for k, c in enumerate(self.offered) if "forest" not in c.models])
-            serving[rows] = keep[np.argmin(before[keep, rows], axis=0)]
-            last = last[keep]
-            self._retire_forest()
-        elif self._retiring():
-            assert self.learned is not None
-            self.learned += learned.size
-        self.errors = last.tolist()
+        active = self._retirements(after, learned, before, serving)
+        self.errors = after[active, -1].tolist()
         return predictions[serving, np.arange(ensemble.shape[0])]
 
-    def _retirement(self, after: np.ndarray) -> int | None:
-        """The learned row (its position among the batch's learned rows) after which the forest retires,
-        from `serve`'s errors `after` each learned row (None: it does not in this batch): the first, from
-        `YOUTH` records learned on, after which the serving candidate does not need it."""
-        if not self._retiring():
-            return None
-        assert self.learned is not None
-        first = max(0, self.YOUTH - self.learned - 1)  # (the first learned row that makes it old enough)
+    def _retirements(
+        self, after: np.ndarray, learned: np.ndarray, before: np.ndarray, serving: np.ndarray
+    ) -> np.ndarray:
+        """Retire the side models that retire in `serve`'s batch, in order (`after`: the errors after
+        each learned row; `learned`: the learned rows; `before`: the errors as each row is served), and
+        serve the rows after each retirement among the candidates left (`serving`, in place); the
+        other side models' counts move on by the batch's learned rows. Which candidates are left (a
+        mask over the candidates the choice had)."""
+        offered = self.offered
+        active = np.ones(len(offered), dtype=bool)
+        # the first learned row (its position among the batch's) at which each side model is tested
+        start = {side: 0 for side in SIDES if self._count(side) is not None}
+        counts = {side: self._count(side) for side in start}
+        while start:
+            found = {
+                side: self._retirement(side, offered, after, active, start[side], counts[side])
+                for side in start
+            }
+            retiring = [
+                (position, SIDES.index(side), side)
+                for side, position in found.items()
+                if position is not None
+            ]
+            if not retiring:
+                break
+            position, _, side = min(retiring)  # (the earliest; on one row, the forest first)
+            active &= np.array([side not in c.models for c in offered])
+            rows = slice(int(learned[position]) + 1, None)  # (those after it choose among the others)
+            masked = np.where(active[:, None], before[:, rows], np.inf)
+            serving[rows] = np.argmin(masked, axis=0)
+            del start[side]
+            self._retire(side)
+            for other in start:  # (after the forest, the tree is tested on the same row; after it, the next)
+                start[other] = position if SIDES.index(other) > SIDES.index(side) else position + 1
+        for side, count in counts.items():
+            if side in start:
+                assert count is not None
+                self._set_count(side, count + learned.size)
+        return active
+
+    def _retirement(
+        self,
+        side: str,
+        offered: Sequence[Candidate],
+        after: np.ndarray,
+        active: np.ndarray,
+        start: int,
+        count: int | None,
+    ) -> int | None:
+        """The learned row (its position among the batch's learned rows) after which `side` retires, from
+        `serve`'s errors `after` each learned row, among the `active` ones of the candidates `offered`
+        (those the choice had before the batch), from position `start`
+        on (None: it does not in this batch): the first, from its youth's records learned on (`count`: those
+        learned before the batch), after which the serving candidate does not need it and its best
+        candidate lags by its margin."""
+        assert count is not None
+        first = max(start, self._youth(side) - count - 1)  # (the first learned row that makes it old enough)
         if first >= after.shape[1] - 1:
             return None
-        forest = np.array(["forest" in c.models for c in self.offered])
-        later = after[:, first + 1 :]
+        mine = np.array([side in c.models for c in offered])
+        later = np.where(active[:, None], after[:, first + 1 :], np.inf)
         serving = np.argmin(later, axis=0)
         best = later[serving, np.arange(later.shape[1])]
-        lagging = later[forest].min(axis=0) > (1.0 + self.RETIRE_MARGIN) * best
-        free = np.flatnonzero(~forest[serving] & lagging)
+        lagging = later[mine & active].min(axis=0) > (1.0 + self._margin(side)) * best
+        free = np.flatnonzero(~mine[serving] & lagging)
         return None if free.size == 0 else first + int(free[0])
 
     def _serve_rows(
@@ -287,6 +365,9 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate("ensemble", "forest", 0.5),
     Candidate("tree", "forest", 0.5),
 )
+
+#: the side models that may retire, in the order they are tested on a record
+SIDES = ("forest", "tree")
 
 #: `TreeChoice.serve` filters the errors of batches of at least this many rows (fewer: row by row)
 FILTERED_ROWS = 32

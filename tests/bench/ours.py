@@ -612,6 +612,23 @@ class _Forest5BoostedRegressor(BoostedRegressor):
     _forest_settings: ClassVar[dict[str, Any]] = {**REGRESSOR_FOREST, "n_members": 5, "learning_rate": 0.2}
 
 
+def _retiring_tree(settings: dict[str, Any], retires: bool = True) -> type[BoostedRegressor]:
+    """The regressor with the forest's `settings`, its single tree retiring (`TreeChoice.TREE_MARGIN`)
+    or not."""
+
+    class _Variant(BoostedRegressor):
+        _forest_settings: ClassVar[dict[str, Any]] = settings
+        _tree_retires: ClassVar[bool] = retires
+
+    return _Variant
+
+
+def _smaller_forest(members: int, grace: int) -> dict[str, Any]:
+    """REGRESSOR_FOREST with `members` members (averaged: a rate of 1 / members) and grace period
+    `grace`: each split attempt of the forest costs, and it attempts a split every `grace` records."""
+    return {**REGRESSOR_FOREST, "n_members": members, "learning_rate": 1.0 / members, "grace_period": grace}
+
+
 class _ConstantForestBoostedRegressor(BoostedRegressor):
     """The forest beside the members with constant leaves instead of linear ones."""
 
@@ -727,6 +744,12 @@ VARIANTS += (
     Variant("ours-boosted-no-forest", boosted_pair({}, {"forest": False})),
     Variant("ours-boosted-forest5", boosted_regressor_class(_Forest5BoostedRegressor)),
     Variant("ours-boosted-forest-constant", boosted_regressor_class(_ConstantForestBoostedRegressor)),
+    # the single tree kept for good (the default before it retired beside the forest); a smaller forest
+    # (fewer members, a longer grace period: the cost of stress-micro's forest), the tree retiring or not
+    Variant("ours-boosted-tree-kept", boosted_regressor_class(_retiring_tree(REGRESSOR_FOREST, False))),
+    Variant("ours-boosted-f4g30-tr", boosted_regressor_class(_retiring_tree(_smaller_forest(4, 30)))),
+    Variant("ours-boosted-f5g30-tr", boosted_regressor_class(_retiring_tree(_smaller_forest(5, 30)))),
+    Variant("ours-boosted-f4g30", boosted_regressor_class(_retiring_tree(_smaller_forest(4, 30), False))),
     Variant("ours-boosted-forest5-constant", boosted_regressor_class(_ConstantForest5BoostedRegressor)),
     # the forest's retirement and memory bounds: without either (the default before them), unbounded,
     # never retiring, at most 6 or 8 deep, or within 16 MB; retiring at other margins

@@ -426,9 +426,11 @@ def test_the_forest_stays_within_its_budget_and_exact_where_the_layout_widens() 
 
 
 class _YoungChoice(TreeChoice):
-    """A choice whose forest retires from 20 learned records on (a property test's batches are short)."""
+    """A choice whose forest and tree retire from 20 and 25 learned records on (a property test's
+    batches are short)."""
 
     YOUTH = 20
+    TREE_YOUTH = 25
 
 
 @settings(max_examples=150, deadline=None)
@@ -518,3 +520,230 @@ def test_a_model_saved_before_the_retirement_keeps_its_forest_and_predicts_the_s
     today = BoostedRegressor(**FOREST_PARAMS)
     today.learn_many(X, y.tolist())
     assert today._forest is None  # (the same stream: a new model's forest retired)
+
+
+# -- the youth at which a side model may first retire -------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    learn=st.lists(st.booleans(), min_size=40, max_size=90),
+    learned=st.integers(0, 30),
+    side=st.sampled_from(["forest", "tree"]),
+    filtered=st.booleans(),
+)
+def test_a_lagging_side_model_retires_at_the_very_record_that_makes_it_old_enough(
+    learn: list[bool], learned: int, side: str, filtered: bool
+) -> None:
+    """A side model whose candidates always lag far behind the ensemble's retires after the last
+    learned record of its youth (`YOUTH`, `TREE_YOUTH`; counting those learned before the batch; at
+    once if it was already that old), not one record earlier or later: a batch ending just before that
+    record keeps it, one ending with it does not (filtered or row by row). Both paths share the youth's
+    arithmetic, so comparing them alone would miss an off-by-one in it."""
+    pad = 32  # (rows not learned first: every prefix below is long enough for the filtered path)
+    flags = np.array([False] * pad + learn + [True])
+    n = flags.size
+    targets = np.linspace(-1.0, 1.0, n)
+    ensemble, lagging = targets + 0.5, targets + 100.0
+    positions = np.flatnonzero(flags)
+    youth = _YoungChoice.YOUTH if side == "forest" else _YoungChoice.TREE_YOUTH
+    old_enough = max(0, youth - learned - 1)  # (among the learned rows)
+    models = ("ensemble", side)
+
+    def served(rows: int) -> TreeChoice:
+        counts = {"learned": learned} if side == "forest" else {"tree_learned": learned}
+        choice = _YoungChoice(models=models, **counts)
+        tree = lagging[:rows] if side == "tree" else None
+        forest = lagging[:rows] if side == "forest" else None
+        serve = choice.serve if filtered else choice._serve_rows
+        serve(ensemble[:rows], tree, targets[:rows], flags[:rows], forest)
+        return choice
+
+    if old_enough >= positions.size:  # (too few learned records: it never gets old enough)
+        assert side in served(n).models
+        return
+    row = int(positions[old_enough])
+    assert side in served(row).models  # (the batch ends before the record that makes it old enough)
+    assert served(row + 1).retired  # (it ends with that record: retired after it)
+
+
+# -- the single tree's retirement --------------------------------------------------------------------
+class _RetiringTree(BoostedRegressor):
+    """The regressor whose single tree may retire (`TreeChoice.TREE_MARGIN`; the default's)."""
+
+    _tree_retires: ClassVar[bool] = True
+
+
+class _KeptTree(BoostedRegressor):
+    """The regressor whose single tree never retires (as before the rule)."""
+
+    _tree_retires: ClassVar[bool] = False
+
+
+class _RetiringTreeWeakForest(_WeakForest):
+    """The same, with a forest that never splits and a tree of constant leaves: on a linear target the
+    ensemble serves, and both retire."""
+
+    _tree_retires: ClassVar[bool] = True
+    _single_leaves: ClassVar[str] = "constant"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.booleans()
+        ),
+        min_size=0,
+        max_size=120,
+    ),
+    learned=st.one_of(st.none(), st.integers(0, 40)),
+    tree_learned=st.one_of(st.none(), st.integers(0, 40)),
+    forest=st.booleans(),
+    margins=st.sampled_from([(0.0, 0.0), (0.25, 0.0), (0.0, 0.25), (0.1, 0.05)]),
+)
+def test_the_filtered_choice_retires_the_tree_and_the_forest_as_row_by_row(
+    rows: list[tuple[float, float, float, float, bool]],
+    learned: int | None,
+    tree_learned: int | None,
+    forest: bool,
+    margins: tuple[float, float],
+) -> None:
+    """With the single tree retiring too (either or both, in one batch, on one record): the same served
+    values, errors, models and counts, bit for bit, filtered, a row at a time and as a split batch."""
+    columns = [np.array(c) for c in zip(*rows)] if rows else [np.zeros(0)] * 5
+    ensemble, trees, forests, targets = columns[:4]
+    learn = columns[4].astype(bool)
+    models = ("ensemble", "tree", "forest") if forest else ("ensemble", "tree")
+    f = forests if forest else None
+
+    def new() -> TreeChoice:
+        choice = _YoungChoice(models=models, learned=learned if forest else None, tree_learned=tree_learned)
+        choice.RETIRE_MARGIN, choice.TREE_MARGIN = margins  # (an instance's own margins)
+        return choice
+
+    filtered, by_rows, halves = new(), new(), new()
+    served = filtered.serve(ensemble, trees, targets, learn, f)
+    expected = by_rows._serve_rows(ensemble, trees, targets, learn, f)
+    half = len(rows) // 2
+    first = halves.serve(
+        ensemble[:half], trees[:half], targets[:half], learn[:half], None if f is None else f[:half]
+    )
+    rest = halves.serve(
+        ensemble[half:], trees[half:], targets[half:], learn[half:], None if f is None else f[half:]
+    )
+    assert served.tobytes() == expected.tobytes() == np.concatenate([first, rest]).tobytes()
+    assert filtered.errors == by_rows.errors == halves.errors
+    assert filtered.models == by_rows.models == halves.models
+    assert filtered.learned == by_rows.learned == halves.learned
+    assert filtered.tree_learned == by_rows.tree_learned == halves.tree_learned
+    assert [c for c in filtered.offered] == [c for c in by_rows.offered]
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+def test_the_tree_retires_inside_a_batch_as_in_the_loop_and_after_a_restore(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the forest serves (the piecewise target), the single tree retires from
+    `TreeChoice.TREE_YOUTH` learned records on (here 1,000), inside a batch of 700, at the same record
+    as the one-record loop and a model restored before it; they predict the same and save the same
+    bytes (without the tree, the choice's errors beside the forest). Without the rule the tree stays."""
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
+    monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (the streams a test affords are short)
+    X, y = piecewise(2400)
+    batched = _RetiringTree(warm_up=100)
+    predictions = _batched(batched, X, y)
+    assert batched._single is None and batched.single_tree is True and batched._forest is not None
+    assert batched._choice is not None and batched._choice.models == {"ensemble", "forest"}
+    assert batched._choice.tree_learned is None and len(batched._choice.errors) == 3
+    loop = _RetiringTree(warm_up=100)
+    np.testing.assert_array_equal(_loop(loop, X, y), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+    half = _RetiringTree(warm_up=100)
+    first = half.predict_learn_many(X[:900], y[:900].tolist())
+    assert half._single is not None and half._choice is not None and half._choice.tree_learned == 900
+    assert decode(half.to_bytes()).header["extra"]["single"]["tree_learned"] == 900
+    restored = _RetiringTree.from_bytes(half.to_bytes())
+    assert restored.to_bytes() == half.to_bytes()
+    rest = _batched(restored, X[900:], y[900:])
+    np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
+    assert restored.to_bytes() == batched.to_bytes()
+    # restored after it retired: no tree, the choice's errors beside the forest; it learns on the same
+    blob = batched.to_bytes()
+    header = decode(blob).header
+    assert "single" not in header["extra"] and len(header["extra"]["forest"]["choice"]) == 3
+    assert header["extra"]["tree_retired"] is True and header["params"]["single_tree"] is True
+    back = _RetiringTree.from_bytes(blob)
+    assert back._single is None and back._choice is not None and back.to_bytes() == blob
+    X2, y2 = piecewise(600, seed=5)
+    np.testing.assert_array_equal(
+        back.predict_learn_many(X2, y2.tolist()), batched.predict_learn_many(X2, y2.tolist())
+    )
+    assert back.to_bytes() == batched.to_bytes()
+    kept = _KeptTree(warm_up=100)  # (without the rule: the tree stays)
+    kept.learn_many(X, y.tolist())
+    assert kept._single is not None and kept._choice is not None and kept._choice.tree_learned is None
+
+
+def test_the_tree_and_the_forest_both_retire_and_the_members_serve_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the ensemble leads (a linear target; a forest that never splits, a tree of constant
+    leaves), both side models retire and the model drops the choice; batch, loop and restore agree."""
+    monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (the streams a test affords are short)
+    X, y = _linear(2400)
+    batched = _RetiringTreeWeakForest(warm_up=100)
+    predictions = _batched(batched, X, y)
+    assert batched._single is None and batched._forest is None and batched._choice is None
+    loop = _RetiringTreeWeakForest(warm_up=100)
+    np.testing.assert_array_equal(_loop(loop, X, y), predictions)
+    assert loop.to_bytes() == batched.to_bytes()
+    blob = batched.to_bytes()
+    extra = decode(blob).header["extra"]
+    assert not {"single", "forest"} & set(extra) and extra["tree_retired"] is True
+    back = _RetiringTreeWeakForest.from_bytes(blob)
+    assert back._single is None and back._choice is None and back.to_bytes() == blob
+
+
+def test_a_save_without_the_trees_count_never_retires_it_and_a_bad_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model saved by the code before the tree's retirement (its choice has no `tree_learned`) keeps
+    its tree, as that code did, even in a class whose tree retires; a bad count, or a count beside no
+    tree, is refused."""
+    monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (where it would retire, with the count)
+    X, y = piecewise(2400)
+    model = _RetiringTree(warm_up=100)
+    model.learn_many(X[:500], y[:500].tolist())
+    header, arrays, _ = decode(model.to_bytes())
+    del header["extra"]["single"]["tree_learned"]
+    old = _RetiringTree.from_bytes(encode(header, list(arrays.items())))
+    assert old._choice is not None and old._choice.tree_learned is None
+    old.learn_many(X[500:], y[500:].tolist())
+    assert old._single is not None and old._choice is not None and "tree" in old._choice.models
+    header["extra"]["single"]["tree_learned"] = "many"
+    with pytest.raises(SerializationError, match="count"):
+        BoostedRegressor.from_bytes(encode(header, list(arrays.items())))
+    header["extra"]["single"]["tree_learned"] = 500
+    moved = dict(header["extra"])
+    single = moved.pop("single")
+    moved["forest"] = {**moved["forest"], **{k: v for k, v in single.items() if k != "header"}}
+    moved["forest"]["header"] = header["extra"]["forest"]["header"]
+    kept = [(k, a) for k, a in arrays.items() if not k.startswith("extra.single.")]
+    with pytest.raises(SerializationError, match="needs its single tree"):  # (not marked retired)
+        BoostedRegressor.from_bytes(encode({**header, "extra": moved}, kept))
+    with pytest.raises(SerializationError, match="youth of a single tree"):  # (marked, but counted)
+        BoostedRegressor.from_bytes(encode({**header, "extra": {**moved, "tree_retired": True}}, kept))
+    with pytest.raises(SerializationError, match="retired saves no single tree"):  # (marked, but saved)
+        BoostedRegressor.from_bytes(
+            encode({**header, "extra": {**header["extra"], "tree_retired": True}}, list(arrays.items()))
+        )
+
+
+def test_without_a_forest_the_tree_never_retires_and_saves_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The single tree retires beside a forest only: a model without one (`forest=False`) keeps its
+    tree and saves the format before the retirement (no count)."""
+    monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)
+    X, y = piecewise(2400)
+    model = BoostedRegressor(warm_up=100, forest=False)
+    model.learn_many(X, y.tolist())
+    assert model._single is not None and model._choice is not None and model._choice.tree_learned is None
+    assert set(decode(model.to_bytes()).header["extra"]["single"]) == {"header", "version", "choice"}
