@@ -34,7 +34,7 @@ learned records' contributions, the alternative, would cost an explanation per l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from sgt.tree import NO_NODE, Tree
 
-__all__ = ["Explanation", "explain_raw", "importances", "on_features"]
+__all__ = ["Explanation", "blended_importances", "explain_raw", "importances", "on_features"]
 
 #: the mean absolute leaf input of a feature spread evenly over its grid ([-1/2, 1/2])
 MEAN_ABS_INPUT = 0.25
@@ -180,6 +180,27 @@ def on_features(terms: np.ndarray, names: Sequence[str], onto: Sequence[str]) ->
         target = 1 + column[name] if name in column else 0
         out[:, target] += terms[:, 1 + j]
     return out
+
+
+def blended_importances(
+    candidate: Any, per_model: Mapping[str, Mapping[str, float]], names: Sequence[str]
+) -> dict[str, float]:
+    """The importances of what a boosted model with side models serves: `candidate`
+    (sgt.boosted.tree_choice.Candidate) blends its models' importances `per_model` (by the candidate's
+    model names; each normalised, on the features `names` by name, 0 for a feature a model lacks) with
+    its weights, as it blends their predictions, normalised again; a lone model's are its own.
+
+    >>> from sgt.boosted.tree_choice import Candidate
+    >>> per_model = {"ensemble": {"a": 1.0}, "forest": {"b": 1.0}}
+    >>> blended_importances(Candidate("ensemble", "forest", 0.5), per_model, ["a", "b"])
+    {'a': 0.5, 'b': 0.5}
+    """
+    shares = {name: np.array([own.get(feature, 0.0) for feature in names]) for name, own in per_model.items()}
+    total = np.asarray(candidate.of(shares), dtype=np.float64)
+    norm = float(total.sum())
+    if len(shares) > 1 and norm > 0:
+        total = total / norm
+    return dict(zip(names, total.tolist()))
 
 
 def explanations(model: Any, x: Any) -> list[Explanation]:

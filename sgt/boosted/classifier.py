@@ -31,7 +31,7 @@ from sgt.boosted.policy import (
 )
 from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
 from sgt.classifier import SGTClassifier, _check_label
-from sgt.explain import Explanation, explain_raw, on_features
+from sgt.explain import Explanation, blended_importances, explain_raw, on_features
 from sgt.features import Regrid
 from sgt.serialization import SerializationError
 from sgt.softmax import binary_gradients, softmax_with_reference
@@ -978,16 +978,12 @@ class BoostedClassifier(_ClassifierEnsemble):
         if choice is None or choice.needs() == {"ensemble"}:
             return members
         candidate = choice.candidates[choice.serving]
-        names = list(self._space.names)
-        shares: dict[str, np.ndarray] = {}
-        for name in candidate.models:
-            own = members if name == "ensemble" else self._sides()[name].feature_importances()
-            shares[name] = np.array([own.get(feature, 0.0) for feature in names])
-        total = np.asarray(candidate.of(shares), dtype=np.float64)
-        norm = float(total.sum())
-        if len(shares) > 1 and norm > 0:
-            total = total / norm
-        return dict(zip(names, total.tolist()))
+        sides = self._sides()
+        per_model = {
+            name: members if name == "ensemble" else sides[name].feature_importances()
+            for name in candidate.models
+        }
+        return blended_importances(candidate, per_model, list(self._space.names))
 
     def predict_one(self, x: Any) -> Any:
         if self._choice is None or len(self._classes) < 2:

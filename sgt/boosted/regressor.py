@@ -21,7 +21,7 @@ from sgt.boosted.ensemble import checked_feature_share, save_sides, side_from_sa
 from sgt.boosted.forest import REGRESSOR_FOREST, Averaged, smaller_depth
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.boosted.tree_choice import TreeChoice
-from sgt.explain import explain_raw
+from sgt.explain import blended_importances, explain_raw, on_features
 from sgt.features import Regrid
 from sgt.losses import Loss
 from sgt.regressor import SGTRegressor
@@ -378,7 +378,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
         """`explain_raw` of the served prediction, from the ensemble's `terms` [1, 1 + features]: those,
         the single tree's (its serving tree's, its level's correction and trend offset in the base), the
-        forest's (as a boosted model's) or the blend of two that serves."""
+        forest's (as a boosted model's, moved to this model's features: its feature space is its own) or
+        the blend of two that serves."""
         if self._choice is None:
             return terms
         candidate = self._choice.offered[self._choice.serving()]
@@ -390,9 +391,27 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
             models["tree"] = own
         if "forest" in candidate.models and self._forest is not None:
-            models["forest"] = explain_raw(self._forest, x)
+            forest = self._forest
+            models["forest"] = on_features(explain_raw(forest, x), forest._space.names, self._space.names)
         result: np.ndarray = candidate.of(models)
         return result
+
+    def feature_importances(self) -> dict[str, float]:
+        """The importances (sgt.explain) of the candidate that serves: the members' while they serve
+        alone; else each needed model's, blended with the candidate's weights as its predictions are
+        (`sgt.explain.blended_importances`)."""
+        members = super().feature_importances()
+        if self._choice is None:
+            return members
+        candidate = self._choice.offered[self._choice.serving()]
+        if candidate.models == {"ensemble"}:
+            return members
+        sides = {"tree": self._single, "forest": self._forest}
+        per_model = {}
+        for name in candidate.models:
+            side = sides.get(name)
+            per_model[name] = members if side is None else side.feature_importances()
+        return blended_importances(candidate, per_model, list(self._space.names))
 
     def _output_offset(self, score: float) -> float:
         return 0.0 if self._residual is None else self._residual.correction(score)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from sgt import BoostedRegressor, kernels
 from sgt.boosted.regressor import ForestRegressor
-from sgt.boosted.tree_choice import CANDIDATES, TreeChoice
-from sgt.explain import explain_raw
+from sgt.boosted.tree_choice import CANDIDATES, Candidate, TreeChoice
+from sgt.explain import explain_raw, importances
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
 from tests.fixtures.make_forest_fixture import FOREST_PARAMS, FOREST_ROWS, linear
@@ -207,6 +207,28 @@ def test_explanations_add_up_to_the_served_prediction() -> None:
         assert abs(float(explain_raw(model, record).sum()) - model.predict_one(record)) < 1e-9
         assert abs(model.explain_one(record).score - model.predict_one(record)) < 1e-9
     assert len(served) == len(CANDIDATES)
+
+
+def test_the_importances_follow_the_served_prediction() -> None:
+    X, y = piecewise(2000)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X, y.tolist())
+    choice, forest = model._choice, model._forest
+    assert choice is not None and forest is not None
+    members, own = importances(model), forest.feature_importances()
+    assert members != own
+
+    def serve(candidate: Candidate) -> dict[str, float]:
+        assert choice is not None
+        choice.errors = [0.0 if c == candidate else 1.0 for c in choice.offered]
+        return model.feature_importances()
+
+    assert serve(Candidate("ensemble", "forest", 1.0)) == own
+    blended = serve(Candidate("ensemble", "forest", 0.5))
+    assert sum(blended.values()) == pytest.approx(1.0, rel=1e-12)
+    for name in members:
+        assert blended[name] == pytest.approx(0.5 * (members[name] + own[name]), rel=1e-12)
+    assert serve(Candidate("ensemble", "tree", 0.0)) == members
 
 
 def test_intervals_follow_the_served_prediction() -> None:
