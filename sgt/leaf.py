@@ -175,6 +175,8 @@ class LeafLearner(LinearTermSteps):
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
+        if not tree.active[slot]:  # (no split: `_best_candidates`' null candidate, without its search)
+            return self._null_candidate(slot)
         return self._best_candidate(node, slot)
 
     def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
@@ -182,8 +184,10 @@ class LeafLearner(LinearTermSteps):
         where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
         sgt.split.best_numeric_leaves)."""
         tree = self.tree
-        if len(nodes) == 1 or all(self._evaluates_compiled(int(tree.slot[node])) for node in nodes):
-            return [self.evaluate(node) for node in nodes]  # (each leaf's evaluation reads its own alone)
+        if kernels.ENABLED or len(nodes) == 1:
+            # (each leaf's evaluation reads its own alone; with the kernels the numpy pass below would
+            # merge and search its leaves one at a time too, with more Python around them)
+            return [self.evaluate(node) for node in nodes]
         slots = [int(tree.slot[node]) for node in nodes]
         if tree.adaptive and tree.params.linear_steps:  # each leaf's own g (see _choose)
             for node, slot in zip(nodes, slots):
@@ -561,6 +565,16 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         size = int(tree.pending_n[slot])
         outputs = tree.n_outputs
+        if kernels.ENABLED:
+            total = tree.total[slot].reshape(outputs, WIDTH)  # (views: the kernel writes the slot's total)
+            pending = (size, outputs)
+            kernels.merge_total(
+                total,
+                tree.pending_g[slot, :size].reshape(pending),
+                tree.pending_h[slot, :size].reshape(pending),
+            )
+            tree.pending_n[slot] = 0
+            return
         # output after output, each output's instances in order
         g = tree.pending_g[slot, :size].reshape(size, outputs).T.ravel()
         h = tree.pending_h[slot, :size].reshape(size, outputs).T.ravel()

@@ -10,7 +10,8 @@ them all, so callers name them ``kernels.numeric_search``). Three steps of the a
   sgt.split.best_numeric_planes' 80 us (10 features, 64 bins), reading the slot's statistics where
   they lie instead of gathering them into planes;
 - the merge of a leaf's pending block into its statistics (`merge_block`, sgt.kernels.leaf_steps),
-  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge, and a numeric feature's
+  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge (`merge_total`: into the
+  total alone, for a leaf that gathers no split statistics), and a numeric feature's
   bins carried to its grown grid (`regrid_bins`, Tree.regrid's merges);
 - a linear leaf's Newton step on its block (`linear_newton`, sgt.kernels.leaf_steps),
   LinearTermSteps._newton_linear's sums and solve.
@@ -86,7 +87,7 @@ from sgt.kernels.gradients import (
     member_binary_gradients,
 )
 from sgt.kernels.leaf_evaluation import EVALUATION_SIZE, evaluate_leaf
-from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, regrid_bins
+from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, merge_total, regrid_bins
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
 from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
@@ -111,6 +112,7 @@ __all__ = [
     "member_binary_exponents",
     "member_binary_gradients",
     "merge_block",
+    "merge_total",
     "next_event",
     "node_rows_after",
     "numeric_search",

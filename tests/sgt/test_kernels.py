@@ -197,6 +197,37 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
         assert np.array_equal(bits(total[k]), bits(expected[k][-1]))
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(0, 120),
+    outputs=st.sampled_from([1, 1, 2, 5]),
+    held=st.sampled_from(["empty", "numbers", "odd"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_merge_total_is_block_stats_then_merge(rows, outputs, held, seed) -> None:
+    """Catches a block merged into a total (a leaf that gathers no split statistics) with other bits than
+    LeafLearner._merge_total's numpy steps: the sums in another order, or an empty block not merged
+    (merge turns a -0.0 mean into +0.0, an infinity into NaN)."""
+    rng = np.random.default_rng(seed)
+    total = np.zeros((outputs, 6))
+    if held == "numbers":
+        total = np.stack(
+            [merge(np.zeros(6), np.array([3.0, -0.5 * k, 0.25, 1.0, 0.1, -0.2])) for k in range(outputs)]
+        )
+    elif held == "odd":
+        total[:, 1] = -0.0
+        total[:, rng.integers(0, 6)] = rng.choice([np.inf, -np.inf, np.nan, 1e200])
+    g = rng.normal(size=(rows, outputs)) * rng.choice([1.0, 1e-9, 1e9])
+    h = rng.uniform(0.0, 0.25, size=(rows, outputs))
+    g[rng.random((rows, outputs)) < 0.2] = 0.0  # (a bagging weight of 0)
+    # LeafLearner._merge_total's numpy steps: output after output, each output's instances in order
+    index = np.repeat(np.arange(outputs), rows)
+    block = block_stats(index, g.T.ravel(), h.T.ravel(), outputs)
+    expected = merge(total, block)
+    kernels.merge_total(total, g, h)
+    assert np.array_equal(bits(total), bits(expected))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     features=st.integers(1, 7),
