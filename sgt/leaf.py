@@ -7,7 +7,8 @@ happens every grace_period instances). A new leaf's first block holds `grace_sta
 instances and each attempt that leaves it a leaf doubles it, up to `grace_period`: a young tree moves
 its values and makes its first splits after a handful of records instead of a full grace period, an
 old leaf attempts as the paper's does, and deep leaves (most of them) add few attempts, which cost
-time. The block boundaries are therefore fixed by the algorithm, not by how a caller batched its
+time. With `Params.bound_block` k, a leaf at the depth bound (which never splits) doubles on up to k
+grace periods (`Tree.block_limit`). The block boundaries are therefore fixed by the algorithm, not by how a caller batched its
 records, which makes every learning path give bit-identical statistics.
 
 The attempt (paper section 3, with the conventions of the authors' public code): evaluate "update the
@@ -282,7 +283,7 @@ class LeafLearner(LinearTermSteps):
         elif tree.active[slot]:
             tree.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
-            tree.block[slot] = min(2 * int(tree.block[slot]), tree.params.grace_period)
+            tree.block[slot] = min(2 * int(tree.block[slot]), tree.block_limit(node))
         served = self._serve_next(node)
         if not passed:
             if tree.adaptive and served and not tree.serving[node]:

@@ -174,6 +174,25 @@ class Tree:
         start = self.params.grace_start or grace
         return grace if start << min(depth, 40) >= grace else start << depth
 
+    def block_limit(self, node: int) -> int:
+        """The longest block of leaf `node`: grace_period, or with `Params.bound_block` k, k grace
+        periods at the depth bound (a leaf there never splits: its attempts only step its value)."""
+        params = self.params
+        if (
+            params.bound_block is not None
+            and params.max_depth is not None
+            and self.depth[node] >= params.max_depth
+        ):
+            return params.grace_period * params.bound_block
+        return params.grace_period
+
+    def pending_limit(self) -> int:
+        """The longest block any leaf may hold (`block_limit` at its largest)."""
+        params = self.params
+        if params.bound_block is not None and params.max_depth is not None:
+            return params.grace_period * params.bound_block
+        return params.grace_period
+
     def _grow_nodes(self, capacity: int) -> None:
         for name in NODE_ARRAYS:
             setattr(self, name, _grow(getattr(self, name), capacity))
@@ -211,11 +230,11 @@ class Tree:
         return np.zeros((columns, *self.output_axes(), WIDTH))
 
     def reserve_pending(self, rows: int) -> None:
-        """Make room for `rows` pending instances per leaf (doubling, at most grace_period)."""
+        """Make room for `rows` pending instances per leaf (doubling, at most `pending_limit`)."""
         capacity = self.pending_g.shape[1]
         if rows <= capacity:
             return
-        new = min(self.params.grace_period, max(rows, 2 * capacity))
+        new = min(self.pending_limit(), max(rows, 2 * capacity))
         for name in ("pending_codes", "pending_g", "pending_h"):
             old = getattr(self, name)
             grown = np.zeros((old.shape[0], new, *old.shape[2:]), dtype=old.dtype)
@@ -599,9 +618,9 @@ class Tree:
 
     def _slot_bytes(self) -> tuple[int, int]:
         """Bytes of one slot without its statistics, its pending block counted at its longest
-        (grace_period rows: the spare rows it may grow to), and of one active slot's statistics."""
+        (`pending_limit` rows: the spare rows it may grow to), and of one active slot's statistics."""
         outputs = math.prod(self.output_axes())
-        rows = self.params.grace_period
+        rows = self.pending_limit()
         codes = rows * self.layout.n_features * np.dtype(CODE_DTYPE).itemsize
         fixed = outputs * WIDTH * 8 + codes + 2 * rows * outputs * 8 + 20
         return fixed, self.layout.n_columns * outputs * WIDTH * 8
