@@ -8,8 +8,8 @@ instances and each attempt that leaves it a leaf doubles it, up to `grace_period
 its values and makes its first splits after a handful of records instead of a full grace period, an
 old leaf attempts as the paper's does, and deep leaves (most of them) add few attempts, which cost
 time. With `Params.bound_block` k, a leaf at the depth bound (which never splits) doubles on up to k
-grace periods (`Tree.block_limit`). The block boundaries are therefore fixed by the algorithm, not by how a caller batched its
-records, which makes every learning path give bit-identical statistics.
+grace periods (`Tree.block_limit`). The block boundaries are therefore fixed by the algorithm, not by
+how a caller batched its records, which makes every learning path give bit-identical statistics.
 
 The attempt (paper section 3, with the conventions of the authors' public code): evaluate "update the
 leaf value only" and the best split of every feature, take the candidate with the lowest penalised
@@ -172,6 +172,8 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         if self._evaluates_compiled(slot):
+            if not tree.linear and not self._may_split(node):
+                return self._evaluate_bound(slot)
             return self._evaluate_compiled(node, slot)
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
@@ -214,6 +216,29 @@ class LeafLearner(LinearTermSteps):
             and not params.feature_share
             and bool(tree.active[slot])
         )
+
+    def _may_split(self, node: int) -> bool:
+        """Whether leaf `node` lies above the depth bound (else no attempt of it searches a split)."""
+        bound = self.tree.params.max_depth
+        return bound is None or bool(self.tree.depth[node] < bound)
+
+    def _evaluate_bound(self, slot: int) -> Candidate:
+        """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
+        the merge by sgt.kernels' merge_block, then the null candidate, as `evaluate_leaf` computes them
+        (the same bits), with fewer arguments to pass and none of the search's results to unpack: two
+        thirds of a deep forest's attempts are at its bound."""
+        tree = self.tree
+        size = int(tree.pending_n[slot])
+        kernels.merge_block(  # (the kernel's output axis: one here)
+            tree.stats[slot][:, None],
+            tree.total[slot][None],
+            tree.pending_codes[slot, :size],
+            tree.pending_g[slot, :size, None],
+            tree.pending_h[slot, :size, None],
+            tree.layout.offsets,
+        )
+        tree.pending_n[slot] = 0
+        return self._null_candidate(slot)
 
     def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
         """`evaluate` by sgt.kernels' evaluate_leaf, in one call: the Newton step of `_newton_compiled`,

@@ -27,7 +27,8 @@ each output's linear term. And the steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking); after an
   event, the node's later rows (`node_rows_after`) and the earliest row where their next event may
-  fall (`next_event`, leafwise._horizon); both at once with the rows' predictions for a one-output
+  fall (`next_event`, leafwise._horizon), both in one call after a leaf's attempt that did not split it
+  (`leaf_rows_after`); both at once with the rows' predictions for a one-output
   tree that is not adaptive (`take_pass`, leafwise._take_compiled): sgt.kernels.passes;
 - a linear tree's raw scores (`predict_linear`, Tree.predict_rows and
   MultiOutputTree.predict_outputs), appending the taken rows to their leaves' pending blocks
@@ -89,7 +90,7 @@ from sgt.kernels.gradients import (
 from sgt.kernels.leaf_evaluation import EVALUATION_SIZE, evaluate_leaf
 from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, merge_total, regrid_bins
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
-from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
+from sgt.kernels.passes import leaf_rows_after, next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
 from sgt.kernels.split_search import WINNER_SIZE, numeric_search, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
@@ -107,6 +108,7 @@ __all__ = [
     "binary_exponents",
     "binary_finish",
     "evaluate_leaf",
+    "leaf_rows_after",
     "linear_newton",
     "linear_steps",
     "member_binary_exponents",

@@ -1739,6 +1739,11 @@ VARIANTS += (
     Variant("ours-boosted-bound2", boosted_class(_bound_forest_class("_Bound2", 2))),
     Variant("ours-boosted-bound4", boosted_class(_bound_forest_class("_Bound4", 4))),
     Variant("ours-boosted-bound8", boosted_class(_bound_forest_class("_Bound8", 8))),
+    Variant("ours-boosted-bound16", boosted_class(_bound_forest_class("_Bound16", 16))),
+    Variant(
+        "ours-boosted-bound8-members12",
+        boosted_class(_bound_forest_class("_Bound8Members12", 8, n_members=12, learning_rate=1 / 12)),
+    ),
     Variant(
         "ours-boosted-bound4-members12",
         boosted_class(_bound_forest_class("_Bound4Members12", 4, n_members=12, learning_rate=1 / 12)),

@@ -510,3 +510,44 @@ def test_the_event_scans_are_leafwise_numpy_code(n_rows, n_nodes, learned_share,
     assert later.dtype == expected[0].dtype
     args = (rest, learn, nodes, tree.feature, tree.slot, tree.block, tree.pending_n, stop)
     assert kernels.next_event(*args) == expected[1]
+
+
+@settings(deadline=None)  # the first example compiles the kernel
+@given(
+    n_rows=st.integers(1, 80),
+    n_nodes=st.integers(1, 6),
+    learned_share=st.sampled_from([0.0, 0.5, 1.0]),
+    need=st.integers(1, 8),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_scan_after_a_leaf_that_stays_is_leafwise_numpy_code(
+    n_rows, n_nodes, learned_share, need, seed
+) -> None:
+    """Catches `leaf_rows_after` giving other rows or another next event than sgt.leafwise's numpy code
+    after an attempt that left its leaf a leaf: the leaf's later rows before the run's stop, and the
+    row of its next event (the `need`-th learned one, rows not learned skipped; the stop if none)."""
+    from types import SimpleNamespace
+
+    from sgt import leafwise
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, n_nodes, size=n_rows).astype(np.int32)
+    learn = rng.random(n_rows) < learned_share
+    node = int(rng.integers(0, n_nodes))
+    tree = SimpleNamespace(
+        feature=np.full(n_nodes, -1, dtype=np.int32),  # (leaves, each in its own slot)
+        slot=np.arange(n_nodes, dtype=np.int32),
+        block=np.full(n_nodes, need, dtype=np.int64),
+        pending_n=np.zeros(n_nodes, dtype=np.int64),
+    )
+    run = SimpleNamespace(nodes=nodes, learn=learn)
+    stop = int(rng.integers(n_rows // 2, n_rows + 1))
+    row = int(rng.integers(0, n_rows))
+    later = row + 1 + np.flatnonzero(nodes[row + 1 :] == node)
+    rest = later[later < stop]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "ENABLED", False)
+        expected = leafwise._horizon(tree, rest, run, stop) if rest.size else stop
+    rows, event = kernels.leaf_rows_after(nodes, learn, row, node, stop, need)
+    assert rows.tolist() == rest.tolist() and rows.dtype == rest.dtype
+    assert event == expected
