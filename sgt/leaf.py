@@ -294,7 +294,9 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         n = tree.merged_count(slot)
-        if not tree.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
+        if not tree.active[slot] and candidate.is_split:  # (made inactive after an early evaluation: see
+            # sgt.leafwise; a candidate that is no split is the null one of the total already, as
+            # evaluated: `_null_candidate`'s bits, or evaluate_leaf's, the same)
             candidate = self._null_candidate(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self._level(slot, n)
         if not passed and tree.active[slot] and tree.params.blind_after is not None:

@@ -44,6 +44,7 @@ from sgt.tree_persistence import ADAPTIVE_ARRAYS, INITIAL_PENDING_ROWS, NODE_ARR
 __all__ = ["NODE_ARRAYS", "Layout", "LeafInputs", "Params", "Tree", "leaf_inputs_of"]
 
 NO_NODE = -1
+_CODE_BYTES = np.dtype(CODE_DTYPE).itemsize  # (of one pending code)
 
 
 class Tree:
@@ -109,6 +110,8 @@ class Tree:
         self.tally = np.zeros(0)
         self.serving = np.zeros(0, dtype=np.int32)
         self._mirror: tuple[list[Any], ...] | None = None
+        # `_node_bytes` and what it was computed for (the node arrays' trailing axes: see there)
+        self._node_row: tuple[tuple[Any, ...], int] | None = None
         # leaf slots
         self.n_slots = 0
         self.slot_node = np.empty(0, dtype=np.int32)
@@ -611,17 +614,26 @@ class Tree:
         self.stats[slot] = self.no_stats()
 
     def _node_bytes(self) -> int:
-        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice)."""
+        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice).
+
+        Kept with the trailing axes it was computed for (the budget asks at every split): the arrays'
+        types never change, and their trailing axes only with the outputs (`value`) and the features
+        (`weights`)."""
+        key = (self.value.shape[1:], self.weights.shape[1:], self.adaptive)
+        if self._node_row is not None and self._node_row[0] == key:
+            return self._node_row[1]
         names = NODE_ARRAYS + ADAPTIVE_ARRAYS if self.adaptive else NODE_ARRAYS
         row = sum(getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in names)
-        return row + self.weights.itemsize * math.prod(self.weights.shape[1:])
+        row += self.weights.itemsize * math.prod(self.weights.shape[1:])
+        self._node_row = (key, row)
+        return row
 
     def _slot_bytes(self) -> tuple[int, int]:
         """Bytes of one slot without its statistics, its pending block counted at its longest
         (`pending_limit` rows: the spare rows it may grow to), and of one active slot's statistics."""
         outputs = math.prod(self.output_axes())
         rows = self.pending_limit()
-        codes = rows * self.layout.n_features * np.dtype(CODE_DTYPE).itemsize
+        codes = rows * self.layout.n_features * _CODE_BYTES
         fixed = outputs * WIDTH * 8 + codes + 2 * rows * outputs * 8 + 20
         return fixed, self.layout.n_columns * outputs * WIDTH * 8
 
