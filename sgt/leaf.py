@@ -224,21 +224,28 @@ class LeafLearner(LinearTermSteps):
 
     def _evaluate_bound(self, slot: int) -> Candidate:
         """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
-        the merge by sgt.kernels' merge_block, then the null candidate, as `evaluate_leaf` computes them
-        (the same bits), with fewer arguments to pass and none of the search's results to unpack: two
-        thirds of a deep forest's attempts are at its bound."""
-        tree = self.tree
-        size = int(tree.pending_n[slot])
-        kernels.merge_block(  # (the kernel's output axis: one here)
-            tree.stats[slot][:, None],
-            tree.total[slot][None],
-            tree.pending_codes[slot, :size],
-            tree.pending_g[slot, :size, None],
-            tree.pending_h[slot, :size, None],
-            tree.layout.offsets,
-        )
-        tree.pending_n[slot] = 0
+        the merge into its total alone (`_total_only`), then the null candidate, as `evaluate_leaf`
+        computes it (the same bits), with fewer arguments to pass and none of the search's results to
+        unpack: two thirds of a deep forest's attempts are at its bound."""
+        self._merge_total(slot)
         return self._null_candidate(slot)
+
+    def _total_only(self, slot: int) -> bool:
+        """Whether the leaf at `slot` merges its blocks into its total alone although it is active: a
+        constant leaf of a one-output tree at the depth bound. It never splits, and its value update
+        reads its total alone, so its split statistics would never be read: left as they are (zeros,
+        whose memory pages a new slot never writes), they cost neither the merge nor memory nor bytes
+        of a save. (Its total has the bits the whole merge gives it: see `_merge_total`. The budget still
+        counts its statistics, so it makes the leaves inactive that it made before.)"""
+        tree = self.tree
+        bound = tree.params.max_depth
+        return (
+            bound is not None
+            and not tree.linear
+            and tree.n_outputs == 1
+            and type(self) is LeafLearner
+            and bool(tree.depth[tree.slot_node[slot]] >= bound)
+        )
 
     def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
         """`evaluate` by sgt.kernels' evaluate_leaf, in one call: the Newton step of `_newton_compiled`,
@@ -424,7 +431,7 @@ class LeafLearner(LinearTermSteps):
         columns of one `block_stats` (whose sums run in instance order within each column) and the
         merge is elementwise, so every slot gets the bits it gets alone."""
         tree = self.tree
-        if kernels.ENABLED or not tree.active[slots].all():
+        if kernels.ENABLED or not tree.active[slots].all() or any(map(self._total_only, slots.tolist())):
             for slot in slots.tolist():
                 self._merge_pending(slot)
             return
@@ -452,9 +459,10 @@ class LeafLearner(LinearTermSteps):
         tree.pending_n[slots] = 0
 
     def _merge_pending(self, slot: int) -> None:
-        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
+        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block (into its
+        total alone where it gathers no split statistics: inactive, or `_total_only`)."""
         tree = self.tree
-        if not tree.active[slot]:
+        if not tree.active[slot] or self._total_only(slot):
             self._merge_total(slot)
             return
         size = int(tree.pending_n[slot])
