@@ -152,6 +152,10 @@ class BaseSGT:
         # the rule it was saved with, False before the rule existed
         self._drop_far_terms = True
         self._blind_split = self._blind
+        # Params.bound_block: how long the blocks of a leaf at the depth bound grow (None: to grace_period,
+        # as before the setting; saved only when set). Not a constructor argument: an ensemble sets it on
+        # its members (`Member.set_tree_params`), which read it here when they make a tree
+        self.bound_block: int | None = None
 
     # -- hooks for the concrete estimators ----------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -261,6 +265,7 @@ class BaseSGT:
             self.linear_lambda,
             drop_far_terms=self._drop_far_terms,
             **blind_params(self._blind_split),
+            bound_block=self.bound_block,
         )
 
     def get_params(self) -> dict[str, Any]:
@@ -407,6 +412,8 @@ class BaseSGT:
         }
         if self._blind_split is not None:  # (absent: saved bytes as before the blind split existed)
             header["blind_split"] = list(self._blind_split)
+        if self.bound_block is not None:  # (absent: saved bytes as before the setting existed)
+            header["bound_block"] = self.bound_block
         arrays = [ranges]
         for t, tree in enumerate(self._trees):
             counters, tree_arrays = tree.saved(f"t{t}")
@@ -438,6 +445,7 @@ class BaseSGT:
             model = cls(**cls._params_from_saved(dict(header["params"]), loss))
             model._drop_far_terms = bool(header.get("drop_far_terms", False))
             model._blind_split = saved_blind(header.get("blind_split"))
+            model.bound_block = saved_bound_block(header.get("bound_block"))
             model._space.load_saved(header["space"], arrays["space.ranges"], saved.version)
             model._layout = Layout(model._space)
             model._layout_revision = model._space.revision
@@ -669,6 +677,13 @@ def _with_subclasses(cls: type[BaseSGT]) -> Iterator[type[BaseSGT]]:
     yield cls
     for sub in cls.__subclasses__():
         yield from _with_subclasses(sub)
+
+
+def saved_bound_block(saved: Any) -> int | None:
+    """The `bound_block` setting a save holds, checked (SerializationError if not an integer >= 2)."""
+    if saved is not None and (isinstance(saved, bool) or not isinstance(saved, int) or saved < 2):
+        raise SerializationError(f"bound_block must be None or an integer >= 2, got {saved!r}")
+    return saved
 
 
 def blind_params(blind: tuple[float, float] | None) -> dict[str, Any]:

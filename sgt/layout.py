@@ -73,6 +73,15 @@ class Params:
     # sgt.leaf.LeafLearner._blind_candidate)
     blind_after: float | None = None
     blind_impurity: float = 0.49
+    # None, or k >= 2: a leaf at the depth bound (`max_depth`), which can never split, keeps doubling its
+    # blocks past grace_period up to k grace periods: its attempts only refine its value, and fewer of
+    # them cost less time (see sgt.tree.Tree.block_limit). None: every leaf's blocks stop at grace_period
+    bound_block: int | None = None
+
+    def __post_init__(self) -> None:
+        bound = self.bound_block
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 2):
+            raise ValueError(f"bound_block must be None or an integer >= 2, got {bound!r}")
 
 
 class Layout:

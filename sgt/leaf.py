@@ -7,8 +7,9 @@ happens every grace_period instances). A new leaf's first block holds `grace_sta
 instances and each attempt that leaves it a leaf doubles it, up to `grace_period`: a young tree moves
 its values and makes its first splits after a handful of records instead of a full grace period, an
 old leaf attempts as the paper's does, and deep leaves (most of them) add few attempts, which cost
-time. The block boundaries are therefore fixed by the algorithm, not by how a caller batched its
-records, which makes every learning path give bit-identical statistics.
+time. With `Params.bound_block` k, a leaf at the depth bound (which never splits) doubles on up to k
+grace periods (`Tree.block_limit`). The block boundaries are therefore fixed by the algorithm, not by
+how a caller batched its records, which makes every learning path give bit-identical statistics.
 
 The attempt (paper section 3, with the conventions of the authors' public code): evaluate "update the
 leaf value only" and the best split of every feature, take the candidate with the lowest penalised
@@ -171,10 +172,14 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         if self._evaluates_compiled(slot):
+            if not tree.linear and not self._may_split(node):
+                return self._evaluate_bound(slot)
             return self._evaluate_compiled(node, slot)
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
+        if not tree.active[slot]:  # (no split: `_best_candidates`' null candidate, without its search)
+            return self._null_candidate(slot)
         return self._best_candidate(node, slot)
 
     def evaluate_leaves(self, nodes: list[int]) -> list[Candidate]:
@@ -182,8 +187,10 @@ class LeafLearner(LinearTermSteps):
         where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
         sgt.split.best_numeric_leaves)."""
         tree = self.tree
-        if len(nodes) == 1 or all(self._evaluates_compiled(int(tree.slot[node])) for node in nodes):
-            return [self.evaluate(node) for node in nodes]  # (each leaf's evaluation reads its own alone)
+        if kernels.ENABLED or len(nodes) == 1:
+            # (each leaf's evaluation reads its own alone; with the kernels the numpy pass below would
+            # merge and search its leaves one at a time too, with more Python around them)
+            return [self.evaluate(node) for node in nodes]
         slots = [int(tree.slot[node]) for node in nodes]
         if tree.adaptive and tree.params.linear_steps:  # each leaf's own g (see _choose)
             for node, slot in zip(nodes, slots):
@@ -208,6 +215,36 @@ class LeafLearner(LinearTermSteps):
             and params.linear_gate is None
             and not params.feature_share
             and bool(tree.active[slot])
+        )
+
+    def _may_split(self, node: int) -> bool:
+        """Whether leaf `node` lies above the depth bound (else no attempt of it searches a split)."""
+        bound = self.tree.params.max_depth
+        return bound is None or bool(self.tree.depth[node] < bound)
+
+    def _evaluate_bound(self, slot: int) -> Candidate:
+        """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
+        the merge into its total alone (`_total_only`), then the null candidate, as `evaluate_leaf`
+        computes it (the same bits), with fewer arguments to pass and none of the search's results to
+        unpack: two thirds of a deep forest's attempts are at its bound."""
+        self._merge_total(slot)
+        return self._null_candidate(slot)
+
+    def _total_only(self, slot: int) -> bool:
+        """Whether the leaf at `slot` merges its blocks into its total alone although it is active: a
+        constant leaf of a one-output tree at the depth bound. It never splits, and its value update
+        reads its total alone, so its split statistics would never be read: left as they are (zeros,
+        whose memory pages a new slot never writes), they cost neither the merge nor memory nor bytes
+        of a save. (Its total has the bits the whole merge gives it: see `_merge_total`. The budget still
+        counts its statistics, so it makes the leaves inactive that it made before.)"""
+        tree = self.tree
+        bound = tree.params.max_depth
+        return (
+            bound is not None
+            and not tree.linear
+            and tree.n_outputs == 1
+            and type(self) is LeafLearner
+            and bool(tree.depth[tree.slot_node[slot]] >= bound)
         )
 
     def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
@@ -264,7 +301,9 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         n = tree.merged_count(slot)
-        if not tree.active[slot]:  # (made inactive after an early evaluation: see sgt.leafwise)
+        if not tree.active[slot] and candidate.is_split:  # (made inactive after an early evaluation: see
+            # sgt.leafwise; a candidate that is no split is the null one of the total already, as
+            # evaluated: `_null_candidate`'s bits, or evaluate_leaf's, the same)
             candidate = self._null_candidate(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self._level(slot, n)
         if not passed and tree.active[slot] and tree.params.blind_after is not None:
@@ -278,7 +317,7 @@ class LeafLearner(LinearTermSteps):
         elif tree.active[slot]:
             tree.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
-            tree.block[slot] = min(2 * int(tree.block[slot]), tree.params.grace_period)
+            tree.block[slot] = min(2 * int(tree.block[slot]), tree.block_limit(node))
         served = self._serve_next(node)
         if not passed:
             if tree.adaptive and served and not tree.serving[node]:
@@ -392,7 +431,7 @@ class LeafLearner(LinearTermSteps):
         columns of one `block_stats` (whose sums run in instance order within each column) and the
         merge is elementwise, so every slot gets the bits it gets alone."""
         tree = self.tree
-        if kernels.ENABLED or not tree.active[slots].all():
+        if kernels.ENABLED or not tree.active[slots].all() or any(map(self._total_only, slots.tolist())):
             for slot in slots.tolist():
                 self._merge_pending(slot)
             return
@@ -420,9 +459,10 @@ class LeafLearner(LinearTermSteps):
         tree.pending_n[slots] = 0
 
     def _merge_pending(self, slot: int) -> None:
-        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block."""
+        """Merge the slot's pending block into its statistics (sgt.stats) and empty the block (into its
+        total alone where it gathers no split statistics: inactive, or `_total_only`)."""
         tree = self.tree
-        if not tree.active[slot]:
+        if not tree.active[slot] or self._total_only(slot):
             self._merge_total(slot)
             return
         size = int(tree.pending_n[slot])
@@ -561,6 +601,16 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         size = int(tree.pending_n[slot])
         outputs = tree.n_outputs
+        if kernels.ENABLED:
+            total = tree.total[slot].reshape(outputs, WIDTH)  # (views: the kernel writes the slot's total)
+            pending = (size, outputs)
+            kernels.merge_total(
+                total,
+                tree.pending_g[slot, :size].reshape(pending),
+                tree.pending_h[slot, :size].reshape(pending),
+            )
+            tree.pending_n[slot] = 0
+            return
         # output after output, each output's instances in order
         g = tree.pending_g[slot, :size].reshape(size, outputs).T.ravel()
         h = tree.pending_h[slot, :size].reshape(size, outputs).T.ravel()

@@ -277,6 +277,14 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
             moved = True
         else:
             moved = tree.act(node, candidate, context.space)
+            if not moved and kernels.ENABLED:  # (mostly) the leaf stays: its rows, then its next event
+                slot = int(tree.slot[node])
+                need = int(tree.block[slot] - tree.pending_n[slot])
+                rest, event = kernels.leaf_rows_after(run.nodes, run.learn, row, node, stop, need)
+                if rest.size:
+                    waiting.append(rest)
+                    horizon = min(horizon, event)
+                continue
         # every later row at the node moves (the rows from `stop` on too: the run goes on after it)
         if kernels.ENABLED:
             later = kernels.node_rows_after(run.nodes, row, node)

@@ -44,6 +44,7 @@ from sgt.tree_persistence import ADAPTIVE_ARRAYS, INITIAL_PENDING_ROWS, NODE_ARR
 __all__ = ["NODE_ARRAYS", "Layout", "LeafInputs", "Params", "Tree", "leaf_inputs_of"]
 
 NO_NODE = -1
+_CODE_BYTES = np.dtype(CODE_DTYPE).itemsize  # (of one pending code)
 
 
 class Tree:
@@ -109,6 +110,8 @@ class Tree:
         self.tally = np.zeros(0)
         self.serving = np.zeros(0, dtype=np.int32)
         self._mirror: tuple[list[Any], ...] | None = None
+        # `_node_bytes` and what it was computed for (the node arrays' trailing axes: see there)
+        self._node_row: tuple[tuple[Any, ...], int] | None = None
         # leaf slots
         self.n_slots = 0
         self.slot_node = np.empty(0, dtype=np.int32)
@@ -174,6 +177,25 @@ class Tree:
         start = self.params.grace_start or grace
         return grace if start << min(depth, 40) >= grace else start << depth
 
+    def block_limit(self, node: int) -> int:
+        """The longest block of leaf `node`: grace_period, or with `Params.bound_block` k, k grace
+        periods at the depth bound (a leaf there never splits: its attempts only step its value)."""
+        params = self.params
+        if (
+            params.bound_block is not None
+            and params.max_depth is not None
+            and self.depth[node] >= params.max_depth
+        ):
+            return params.grace_period * params.bound_block
+        return params.grace_period
+
+    def pending_limit(self) -> int:
+        """The longest block any leaf may hold (`block_limit` at its largest)."""
+        params = self.params
+        if params.bound_block is not None and params.max_depth is not None:
+            return params.grace_period * params.bound_block
+        return params.grace_period
+
     def _grow_nodes(self, capacity: int) -> None:
         for name in NODE_ARRAYS:
             setattr(self, name, _grow(getattr(self, name), capacity))
@@ -211,11 +233,11 @@ class Tree:
         return np.zeros((columns, *self.output_axes(), WIDTH))
 
     def reserve_pending(self, rows: int) -> None:
-        """Make room for `rows` pending instances per leaf (doubling, at most grace_period)."""
+        """Make room for `rows` pending instances per leaf (doubling, at most `pending_limit`)."""
         capacity = self.pending_g.shape[1]
         if rows <= capacity:
             return
-        new = min(self.params.grace_period, max(rows, 2 * capacity))
+        new = min(self.pending_limit(), max(rows, 2 * capacity))
         for name in ("pending_codes", "pending_g", "pending_h"):
             old = getattr(self, name)
             grown = np.zeros((old.shape[0], new, *old.shape[2:]), dtype=old.dtype)
@@ -592,17 +614,26 @@ class Tree:
         self.stats[slot] = self.no_stats()
 
     def _node_bytes(self) -> int:
-        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice)."""
+        """Bytes of one node in the node arrays (and its linear term, and an adaptive leaf's choice).
+
+        Kept with the trailing axes it was computed for (the budget asks at every split): the arrays'
+        types never change, and their trailing axes only with the outputs (`value`) and the features
+        (`weights`)."""
+        key = (self.value.shape[1:], self.weights.shape[1:], self.adaptive)
+        if self._node_row is not None and self._node_row[0] == key:
+            return self._node_row[1]
         names = NODE_ARRAYS + ADAPTIVE_ARRAYS if self.adaptive else NODE_ARRAYS
         row = sum(getattr(self, name).itemsize * math.prod(getattr(self, name).shape[1:]) for name in names)
-        return row + self.weights.itemsize * math.prod(self.weights.shape[1:])
+        row += self.weights.itemsize * math.prod(self.weights.shape[1:])
+        self._node_row = (key, row)
+        return row
 
     def _slot_bytes(self) -> tuple[int, int]:
         """Bytes of one slot without its statistics, its pending block counted at its longest
-        (grace_period rows: the spare rows it may grow to), and of one active slot's statistics."""
+        (`pending_limit` rows: the spare rows it may grow to), and of one active slot's statistics."""
         outputs = math.prod(self.output_axes())
-        rows = self.params.grace_period
-        codes = rows * self.layout.n_features * np.dtype(CODE_DTYPE).itemsize
+        rows = self.pending_limit()
+        codes = rows * self.layout.n_features * _CODE_BYTES
         fixed = outputs * WIDTH * 8 + codes + 2 * rows * outputs * 8 + 20
         return fixed, self.layout.n_columns * outputs * WIDTH * 8
 

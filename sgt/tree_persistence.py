@@ -136,12 +136,12 @@ def _load_budget(tree: Tree, prefix: str, arrays: dict[str, np.ndarray]) -> None
 
 def _load_pending(tree: Tree, prefix: str, arrays: dict[str, np.ndarray]) -> None:
     """The slots' block sizes and pending blocks, from `saved`'s arrays (after the slot count)."""
-    s, grace, n_features = tree.n_slots, tree.params.grace_period, tree.layout.n_features
+    s, grace, n_features = tree.n_slots, tree.pending_limit(), tree.layout.n_features
     tree.pending_n = arrays[f"{prefix}.pending_n"].astype(np.int64).reshape(s)
     if f"{prefix}.block" in arrays:
         tree.block = arrays[f"{prefix}.block"].astype(np.int64).reshape(s)
     else:  # formats 1 and 2: every block was a grace period
-        tree.block = np.full(s, grace, dtype=np.int64)
+        tree.block = np.full(s, tree.params.grace_period, dtype=np.int64)
     if (tree.block < 1).any() or (tree.block > grace).any():
         raise SerializationError(f"{prefix}: block sizes out of range")
     if (tree.pending_n < 0).any() or (tree.pending_n >= tree.block).any():

@@ -33,9 +33,9 @@ __all__ = ["CLASSIFIER_FOREST", "REGRESSOR_FOREST", "Averaged", "smaller_depth"]
 #: `SingleChoice`). Chosen on the robustness suite over ten members of linear leaves: at or above the
 #: best peer ensemble on 15 of its 20 classification streams instead of 12 (the timestamped binary
 #: stream, label noise 10%, the moons), none of the benchmark and drift streams 0.1 point lower, about
-#: 16 MB after SEA's 20,000 as before. It costs 1.85 times the CPU where it serves (SEA: 17,300 records/s
-#: alone against 32,000): the classifier there learns at 12 times ARF's speed instead of 20
-#: (docs/decisions.md, "The boosted ensemble")
+#: 16 MB after SEA's 20,000 as before. It costs most of the CPU where it serves (SEA's 20,000 in batches of
+#: 1,000, process CPU: 24,900 records/s alone, the classifier 19,200, 15 times ARF's speed instead of 20; its
+#: leaves at the depth bound make two thirds of its attempts) (docs/decisions.md, "The boosted ensemble")
 CLASSIFIER_FOREST: dict[str, Any] = {
     "n_members": 16,
     "learning_rate": 1 / 16,

@@ -10,7 +10,8 @@ them all, so callers name them ``kernels.numeric_search``). Three steps of the a
   sgt.split.best_numeric_planes' 80 us (10 features, 64 bins), reading the slot's statistics where
   they lie instead of gathering them into planes;
 - the merge of a leaf's pending block into its statistics (`merge_block`, sgt.kernels.leaf_steps),
-  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge, and a numeric feature's
+  which LeafLearner._merge_pending does with sgt.stats' block_stats and merge (`merge_total`: into the
+  total alone, for a leaf that gathers no split statistics), and a numeric feature's
   bins carried to its grown grid (`regrid_bins`, Tree.regrid's merges);
 - a linear leaf's Newton step on its block (`linear_newton`, sgt.kernels.leaf_steps),
   LinearTermSteps._newton_linear's sums and solve.
@@ -26,7 +27,8 @@ each output's linear term. And the steps of a batch:
 
 - which rows a leafwise pass takes, and its events (`plan_pass`, leafwise._take's ranking); after an
   event, the node's later rows (`node_rows_after`) and the earliest row where their next event may
-  fall (`next_event`, leafwise._horizon); both at once with the rows' predictions for a one-output
+  fall (`next_event`, leafwise._horizon), both in one call after a leaf's attempt that did not split it
+  (`leaf_rows_after`); both at once with the rows' predictions for a one-output
   tree that is not adaptive (`take_pass`, leafwise._take_compiled): sgt.kernels.passes;
 - a linear tree's raw scores (`predict_linear`, Tree.predict_rows and
   MultiOutputTree.predict_outputs), appending the taken rows to their leaves' pending blocks
@@ -86,9 +88,9 @@ from sgt.kernels.gradients import (
     member_binary_gradients,
 )
 from sgt.kernels.leaf_evaluation import EVALUATION_SIZE, evaluate_leaf
-from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, regrid_bins
+from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, merge_total, regrid_bins
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
-from sgt.kernels.passes import next_event, node_rows_after, plan_pass, take_pass
+from sgt.kernels.passes import leaf_rows_after, next_event, node_rows_after, plan_pass, take_pass
 from sgt.kernels.poisson import poisson_weights
 from sgt.kernels.split_search import WINNER_SIZE, numeric_search, winner_outputs
 from sgt.kernels.tree_rows import append_rows, append_taken, predict_linear, route_numeric
@@ -106,11 +108,13 @@ __all__ = [
     "binary_exponents",
     "binary_finish",
     "evaluate_leaf",
+    "leaf_rows_after",
     "linear_newton",
     "linear_steps",
     "member_binary_exponents",
     "member_binary_gradients",
     "merge_block",
+    "merge_total",
     "next_event",
     "node_rows_after",
     "numeric_search",

@@ -12,7 +12,7 @@ import numpy as np
 
 from sgt.kernels.compiling import compiled
 
-__all__ = ["linear_newton", "linear_steps", "merge_block", "regrid_bins"]
+__all__ = ["linear_newton", "linear_steps", "merge_block", "merge_total", "regrid_bins"]
 
 
 @compiled
@@ -75,6 +75,31 @@ def merge_block(
             continue  # Chan's update of nothing leaves these numbers as they are: not written
         for k in range(outputs):
             _merge_into(held[k], block[r, k] if r >= 0 else empty)
+
+
+@compiled
+def merge_total(total: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
+    """Merge a leaf's pending block into its total alone, in place, as LeafLearner._merge_total does
+    with sgt.stats' block_stats and merge (a leaf that gathers no split statistics): `total`
+    [outputs, 6], `g` and `h` [n, outputs]. Each output's sums run from +0.0 in the block's order (as
+    np.bincount's), its means over max(count, 1), then its centred moments; then Chan's update, which
+    merge applies even to an empty block."""
+    n, outputs = g.shape
+    for k in range(outputs):
+        block = np.zeros(6)
+        for i in range(n):
+            block[0] += 1.0
+            block[1] += g[i, k]
+            block[2] += h[i, k]
+        safe = max(block[0], 1.0)  # counts are whole numbers
+        block[1] = block[1] / safe
+        block[2] = block[2] / safe
+        for i in range(n):
+            dg, dh = g[i, k] - block[1], h[i, k] - block[2]
+            block[3] += dg * dg
+            block[4] += dh * dh
+            block[5] += dg * dh
+        _merge_into(total[k], block)
 
 
 #: Below this magnitude a number's square (and a product of two) is finite, so Chan's update of an

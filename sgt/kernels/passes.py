@@ -147,6 +147,30 @@ def node_rows_after(nodes: np.ndarray, row: int, node: int) -> np.ndarray:
 
 
 @compiled
+def leaf_rows_after(
+    nodes: np.ndarray, learn: np.ndarray, row: int, node: int, stop: int, need: int
+) -> tuple[np.ndarray, int]:
+    """After the event at `row` of leaf `node` that stayed where it was (no split): its rows after `row`
+    and before `stop`, ascending, and the earliest of them where its next event may fall, the
+    `need`-th learned one (`need` >= 1: the rest of its block), or `stop` if fewer are learned;
+    sgt.leafwise._run_events' `node_rows_after`, cut at `stop`, then `next_event` of those rows (which
+    all sit at `node`)."""
+    out = np.empty(max(stop - row - 1, 0), dtype=np.int64)
+    n = 0
+    event = stop
+    count = 0
+    for i in range(row + 1, stop):
+        if nodes[i] == node:
+            out[n] = i
+            n += 1
+            if learn[i]:
+                count += 1
+                if count == need:
+                    event = i
+    return out[:n], event
+
+
+@compiled
 def next_event(
     rest: np.ndarray,
     learn: np.ndarray,

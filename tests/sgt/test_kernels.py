@@ -197,6 +197,37 @@ def test_merge_block_is_block_stats_then_merge(features, bins, held_rows, rows, 
         assert np.array_equal(bits(total[k]), bits(expected[k][-1]))
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(0, 120),
+    outputs=st.sampled_from([1, 1, 2, 5]),
+    held=st.sampled_from(["empty", "numbers", "odd"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_merge_total_is_block_stats_then_merge(rows, outputs, held, seed) -> None:
+    """Catches a block merged into a total (a leaf that gathers no split statistics) with other bits than
+    LeafLearner._merge_total's numpy steps: the sums in another order, or an empty block not merged
+    (merge turns a -0.0 mean into +0.0, an infinity into NaN)."""
+    rng = np.random.default_rng(seed)
+    total = np.zeros((outputs, 6))
+    if held == "numbers":
+        total = np.stack(
+            [merge(np.zeros(6), np.array([3.0, -0.5 * k, 0.25, 1.0, 0.1, -0.2])) for k in range(outputs)]
+        )
+    elif held == "odd":
+        total[:, 1] = -0.0
+        total[:, rng.integers(0, 6)] = rng.choice([np.inf, -np.inf, np.nan, 1e200])
+    g = rng.normal(size=(rows, outputs)) * rng.choice([1.0, 1e-9, 1e9])
+    h = rng.uniform(0.0, 0.25, size=(rows, outputs))
+    g[rng.random((rows, outputs)) < 0.2] = 0.0  # (a bagging weight of 0)
+    # LeafLearner._merge_total's numpy steps: output after output, each output's instances in order
+    index = np.repeat(np.arange(outputs), rows)
+    block = block_stats(index, g.T.ravel(), h.T.ravel(), outputs)
+    expected = merge(total, block)
+    kernels.merge_total(total, g, h)
+    assert np.array_equal(bits(total), bits(expected))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     features=st.integers(1, 7),
@@ -479,3 +510,44 @@ def test_the_event_scans_are_leafwise_numpy_code(n_rows, n_nodes, learned_share,
     assert later.dtype == expected[0].dtype
     args = (rest, learn, nodes, tree.feature, tree.slot, tree.block, tree.pending_n, stop)
     assert kernels.next_event(*args) == expected[1]
+
+
+@settings(deadline=None)  # the first example compiles the kernel
+@given(
+    n_rows=st.integers(1, 80),
+    n_nodes=st.integers(1, 6),
+    learned_share=st.sampled_from([0.0, 0.5, 1.0]),
+    need=st.integers(1, 8),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_scan_after_a_leaf_that_stays_is_leafwise_numpy_code(
+    n_rows, n_nodes, learned_share, need, seed
+) -> None:
+    """Catches `leaf_rows_after` giving other rows or another next event than sgt.leafwise's numpy code
+    after an attempt that left its leaf a leaf: the leaf's later rows before the run's stop, and the
+    row of its next event (the `need`-th learned one, rows not learned skipped; the stop if none)."""
+    from types import SimpleNamespace
+
+    from sgt import leafwise
+
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(0, n_nodes, size=n_rows).astype(np.int32)
+    learn = rng.random(n_rows) < learned_share
+    node = int(rng.integers(0, n_nodes))
+    tree = SimpleNamespace(
+        feature=np.full(n_nodes, -1, dtype=np.int32),  # (leaves, each in its own slot)
+        slot=np.arange(n_nodes, dtype=np.int32),
+        block=np.full(n_nodes, need, dtype=np.int64),
+        pending_n=np.zeros(n_nodes, dtype=np.int64),
+    )
+    run = SimpleNamespace(nodes=nodes, learn=learn)
+    stop = int(rng.integers(n_rows // 2, n_rows + 1))
+    row = int(rng.integers(0, n_rows))
+    later = row + 1 + np.flatnonzero(nodes[row + 1 :] == node)
+    rest = later[later < stop]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "ENABLED", False)
+        expected = leafwise._horizon(tree, rest, run, stop) if rest.size else stop
+    rows, event = kernels.leaf_rows_after(nodes, learn, row, node, stop, need)
+    assert rows.tolist() == rest.tolist() and rows.dtype == rest.dtype
+    assert event == expected

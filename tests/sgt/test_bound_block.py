@@ -1,0 +1,133 @@
+"""`Params.bound_block`: a leaf at the depth bound, which can never split, lengthens its blocks past the
+grace period (to k grace periods), so it attempts less often; its value still learns every record.
+
+The setting changes nothing where it is not set (a model saves the bytes it saved before it), and
+where it is set a batch, the one-record loop and a restore give the same bits, with and without the
+compiled kernels, a memory budget included (its pending blocks are counted at their longest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sgt import SGTClassifier, kernels
+from sgt.boosted.classifier import ForestClassifier
+from sgt.boosted.forest import CLASSIFIER_FOREST
+from sgt.layout import Params
+from sgt.serialization import SerializationError, decode, encode
+
+
+def _stream(n: int, seed: int = 5) -> tuple[np.ndarray, list[int]]:
+    """Three features, a noisy oblique boundary: a tree at depth 2 keeps learning its leaves' values."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 3))
+    y = ((X[:, 0] + 0.5 * X[:, 1] > 0.75) ^ (rng.random(n) < 0.1)).astype(int)
+    return X, y.tolist()
+
+
+def _model(bound_block: int | None, max_bytes: int | None = None) -> SGTClassifier:
+    model = SGTClassifier(max_depth=2, grace_period=10, delta=0.1, max_bytes=max_bytes)
+    model.bound_block = bound_block  # (before its first tree, which reads it)
+    return model
+
+
+def _records(X: np.ndarray) -> list[dict[str, float]]:
+    return [{f"x{j}": float(v) for j, v in enumerate(row)} for row in X]
+
+
+def _batched(model: Any, X: np.ndarray, y: Sequence[int], size: int) -> np.ndarray:
+    return np.concatenate(
+        [model.predict_learn_many(X[i : i + size], y[i : i + size]) for i in range(0, len(y), size)]
+    )
+
+
+@pytest.mark.parametrize("max_bytes", [None, 30_000], ids=["unbounded", "budget"])
+@pytest.mark.parametrize("enabled", [True, False], ids=["kernels", "SGT_KERNELS=0"])
+def test_batch_loop_and_restore_give_the_same_bits(
+    enabled: bool, max_bytes: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
+    X, y = _stream(3000)
+    batched = _model(4, max_bytes)
+    predictions = _batched(batched, X, y, 700)
+    tree = batched._trees[0]
+    bound = tree.depth[tree.slot_node[: tree.n_slots]] >= 2
+    assert bound.any() and (tree.block[: tree.n_slots][bound] > 10).any()  # (the setting acts)
+    loop = _model(4, max_bytes)
+    for k, record in enumerate(_records(X)):
+        proba = loop.predict_proba_one(record)
+        assert [proba.get(c, 0.0) for c in batched.classes_] == predictions[k].tolist()
+        loop.learn_one(record, y[k])
+    assert loop.to_bytes() == batched.to_bytes()
+    restored = _model(4, max_bytes)
+    _batched(restored, X[:1300], y[:1300], 650)
+    restored = SGTClassifier.from_bytes(restored.to_bytes())
+    assert restored.bound_block == 4
+    _batched(restored, X[1300:], y[1300:], 850)
+    assert restored.to_bytes() == batched.to_bytes()
+
+
+def test_leaves_at_the_bound_attempt_less_and_others_as_before() -> None:
+    """Catches a setting that does not act (the same bytes) or that reaches leaves above the bound (the
+    first splits, where the root's attempts alone decide, would move)."""
+    X, y = _stream(3000)
+    before, after = _model(None), _model(8)
+    _batched(before, X, y, 500)
+    _batched(after, X, y, 500)
+    assert before.to_bytes() != after.to_bytes()
+    old, new = before._trees[0], after._trees[0]
+    assert new.n_updates < old.n_updates  # (fewer value updates: fewer attempts at the bound)
+    assert int(new.block[: new.n_slots].max()) == 80 and int(old.block[: old.n_slots].max()) == 10
+
+
+def test_unset_it_saves_the_bytes_of_before() -> None:
+    X, y = _stream(800)
+    model = _model(None)
+    _batched(model, X, y, 400)
+    assert "bound_block" not in decode(model.to_bytes()).header
+    assert SGTClassifier.from_bytes(model.to_bytes()).bound_block is None
+
+
+@pytest.mark.parametrize("bad", [0, 1, -3, 2.0, True, "4"])
+def test_a_bad_value_is_rejected_naming_the_setting(bad: Any) -> None:
+    with pytest.raises(ValueError, match="bound_block must be None or an integer >= 2"):
+        Params(0.1, 10, 0.1, 0.0, 2, bound_block=bad)
+    model = _model(None)
+    model.bound_block = bad
+    with pytest.raises(ValueError, match="bound_block"):
+        model.learn_many([[0.1, 0.2, 0.3], [0.9, 0.8, 0.7]], [0, 1])
+    X, y = _stream(200)
+    saved = _model(4)
+    _batched(saved, X, y, 200)
+    blob = decode(saved.to_bytes())
+    blob.header["bound_block"] = bad
+    with pytest.raises(SerializationError, match="bound_block"):
+        SGTClassifier.from_bytes(encode(blob.header, list(blob.arrays.items())))
+
+
+class _BoundForest(ForestClassifier):
+    """The classifier's forest with its members' leaves at the depth bound on blocks of 4 grace periods."""
+
+    def _new_member(self, position: int) -> Any:
+        member = super()._new_member(position)
+        member.set_tree_params(bound_block=4)
+        return member
+
+
+def test_a_forest_of_such_members_learns_a_batch_as_its_loop() -> None:
+    X, y = _stream(1500)
+    settings = {**CLASSIFIER_FOREST, "max_depth": 3}
+    batched, loop = _BoundForest(**settings), _BoundForest(**settings)
+    predictions = _batched(batched, X, y, 500)
+    for k, record in enumerate(_records(X)):
+        proba = loop.predict_proba_one(record)
+        assert [proba.get(c, 0.0) for c in batched.classes_] == predictions[k].tolist()
+        loop.learn_one(record, y[k])
+    assert loop.to_bytes() == batched.to_bytes()
+    trees = [tree for member in batched._members for tree in member._trees]
+    assert all(tree.params.bound_block == 4 for tree in trees)
+    assert max(int(tree.block[: tree.n_slots].max()) for tree in trees) > CLASSIFIER_FOREST["grace_period"]
