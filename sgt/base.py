@@ -79,6 +79,9 @@ class BaseSGT:
     #: a new model's blind split (Params.blind_after, blind_impurity), None: a leaf splits on gain only.
     #: A restored model takes what it was saved with (none if saved before the blind split existed)
     _blind: ClassVar[tuple[float, float] | None] = None
+    #: a new model's `bound_block` (Params.bound_block; None: a leaf at the depth bound attempts every
+    #: grace period). A restored model takes what it was saved with (none if saved without it)
+    _bound_block: ClassVar[int | None] = None
 
     def __init__(
         self,
@@ -153,9 +156,10 @@ class BaseSGT:
         self._drop_far_terms = True
         self._blind_split = self._blind
         # Params.bound_block: how long the blocks of a leaf at the depth bound grow (None: to grace_period,
-        # as before the setting; saved only when set). Not a constructor argument: an ensemble sets it on
-        # its members (`Member.set_tree_params`), which read it here when they make a tree
-        self.bound_block: int | None = None
+        # as before the setting; saved only when set). Not a constructor argument: the class's
+        # `_bound_block`; an ensemble sets it on its members (`Member.set_tree_params`), which read it
+        # here when they make a tree
+        self.bound_block: int | None = self._bound_block
 
     # -- hooks for the concrete estimators ----------------------------------------------------
     def _prepare_targets(self, y: Sequence[Any], learn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 from sgt.base import _check_int, _check_real
 from sgt.boosted.engine import _Boosting
 from sgt.boosted.ensemble import checked_feature_share, save_sides, side_from_saved
-from sgt.boosted.forest import CLASSIFIER_FOREST, Averaged, smaller_depth
+from sgt.boosted.forest import CLASSIFIER_FOREST, CLASSIFIER_FOREST_BOUND_BLOCK, Averaged, smaller_depth
 from sgt.boosted.member import Outputs
 from sgt.boosted.policy import (
     BINARY_DELTA,
@@ -1034,3 +1034,6 @@ class ForestClassifier(Averaged, BoostedClassifier):
     #: its own drift policy, the boosted classifier's default (a variant of the boosted class's policy, in a
     #: test or a benchmark, does not reach the forest)
     _drift_policy: ClassVar[DriftPolicy] = CLASSIFIER_POLICY
+    #: its leaves at the depth bound lengthen their blocks (sgt.boosted.forest); a forest saved without the
+    #: setting restores without it
+    _bound_block: ClassVar[int | None] = CLASSIFIER_FOREST_BOUND_BLOCK

@@ -304,7 +304,7 @@ class _Core(_Estimator):
             self._member_budget(),
         )
         member.follow_far_terms(self._drop_far_terms)
-        member.set_tree_params(**self._subspaces(position), **self._relaxing())
+        member.set_tree_params(**self._subspaces(position), **self._relaxing(), bound_block=self.bound_block)
         member.set_step_share(self._step_share(position))
         ladder = self._delta_ladder
         if ladder:
@@ -426,6 +426,7 @@ class _Core(_Estimator):
                 linear_steps=self._linear_steps_now(member.n_outputs),
                 **self._subspaces(position),
                 **self._relaxing(),
+                bound_block=self.bound_block,  # (the members made before the restore took the class's)
             )
             if self._delta_ladder:  # (the classifier's follow its classes once they are restored)
                 member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)

@@ -243,7 +243,8 @@ class Member(BaseSGT):
     def set_tree_params(self, **changes: Any) -> None:
         """Give the member's trees, and those it makes later, the tree parameters `changes` (`delta`: the
         split confidence; `linear_steps`: whether linear leaves step their linear terms; `feature_share`
-        and `feature_seed`: the random subspaces of its split attempts)."""
+        and `feature_seed`: the random subspaces of its split attempts; `bound_block`: the blocks of its
+        leaves at the depth bound)."""
         for name, value in changes.items():
             setattr(self, name, value)
         for tree in self._trees:

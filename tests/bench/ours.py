@@ -1761,16 +1761,8 @@ VARIANTS += (
 
 
 class _BoundBlockForest(ForestClassifier):
-    """The classifier's forest whose members' trees take `_bound_block` (Params.bound_block: the blocks
-    of a leaf at the depth bound grow to that many grace periods). For the benchmark only: a member's
-    restore does not give it the setting."""
-
-    _bound_block: ClassVar[int | None] = None
-
-    def _new_member(self, position: int) -> Any:
-        member = super()._new_member(position)
-        member.set_tree_params(bound_block=self._bound_block)
-        return member
+    """The classifier's forest whose leaves at the depth bound grow their blocks to `_bound_block` grace
+    periods (Params.bound_block; set by `_bound_forest_class`)."""
 
 
 class _BoundBlockBoostedClassifier(_ForestSettingsBoostedClassifier):
@@ -1791,13 +1783,15 @@ def _bound_forest_class(name: str, bound_block: int | None, **changes: Any) -> t
 
 
 # the forest's cost where it serves: leaves at its depth bound (two thirds of its attempts on SEA) that
-# lengthen their blocks to 2, 4, 8 or 16 grace periods (Params.bound_block), and fewer members, a smaller
-# depth or a longer grace period. Measured: bound4 and bound8 learn SEA, sea-gradual and sea-abrupt at 20
-# times ARF's speed or more, within 0.12 point of the default on the benchmark and drift streams, but at
-# or above the best peer ensemble on 14 of the suite's 20 classification streams instead of 15 (the moons:
-# 93.32 against 93.36); bound2 also 14 (label noise 10%), bound16 13; 12 members 13; depth 7 or grace
-# period 15 lose 0.6 point on SEA
+# lengthen their blocks to 2, 4 (the default: sgt.boosted.forest's CLASSIFIER_FOREST_BOUND_BLOCK), 8 or 16
+# grace periods (Params.bound_block), or not at all (`-unbound`, the default before), and fewer members, a
+# smaller depth or a longer grace period. Measured: bound4 and bound8 learn SEA, sea-gradual and sea-abrupt
+# at 20 times ARF's speed or more, within 0.12 point of the unbound forest on the benchmark and drift
+# streams, but at or above the best peer ensemble on 14 of the suite's 20 classification streams instead of
+# 15 (the moons: 93.32 against 93.36); bound2 also 14 (label noise 10%), bound16 13; 12 members 13; depth
+# 7 or grace period 15 lose 0.6 point on SEA
 VARIANTS += (
+    Variant("ours-boosted-unbound", boosted_class(_bound_forest_class("_Unbound", None))),
     Variant("ours-boosted-bound2", boosted_class(_bound_forest_class("_Bound2", 2))),
     Variant("ours-boosted-bound4", boosted_class(_bound_forest_class("_Bound4", 4))),
     Variant("ours-boosted-bound8", boosted_class(_bound_forest_class("_Bound8", 8))),

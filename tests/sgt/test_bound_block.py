@@ -16,7 +16,7 @@ import pytest
 
 from sgt import SGTClassifier, kernels
 from sgt.boosted.classifier import ForestClassifier
-from sgt.boosted.forest import CLASSIFIER_FOREST
+from sgt.boosted.forest import CLASSIFIER_FOREST, CLASSIFIER_FOREST_BOUND_BLOCK
 from sgt.layout import Params
 from sgt.serialization import SerializationError, decode, encode
 
@@ -109,25 +109,39 @@ def test_a_bad_value_is_rejected_naming_the_setting(bad: Any) -> None:
         SGTClassifier.from_bytes(encode(blob.header, list(blob.arrays.items())))
 
 
-class _BoundForest(ForestClassifier):
-    """The classifier's forest with its members' leaves at the depth bound on blocks of 4 grace periods."""
-
-    def _new_member(self, position: int) -> Any:
-        member = super()._new_member(position)
-        member.set_tree_params(bound_block=4)
-        return member
-
-
-def test_a_forest_of_such_members_learns_a_batch_as_its_loop() -> None:
+def test_the_classifier_s_forest_bounds_its_blocks_and_learns_a_batch_as_its_loop() -> None:
     X, y = _stream(1500)
     settings = {**CLASSIFIER_FOREST, "max_depth": 3}
-    batched, loop = _BoundForest(**settings), _BoundForest(**settings)
+    batched, loop = ForestClassifier(**settings), ForestClassifier(**settings)
     predictions = _batched(batched, X, y, 500)
     for k, record in enumerate(_records(X)):
         proba = loop.predict_proba_one(record)
         assert [proba.get(c, 0.0) for c in batched.classes_] == predictions[k].tolist()
         loop.learn_one(record, y[k])
     assert loop.to_bytes() == batched.to_bytes()
+    assert batched.bound_block == CLASSIFIER_FOREST_BOUND_BLOCK == 4
     trees = [tree for member in batched._members for tree in member._trees]
     assert all(tree.params.bound_block == 4 for tree in trees)
     assert max(int(tree.block[: tree.n_slots].max()) for tree in trees) > CLASSIFIER_FOREST["grace_period"]
+    restored = ForestClassifier.from_bytes(batched.to_bytes())
+    assert restored.bound_block == 4 and all(member.bound_block == 4 for member in restored._members)
+
+
+def test_a_forest_saved_without_the_setting_restores_and_learns_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forest saved before the setting (its header without `bound_block`) keeps attempting every grace
+    period after a restore, its members too (which the restored class first makes with its own)."""
+    X, y = _stream(2000)
+    settings = {**CLASSIFIER_FOREST, "max_depth": 3}
+    with monkeypatch.context() as patch:
+        patch.setattr(ForestClassifier, "_bound_block", None)  # (the class before the setting)
+        old, whole = ForestClassifier(**settings), ForestClassifier(**settings)
+        _batched(old, X[:900], y[:900], 450)
+        _batched(whole, X, y, 500)
+    blob = old.to_bytes()
+    assert "bound_block" not in decode(blob).header
+    restored = ForestClassifier.from_bytes(blob)
+    assert restored.bound_block is None and all(member.bound_block is None for member in restored._members)
+    _batched(restored, X[900:], y[900:], 550)
+    assert restored.to_bytes() == whole.to_bytes()
