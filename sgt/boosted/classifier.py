@@ -496,26 +496,73 @@ class SingleChoice:
         column in `targets`, -1: only predicted) then updates them. Rows after every side model
         retired are the ensemble's. `predictions` holds each model alive's probabilities [rows,
         classes] with the same columns (a side model that retires inside the batch may leave the rows
-        after its retirement at zero: they are never read)."""
-        ensemble = predictions["ensemble"]
-        rows = ensemble.shape[0]
-        # every open candidate's error on every row at once ([rows, candidates]; numpy's argmax takes
-        # the first most probable class, as `learn`), then the counts row by row
-        wrong = np.zeros((rows, len(self.errors)), dtype=np.int64)
-        if ensemble.shape[1]:  # (no class known yet: nothing learned, nothing to count)
+        after its retirement at zero: they are never read).
+
+        The same as `served` then `learn` row by row, without a Python step per row: between two
+        events (a learned row where the serving candidate changes or a side model retires, by
+        `_counted`'s rules on the errors counted through it) the candidates' errors are cumulative sums
+        and the rows are served by one blend; the event's row itself goes through `_counted`."""
+        out = predictions["ensemble"].copy()
+        if self.retired:
+            return out
+        learned = np.flatnonzero(targets >= 0)
+        counts = self._cumulative_errors(predictions, targets, learned)
+        classes = targets[learned]
+        start, done = 0, 0  # the first row not served yet, the learned rows counted so far
+        while True:
+            event = self._next_event(counts, done, classes)
+            stop = len(out) if event is None else int(learned[event]) + 1
+            if self.serving != 0 and stop > start:
+                out[start:stop] = self.served({name: p[start:stop] for name, p in predictions.items()})
+            through = len(learned) if event is None else event + 1
             for k in self._open:
-                wrong[:, k] = self.candidates[k].of(predictions).argmax(axis=1) != targets
-        out = ensemble.copy()
-        for i, target in enumerate(targets.tolist()):
+                self.errors[k] += int(counts[through, k] - counts[done, k])
+            if event is None:
+                self.learned += through - done
+                return out
+            self.learned += event - done  # (`_counted` counts the event's row)
+            self._counted(int(classes[event]))
+            start, done = stop, through
             if self.retired:
-                break
-            if self.serving != 0:
-                out[i] = self.served({name: p[i] for name, p in predictions.items()})
-            if target >= 0:
-                for k in self._open:
-                    self.errors[k] += int(wrong[i, k])
-                self._counted(target)
-        return out
+                return out
+
+    def _cumulative_errors(
+        self, predictions: Mapping[str, np.ndarray], targets: np.ndarray, learned: np.ndarray
+    ) -> np.ndarray:
+        """Each open candidate's errors over the first j learned rows, in row j ([learned rows + 1,
+        candidates]; zero in the other candidates' columns). numpy's argmax takes the first most
+        probable class, as `learn`."""
+        counts = np.zeros((len(learned) + 1, len(self.errors)), dtype=np.int64)
+        if not predictions["ensemble"].shape[1] or not len(learned):  # (no class known: no error)
+            return counts
+        if len(learned) < len(targets):
+            predictions = {name: p[learned] for name, p in predictions.items()}
+        classes = targets[learned]
+        wrong = np.zeros((len(learned), len(self.errors)), dtype=np.int64)
+        for k in self._open:
+            wrong[:, k] = self.candidates[k].of(predictions).argmax(axis=1) != classes
+        np.cumsum(wrong, axis=0, out=counts[1:])
+        return counts
+
+    def _next_event(self, counts: np.ndarray, done: int, classes: np.ndarray) -> int | None:
+        """The first learned row from `done` on (its index among the learned rows) after which
+        `_counted` would change the serving candidate or retire a side model, the choice standing as
+        it does (None: none): each rule of `_counted` on every row's errors at once."""
+        errors = np.asarray(self.errors, dtype=np.int64) + (counts[done + 1 :] - counts[done])
+        if not len(errors):
+            return None
+        hit = errors[:, self._open].min(axis=1) < errors[:, self.serving] - self.MARGIN
+        for name, alone in self.ALONE.items():
+            if self.alive[name]:
+                hit |= errors[:, 0] <= errors[:, alone] - self.RETIRE
+        if self.alive["forest"]:
+            hit |= classes[done:] >= 2
+        first = int(hit.argmax()) if hit.any() else len(errors)
+        serving = self.needs()
+        if self.YOUTH is not None and any(self.alive[n] and n not in serving for n in self.ALONE):
+            # the side model the serving candidate does not need retires at the row that makes it old
+            first = min(first, max(self.YOUTH - self.learned - 1, 0))
+        return done + first if first < len(errors) else None
 
     def state(self) -> list[int]:
         """The saved form: the counts of errors, the serving candidate, the records learned (which
