@@ -408,6 +408,8 @@ class SingleChoice:
     YOUTH: int | None = 1000
     #: each blend of the ensemble and the tree: its weight on the tree's probabilities
     WEIGHTS = TreeChoice.WEIGHTS
+    #: `serve` looks for the next event in windows of this many learned rows, then twice as many, ...
+    SCAN = 64
     #: the numbers of candidates a save may hold: the two before the blends, the nine before the
     #: forest, or all
     SAVED_SIZES = (2, len(WEIGHTS), len(CANDIDATES))
@@ -547,22 +549,39 @@ class SingleChoice:
     def _next_event(self, counts: np.ndarray, done: int, classes: np.ndarray) -> int | None:
         """The first learned row from `done` on (its index among the learned rows) after which
         `_counted` would change the serving candidate or retire a side model, the choice standing as
-        it does (None: none): each rule of `_counted` on every row's errors at once."""
-        errors = np.asarray(self.errors, dtype=np.int64) + (counts[done + 1 :] - counts[done])
-        if not len(errors):
-            return None
+        it does (None: none): each rule of `_counted` on the rows' errors at once, over windows that
+        double from `SCAN` rows (events close together cost a window each, not the batch's rest)."""
+        rows = len(classes)
+        youth = self._youth_event(done)
+        limit = rows if youth is None else min(rows, youth)  # (its row is one either way)
+        start, width = done, self.SCAN
+        while start < limit:
+            stop = min(start + width, limit)
+            hit = self._breaks(counts[start + 1 : stop + 1] - counts[done], classes[start:stop])
+            if hit.any():
+                return start + int(hit.argmax())
+            start, width = stop, 2 * width
+        return youth if youth is not None and youth < rows else None
+
+    def _breaks(self, counted: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """Whether `_counted` changes the serving candidate or retires a side model after each of some
+        learned rows (of classes `classes`, with `counted` errors more than the counts now)."""
+        errors = np.asarray(self.errors, dtype=np.int64) + counted
         hit = errors[:, self._open].min(axis=1) < errors[:, self.serving] - self.MARGIN
         for name, alone in self.ALONE.items():
             if self.alive[name]:
                 hit |= errors[:, 0] <= errors[:, alone] - self.RETIRE
         if self.alive["forest"]:
-            hit |= classes[done:] >= 2
-        first = int(hit.argmax()) if hit.any() else len(errors)
+            hit |= classes >= 2
+        return hit
+
+    def _youth_event(self, done: int) -> int | None:
+        """The learned row (its index among the learned rows, `done` the next) after which a side model
+        alive retires by its age alone while the serving candidate stands (None: none does)."""
         serving = self.needs()
-        if self.YOUTH is not None and any(self.alive[n] and n not in serving for n in self.ALONE):
-            # the side model the serving candidate does not need retires at the row that makes it old
-            first = min(first, max(self.YOUTH - self.learned - 1, 0))
-        return done + first if first < len(errors) else None
+        if self.YOUTH is None or all(not self.alive[n] or n in serving for n in self.ALONE):
+            return None
+        return done + max(self.YOUTH - self.learned - 1, 0)
 
     def state(self) -> list[int]:
         """The saved form: the counts of errors, the serving candidate, the records learned (which

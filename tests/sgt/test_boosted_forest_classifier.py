@@ -226,6 +226,7 @@ def _choices(draw: Any) -> tuple[SingleChoice, dict[str, np.ndarray], np.ndarray
     youth=st.integers(1, 60),
     retire=st.integers(1, 8),
     margin=st.integers(0, 3),
+    scan=st.integers(1, 8),
     cuts=st.lists(st.integers(1, 59), max_size=3),
 )
 def test_a_batch_serves_as_the_records_one_at_a_time(
@@ -233,16 +234,19 @@ def test_a_batch_serves_as_the_records_one_at_a_time(
     youth: int,
     retire: int,
     margin: int,
+    scan: int,
     cuts: list[int],
 ) -> None:
     """`serve` over batches against `served` and `learn` a record at a time: the same probabilities,
     counts, serving candidate and retirements, whatever the models alive, the state the choice starts
-    from, the classes (a third retires the forest), the rules' thresholds and where batches end."""
+    from, the classes (a third retires the forest), the rules' thresholds, where batches end and
+    how far `serve` looks at once."""
     batch, predictions, targets = case
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SingleChoice, "YOUTH", youth)
         patch.setattr(SingleChoice, "RETIRE", retire)
         patch.setattr(SingleChoice, "MARGIN", margin)
+        patch.setattr(SingleChoice, "SCAN", scan)  # (events in the first window and after several)
         one = SingleChoice(
             batch.errors, batch.serving, batch.learned, tree=batch.alive["tree"], forest=batch.alive["forest"]
         )
