@@ -396,8 +396,8 @@ class SingleChoice:
     moons) its deep averaged trees learn what neither the members nor the tree do (docs/decisions.md,
     "The boosted ensemble").
 
-    Every step is on Python values in row order, or on the same floating-point operations
-    elementwise, so a batch and the one-record loop agree bit for bit.
+    Every step is on Python values in row order, on integer counts (a batch sums them), or on the
+    same floating-point operations elementwise, so a batch and the one-record loop agree bit for bit.
     """
 
     #: errors by which the other candidate must lead (more than these) before it serves
