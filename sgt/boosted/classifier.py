@@ -396,8 +396,8 @@ class SingleChoice:
     moons) its deep averaged trees learn what neither the members nor the tree do (docs/decisions.md,
     "The boosted ensemble").
 
-    Every step is on Python values in row order, or on the same floating-point operations
-    elementwise, so a batch and the one-record loop agree bit for bit.
+    Every step is on Python values in row order, on integer counts (a batch sums them), or on the
+    same floating-point operations elementwise, so a batch and the one-record loop agree bit for bit.
     """
 
     #: errors by which the other candidate must lead (more than these) before it serves
@@ -408,6 +408,8 @@ class SingleChoice:
     YOUTH: int | None = 1000
     #: each blend of the ensemble and the tree: its weight on the tree's probabilities
     WEIGHTS = TreeChoice.WEIGHTS
+    #: `serve` looks for the next event in windows of this many learned rows, then twice as many, ...
+    SCAN = 64
     #: the numbers of candidates a save may hold: the two before the blends, the nine before the
     #: forest, or all
     SAVED_SIZES = (2, len(WEIGHTS), len(CANDIDATES))
@@ -496,26 +498,90 @@ class SingleChoice:
         column in `targets`, -1: only predicted) then updates them. Rows after every side model
         retired are the ensemble's. `predictions` holds each model alive's probabilities [rows,
         classes] with the same columns (a side model that retires inside the batch may leave the rows
-        after its retirement at zero: they are never read)."""
-        ensemble = predictions["ensemble"]
-        rows = ensemble.shape[0]
-        # every open candidate's error on every row at once ([rows, candidates]; numpy's argmax takes
-        # the first most probable class, as `learn`), then the counts row by row
-        wrong = np.zeros((rows, len(self.errors)), dtype=np.int64)
-        if ensemble.shape[1]:  # (no class known yet: nothing learned, nothing to count)
+        after its retirement at zero: they are never read).
+
+        The same as `served` then `learn` row by row, without a Python step per row: between two
+        events (a learned row where the serving candidate changes or a side model retires, by
+        `_counted`'s rules on the errors counted through it) the candidates' errors are cumulative sums
+        and the rows are served by one blend; the event's row itself goes through `_counted`."""
+        out = predictions["ensemble"].copy()
+        if self.retired:
+            return out
+        learned = np.flatnonzero(targets >= 0)
+        counts = self._cumulative_errors(predictions, targets, learned)
+        classes = targets[learned]
+        start, done = 0, 0  # the first row not served yet, the learned rows counted so far
+        while True:
+            event = self._next_event(counts, done, classes)
+            stop = len(out) if event is None else int(learned[event]) + 1
+            if self.serving != 0 and stop > start:
+                out[start:stop] = self.served({name: p[start:stop] for name, p in predictions.items()})
+            through = len(learned) if event is None else event + 1
             for k in self._open:
-                wrong[:, k] = self.candidates[k].of(predictions).argmax(axis=1) != targets
-        out = ensemble.copy()
-        for i, target in enumerate(targets.tolist()):
+                self.errors[k] += int(counts[through, k] - counts[done, k])
+            if event is None:
+                self.learned += through - done
+                return out
+            self.learned += event - done  # (`_counted` counts the event's row)
+            self._counted(int(classes[event]))
+            start, done = stop, through
             if self.retired:
-                break
-            if self.serving != 0:
-                out[i] = self.served({name: p[i] for name, p in predictions.items()})
-            if target >= 0:
-                for k in self._open:
-                    self.errors[k] += int(wrong[i, k])
-                self._counted(target)
-        return out
+                return out
+
+    def _cumulative_errors(
+        self, predictions: Mapping[str, np.ndarray], targets: np.ndarray, learned: np.ndarray
+    ) -> np.ndarray:
+        """Each open candidate's errors over the first j learned rows, in row j ([learned rows + 1,
+        candidates]; zero in the other candidates' columns). numpy's argmax takes the first most
+        probable class, as `learn`."""
+        counts = np.zeros((len(learned) + 1, len(self.errors)), dtype=np.int64)
+        if not predictions["ensemble"].shape[1] or not len(learned):  # (no class known: no error)
+            return counts
+        if len(learned) < len(targets):
+            predictions = {name: p[learned] for name, p in predictions.items()}
+        classes = targets[learned]
+        wrong = np.zeros((len(learned), len(self.errors)), dtype=np.int64)
+        for k in self._open:
+            wrong[:, k] = self.candidates[k].of(predictions).argmax(axis=1) != classes
+        np.cumsum(wrong, axis=0, out=counts[1:])
+        return counts
+
+    def _next_event(self, counts: np.ndarray, done: int, classes: np.ndarray) -> int | None:
+        """The first learned row from `done` on (its index among the learned rows) after which
+        `_counted` would change the serving candidate or retire a side model, the choice standing as
+        it does (None: none): each rule of `_counted` on the rows' errors at once, over windows that
+        double from `SCAN` rows (events close together cost a window each, not the batch's rest)."""
+        rows = len(classes)
+        youth = self._youth_event(done)
+        limit = rows if youth is None else min(rows, youth)  # (its row is one either way)
+        start, width = done, self.SCAN
+        while start < limit:
+            stop = min(start + width, limit)
+            hit = self._breaks(counts[start + 1 : stop + 1] - counts[done], classes[start:stop])
+            if hit.any():
+                return start + int(hit.argmax())
+            start, width = stop, 2 * width
+        return youth if youth is not None and youth < rows else None
+
+    def _breaks(self, counted: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        """Whether `_counted` changes the serving candidate or retires a side model after each of some
+        learned rows (of classes `classes`, with `counted` errors more than the counts now)."""
+        errors = np.asarray(self.errors, dtype=np.int64) + counted
+        hit = errors[:, self._open].min(axis=1) < errors[:, self.serving] - self.MARGIN
+        for name, alone in self.ALONE.items():
+            if self.alive[name]:
+                hit |= errors[:, 0] <= errors[:, alone] - self.RETIRE
+        if self.alive["forest"]:
+            hit |= classes >= 2
+        return hit
+
+    def _youth_event(self, done: int) -> int | None:
+        """The learned row (its index among the learned rows, `done` the next) after which a side model
+        alive retires by its age alone while the serving candidate stands (None: none does)."""
+        serving = self.needs()
+        if self.YOUTH is None or all(not self.alive[n] or n in serving for n in self.ALONE):
+            return None
+        return done + max(self.YOUTH - self.learned - 1, 0)
 
     def state(self) -> list[int]:
         """The saved form: the counts of errors, the serving candidate, the records learned (which

@@ -11,6 +11,7 @@ third class. A batch, the one-record loop and a restore give the same bits throu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -205,28 +206,57 @@ def _rows(draw: Any, n: int, k: int) -> np.ndarray:
 
 @st.composite
 def _choices(draw: Any) -> tuple[SingleChoice, dict[str, np.ndarray], np.ndarray]:
+    """A choice as a save may hold it (counts, the candidate serving, the records learned) and a batch
+    of rows for it: several switches, retirements and unlearned rows (-1) inside one batch."""
     n, k = draw(st.integers(1, 60)), draw(st.integers(2, 3))
     tree, forest = draw(st.sampled_from([(True, True), (True, False), (False, True)]))
     names = ["ensemble", *(["tree"] if tree else []), *(["forest"] if forest else [])]
     predictions = {name: _rows(draw, n, k) for name in names}
     targets = np.array(draw(st.lists(st.integers(-1, k - 1), min_size=n, max_size=n)), dtype=np.intp)
-    return SingleChoice(tree=tree, forest=forest), predictions, targets
+    fresh = SingleChoice(tree=tree, forest=forest)
+    errors = draw(st.lists(st.integers(0, 6), min_size=len(fresh.errors), max_size=len(fresh.errors)))
+    serving = draw(st.sampled_from(fresh._open))
+    learned = draw(st.integers(0, 40))
+    return SingleChoice(errors, serving, learned, tree=tree, forest=forest), predictions, targets
 
 
-@settings(max_examples=150, deadline=None)
-@given(case=_choices(), youth=st.integers(1, 30), retire=st.integers(1, 8))
+@settings(max_examples=300, deadline=None)
+@given(
+    case=_choices(),
+    youth=st.integers(1, 60),
+    retire=st.integers(1, 8),
+    margin=st.integers(0, 3),
+    scan=st.integers(1, 8),
+    cuts=st.lists(st.integers(1, 59), max_size=3),
+)
 def test_a_batch_serves_as_the_records_one_at_a_time(
-    case: tuple[SingleChoice, dict[str, np.ndarray], np.ndarray], youth: int, retire: int
+    case: tuple[SingleChoice, dict[str, np.ndarray], np.ndarray],
+    youth: int,
+    retire: int,
+    margin: int,
+    scan: int,
+    cuts: list[int],
 ) -> None:
-    """`serve` over a batch against `served` and `learn` a record at a time: the same probabilities,
-    counts, serving candidate and retirements, whatever the models alive, the classes (a third retires
-    the forest) and the rules' thresholds."""
+    """`serve` over batches against `served` and `learn` a record at a time: the same probabilities,
+    counts, serving candidate and retirements, whatever the models alive, the state the choice starts
+    from, the classes (a third retires the forest), the rules' thresholds, where batches end and
+    how far `serve` looks at once."""
     batch, predictions, targets = case
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(SingleChoice, "YOUTH", youth)
         patch.setattr(SingleChoice, "RETIRE", retire)
-        one = SingleChoice(tree=batch.alive["tree"], forest=batch.alive["forest"])
-        served = batch.serve(predictions, targets)
+        patch.setattr(SingleChoice, "MARGIN", margin)
+        patch.setattr(SingleChoice, "SCAN", scan)  # (events in the first window and after several)
+        one = SingleChoice(
+            batch.errors, batch.serving, batch.learned, tree=batch.alive["tree"], forest=batch.alive["forest"]
+        )
+        bounds = [0, *sorted({c for c in cuts if c < len(targets)}), len(targets)]
+        served = np.concatenate(
+            [
+                batch.serve({name: p[lo:hi] for name, p in predictions.items()}, targets[lo:hi])
+                for lo, hi in pairwise(bounds)
+            ]
+        )
         for i, target in enumerate(targets.tolist()):
             row = {name: p[i] for name, p in predictions.items() if one.alive[name]}
             expected = predictions["ensemble"][i] if one.serving == 0 else one.served(row)
@@ -234,3 +264,10 @@ def test_a_batch_serves_as_the_records_one_at_a_time(
             if target >= 0 and not one.retired:
                 one.learn({name: p.tolist() for name, p in row.items()}, target)
     assert batch.state() == one.state() and batch.alive == one.alive
+    assert all(type(v) is int for v in batch.state())  # (saved as they are)
+
+
+def test_a_batch_before_any_class_serves_the_ensemble_and_counts_nothing() -> None:
+    choice = SingleChoice(tree=True, forest=True)
+    served = choice.serve({name: np.zeros((4, 0)) for name in ("ensemble", "tree", "forest")}, np.full(4, -1))
+    assert served.shape == (4, 0) and choice.state() == SingleChoice(tree=True, forest=True).state()
