@@ -75,7 +75,8 @@ class Params:
     blind_impurity: float = 0.49
     # None, or k >= 2: a leaf at the depth bound (`max_depth`), which can never split, keeps doubling its
     # blocks past grace_period up to k grace periods: its attempts only refine its value, and fewer of
-    # them cost less time (see sgt.tree.Tree.block_limit). None: every leaf's blocks stop at grace_period
+    # them cost less time (see sgt.tree.Tree.block_limit); an attempt that moves its value (a concept
+    # that changed) starts it over at grace_period. None: every leaf's blocks stop at grace_period
     bound_block: int | None = None
 
     def __post_init__(self) -> None:

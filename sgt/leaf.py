@@ -8,8 +8,10 @@ instances and each attempt that leaves it a leaf doubles it, up to `grace_period
 its values and makes its first splits after a handful of records instead of a full grace period, an
 old leaf attempts as the paper's does, and deep leaves (most of them) add few attempts, which cost
 time. With `Params.bound_block` k, a leaf at the depth bound (which never splits) doubles on up to k
-grace periods (`Tree.block_limit`). The block boundaries are therefore fixed by the algorithm, not by
-how a caller batched its records, which makes every learning path give bit-identical statistics.
+grace periods (`Tree.block_limit`), and back to one grace period when an attempt moves its value (after
+a drift its value follows as fast as before; where its value has settled it attempts seldom). The block
+boundaries are therefore fixed by the algorithm, not by how a caller batched its records, which makes
+every learning path give bit-identical statistics.
 
 The attempt (paper section 3, with the conventions of the authors' public code): evaluate "update the
 leaf value only" and the best split of every feature, take the candidate with the lowest penalised
@@ -317,7 +319,11 @@ class LeafLearner(LinearTermSteps):
         elif tree.active[slot]:
             tree.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
         if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
-            tree.block[slot] = min(2 * int(tree.block[slot]), tree.block_limit(node))
+            longest = tree.block_limit(node)
+            if passed and longest > tree.params.grace_period:  # (a value update at the depth bound)
+                tree.block[slot] = tree.params.grace_period
+            else:
+                tree.block[slot] = min(2 * int(tree.block[slot]), longest)
         served = self._serve_next(node)
         if not passed:
             if tree.adaptive and served and not tree.serving[node]:

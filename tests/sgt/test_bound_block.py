@@ -84,6 +84,23 @@ def test_leaves_at_the_bound_attempt_less_and_others_as_before() -> None:
     assert int(new.block[: new.n_slots].max()) == 80 and int(old.block[: old.n_slots].max()) == 10
 
 
+def test_a_leaf_at_the_bound_whose_value_moves_attempts_again_soon() -> None:
+    """Where the labels flip (a drift), a leaf at the bound whose value update passes starts its blocks
+    over at one grace period, so its value follows the change; on the stationary stretch before, the
+    blocks stay at their longest. Catches blocks that never shorten after an update (they stay at 80)."""
+    X, y = _stream(4000)
+    flipped = y[:2000] + [1 - v for v in y[2000:]]
+    model = _model(8)
+    _batched(model, X[:2000], flipped[:2000], 500)
+    tree = model._trees[0]
+    bound = tree.depth[tree.slot_node[: tree.n_slots]] >= 2
+    assert tree.block[: tree.n_slots][bound].tolist() == [80] * int(bound.sum())
+    updates = tree.n_updates
+    _batched(model, X[2000:2150], flipped[2000:2150], 150)
+    assert tree.n_updates > updates
+    assert int(tree.block[: tree.n_slots][bound].min()) < 80
+
+
 def test_unset_it_saves_the_bytes_of_before() -> None:
     X, y = _stream(800)
     model = _model(None)
