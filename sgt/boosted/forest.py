@@ -58,11 +58,12 @@ CLASSIFIER_FOREST: dict[str, Any] = {
 }
 
 #: the classifier's forest's `Params.bound_block`: a leaf at its depth bound (two thirds of its attempts on
-#: SEA) doubles its blocks up to four grace periods, since it only refines its value. SEA's 20,000 records in
-#: batches of 1,000 (process CPU): the classifier 16,700 -> 26,100 records/s, 20 times ARF's speed, SEA and
-#: its drift streams within 0.12 point; at or above the best peer ensemble on 14 of the suite's 20
-#: classification streams instead of 15 (the moons 93.32 against SRP's 93.36, 93.38 before: four records in
-#: 10,000). Two or eight grace periods: 14, sixteen 13 (docs/decisions.md, "The boosted ensemble")
+#: SEA) doubles its blocks up to four grace periods, since it only refines its value (and starts over at one
+#: when its value moves: a drift). SEA's 20,000 records in batches of 1,000 (process CPU): the classifier
+#: 16,700 -> 26,100 records/s, 20 times ARF's speed, SEA and its drift streams within 0.06 point; at or above
+#: the best peer ensemble on 14 of the suite's 20 classification streams instead of 15 (the moons 93.34
+#: against SRP's 93.36, 93.38 before: two records in 10,000). Two or eight grace periods: 14, sixteen 13
+#: (docs/decisions.md, "The boosted ensemble")
 CLASSIFIER_FOREST_BOUND_BLOCK = 4
 
 #: the regressor's forest: ten bagged members of split confidence 0.1 and grace period 20, summed at a
