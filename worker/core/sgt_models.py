@@ -62,9 +62,10 @@ def preload() -> None:
     partition's first batch does not stall its pipeline, nor its first prediction after a restore
     wait, for them. The kernels load with the argument types of their calls, so small models of each
     shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
-    ensembles of two and of three classes (whose members' trees have one output, and several), and a
+    ensembles of two and of three classes (whose members' trees have one output, and several), a
     regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
-    the others never call).
+    the others never call), and a constant-leaf tree one split deep, whose leaves at the depth bound
+    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do).
     """
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
     from sgt.split import f_test
@@ -81,5 +82,6 @@ def preload() -> None:
         (BoostedClassifier(warm_up=50), two),
         (BoostedClassifier(warm_up=50), three),
         (SGTRegressor(warm_up=50, leaf_model="adaptive"), X[:, 0].tolist()),
+        (SGTClassifier(warm_up=50, max_depth=1, leaf_model="constant"), two),
     ):
         model.predict_learn_many(X, y)
