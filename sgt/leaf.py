@@ -174,7 +174,7 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         if self._evaluates_compiled(slot):
-            if not tree.linear and not self._may_split(node):
+            if not tree.linear and tree.at_depth_bound(node):
                 return self._evaluate_bound(slot)
             return self._evaluate_compiled(node, slot)
         if tree.linear and tree.params.linear_steps:
@@ -219,11 +219,6 @@ class LeafLearner(LinearTermSteps):
             and bool(tree.active[slot])
         )
 
-    def _may_split(self, node: int) -> bool:
-        """Whether leaf `node` lies above the depth bound (else no attempt of it searches a split)."""
-        bound = self.tree.params.max_depth
-        return bound is None or bool(self.tree.depth[node] < bound)
-
     def _evaluate_bound(self, slot: int) -> Candidate:
         """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
         the merge into its total alone (`_total_only`), then the null candidate, as `evaluate_leaf`
@@ -240,13 +235,11 @@ class LeafLearner(LinearTermSteps):
         of a save. (Its total has the bits the whole merge gives it: see `_merge_total`. The budget still
         counts its statistics, so it makes the leaves inactive that it made before.)"""
         tree = self.tree
-        bound = tree.params.max_depth
         return (
-            bound is not None
-            and not tree.linear
+            not tree.linear
             and tree.n_outputs == 1
             and type(self) is LeafLearner
-            and bool(tree.depth[tree.slot_node[slot]] >= bound)
+            and tree.at_depth_bound(int(tree.slot_node[slot]))
         )
 
     def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
@@ -261,7 +254,7 @@ class LeafLearner(LinearTermSteps):
             node,
             slot,
             bool(tree.linear and params.linear_steps),
-            params.max_depth is None or bool(tree.depth[node] < params.max_depth),
+            not tree.at_depth_bound(node),
             tree.pending_codes[slot, :size],
             tree.pending_g[slot, :size, None],
             tree.pending_h[slot, :size, None],
@@ -379,7 +372,7 @@ class LeafLearner(LinearTermSteps):
             params.blind_after is None
             or tree.n_outputs != 1
             or n < params.blind_after * params.grace_period
-            or (params.max_depth is not None and int(tree.depth[node]) >= params.max_depth)
+            or tree.at_depth_bound(node)
             or not self._impurity(slot) >= params.blind_impurity
         ):
             return None
@@ -506,11 +499,7 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         params, layout = tree.params, tree.layout
         bests = [self._null_candidate(slot) for slot in slots]
-        open_ = [
-            k
-            for k, node in enumerate(nodes)
-            if (params.max_depth is None or tree.depth[node] < params.max_depth) and tree.active[slots[k]]
-        ]
+        open_ = [k for k, node in enumerate(nodes) if not tree.at_depth_bound(node) and tree.active[slots[k]]]
         # the best numeric split stands for every numeric feature: the scan below takes the lowest
         # mean, the earliest feature on ties, and best_numeric breaks its ties the same way
         by_feature: list[dict[int, Candidate | None]] = [{} for _ in nodes]

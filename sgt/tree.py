@@ -177,17 +177,15 @@ class Tree:
         start = self.params.grace_start or grace
         return grace if start << min(depth, 40) >= grace else start << depth
 
+    def at_depth_bound(self, node: int) -> bool:
+        """Whether node `node` lies at the depth bound (`max_depth`): a leaf there never splits."""
+        bound = self.params.max_depth
+        return bound is not None and bool(self.depth[node] >= bound)
+
     def block_limit(self, node: int) -> int:
         """The longest block of leaf `node`: grace_period, or with `Params.bound_block` k, k grace
         periods at the depth bound (a leaf there never splits: its attempts only step its value)."""
-        params = self.params
-        if (
-            params.bound_block is not None
-            and params.max_depth is not None
-            and self.depth[node] >= params.max_depth
-        ):
-            return params.grace_period * params.bound_block
-        return params.grace_period
+        return self.pending_limit() if self.at_depth_bound(node) else self.params.grace_period
 
     def pending_limit(self) -> int:
         """The longest block any leaf may hold (`block_limit` at its largest)."""
