@@ -155,6 +155,14 @@ def predicted_then_learned(model: Any, X: Any, y: Any) -> list[Any]:
     return out
 
 
+def looped_with_restore(model: Any, X: Any, y: Any, at: int) -> tuple[Any, list[Any]]:
+    """`predicted_then_learned` over rows ``X``, ``y``, the model saved and restored after row ``at``:
+    the model at the end (a new object) and each row's prediction."""
+    head = predicted_then_learned(model, X[: at + 1], y[: at + 1])
+    model = type(model).from_bytes(model.to_bytes())
+    return model, head + predicted_then_learned(model, X[at + 1 :], y[at + 1 :])
+
+
 def learned_in_pieces(
     model: Any, X: Any, y: Any, cuts: list[int], methods: list[str]
 ) -> tuple[Any, list[Any]]:

@@ -28,6 +28,7 @@ from sgt.serialization import SerializationError, decode, encode
 from tests.fixtures.make_forest_fixture import FOREST_PARAMS, FOREST_ROWS, linear
 from tests.fixtures.make_nine_choice_fixture import PARAMS, ROWS, piecewise
 from tests.floats import assert_within_ulps
+from tests.sgt.sgt_testkit import looped_with_restore
 
 #: a BoostedRegressor saved by the code whose forest never retired, and what it predicted after
 #: (tests/fixtures/make_forest_fixture.py)
@@ -129,13 +130,7 @@ def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
     predictions = np.concatenate(
         [batched.predict_learn_many(records[i : i + 500], targets[i : i + 500]) for i in range(0, 1600, 500)]
     )
-    loop = new()
-    looped = []
-    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
-        looped.append(loop.predict_one(record))
-        loop.learn_one(record, target)
-        if i == 777:
-            loop = BoostedRegressor.from_bytes(loop.to_bytes())
+    loop, looped = looped_with_restore(new(), records, targets, 777)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
 
@@ -436,13 +431,7 @@ def test_the_forest_stays_within_its_budget_and_exact_where_the_layout_widens() 
     )
     assert batched._forest is not None and "forest" in _serving_models(batched)
     assert batched._forest.nbytes <= 400_000 and batched._forest.n_inactive > 0  # (the budget bound it)
-    loop = new()
-    looped = []
-    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
-        looped.append(loop.predict_one(record))
-        loop.learn_one(record, target)
-        if i == 1234:
-            loop = _TightForest.from_bytes(loop.to_bytes())
+    loop, looped = looped_with_restore(new(), records, targets, 1234)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
 
@@ -455,15 +444,18 @@ class _YoungChoice(TreeChoice):
     TREE_YOUTH = 25
 
 
+#: a choice's rows for the property tests: the ensemble's, the tree's and the forest's predictions, the
+#: target, and whether the row is learned
+_CHOICE_ROWS = st.lists(
+    st.tuples(st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.booleans()),
+    min_size=0,
+    max_size=120,
+)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    rows=st.lists(
-        st.tuples(
-            st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.booleans()
-        ),
-        min_size=0,
-        max_size=120,
-    ),
+    rows=_CHOICE_ROWS,
     learned=st.integers(0, 40),
     tree=st.booleans(),
     margin=st.sampled_from([0.0, 0.25]),
@@ -610,13 +602,7 @@ class _RetiringTreeWeakForest(_WeakForest):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    rows=st.lists(
-        st.tuples(
-            st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.floats(-10, 10), st.booleans()
-        ),
-        min_size=0,
-        max_size=120,
-    ),
+    rows=_CHOICE_ROWS,
     learned=st.one_of(st.none(), st.integers(0, 40)),
     tree_learned=st.one_of(st.none(), st.integers(0, 40)),
     forest=st.booleans(),

@@ -22,6 +22,7 @@ from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import explain_raw
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
+from tests.sgt.sgt_testkit import looped_with_restore
 
 
 def _steps(n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -229,13 +230,7 @@ def test_categories_and_missing_features_keep_loop_batch_and_restore_exact(
     predictions = np.concatenate(
         [batched.predict_learn_many(records[i : i + 500], targets[i : i + 500]) for i in range(0, 2000, 500)]
     )
-    loop = new()
-    looped = []
-    for i, (record, target) in enumerate(zip(records, targets, strict=True)):
-        looped.append(loop.predict_one(record))
-        loop.learn_one(record, target)
-        if i == 1234:
-            loop = BoostedRegressor.from_bytes(loop.to_bytes())
+    loop, looped = looped_with_restore(new(), records, targets, 1234)
     np.testing.assert_array_equal(np.array(looped), predictions)
     assert loop.to_bytes() == batched.to_bytes()
 
