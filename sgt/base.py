@@ -20,7 +20,7 @@ from sgt.checks import check_real as _check_real
 from sgt.chunked import ROW_BY_ROW_MAX, run_codes, run_parts, widening_rows
 from sgt.explain import importances
 from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
-from sgt.layout import Layout, LeafInputs, Params
+from sgt.layout import Layout, LeafInputs, Params, checked_bound_block
 from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
 from sgt.tree import Tree
@@ -685,9 +685,10 @@ def _with_subclasses(cls: type[BaseSGT]) -> Iterator[type[BaseSGT]]:
 
 def saved_bound_block(saved: Any) -> int | None:
     """The `bound_block` setting a save holds, checked (SerializationError if not an integer >= 2)."""
-    if saved is not None and (isinstance(saved, bool) or not isinstance(saved, int) or saved < 2):
-        raise SerializationError(f"bound_block must be None or an integer >= 2, got {saved!r}")
-    return saved
+    try:
+        return checked_bound_block(saved)
+    except ValueError as error:
+        raise SerializationError(str(error)) from None
 
 
 def blind_params(blind: tuple[float, float] | None) -> dict[str, Any]:

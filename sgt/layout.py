@@ -15,13 +15,21 @@ its weights by (`leaf_inputs`, `LeafInputs`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from sgt.features import FeatureSpace
 
-__all__ = ["Layout", "LeafInputs", "Params", "leaf_input", "leaf_inputs", "leaf_inputs_of"]
+__all__ = [
+    "Layout",
+    "LeafInputs",
+    "Params",
+    "checked_bound_block",
+    "leaf_input",
+    "leaf_inputs",
+    "leaf_inputs_of",
+]
 
 
 @dataclass(frozen=True)
@@ -80,9 +88,15 @@ class Params:
     bound_block: int | None = None
 
     def __post_init__(self) -> None:
-        bound = self.bound_block
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 2):
-            raise ValueError(f"bound_block must be None or an integer >= 2, got {bound!r}")
+        checked_bound_block(self.bound_block)
+
+
+def checked_bound_block(bound: Any) -> int | None:
+    """`bound` as `Params.bound_block` (ValueError, naming the setting, if it is not None or an
+    integer >= 2)."""
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 2):
+        raise ValueError(f"bound_block must be None or an integer >= 2, got {bound!r}")
+    return bound
 
 
 class Layout:
