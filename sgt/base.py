@@ -565,7 +565,11 @@ class BaseSGT:
         return g[:, 0].tolist(), h[:, 0].tolist()
 
     def _predict_raw_one(self, x: Any) -> list[float]:
-        codes = self._space.encode_one(x, learn=False)
+        return self._predict_raw_codes(self._space.encode_one(x, learn=False))
+
+    def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
+        """`_predict_raw_one` of a record already encoded in the model's space (a model that also
+        needs the codes for something else, or shares its space with another, encodes it once)."""
         return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
 
     def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 
 from sgt import kernels
 from sgt.split import Candidate
@@ -220,3 +221,17 @@ def same_candidates(a: Candidate | None, b: Candidate | None) -> bool:
         and np.array_equal(a.categories, b.categories)
         and a.missing_child == b.missing_child
     )
+
+
+def counted_encodings(model: Any, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The `learn` flag of each record `model`'s own feature space encodes from now on (a side
+    model's too where it shares that space; not one whose space is its own)."""
+    calls: list[bool] = []
+    encode = model._space.encode_one
+
+    def counted(x: Any, learn: bool) -> list[int]:
+        calls.append(learn)
+        return encode(x, learn)
+
+    monkeypatch.setattr(model._space, "encode_one", counted)
+    return calls
