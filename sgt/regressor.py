@@ -397,8 +397,8 @@ class SGTRegressor(BaseSGT):
         """The trees' raw scores of one record, plus the trend offset (an identity link: a score)."""
         raw = super()._predict_raw_codes(codes)
         if self._trend is None:
-            return raw
-        offset = self._trend.offset()
+            return raw  # (as they are: adding `_offset()`'s 0.0 would turn a score of -0.0 into 0.0)
+        offset = self._offset()
         return [value + offset for value in raw]
 
     def _run_codes(
