@@ -164,6 +164,14 @@ def looped_with_restore(model: Any, X: Any, y: Any, at: int) -> tuple[Any, list[
     return model, head + predicted_then_learned(model, X[at + 1 :], y[at + 1 :])
 
 
+def looped(model: Any, X: Any, y: Any, restore_at: int | None = None) -> tuple[Any, list[Any]]:
+    """`predicted_then_learned` over rows ``X``, ``y``, the model saved and restored before row
+    ``restore_at`` (None: never): the model at the end and each row's prediction."""
+    if restore_at is None:
+        return model, predicted_then_learned(model, X, y)
+    return looped_with_restore(model, X, y, restore_at - 1)
+
+
 def learned_in_pieces(
     model: Any, X: Any, y: Any, cuts: list[int], methods: list[str]
 ) -> tuple[Any, list[Any]]:
