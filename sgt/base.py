@@ -71,6 +71,18 @@ class TreeGroup(NamedTuple):
     trees: list[Tree]
 
 
+class EncodedRows(NamedTuple):
+    """A batch as `BaseSGT._encoded_rows` makes it ready to run: its codes, which rows are learned,
+    the checked targets, the rows that bring a new target (`_prepare_targets`' events) and the grids
+    that grew at each row (by row)."""
+
+    codes: np.ndarray
+    learn: np.ndarray
+    targets: np.ndarray
+    events: np.ndarray
+    regrids: dict[int, list[Regrid]]
+
+
 class BaseSGT:
     """Base class of the SGT estimators; not used directly."""
 
@@ -565,7 +577,11 @@ class BaseSGT:
         return g[:, 0].tolist(), h[:, 0].tolist()
 
     def _predict_raw_one(self, x: Any) -> list[float]:
-        codes = self._space.encode_one(x, learn=False)
+        return self._predict_raw_codes(self._space.encode_one(x, learn=False))
+
+    def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
+        """`_predict_raw_one` of a record already encoded in the model's space (a model that also
+        needs the codes for something else, or shares its space with another, encodes it once)."""
         return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
 
     def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:
@@ -607,6 +623,16 @@ class BaseSGT:
         `y[i] is None` (or `y is None`) means row i is only predicted. `out` is handed to the
         `_observe_row` and `_observe_plain` hooks (where an estimator collects its own outputs).
         """
+        rows = self._encoded_rows(X, y)
+        if isinstance(rows, np.ndarray):  # (cut by a memory budget: each part encodes its own rows)
+            return self._run_parts(X, y, out, rows)
+        self._sync_layout()
+        return self._run_codes(rows.codes, rows.targets, rows.learn, rows.events, out, rows.regrids)
+
+    def _encoded_rows(self, X: Any, y: Sequence[Any] | None) -> EncodedRows | np.ndarray:
+        """A batch encoded, with its targets checked, as `_run` (and an ensemble's) runs it; or, where a
+        memory budget cuts it (`_widening_rows`), the rows where its parts start, with the feature
+        space as it was. A bad record anywhere in the batch raises and changes nothing."""
         n = len(X)
         if y is not None and len(y) != n:
             raise ValueError(f"X has {n} rows but y has {len(y)} targets")
@@ -615,19 +641,18 @@ class BaseSGT:
         try:
             codes = self._encode_batch(X, learn)
             # (every target checked before any part of the batch is learned)
-            targets, target_events = self._prepare_targets(y if y is not None else [None] * n, learn)
+            targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
             cuts = self._widening_rows(snapshot, codes, learn)
-            if cuts.size:  # (the space is as it was: each part encodes its own rows)
-                return self._run_parts(X, y, out, cuts)
         except Exception:
             self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
             raise
-        self._sync_layout()
+        if cuts.size:
+            return cuts
         # a grown grid is an event at its record: predicted on the old grid, then learned on the new
         regrids: dict[int, list[Regrid]] = {}
         for regrid in self._space.take_regrids():
             regrids.setdefault(regrid.row, []).append(regrid)
-        return self._run_codes(codes, targets, learn, target_events, out, regrids)
+        return EncodedRows(codes, learn, targets, events, regrids)
 
     def _widening_rows(self, snapshot: tuple[Any, ...], codes: np.ndarray, learn: np.ndarray) -> np.ndarray:
         """With a memory budget, the rows after the first where a one-record loop would widen the layout

@@ -393,12 +393,12 @@ class SGTRegressor(BaseSGT):
         target = super()._prepare_target_one(y)
         return target if self._trend is None else self._trend.take(target)
 
-    def _predict_raw_one(self, x: Any) -> list[float]:
+    def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
         """The trees' raw scores of one record, plus the trend offset (an identity link: a score)."""
-        raw = super()._predict_raw_one(x)
+        raw = super()._predict_raw_codes(codes)
         if self._trend is None:
-            return raw
-        offset = self._trend.offset()
+            return raw  # (as they are: adding `_offset()`'s 0.0 would turn a score of -0.0 into 0.0)
+        offset = self._offset()
         return [value + offset for value in raw]
 
     def _run_codes(
@@ -456,7 +456,16 @@ class SGTRegressor(BaseSGT):
 
     def predict_one(self, x: Any) -> float:
         """Prediction for one record."""
-        return self._served(float(self._linked_one(x)[self._serving()]))
+        return self._served_one(self._predict_raw_one(x))
+
+    def _predict_codes_one(self, codes: Sequence[int] | np.ndarray) -> float:
+        """`predict_one` of a record already encoded in the model's space (the boosted regressor's
+        single tree shares the ensemble's space, so the ensemble's codes serve it as well)."""
+        return self._served_one(self._predict_raw_codes(codes))
+
+    def _served_one(self, raw: list[float]) -> float:
+        """The prediction served from one record's raw scores (one per tree)."""
+        return self._served(float(self.loss.link(np.array(raw))[self._serving()]))
 
     def predict_many(self, X: Any) -> np.ndarray:
         """Predictions for many records (1-D float array)."""

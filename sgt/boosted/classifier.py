@@ -275,8 +275,9 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         if len(self._classes) < 2 or self._bayes is None:
             return super().predict_proba_one(x)  # the ensemble's softmax, calibrated if asked
         assert self._calibrator is not None
-        tree = self._calibrator.proba_one(self._predict_raw_one(x))
-        row = [int(c) for c in self._space.encode_one(x, learn=False)]
+        codes = self._space.encode_one(x, learn=False)  # (once, for the members and the naive Bayes)
+        tree = self._calibrator.proba_one(self._predict_raw_codes(codes))
+        row = [int(c) for c in codes]
         return dict(zip(self._classes, self._bayes.predict_one(row, tree, self._numeric_list(len(row)))))
 
     def _n_outputs_per_member(self) -> int:

@@ -54,25 +54,10 @@ class _Boosting(_Core):
         outputs (classes) known when each row was predicted. (``out``, the smoothed probabilities of a
         single committee, is never given: the ensemble's ``proba`` is always "tree".)"""
         assert out is None
-        n = len(X)
-        if y is not None and len(y) != n:
-            raise ValueError(f"X has {n} rows but y has {len(y)} targets")
-        learn = np.zeros(n, dtype=bool) if y is None else np.array([t is not None for t in y], dtype=bool)
-        snapshot = self._space.snapshot()
-        try:
-            codes = self._encode_batch(X, learn)
-            # (every target checked before any part of the batch is learned)
-            targets, events = self._prepare_targets(y if y is not None else [None] * n, learn)
-            cuts = self._widening_rows(snapshot, codes, learn)
-            if cuts.size:  # with a memory budget (see BaseSGT._widening_rows)
-                return self._run_parts(X, y, None, cuts)
-        except Exception:
-            self._space.restore(snapshot)  # a bad record anywhere in the batch changes nothing
-            raise
-        regrids: dict[int, list[Regrid]] = {}
-        for regrid in self._space.take_regrids():
-            regrids.setdefault(regrid.row, []).append(regrid)
-        return self._run_encoded(codes, targets, learn, events, regrids)
+        rows = self._encoded_rows(X, y)
+        if isinstance(rows, np.ndarray):  # with a memory budget (see BaseSGT._widening_rows)
+            return self._run_parts(X, y, None, rows)
+        return self._run_encoded(rows.codes, rows.targets, rows.learn, rows.events, rows.regrids)
 
     def _run_encoded(
         self,

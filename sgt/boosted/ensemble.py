@@ -448,8 +448,7 @@ class _Core(_Estimator):
             self._recent.restore("recent", arrays, self._layout.n_features)
 
     # -- prediction of one record --------------------------------------------------------------
-    def _predict_raw_one(self, x: Any) -> list[float]:
-        codes = self._space.encode_one(x, learn=False)
+    def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
         columns = self._n_raw(0) + int(self._outputs.every_class_from_three)
         total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
         for m, member in enumerate(self._members):

@@ -365,12 +365,17 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._rows = None
 
     def _predict_raw_one(self, x: Any) -> list[float]:
-        scores = super()._predict_raw_one(x)
+        """The served score of one record, encoded once for the members and the single tree (they share
+        a space); the forest encodes it in its own (`_forest_rows` says why)."""
+        codes = self._space.encode_one(x, learn=False)
+        scores = self._predict_raw_codes(codes)
         if self._residual is not None:
             scores = [self._residual.corrected(scores[0])]  # (as `ResidualLevel.apply` corrects it)
         if self._choice is None:
             return scores
-        tree = None if self._single is None else self._single.predict_one(x)
+        single = self._single
+        assert single is None or single._space is self._space  # (`_new_single`, `_restore_arrays`)
+        tree = None if single is None else single._predict_codes_one(codes)
         forest = None if self._forest is None else self._forest.predict_one(x)
         served = self._choice.candidates(scores[0], tree, forest)
         return [served[self._choice.serving()]]

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
 
 from sgt import kernels
 from sgt.split import Candidate
@@ -163,6 +164,14 @@ def looped_with_restore(model: Any, X: Any, y: Any, at: int) -> tuple[Any, list[
     return model, head + predicted_then_learned(model, X[at + 1 :], y[at + 1 :])
 
 
+def looped(model: Any, X: Any, y: Any, restore_at: int | None = None) -> tuple[Any, list[Any]]:
+    """`predicted_then_learned` over rows ``X``, ``y``, the model saved and restored before row
+    ``restore_at`` (None: never): the model at the end and each row's prediction."""
+    if restore_at is None:
+        return model, predicted_then_learned(model, X, y)
+    return looped_with_restore(model, X, y, restore_at - 1)
+
+
 def learned_in_pieces(
     model: Any, X: Any, y: Any, cuts: list[int], methods: list[str]
 ) -> tuple[Any, list[Any]]:
@@ -220,3 +229,17 @@ def same_candidates(a: Candidate | None, b: Candidate | None) -> bool:
         and np.array_equal(a.categories, b.categories)
         and a.missing_child == b.missing_child
     )
+
+
+def counted_encodings(model: Any, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The `learn` flag of each record `model`'s own feature space encodes from now on (a side
+    model's too where it shares that space; not one whose space is its own)."""
+    calls: list[bool] = []
+    encode = model._space.encode_one
+
+    def counted(x: Any, learn: bool) -> list[int]:
+        calls.append(learn)
+        return encode(x, learn)
+
+    monkeypatch.setattr(model._space, "encode_one", counted)
+    return calls

@@ -25,6 +25,7 @@ from sgt.leaf import _median_split
 from sgt.serialization import SerializationError
 from sgt.stats import N, block_stats
 from tests.fixtures.make_boosted_fixture import checkerboard
+from tests.sgt.sgt_testkit import looped
 
 RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "release-0.1.0" / "classifier.sgt"
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
@@ -75,12 +76,7 @@ def test_a_tree_that_finds_splits_does_not_split_blind() -> None:
 
 def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> bytes:
     """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model = make()
-    for i, (x, target) in enumerate(zip(X, y, strict=True)):
-        if i == restore_at:
-            model = type(model).from_bytes(model.to_bytes())
-        model.predict_proba_one(x)
-        model.learn_one(x, target)
+    model, _ = looped(make(), X, y, restore_at)
     return bytes(model.to_bytes())
 
 

@@ -346,21 +346,28 @@ def test_a_growing_member_count_batches_and_restores_as_the_loop(cuts: list[int]
 
 
 def _batches_and_restore_as_the_loop(
-    params: dict, cuts: list[int], at: int, expected: bytes, loop_proba: list[dict]
+    params: dict,
+    cuts: list[int],
+    at: int,
+    expected: bytes,
+    loop_proba: list[dict],
+    stream: tuple[list[dict], list] = (_RECORDS, _LABELS),
 ) -> None:
-    """A classifier with `params` over the classification stream, batched at `cuts`, publishes the
-    one-record loop's probabilities and ends with its bytes; so does one restored at record `at`."""
+    """A classifier with `params` over `stream` (the classification stream unless given), batched at
+    `cuts`, publishes the one-record loop's probabilities and ends with its bytes; so does one
+    restored at record `at`."""
+    records, labels = stream
     model, rows = BoostedClassifier(**params), []
-    for part in batches(N, cuts):
-        P = model.predict_learn_many(_RECORDS[part], _LABELS[part])
+    for part in batches(len(labels), cuts):
+        P = model.predict_learn_many(records[part], labels[part])
         rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
     assert model.to_bytes() == expected
     for (row, classes), want in zip(rows, loop_proba, strict=True):
         assert {c: row[j] for j, c in enumerate(classes) if c in want or row[j] != 0.0} == want
     model = BoostedClassifier(**params)
-    model.learn_many(_RECORDS[:at], _LABELS[:at])
+    model.learn_many(records[:at], labels[:at])
     restored = BoostedClassifier.from_bytes(model.to_bytes())
-    restored.learn_many(_RECORDS[at:], _LABELS[at:])
+    restored.learn_many(records[at:], labels[at:])
     assert restored.to_bytes() == expected
 
 
@@ -926,20 +933,7 @@ def test_the_five_class_stream_cuts_every_members_runs_often() -> None:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cuts=cut_points(N_MANY), at=st.integers(0, N_MANY))
 def test_many_classes_and_many_cuts_batch_and_restore_as_the_loop(cuts: list[int], at: int) -> None:
-    model = BoostedClassifier(**MANY_CUTS)
-    rows = []
-    for part in batches(N_MANY, cuts):
-        P = model.predict_learn_many(_RECORDS5[part], _LABELS5[part])
-        rows.extend((P[i], list(model.classes_)) for i in range(P.shape[0]))
-    expected_bytes, loop_proba = _five_class_loop()
-    assert model.to_bytes() == expected_bytes
-    for (row, classes), expected in zip(rows, loop_proba, strict=True):
-        assert {c: row[j] for j, c in enumerate(classes) if c in expected or row[j] != 0.0} == expected
-    restored = BoostedClassifier(**MANY_CUTS)
-    restored.learn_many(_RECORDS5[:at], _LABELS5[:at])
-    restored = BoostedClassifier.from_bytes(restored.to_bytes())
-    restored.learn_many(_RECORDS5[at:], _LABELS5[at:])
-    assert restored.to_bytes() == expected_bytes
+    _batches_and_restore_as_the_loop(MANY_CUTS, cuts, at, *_five_class_loop(), stream=(_RECORDS5, _LABELS5))
 
 
 # a young ensemble (sgt.boosted.Youth) with every parameter it can change, young for 500 records

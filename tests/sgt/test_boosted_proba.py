@@ -15,7 +15,7 @@ import pytest
 
 from sgt import BoostedClassifier, kernels
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import mixed_records
+from tests.sgt.sgt_testkit import counted_encodings, mixed_records
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
@@ -172,3 +172,19 @@ def test_the_calibration_follows_a_drift() -> None:
         accuracy[proba] = float(hit[6000:].mean())
         assert model.n_drifts >= 1
     assert accuracy["calibrated"] >= accuracy["tree"] - 0.01
+
+
+def test_the_young_naive_bayes_shares_the_members_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the naive Bayes is young, `predict_proba_one` encodes the record once for the members and
+    for it (the same space), with the same probabilities."""
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, (300, 3))
+    y = (X[:, 0] > X[:, 1]).astype(int).tolist()
+    model = BoostedClassifier(warm_up=50, single_tree=False, forest=False)
+    model.learn_many(X, y)
+    assert model._bayes is not None  # (young: it mixes into the probabilities)
+    record = dict(zip(["x0", "x1", "x2"], X[0].tolist(), strict=True))
+    expected = model.predict_proba_one(record)
+    calls = counted_encodings(model, monkeypatch)
+    assert model.predict_proba_one(record) == expected
+    assert calls == [False]

@@ -22,7 +22,7 @@ from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import explain_raw
 from sgt.losses import Huber, Poisson
 from sgt.serialization import SerializationError, decode, encode
-from tests.sgt.sgt_testkit import looped_with_restore
+from tests.sgt.sgt_testkit import counted_encodings, looped_with_restore
 
 
 def _steps(n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -343,3 +343,19 @@ def test_a_choice_saved_with_three_candidates_keeps_them(
     rest = BoostedRegressor.from_bytes(restored.to_bytes()).predict_learn_many(X[1500:], y[1500:].tolist())
     np.testing.assert_array_equal(np.concatenate([first, rest]), predictions)
     assert len(decode(batched.to_bytes()).header["extra"]["single"]["choice"]) == 3
+
+
+def test_predict_one_encodes_the_record_once_for_the_members_and_the_single_tree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The single tree shares the ensemble's feature space, so the ensemble's codes serve it too (the
+    forest encodes in a space of its own); the prediction is the same."""
+    X, y = _steps(900)  # (fewer than the forest's youth: it cannot have retired)
+    model = BoostedRegressor(warm_up=100)
+    model.learn_many(X, y.tolist())
+    assert model._single is not None and model._forest is not None  # (all three predict)
+    record = _records(X[:1])[0]
+    expected = model.predict_one(record)
+    calls = counted_encodings(model, monkeypatch)
+    assert model.predict_one(record) == expected
+    assert calls == [False]

@@ -22,7 +22,7 @@ from sgt.layout import Layout, Params
 from sgt.stats import MH
 from sgt.tree import Tree
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import mixed_records, step_regression_stream
+from tests.sgt.sgt_testkit import looped, mixed_records, step_regression_stream
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
@@ -81,14 +81,7 @@ STREAMS = _streams()
 
 def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> tuple[bytes, list[Any]]:
     """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model = make()
-    regression = isinstance(model, BoostedRegressor)
-    out = []
-    for i, (x, target) in enumerate(zip(X, y, strict=True)):
-        if i == restore_at:
-            model = type(model).from_bytes(model.to_bytes())
-        out.append(model.predict_one(x) if regression else model.predict_proba_one(x))
-        model.learn_one(x, target)
+    model, out = looped(make(), X, y, restore_at)
     return model.to_bytes(), out
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sgt import BoostedClassifier, BoostedRegressor, kernels
 from sgt.leaf import subspace
-from tests.sgt.sgt_testkit import mixed_records, multiclass_stream, step_regression_stream
+from tests.sgt.sgt_testkit import looped, mixed_records, multiclass_stream, step_regression_stream
 
 N = 1500
 SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
@@ -52,14 +52,7 @@ PROPERTY = settings(max_examples=8, deadline=None, suppress_health_check=[Health
 
 def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> tuple[bytes, list[Any]]:
     """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model = make()
-    regression = isinstance(model, BoostedRegressor)
-    out = []
-    for i, (x, target) in enumerate(zip(X, y, strict=True)):
-        if i == restore_at:
-            model = type(model).from_bytes(model.to_bytes())
-        out.append(model.predict_one(x) if regression else model.predict_proba_one(x))
-        model.learn_one(x, target)
+    model, out = looped(make(), X, y, restore_at)
     return model.to_bytes(), out
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import worker.devtools.produce as produce_module
 from tests.kafka_util import read_all
 from worker.devtools.produce import (
     InputFileError,
+    Row,
     TokenBucket,
     add_arguments,
     feature_record,
@@ -244,18 +245,57 @@ def test_separate_delayed_labels_are_co_partitioned(kafka_bootstrap: str, topic_
         assert label.timestamp()[1] - feature.timestamp()[1] >= 300 - 5  # broker clock, ms
 
 
+def assert_paced(stamps: list[float], before: float, rate: float, burst: int) -> None:
+    """The feature records' ``ts`` stamps keep to the token bucket's schedule, measured from its start.
+
+    The bucket starts full when `produce_stream` is called, so record ``k`` (from 0) is the
+    ``k + 1``-th token and cannot be granted before ``(k + 1 - burst) / rate`` seconds from then; its
+    stamp is taken after the grant. ``before`` is `time.time()` read just before the call, at or before
+    the bucket's start, so the bound is exact however late the first records are stamped: a first row
+    that is slow to produce (the stream's first chunk, a busy machine) delays the first stamp, not the
+    schedule, and measuring from the first stamp would shorten every span by that delay. ``EPS`` covers
+    only the float resolution of the wall-clock stamps (about 0.24 microseconds today). A busy machine
+    can only make records later, so the upper bound is loose.
+    """
+    early = [k for k in range(burst, len(stamps)) if stamps[k] - before < (k + 1 - burst) / rate - EPS]
+    assert not early, (
+        f"record {early[0]} stamped {stamps[early[0]] - before:.6f} s after the start, "
+        f"due no sooner than {(early[0] + 1 - burst) / rate:.6f} s"
+    )
+    assert stamps[-1] - before < (len(stamps) - burst) / rate + 2.5
+
+
+def slow_first_row(rows: Iterator[Row], delay: float) -> Iterator[Row]:
+    """``rows``, the first of them ``delay`` seconds late (as a cold stream's first chunk is)."""
+    time.sleep(delay)
+    yield from rows
+
+
 @pytest.mark.kafka
 def test_rate_is_respected(kafka_bootstrap: str, topic_factory: Topics) -> None:
     topic = topic_factory(1, "features")["features"]
+    before = time.time()
     result = produce_stream(kafka_bootstrap, topic, None, SEA(), count=600, rate=1000.0)
     assert result.features == 600
     # the bucket starts with a 10-record burst: the last record is due at (600 - 10) / 1000 s; a busy
     # machine can only make it later, so upper bounds are loose and lower bounds exact
     assert 0.59 <= result.seconds < 3.0
     stamps = sorted(doc["ts"] for doc in decoded(read_all(kafka_bootstrap, topic, 1, expect=600)))
-    assert 0.589 <= stamps[-1] - stamps[0] < 3.0
-    # evenly paced, not bunched: record i + 10 can never be sent less than i / rate after the first
-    assert all(stamps[i + 10] - stamps[0] >= i / 1000.0 - 1e-3 for i in range(0, 590, 7))
+    assert_paced(stamps, before, rate=1000.0, burst=DEFAULT_BURST)
+
+
+@pytest.mark.kafka
+def test_pacing_runs_from_the_bucket_start_when_the_first_row_is_late(
+    kafka_bootstrap: str, topic_factory: Topics
+) -> None:
+    topic = topic_factory(1, "features")["features"]
+    before = time.time()
+    rows = slow_first_row(SEA().iterate(), delay=0.02)
+    result = produce_stream(kafka_bootstrap, topic, None, rows, count=600, rate=1000.0)
+    assert result.features == 600
+    stamps = sorted(doc["ts"] for doc in decoded(read_all(kafka_bootstrap, topic, 1, expect=600)))
+    assert stamps[0] - before >= 0.02
+    assert_paced(stamps, before, rate=1000.0, burst=DEFAULT_BURST)
 
 
 @pytest.mark.kafka
