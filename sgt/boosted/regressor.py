@@ -8,7 +8,6 @@ policy; `sgt.adaptive.AdaptiveSGTRegressor` is a one-member one.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -248,14 +247,6 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         """The models the choice serves from: the ensemble and the side models the model has."""
         sides = {"tree": self._single, "forest": self._forest}
         return frozenset(["ensemble", *(name for name, side in sides.items() if side is not None)])
-
-    def _share_space(self, space: Any) -> None:
-        """Encode with `space` (another model's, which encodes each record once for both): the model,
-        its members and those it makes later."""
-        self._space = space
-        self._member_context = dataclasses.replace(self._member_context, space=space)
-        for member in self._all_members():
-            member._space, member._context = space, self._member_context
 
     @property
     def nbytes(self) -> int:
