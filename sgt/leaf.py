@@ -171,9 +171,7 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         if self._evaluates_compiled(slot):
-            if not tree.linear and tree.at_depth_bound(node):
-                return self._evaluate_bound(slot)
-            return self._evaluate_compiled(node, slot)
+            return self._evaluate_active(node, slot)
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
@@ -186,6 +184,8 @@ class LeafLearner(LinearTermSteps):
         where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
         sgt.split.best_numeric_leaves)."""
         tree = self.tree
+        if kernels.ENABLED and self._fuses():  # (the tree's checks once for all its leaves)
+            return [self._evaluate_fused(node) for node in nodes]
         if kernels.ENABLED or len(nodes) == 1:
             # (each leaf's evaluation reads its own alone; with the kernels the numpy pass below would
             # merge and search its leaves one at a time too, with more Python around them)
@@ -200,9 +200,14 @@ class LeafLearner(LinearTermSteps):
         return self._best_candidates(nodes, slots)
 
     def _evaluates_compiled(self, slot: int) -> bool:
-        """Whether `evaluate` takes `_evaluate_compiled` for the leaf at `slot`: with the kernels, an
-        active leaf of a one-output tree (not a subclass's) with constant or linear leaves, numeric
-        features only, and neither a linear gate nor feature subspaces."""
+        """Whether `evaluate` takes `_evaluate_active` for the leaf at `slot`: an active leaf of a tree
+        that `_fuses`."""
+        return self._fuses() and bool(self.tree.active[slot])
+
+    def _fuses(self) -> bool:
+        """Whether the tree's active leaves evaluate by the fused kernels (`_evaluate_active`): with the
+        kernels, a one-output tree (not a subclass's) with constant or linear leaves, numeric features
+        only, and neither a linear gate nor feature subspaces."""
         tree = self.tree
         params = tree.params
         return (
@@ -213,8 +218,22 @@ class LeafLearner(LinearTermSteps):
             and not tree.layout.nominal
             and params.linear_gate is None
             and not params.feature_share
-            and bool(tree.active[slot])
         )
+
+    def _evaluate_fused(self, node: int) -> Candidate:
+        """`evaluate` of a leaf of a tree that `_fuses`: `_evaluate_active` if it is active."""
+        tree = self.tree
+        slot = int(tree.slot[node])
+        if not tree.active[slot]:
+            return self.evaluate(node)
+        return self._evaluate_active(node, slot)
+
+    def _evaluate_active(self, node: int, slot: int) -> Candidate:
+        """`evaluate` of an active leaf of a tree that `_fuses`, by the fused kernels: `_evaluate_bound`
+        for a constant leaf at the depth bound, `_evaluate_compiled` for the others."""
+        if not self.tree.linear and self.tree.at_depth_bound(node):
+            return self._evaluate_bound(slot)
+        return self._evaluate_compiled(node, slot)
 
     def _evaluate_bound(self, slot: int) -> Candidate:
         """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):

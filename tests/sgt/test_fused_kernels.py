@@ -105,7 +105,7 @@ def test_a_fused_evaluation_equals_the_step_by_step_kernels_and_numpy(
     by_kernel, by_numpy = copy.deepcopy(tree), copy.deepcopy(tree)
     fused = tree.evaluate_leaves(nodes)
     with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):  # (1e200: overflows, as meant)
-        patch.setattr(LeafLearner, "_evaluates_compiled", lambda self, slot: False)
+        patch.setattr(LeafLearner, "_fuses", lambda self: False)  # (`_evaluates_compiled` reads it)
         stepwise = by_kernel.evaluate_leaves(nodes)
         patch.setattr(kernels, "ENABLED", False)
         reference = by_numpy.evaluate_leaves(nodes)
@@ -183,11 +183,9 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         fused = name == "fused"
         monkeypatch.setattr(kernels, "ENABLED", name != "numpy")
         monkeypatch.setattr(sgt.leafwise, "_one_pass", original_one_pass if fused else lambda tree: False)
-        monkeypatch.setattr(
-            LeafLearner, "_evaluates_compiled", original_evaluates if fused else lambda s, slot: False
-        )
+        monkeypatch.setattr(LeafLearner, "_fuses", original_fuses if fused else lambda s: False)
 
-    original_one_pass, original_evaluates = sgt.leafwise._one_pass, LeafLearner._evaluates_compiled
+    original_one_pass, original_fuses = sgt.leafwise._one_pass, LeafLearner._fuses
     yield choose
 
 
