@@ -221,12 +221,16 @@ class LeafLearner(LinearTermSteps):
         )
 
     def _evaluate_fused(self, node: int) -> Candidate:
-        """`evaluate` of a leaf of a tree that `_fuses`: `_evaluate_active` if it is active."""
+        """`evaluate` of a leaf of a tree that `_fuses`: `_evaluate_active` if it is active; an inactive
+        constant leaf's by `_evaluate_bound` too (as `evaluate` does it: `_merge_total`, then
+        `_null_candidate`), the others' as `evaluate` does it."""
         tree = self.tree
         slot = int(tree.slot[node])
-        if not tree.active[slot]:
-            return self.evaluate(node)
-        return self._evaluate_active(node, slot)
+        if tree.active[slot]:
+            return self._evaluate_active(node, slot)
+        if not tree.linear:
+            return self._evaluate_bound(slot)
+        return self.evaluate(node)
 
     def _evaluate_active(self, node: int, slot: int) -> Candidate:
         """`evaluate` of an active leaf of a tree that `_fuses`, by the fused kernels: `_evaluate_bound`
@@ -236,11 +240,12 @@ class LeafLearner(LinearTermSteps):
         return self._evaluate_compiled(node, slot)
 
     def _evaluate_bound(self, slot: int) -> Candidate:
-        """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
-        the merge into its total alone (`_total_only`), then the null candidate, by sgt.kernels'
-        evaluate_bound in one call (`_merge_total`'s and `_null_candidate`'s bits), with fewer arguments
-        to pass than evaluate_leaf and none of the search's results to unpack: two thirds of a deep
-        forest's attempts are at its bound."""
+        """`evaluate` of a constant leaf of a tree that `_fuses` which never splits (at the depth bound,
+        or inactive; no Newton step, no split search): the merge into its total alone (`_total_only`),
+        then the null candidate, by sgt.kernels' evaluate_bound in one call (`_merge_total`'s and
+        `_null_candidate`'s bits), with fewer arguments to pass than evaluate_leaf and none of the
+        search's results to unpack: half the default classifier's attempts on SEA are of such leaves (a
+        quarter at its forest's depth bound, a quarter made inactive by the forest's memory budget)."""
         tree = self.tree
         delta, mean, variance = kernels.evaluate_bound(
             tree.total, tree.pending_g, tree.pending_h, tree.pending_n, slot, tree.params.lambda_
