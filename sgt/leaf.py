@@ -241,11 +241,12 @@ class LeafLearner(LinearTermSteps):
 
     def _evaluate_bound(self, slot: int) -> Candidate:
         """`evaluate` of a constant leaf of a tree that `_fuses` which never splits (at the depth bound,
-        or inactive; no Newton step, no split search): the merge into its total alone (`_total_only`),
-        then the null candidate, by sgt.kernels' evaluate_bound in one call (`_merge_total`'s and
-        `_null_candidate`'s bits), with fewer arguments to pass than evaluate_leaf and none of the
-        search's results to unpack: half the default classifier's attempts on SEA are of such leaves (a
-        quarter at its forest's depth bound, a quarter made inactive by the forest's memory budget)."""
+        or inactive; no Newton step, no split search): the merge into its total alone (as
+        `_merge_pending` merges such a leaf's block), then the null candidate, by sgt.kernels'
+        evaluate_bound in one call (`_merge_total`'s and `_null_candidate`'s bits), with fewer
+        arguments to pass than evaluate_leaf and none of the search's results to unpack: half the
+        default classifier's attempts on SEA are of such leaves (a quarter at its forest's depth
+        bound, a quarter made inactive by the forest's memory budget)."""
         tree = self.tree
         delta, mean, variance = kernels.evaluate_bound(
             tree.total, tree.pending_g, tree.pending_h, tree.pending_n, slot, tree.params.lambda_
