@@ -235,9 +235,10 @@ class LeafLearner(LinearTermSteps):
     def _evaluate_active(self, node: int, slot: int) -> Candidate:
         """`evaluate` of an active leaf of a tree that `_fuses`, by the fused kernels: `_evaluate_bound`
         for a constant leaf at the depth bound, `_evaluate_compiled` for the others."""
-        if not self.tree.linear and self.tree.at_depth_bound(node):
+        bound = self.tree.at_depth_bound(node)
+        if bound and not self.tree.linear:
             return self._evaluate_bound(slot)
-        return self._evaluate_compiled(node, slot)
+        return self._evaluate_compiled(node, slot, search=not bound)
 
     def _evaluate_bound(self, slot: int) -> Candidate:
         """`evaluate` of a constant leaf of a tree that `_fuses` which never splits (at the depth bound,
@@ -268,10 +269,11 @@ class LeafLearner(LinearTermSteps):
             and tree.at_depth_bound(int(tree.slot_node[slot]))
         )
 
-    def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
+    def _evaluate_compiled(self, node: int, slot: int, search: bool) -> Candidate:
         """`evaluate` by sgt.kernels' evaluate_leaf, in one call: the Newton step of `_newton_compiled`,
-        the merge of `_merge_pending` and the candidates of `_best_candidates` (the null one, and the
-        best numeric split, which replaces it if its mean is lower), the same bits."""
+        the merge of `_merge_pending` and the candidates of `_best_candidates` (the null one, and with
+        `search`, the leaf not at the depth bound, the best numeric split, which replaces it if its
+        mean is lower), the same bits."""
         tree = self.tree
         params, layout = tree.params, tree.layout
         first, second = layout.pairs
@@ -279,7 +281,7 @@ class LeafLearner(LinearTermSteps):
             node,
             slot,
             bool(tree.linear and params.linear_steps),
-            not tree.at_depth_bound(node),
+            search,
             tree.pending_codes,
             tree.pending_g,
             tree.pending_h,

@@ -38,6 +38,15 @@ def held_total(kind: str, rng: np.random.Generator) -> np.ndarray:
     return total
 
 
+def nan_bits(a: np.ndarray | list[float]) -> np.ndarray:
+    """`bits`, every NaN as one: the sign of a NaN that an overflow makes (inf - inf, inf * 0) is not
+    the numpy code's to keep: numpy's own steps gave it either sign on the same numbers in two runs
+    of this test (hypothesis found the example flaky), and sgt.kernels' merge_total gave it the
+    other sign than numpy's before evaluate_bound did (on the main branch too)."""
+    a = np.asarray(a, dtype=np.float64)
+    return bits(np.where(np.isnan(a), np.nan, a))
+
+
 @settings(max_examples=300, deadline=None)  # (the first example loads the kernel)
 @given(
     rows=st.integers(0, 90),
@@ -53,7 +62,7 @@ def test_evaluate_bound_is_merge_total_then_the_null_candidate(
     """Catches evaluate_bound giving a slot other bits than the numpy steps it replaces (LeafLearner's
     `_merge_total`, then `_null_candidate`): its total after the merge (sums in another order, an empty
     block not merged), the null candidate's delta, mean and variance (fewer than two records: NaN), or a
-    block not emptied, or another slot's numbers touched."""
+    block not emptied, or another slot's numbers touched. Bit for bit but a NaN's sign (`nan_bits`)."""
     rng = np.random.default_rng(seed)
     slots, capacity = 3, 96
     total = np.stack([held_total(held, rng) for _ in range(slots)])
@@ -68,10 +77,10 @@ def test_evaluate_bound_is_merge_total_then_the_null_candidate(
     expected = null_candidate(expected_total, lambda_)
     with np.errstate(all="ignore"):  # (1e200: overflows, as meant)
         delta, mean, variance = kernels.evaluate_bound(total, pending_g, pending_h, pending_n, slot, lambda_)
-    assert np.array_equal(bits(total[slot]), bits(expected_total))
+    assert np.array_equal(nan_bits(total[slot]), nan_bits(expected_total))
     assert (
-        bits(np.array([delta, mean, variance])).tolist()
-        == bits(np.array([expected.deltas[0], expected.mean, expected.variance])).tolist()
+        nan_bits([delta, mean, variance]).tolist()
+        == nan_bits([expected.deltas[0], expected.mean, expected.variance]).tolist()
     )
     assert pending_n.tolist() == [0 if k == slot else 7 for k in range(slots)]
     others = [k for k in range(slots) if k != slot]
