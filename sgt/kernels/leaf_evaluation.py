@@ -5,7 +5,8 @@ LeafLearner._evaluate_bound.
 
 A boosted member's attempt, most of its learning time, then pays one call's fixed cost instead of
 four and their Python around them; both return floats (not an array, which costs its allocation and
-its conversion: about 1 us an attempt). It runs the kernels of sgt.kernels.leaf_steps and
+its conversion: measured, an array handed back costs 0.55 us more than a tuple of floats, and its
+`tolist` more). It runs the kernels of sgt.kernels.leaf_steps and
 sgt.kernels.split_search, so it gives their bits (a zero pivot in the Newton step included: inf and NaN).
 """
 
