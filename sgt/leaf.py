@@ -60,9 +60,6 @@ __all__ = ["ACTIVE", "FIRST_FULL_WINDOW", "INACTIVE", "LeafLearner", "subspace"]
 ACTIVE, INACTIVE = "active", "inactive"
 # the first prefix LeafLearner.first_full searches for a fill (then 4x longer ones)
 FIRST_FULL_WINDOW = 256
-# the categories of a candidate that is not a nominal split (shared: read only, and empty)
-_NO_CATEGORIES = np.empty(0, dtype=np.int64)
-_NO_CATEGORIES.flags.writeable = False
 
 
 class LeafLearner(LinearTermSteps):
@@ -174,9 +171,7 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         if self._evaluates_compiled(slot):
-            if not tree.linear and tree.at_depth_bound(node):
-                return self._evaluate_bound(slot)
-            return self._evaluate_compiled(node, slot)
+            return self._evaluate_active(node, slot)
         if tree.linear and tree.params.linear_steps:
             self._newton_linear(node, slot, self._choose(node, slot))
         self._merge_pending(slot)
@@ -189,6 +184,8 @@ class LeafLearner(LinearTermSteps):
         where the arithmetic allows (the same bits as one at a time: see `_merge_leaves` and
         sgt.split.best_numeric_leaves)."""
         tree = self.tree
+        if kernels.ENABLED and self._fuses():  # (the tree's checks once for all its leaves)
+            return [self._evaluate_fused(node) for node in nodes]
         if kernels.ENABLED or len(nodes) == 1:
             # (each leaf's evaluation reads its own alone; with the kernels the numpy pass below would
             # merge and search its leaves one at a time too, with more Python around them)
@@ -203,9 +200,14 @@ class LeafLearner(LinearTermSteps):
         return self._best_candidates(nodes, slots)
 
     def _evaluates_compiled(self, slot: int) -> bool:
-        """Whether `evaluate` takes `_evaluate_compiled` for the leaf at `slot`: with the kernels, an
-        active leaf of a one-output tree (not a subclass's) with constant or linear leaves, numeric
-        features only, and neither a linear gate nor feature subspaces."""
+        """Whether `evaluate` takes `_evaluate_active` for the leaf at `slot`: an active leaf of a tree
+        that `_fuses`."""
+        return self._fuses() and bool(self.tree.active[slot])
+
+    def _fuses(self) -> bool:
+        """Whether the tree's active leaves evaluate by the fused kernels (`_evaluate_active`): with the
+        kernels, a one-output tree (not a subclass's) with constant or linear leaves, numeric features
+        only, and neither a linear gate nor feature subspaces."""
         tree = self.tree
         params = tree.params
         return (
@@ -216,16 +218,41 @@ class LeafLearner(LinearTermSteps):
             and not tree.layout.nominal
             and params.linear_gate is None
             and not params.feature_share
-            and bool(tree.active[slot])
         )
 
+    def _evaluate_fused(self, node: int) -> Candidate:
+        """`evaluate` of a leaf of a tree that `_fuses`: `_evaluate_active` if it is active; an inactive
+        constant leaf's by `_evaluate_bound` too (as `evaluate` does it: `_merge_total`, then
+        `_null_candidate`), the others' as `evaluate` does it."""
+        tree = self.tree
+        slot = int(tree.slot[node])
+        if tree.active[slot]:
+            return self._evaluate_active(node, slot)
+        if not tree.linear:
+            return self._evaluate_bound(slot)
+        return self.evaluate(node)
+
+    def _evaluate_active(self, node: int, slot: int) -> Candidate:
+        """`evaluate` of an active leaf of a tree that `_fuses`, by the fused kernels: `_evaluate_bound`
+        for a constant leaf at the depth bound, `_evaluate_compiled` for the others."""
+        bound = self.tree.at_depth_bound(node)
+        if bound and not self.tree.linear:
+            return self._evaluate_bound(slot)
+        return self._evaluate_compiled(node, slot, search=not bound)
+
     def _evaluate_bound(self, slot: int) -> Candidate:
-        """`_evaluate_compiled` of a constant leaf at the depth bound (no Newton step, no split search):
-        the merge into its total alone (`_total_only`), then the null candidate, as `evaluate_leaf`
-        computes it (the same bits), with fewer arguments to pass and none of the search's results to
-        unpack: two thirds of a deep forest's attempts are at its bound."""
-        self._merge_total(slot)
-        return self._null_candidate(slot)
+        """`evaluate` of a constant leaf of a tree that `_fuses` which never splits (at the depth bound,
+        or inactive; no Newton step, no split search): the merge into its total alone (as
+        `_merge_pending` merges such a leaf's block), then the null candidate, by sgt.kernels'
+        evaluate_bound in one call (`_merge_total`'s and `_null_candidate`'s bits), with fewer
+        arguments to pass than evaluate_leaf and none of the search's results to unpack: half the
+        default classifier's attempts on SEA are of such leaves (a quarter at its forest's depth
+        bound, a quarter made inactive by the forest's memory budget)."""
+        tree = self.tree
+        delta, mean, variance = kernels.evaluate_bound(
+            tree.total, tree.pending_g, tree.pending_h, tree.pending_n, slot, tree.params.lambda_
+        )
+        return Candidate(-1, mean, variance, np.array([delta]))
 
     def _total_only(self, slot: int) -> bool:
         """Whether the leaf at `slot` merges its blocks into its total alone although it is active: a
@@ -242,22 +269,23 @@ class LeafLearner(LinearTermSteps):
             and tree.at_depth_bound(int(tree.slot_node[slot]))
         )
 
-    def _evaluate_compiled(self, node: int, slot: int) -> Candidate:
+    def _evaluate_compiled(self, node: int, slot: int, search: bool) -> Candidate:
         """`evaluate` by sgt.kernels' evaluate_leaf, in one call: the Newton step of `_newton_compiled`,
-        the merge of `_merge_pending` and the candidates of `_best_candidates` (the null one, and the
-        best numeric split, which replaces it if its mean is lower), the same bits."""
+        the merge of `_merge_pending` and the candidates of `_best_candidates` (the null one, and with
+        `search`, the leaf not at the depth bound, the best numeric split, which replaces it if its
+        mean is lower), the same bits."""
         tree = self.tree
         params, layout = tree.params, tree.layout
-        size = int(tree.pending_n[slot])
         first, second = layout.pairs
         found = kernels.evaluate_leaf(
             node,
             slot,
             bool(tree.linear and params.linear_steps),
-            not tree.at_depth_bound(node),
-            tree.pending_codes[slot, :size],
-            tree.pending_g[slot, :size, None],
-            tree.pending_h[slot, :size, None],
+            search,
+            tree.pending_codes,
+            tree.pending_g,
+            tree.pending_h,
+            tree.pending_n,
             layout.numeric,
             layout.inputs,
             first,
@@ -267,13 +295,12 @@ class LeafLearner(LinearTermSteps):
             tree.weights,
             tree.value,
             tree.stats[slot][:, None],
-            tree.total[slot][None],
+            tree.total,
             layout.offsets,
             layout.numeric_columns,
             params.lambda_,
             params.gamma,
-        ).tolist()
-        tree.pending_n[slot] = 0
+        )
         delta, mean, variance, split_mean, f, threshold, split_variance, left, right, to_left = found
         if split_mean < mean:  # (never where no split is found: its mean is +inf)
             return Candidate(
@@ -283,11 +310,8 @@ class LeafLearner(LinearTermSteps):
                 deltas=np.array([left, right]),
                 threshold=int(threshold),
                 missing_child=0 if to_left == 1.0 else 1,
-                categories=_NO_CATEGORIES,
             )
-        return Candidate(
-            feature=-1, mean=mean, variance=variance, deltas=np.array([delta]), categories=_NO_CATEGORIES
-        )
+        return Candidate(-1, mean, variance, np.array([delta]))
 
     def act(self, node: int, candidate: Candidate, space: FeatureSpace) -> bool:
         """The second half of an attempt: apply the candidate if its F-test passes (a value update,
@@ -296,22 +320,26 @@ class LeafLearner(LinearTermSteps):
         tree = self.tree
         slot = int(tree.slot[node])
         n = tree.merged_count(slot)
-        if not tree.active[slot] and candidate.is_split:  # (made inactive after an early evaluation: see
+        # (read once: nothing below changes it before the budget's `deactivate`, which ends its use;
+        # room_for_split makes other leaves inactive, never this one)
+        active = bool(tree.active[slot])
+        if not active and candidate.is_split:  # (made inactive after an early evaluation: see
             # sgt.leafwise; a candidate that is no split is the null one of the total already, as
             # evaluated: `_null_candidate`'s bits, or evaluate_leaf's, the same)
             candidate = self._null_candidate(slot)
         passed = candidate.mean < 0.0 and f_test(candidate.mean, candidate.variance, n) < self._level(slot, n)
-        if not passed and tree.active[slot] and tree.params.blind_after is not None:
+        if not passed and active and tree.params.blind_after is not None:
             blind = self._blind_candidate(node, slot, n, candidate)
             if blind is not None:
                 candidate, passed = blind, True
-        room = tree.room_for_split(slot, candidate, n) if passed and candidate.is_split else ACTIVE
+        split = candidate.is_split
+        room = tree.room_for_split(slot, candidate, n) if passed and split else ACTIVE
         if room is None:
             tree.deactivate(slot)  # the budget holds no split of it: it stops gathering statistics
             passed = False
-        elif tree.active[slot]:
-            tree.promise[slot] = max(0.0, -candidate.mean * n) if candidate.is_split else 0.0
-        if not (passed and candidate.is_split):  # the leaf stays a leaf: its next block is longer
+        elif active:
+            tree.promise[slot] = max(0.0, -candidate.mean * n) if split else 0.0
+        if not (passed and split):  # the leaf stays a leaf: its next block is longer
             longest = tree.block_limit(node)
             if passed and longest > tree.params.grace_period:  # (a value update at the depth bound)
                 tree.block[slot] = tree.params.grace_period
@@ -322,7 +350,7 @@ class LeafLearner(LinearTermSteps):
             if tree.adaptive and served and not tree.serving[node]:
                 tree.reset_slot(slot)  # see _serve_next
             return False
-        if not candidate.is_split:
+        if not split:
             self._step_value(node, candidate.deltas[0], served)
             tree.reset_slot(slot)
             tree.n_updates += 1
@@ -395,8 +423,10 @@ class LeafLearner(LinearTermSteps):
         Hessian is p (1 - p), so this is the Gini impurity of the predicted probabilities, 2 p (1 - p)
         with two classes (0.5 at the most), 1 - sum p^2 with a score per class (each weighed by the
         record's bagging weight)."""
-        hessians = self.tree.total[slot, ..., MH]
-        return 2.0 * float(hessians) if hessians.ndim == 0 else math.fsum(hessians.tolist())
+        total = self.tree.total
+        if total.ndim == 2:  # one output ([slots, 6]: a scalar, without the 0-d array of `...`)
+            return 2.0 * float(total[slot, MH])
+        return math.fsum(total[slot, :, MH].tolist())
 
     def _serve_next(self, node: int) -> int:
         """What the leaf served during its block (1: its linear term, or the one model of a tree that is
@@ -664,5 +694,4 @@ def _median_split(feature: int, columns: np.ndarray, lambda_: float) -> Candidat
         deltas=deltas,
         threshold=threshold,
         missing_child=0 if to_left else 1,
-        categories=_NO_CATEGORIES,
     )

@@ -269,6 +269,10 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
     tree = context.tree
     horizon = stop
     waiting = []
+    # the rows of the leaves that stayed (by sgt.kernels' leaf_rows_after): each lies after the first
+    # event and before `stop`, and at one node, so it is written once
+    stayed = np.empty(stop - queue[0].row if kernels.ENABLED and queue else 0, dtype=np.intp)
+    n_stayed = 0
     while queue and queue[0].row < horizon:
         row, node, candidate = heapq.heappop(queue)
         context.before_changes(row)
@@ -278,12 +282,11 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
         else:
             moved = tree.act(node, candidate, context.space)
             if not moved and kernels.ENABLED:  # (mostly) the leaf stays: its rows, then its next event
-                slot = int(tree.slot[node])
-                need = int(tree.block[slot] - tree.pending_n[slot])
-                rest, event = kernels.leaf_rows_after(run.nodes, run.learn, row, node, stop, need)
-                if rest.size:
-                    waiting.append(rest)
-                    horizon = min(horizon, event)
+                arrays = (tree.slot, tree.block, tree.pending_n, stayed)
+                n_stayed, event = kernels.leaf_rows_after(
+                    run.nodes, run.learn, row, node, stop, *arrays, n_stayed
+                )
+                horizon = min(horizon, event)  # (`stop` where no row is left)
                 continue
         # every later row at the node moves (the rows from `stop` on too: the run goes on after it)
         if kernels.ENABLED:
@@ -297,10 +300,12 @@ def _run_events(context: Context, queue: list[Event], run: Run, stop: int) -> np
             continue
         waiting.append(rest)
         horizon = min(horizon, _horizon(tree, rest, run, stop))
+    if n_stayed:
+        waiting.append(stayed[:n_stayed])
     if not waiting:
         return np.zeros(0, dtype=np.intp)
-    if len(waiting) == 1:  # (mostly) one event's rows, ascending already
-        return waiting[0]
+    if len(waiting) == 1:  # one event's rows, or those of leaves that stayed
+        return waiting[0] if n_stayed == 0 else np.sort(waiting[0])
     return np.sort(np.concatenate(waiting))
 
 

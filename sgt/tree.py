@@ -639,7 +639,8 @@ class Tree:
         """What the budget holds to the cap: `nbytes` with every pending block at its longest."""
         fixed, stats = self._slot_bytes()
         nodes = self._node_bytes() * self.n_nodes + sum(t.nbytes for t in self.tables)
-        return nodes + fixed * self.n_slots + stats * int(self.active[: self.n_slots].sum())
+        # (count_nonzero: the count sum gives, in 0.6 us against 1.9 us; the budget asks at every split)
+        return nodes + fixed * self.n_slots + stats * int(np.count_nonzero(self.active[: self.n_slots]))
 
     def _least_promising(self) -> list[int]:
         """The active slots, least promising first (ties: the older slot first)."""

@@ -20,6 +20,8 @@ A leaf of a one-output tree with numeric features only (no linear gate, no featu
 adaptive) takes the three in one call, `evaluate_leaf` (sgt.kernels.leaf_evaluation), with the null
 candidate and the winner's variance (LeafLearner._evaluate_compiled): a boosted member's attempt,
 most of its learning time, pays one call's fixed cost instead of four and their Python around them.
+A constant leaf there at the depth bound merges its block into its total and takes its null candidate
+in one call too (`evaluate_bound`, LeafLearner._evaluate_bound).
 
 A multi-output tree (a multiclass ensemble's member) runs them too: the search sums its outputs' loss
 changes, the merge takes every output in one pass over the block, and `linear_steps` steps and applies
@@ -38,6 +40,8 @@ each output's linear term. And the steps of a batch:
   `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients):
   sgt.kernels.gradients;
 - online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson;
+- the split attempt's F-test, scipy's F survival function called through numba
+  (`load_f_survival`, sgt.kernels.fdist: scipy's own function, not a copy);
 - a regressor's rows served in order, its residual levels and its tree choice updated row by row
   (`served_rows`, through sgt.level_rows): sgt.kernels.levels; a regressor's trend offsets, row by
   row (`trend_rows`, sgt.trend.TrendOffset.shift): sgt.kernels.trend_rows.
@@ -81,13 +85,14 @@ from __future__ import annotations
 import os
 
 from sgt.kernels.compiling import numba
+from sgt.kernels.fdist import load as load_f_survival
 from sgt.kernels.gradients import (
     binary_exponents,
     binary_finish,
     member_binary_exponents,
     member_binary_gradients,
 )
-from sgt.kernels.leaf_evaluation import EVALUATION_SIZE, evaluate_leaf
+from sgt.kernels.leaf_evaluation import evaluate_bound, evaluate_leaf
 from sgt.kernels.leaf_steps import linear_newton, linear_steps, merge_block, merge_total, regrid_bins
 from sgt.kernels.levels import MEANS, NO_MEANS, NOT_YET, served_rows
 from sgt.kernels.passes import leaf_rows_after, next_event, node_rows_after, plan_pass, take_pass
@@ -98,7 +103,6 @@ from sgt.kernels.trend_rows import trend_rows
 
 __all__ = [
     "ENABLED",
-    "EVALUATION_SIZE",
     "MEANS",
     "NOT_YET",
     "NO_MEANS",
@@ -107,10 +111,12 @@ __all__ = [
     "append_taken",
     "binary_exponents",
     "binary_finish",
+    "evaluate_bound",
     "evaluate_leaf",
     "leaf_rows_after",
     "linear_newton",
     "linear_steps",
+    "load_f_survival",
     "member_binary_exponents",
     "member_binary_gradients",
     "merge_block",

@@ -12,7 +12,7 @@ import numpy as np
 
 from sgt.kernels.compiling import compiled
 
-__all__ = ["linear_newton", "linear_steps", "merge_block", "merge_total", "regrid_bins"]
+__all__ = ["linear_newton", "linear_steps", "merge_block", "merge_output_total", "merge_total", "regrid_bins"]
 
 
 @compiled
@@ -81,25 +81,30 @@ def merge_block(
 def merge_total(total: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
     """Merge a leaf's pending block into its total alone, in place, as LeafLearner._merge_total does
     with sgt.stats' block_stats and merge (a leaf that gathers no split statistics): `total`
-    [outputs, 6], `g` and `h` [n, outputs]. Each output's sums run from +0.0 in the block's order (as
-    np.bincount's), its means over max(count, 1), then its centred moments; then Chan's update, which
-    merge applies even to an empty block."""
-    n, outputs = g.shape
-    for k in range(outputs):
-        block = np.zeros(6)
-        for i in range(n):
-            block[0] += 1.0
-            block[1] += g[i, k]
-            block[2] += h[i, k]
-        safe = max(block[0], 1.0)  # counts are whole numbers
-        block[1] = block[1] / safe
-        block[2] = block[2] / safe
-        for i in range(n):
-            dg, dh = g[i, k] - block[1], h[i, k] - block[2]
-            block[3] += dg * dg
-            block[4] += dh * dh
-            block[5] += dg * dh
-        _merge_into(total[k], block)
+    [outputs, 6], `g` and `h` [n, outputs], output after output (`merge_output_total`)."""
+    for k in range(g.shape[1]):
+        merge_output_total(total[k], g[:, k], h[:, k])
+
+
+@compiled
+def merge_output_total(total: np.ndarray, g: np.ndarray, h: np.ndarray) -> None:
+    """`merge_total` of one output: `total` [6], `g` and `h` [n]. The sums run from +0.0 in the block's
+    order (as np.bincount's), the means over max(count, 1), then the centred moments; then Chan's
+    update, which merge applies even to an empty block."""
+    block = np.zeros(6)
+    for i in range(g.size):
+        block[0] += 1.0
+        block[1] += g[i]
+        block[2] += h[i]
+    safe = max(block[0], 1.0)  # counts are whole numbers
+    block[1] = block[1] / safe
+    block[2] = block[2] / safe
+    for i in range(g.size):
+        dg, dh = g[i] - block[1], h[i] - block[2]
+        block[3] += dg * dg
+        block[4] += dh * dh
+        block[5] += dg * dh
+    _merge_into(total, block)
 
 
 #: Below this magnitude a number's square (and a product of two) is finite, so Chan's update of an

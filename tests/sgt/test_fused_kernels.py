@@ -79,7 +79,10 @@ def numeric_tree(seed: int, n_numeric: int, linear: bool, max_depth: int | None)
 
 
 def same_trees(a: Tree, b: Tree) -> bool:
-    return all(np.array_equal(bits(getattr(a, name)), bits(getattr(b, name))) for name in ARRAYS[:5]) and all(
+    """The trees' values, terms, totals and pending counts, then each slot's statistics (an inactive
+    slot's are empty: not stacked with the others'), the same bits."""
+    arrays = [name for name in ARRAYS[:5] if name != "stats"]
+    return all(np.array_equal(bits(getattr(a, name)), bits(getattr(b, name))) for name in arrays) and all(
         np.array_equal(x.view(np.uint8), y.view(np.uint8)) for x, y in zip(a.stats, b.stats, strict=True)
     )
 
@@ -105,10 +108,41 @@ def test_a_fused_evaluation_equals_the_step_by_step_kernels_and_numpy(
     by_kernel, by_numpy = copy.deepcopy(tree), copy.deepcopy(tree)
     fused = tree.evaluate_leaves(nodes)
     with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):  # (1e200: overflows, as meant)
-        patch.setattr(LeafLearner, "_evaluates_compiled", lambda self, slot: False)
+        patch.setattr(LeafLearner, "_fuses", lambda self: False)  # (`_evaluates_compiled` reads it)
         stepwise = by_kernel.evaluate_leaves(nodes)
         patch.setattr(kernels, "ENABLED", False)
         reference = by_numpy.evaluate_leaves(nodes)
+    assert all(same_candidates(a, b) for a, b in zip(fused, stepwise, strict=True))
+    assert all(same_candidates(a, b) for a, b in zip(fused, reference, strict=True))
+    assert same_trees(tree, by_kernel)
+    assert same_trees(tree, by_numpy)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_numeric=st.integers(1, 7),
+    linear=st.booleans(),
+    max_depth=st.sampled_from([None, 1, 2]),
+    inactive=st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_fused_evaluation_of_inactive_leaves_equals_the_step_by_step_kernels_and_numpy(
+    n_numeric, linear, max_depth, inactive, seed
+) -> None:
+    """Catches an inactive leaf (one a memory budget stopped gathering split statistics) evaluated with
+    other bits when its tree's leaves take the fused evaluation: a constant one by evaluate_bound (its
+    total merged alone, its null candidate), a linear one as `evaluate` does it, beside active leaves."""
+    tree, leaves = numeric_tree(seed, n_numeric, linear, max_depth)
+    for k in inactive:
+        tree.deactivate(int(tree.slot[leaves[k]]))
+    assert tree.learner._fuses()
+    by_kernel, by_numpy = copy.deepcopy(tree), copy.deepcopy(tree)
+    fused = tree.evaluate_leaves(leaves)
+    with pytest.MonkeyPatch.context() as patch, np.errstate(all="ignore"):  # (1e200: overflows, as meant)
+        patch.setattr(LeafLearner, "_fuses", lambda self: False)
+        stepwise = by_kernel.evaluate_leaves(leaves)
+        patch.setattr(kernels, "ENABLED", False)
+        reference = by_numpy.evaluate_leaves(leaves)
     assert all(same_candidates(a, b) for a, b in zip(fused, stepwise, strict=True))
     assert all(same_candidates(a, b) for a, b in zip(fused, reference, strict=True))
     assert same_trees(tree, by_kernel)
@@ -183,11 +217,9 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         fused = name == "fused"
         monkeypatch.setattr(kernels, "ENABLED", name != "numpy")
         monkeypatch.setattr(sgt.leafwise, "_one_pass", original_one_pass if fused else lambda tree: False)
-        monkeypatch.setattr(
-            LeafLearner, "_evaluates_compiled", original_evaluates if fused else lambda s, slot: False
-        )
+        monkeypatch.setattr(LeafLearner, "_fuses", original_fuses if fused else lambda s: False)
 
-    original_one_pass, original_evaluates = sgt.leafwise._one_pass, LeafLearner._evaluates_compiled
+    original_one_pass, original_fuses = sgt.leafwise._one_pass, LeafLearner._fuses
     yield choose
 
 

@@ -548,6 +548,15 @@ def test_the_scan_after_a_leaf_that_stays_is_leafwise_numpy_code(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kernels, "ENABLED", False)
         expected = leafwise._horizon(tree, rest, run, stop) if rest.size else stop
-    rows, event = kernels.leaf_rows_after(nodes, learn, row, node, stop, need)
-    assert rows.tolist() == rest.tolist() and rows.dtype == rest.dtype
+    out = np.full(n_rows + 3, -7, dtype=np.intp)  # (rows written after 3 held there already)
+    count, event = kernels.leaf_rows_after(nodes, learn, row, node, stop, *arrays(tree), out, 3)
+    assert out[3:count].tolist() == rest.tolist() and out[:3].tolist() == [-7] * 3
+    assert count == 3 + rest.size
     assert event == expected
+    if need > 1:  # the need read from the leaf's slot: its block less what it holds pending
+        tree.block[node], tree.pending_n[node] = need + 2, 2
+        assert kernels.leaf_rows_after(nodes, learn, row, node, stop, *arrays(tree), out, 3)[1] == event
+
+
+def arrays(tree: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tree.slot, tree.block, tree.pending_n

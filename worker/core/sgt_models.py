@@ -64,9 +64,10 @@ def preload() -> None:
     shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
     ensembles of two and of three classes (whose members' trees have one output, and several), a
     regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
-    the others never call), and a constant-leaf tree one split deep, whose leaves at the depth bound
-    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do).
-    """
+    the others never call), and constant-leaf trees one split deep, whose leaves at the depth bound
+    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
+    classifier's with a linear gate step by step, a regressor's in one call with the null candidate
+    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it)."""
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
     from sgt.split import f_test
 
@@ -83,5 +84,6 @@ def preload() -> None:
         (BoostedClassifier(warm_up=50), three),
         (SGTRegressor(warm_up=50, leaf_model="adaptive"), X[:, 0].tolist()),
         (SGTClassifier(warm_up=50, max_depth=1, leaf_model="constant"), two),
+        (SGTRegressor(warm_up=50, max_depth=1, leaf_model="constant"), X[:, 0].tolist()),
     ):
         model.predict_learn_many(X, y)
