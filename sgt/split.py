@@ -144,16 +144,14 @@ def f_test(mean: float, variance: float, n: float) -> float:
         return 1.0
     if variance <= 0.0:
         return 0.0 if mean != 0.0 else 1.0
-    survival = (kernels.ENABLED and kernels.load_f_survival()) or _fdtrc()
-    return float(survival(1.0, n - 1.0, n * mean * mean / variance))
+    return float(_fdtrc()(1.0, n - 1.0, n * mean * mean / variance))
 
 
 @functools.cache
 def _fdtrc() -> Callable[[float, float, float], float]:
     """scipy's F survival function, imported on first use: scipy.special takes longer to import than
     the rest of sgt together. (Kept after it: an import statement in `f_test`, run at every split
-    attempt, cost 0.5 us of its 1.5 us.) With the kernels, `f_test` calls the same function through
-    numba (sgt.kernels.fdist: 0.4 us against the ufunc's 1.0 us)."""
+    attempt, cost 0.5 us of its 1.5 us.)"""
     from scipy.special import fdtrc
 
     return cast(Callable[[float, float, float], float], fdtrc)

@@ -40,8 +40,6 @@ each output's linear term. And the steps of a batch:
   `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients):
   sgt.kernels.gradients;
 - online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson;
-- the split attempt's F-test, scipy's F survival function called through numba
-  (`load_f_survival`, sgt.kernels.fdist: scipy's own function, not a copy);
 - a regressor's rows served in order, its residual levels and its tree choice updated row by row
   (`served_rows`, through sgt.level_rows): sgt.kernels.levels; a regressor's trend offsets, row by
   row (`trend_rows`, sgt.trend.TrendOffset.shift): sgt.kernels.trend_rows.
@@ -85,7 +83,6 @@ from __future__ import annotations
 import os
 
 from sgt.kernels.compiling import numba
-from sgt.kernels.fdist import load as load_f_survival
 from sgt.kernels.gradients import (
     binary_exponents,
     binary_finish,
@@ -116,7 +113,6 @@ __all__ = [
     "leaf_rows_after",
     "linear_newton",
     "linear_steps",
-    "load_f_survival",
     "member_binary_exponents",
     "member_binary_gradients",
     "merge_block",
