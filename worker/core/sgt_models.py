@@ -65,9 +65,11 @@ def preload() -> None:
     ensembles of two and of three classes (whose members' trees have one output, and several), a
     regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
     the others never call), and a constant-leaf tree one split deep, whose leaves at the depth bound
-    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do).
+    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do); and a
+    Mondrian forest (a boosted classifier's `mondrian` side model, sgt.kernels.mondrian's walk).
     """
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
+    from sgt.boosted.mondrian import MondrianForest
     from sgt.split import f_test
 
     f_test(-1.0, 1.0, 10.0)
@@ -85,3 +87,6 @@ def preload() -> None:
         (SGTClassifier(warm_up=50, max_depth=1, leaf_model="constant"), two),
     ):
         model.predict_learn_many(X, y)
+    forest = MondrianForest(warm_up=50)
+    forest.predict_learn_many(X, two)
+    forest.predict_proba_one(X[0])
