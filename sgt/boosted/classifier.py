@@ -622,9 +622,11 @@ class MondrianChoice(SingleChoice):
     from `YOUTH` records learned on whenever "served" serves alone. It does not retire at a third
     class (it learns any number of classes).
 
-    Why an outer choice, not three more candidates of the inner one: the inner choice's side models
-    and its rules were measured as they are; this one offers the forest against whatever they serve,
-    and leaves them alone where it retires (docs/decisions.md, "The boosted ensemble").
+    Why an outer choice, not more candidates of the inner one: the inner choice's side models and its
+    rules were measured as they are; this one offers the forest against whatever they serve, and
+    leaves them alone where it retires. Replayed and then measured with this rule, the choice gains
+    where the forest leads (ImageSegments, a checkerboard, two moons, rbf-5) and loses at most about a
+    point where it does not (a short stream of 30% label noise).
     """
 
     ALONE: ClassVar[dict[str, int]] = {"mondrian": 1}
@@ -778,6 +780,10 @@ class BoostedClassifier(_ClassifierEnsemble):
         the format before it. The forest has no additive explanation: while a candidate with it
         serves, `explain_one` gives the other candidate's contributions times its weight, and the
         base the rest of the served log ratio; `feature_importances` counts none for the forest.
+        Off by default: on the robustness suite's 20 classification streams it is at or above the best
+        peer ensemble on 15 (the median of five seeds of the forest; 14 without it), ImageSegments
+        90.0% -> 94.3%, the checkerboard of 1,000 records 78.9% -> 87.6%, rbf-5 87.1% -> 90.9%, 30%
+        label noise over 1,000 records 62.3% -> 61.4%, at 4% to 10% more time.
 
     The other parameters are SGTClassifier's and apply to every tree.
 
