@@ -39,6 +39,7 @@ from sgt import (
 from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.boosted.classifier import ForestClassifier, SingleChoice
 from sgt.boosted.forest import REGRESSOR_FOREST
+from sgt.boosted.mondrian import MondrianForest
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import BLIND_SPLIT, YOUNG_BAYES, YOUNG_BAYES_BOUNDED
@@ -700,6 +701,20 @@ def boosted_class(classifier: Callable[..., Any], **params: Any) -> Callable[[St
     return lambda spec: BoostedRegressor() if spec.is_regression else classifier(**params)
 
 
+def _mondrian_seeded(offset: int) -> type[BoostedClassifier]:
+    """The classifier with its Mondrian forest (`mondrian`) drawing from seed + `offset`: the seed noise
+    of the outer choice's wins."""
+
+    class Seeded(BoostedClassifier):
+        def _new_mondrian(self) -> MondrianForest:
+            forest = super()._new_mondrian()
+            forest.seed += offset
+            return forest
+
+    Seeded.__name__ = Seeded.__qualname__ = f"_MondrianSeed{offset}BoostedClassifier"
+    return Seeded
+
+
 # the boosted models' defaults before they were measured on every stream
 PREVIOUS_BOOSTED = {
     "n_members": 10,
@@ -733,6 +748,12 @@ VARIANTS += (
     Variant("ours-boosted-relax-cap1", lambda spec: blind_boosted(spec, None, relax=(10.0, 1.0, 0.47))),
     Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
+    # the classifier with its bounded Mondrian forest and the outer choice (`mondrian`, opt-in)
+    Variant("ours-boosted-mondrian", boosted_classifier(mondrian=True)),
+    *(
+        Variant(f"ours-boosted-mondrian-s{k}", boosted_class(_mondrian_seeded(k), mondrian=True))
+        for k in (1, 2, 3, 4)
+    ),
     Variant("ours-boosted-constant", boosted(leaf_model="constant")),
     Variant("ours-boosted-linear", boosted(leaf_model="linear")),
     # the regressor's members with leaves that choose (the classifier has no adaptive leaves: its default)

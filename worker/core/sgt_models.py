@@ -64,11 +64,13 @@ def preload() -> None:
     shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
     ensembles of two and of three classes (whose members' trees have one output, and several), a
     regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
-    the others never call), and constant-leaf trees one split deep, whose leaves at the depth bound
+    the others never call), constant-leaf trees one split deep, whose leaves at the depth bound
     merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
     classifier's with a linear gate step by step, a regressor's in one call with the null candidate
-    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it)."""
+    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it); and a Mondrian forest (a boosted
+    classifier's `mondrian` side model, sgt.kernels.mondrian's walk)."""
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
+    from sgt.boosted.mondrian import MondrianForest
     from sgt.split import f_test
 
     f_test(-1.0, 1.0, 10.0)
@@ -87,3 +89,6 @@ def preload() -> None:
         (SGTRegressor(warm_up=50, max_depth=1, leaf_model="constant"), X[:, 0].tolist()),
     ):
         model.predict_learn_many(X, y)
+    forest = MondrianForest(warm_up=50)
+    forest.predict_learn_many(X, two)
+    forest.predict_proba_one(X[0])
