@@ -128,3 +128,13 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, idle_s: float = 2.0
     for message in read_all(bootstrap, topic, partitions, idle_s=idle_s):
         ends[message.partition()] = max(ends[message.partition()], message.offset() + 1)
     return ends
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed next offsets of the topic's partitions (0 where none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)
+    finally:
+        consumer.close()
+    return {tp.partition: max(tp.offset, 0) for tp in found}

@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from tests.kafka_util import end_offsets, produce_records, read_all
+from tests.kafka_util import committed_offsets, end_offsets, produce_records, read_all
 from tests.worker.proof_util import (
     PARTITIONS,
     SLOW,
@@ -74,16 +74,6 @@ def _predictions(bootstrap: str, topic: str) -> dict[tuple[int, int], list[dict[
     return out
 
 
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """The group's committed next offsets of the topic's partitions (0 where none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 30)
-    finally:
-        consumer.close()
-    return {tp.partition: max(tp.offset, 0) for tp in found}
-
-
 def _settle_transaction(bootstrap: str, transactional_id: str) -> None:
     """Do what a killed worker's successor does first: initialise its ``transactional.id``, which
     completes a commit the broker had received and aborts a transaction left open. Offsets read
@@ -124,8 +114,10 @@ def test_exactly_once_predicts_what_at_least_once_predicts(
     assert eos_predicted == _predictions(kafka_bootstrap, alos_topics["predictions"])
     assert len(eos_predicted) == N
     _assert_run_starts_at(eos_predicted, dict.fromkeys(range(PARTITIONS), 0))
-    assert _committed(kafka_bootstrap, f"eos-{tag}", topics["features"]) == ends["features"]
-    assert _committed(kafka_bootstrap, f"eos-{tag}", topics["labels"]) == ends["labels"]
+    assert (
+        committed_offsets(kafka_bootstrap, f"eos-{tag}", topics["features"], PARTITIONS) == ends["features"]
+    )
+    assert committed_offsets(kafka_bootstrap, f"eos-{tag}", topics["labels"], PARTITIONS) == ends["labels"]
     assert "transaction aborted" not in (tmp_path / "eos.log").read_text()
 
 
@@ -147,10 +139,13 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
     )
 
     def committed() -> int:
-        return sum(_committed(kafka_bootstrap, group, topics["features"]).values())
+        return sum(committed_offsets(kafka_bootstrap, group, topics["features"], PARTITIONS).values())
 
     def done() -> bool:
-        return all(_committed(kafka_bootstrap, group, topics[k]) == ends[k] for k in ("features", "labels"))
+        return all(
+            committed_offsets(kafka_bootstrap, group, topics[k], PARTITIONS) == ends[k]
+            for k in ("features", "labels")
+        )
 
     rng = random.Random(17)
     targets = sorted(rng.uniform(0.1, 0.9) * N for _ in range(3))
@@ -158,7 +153,12 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
     for attempt, target in enumerate([*targets, None]):
         ckpt = tmp_path / (f"ckpt{attempt}" if empty_directories else "ckpt")
         run_topics = _with_outputs(kafka_bootstrap, topics, f"run{attempt}")
-        runs.append((_committed(kafka_bootstrap, group, topics["features"]), run_topics["predictions"]))
+        runs.append(
+            (
+                committed_offsets(kafka_bootstrap, group, topics["features"], PARTITIONS),
+                run_topics["predictions"],
+            )
+        )
         worker = start_worker(
             _eos_args(kafka_bootstrap, group, run_topics, ckpt, group, *SLOW), tmp_path / f"run{attempt}.log"
         )
@@ -207,7 +207,7 @@ def test_a_checkpoint_behind_the_committed_offsets_replays_without_producing(
     )
     wait_for(lambda: progress(ckpt) > N // 3, 60, "a third of the stream", interval=0.005)
     assert first.stop(signal.SIGTERM) == 0
-    committed = _committed(kafka_bootstrap, group, topics["features"])
+    committed = committed_offsets(kafka_bootstrap, group, topics["features"], PARTITIONS)
     assert 0 < sum(committed.values()) < N, "the first run should stop mid-stream"
     for p in range(PARTITIONS):
         if previous_path(ckpt, p).exists():
@@ -261,7 +261,7 @@ def test_a_second_worker_with_the_same_transactional_id_fences_the_first(
     produce_records(kafka_bootstrap, topics["features"], features[N // 2 :])  # work for the fenced one
     assert first.proc.wait(60) == 5  # fenced: it stops cleanly, committing nothing more
     assert first.log_count("the output producer was fenced") >= 1 and first.log_events("worker stopped")
-    assert _committed(kafka_bootstrap, f"{txid}-1", topics["features"]) == half
+    assert committed_offsets(kafka_bootstrap, f"{txid}-1", topics["features"], PARTITIONS) == half
     assert {
         p: h["next_offsets"][0] for p, (h, _) in checkpoint_headers(first_ckpt, PARTITIONS).items()
     } == half

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.kafka_util import produce_records, read_all
+from tests.kafka_util import committed_offsets, produce_records, read_all
 from tests.worker.fault_proxy import FaultProxy, proxied_broker_fixture
 from tests.worker.worker_util import (
     WorkerProcess,
@@ -485,6 +485,13 @@ def test_a_worker_whose_state_topic_is_deleted_reports_it_and_stops(
 
     wait_for(lambda: next_offsets() == [100, 0], 60, "a checkpoint")
     wait_for(lambda: written() > 0, 30, "a state-topic write")
+    # (and that checkpoint complete: its state-topic write confirmed, its offsets committed. Deleted
+    # while the write is in flight, the topic is found lost at once and the worker rightly stops before
+    # reading the next records, which this test needs it to have read)
+    group = settings.group_id
+    wait_for(
+        lambda: committed_offsets(kafka_bootstrap, group, topics["features"], 1) == {0: 100}, 60, "commit"
+    )
     _delete_topic(kafka_bootstrap, state_topic)
     produce_records(kafka_bootstrap, topics["features"], [_feature(i) for i in range(100, 200)], partition=0)
     error = run.join(60)
