@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -163,34 +160,6 @@ def test_a_bad_setting_or_save_is_refused() -> None:
     header["extra"]["mondrian"]["choice"] = [1, 2]
     with pytest.raises(SerializationError, match="Mondrian choice"):
         BoostedClassifier.from_bytes(encode(header, list(saved.arrays.items())))
-
-
-_PRELOAD_CHECK = """
-from sgt import BoostedClassifier
-from sgt.kernels.mondrian import mondrian_rows
-from tests.sgt.sgt_testkit import multiclass_stream, threshold_stream
-from worker.core.sgt_models import preload
-
-preload()
-loaded = len(mondrian_rows.signatures)
-for stream in (threshold_stream, multiclass_stream):
-    X, y = stream(1500)
-    model = BoostedClassifier(warm_up=100, mondrian=True)
-    model.predict_learn_many(X, y)
-    model.predict_proba_one(X[0])
-print(loaded, len(mondrian_rows.signatures))
-"""
-
-
-@pytest.mark.skipif(kernels.numba is None, reason="the kernels need numba")
-def test_the_worker_s_preload_loads_the_mondrian_kernel() -> None:
-    """Catches the Mondrian forest's kernel first loading (or compiling) inside a partition's batch."""
-    env = {key: value for key, value in os.environ.items() if key != "SGT_KERNELS"}
-    result = subprocess.run(
-        [sys.executable, "-c", _PRELOAD_CHECK], capture_output=True, text=True, env=env, check=True
-    )
-    before, after = map(int, result.stdout.split())
-    assert before >= 1 and after == before, result.stdout
 
 
 FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("boosted-*/classifier.sgt"))

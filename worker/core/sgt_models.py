@@ -67,10 +67,9 @@ def preload() -> None:
     the others never call), constant-leaf trees one split deep, whose leaves at the depth bound
     merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
     classifier's with a linear gate step by step, a regressor's in one call with the null candidate
-    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it); and a Mondrian forest (a boosted
-    classifier's `mondrian` side model, sgt.kernels.mondrian's walk)."""
+    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it). Not a Mondrian forest: the
+    worker's models never have one (`mondrian` is not among its settings)."""
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
-    from sgt.boosted.mondrian import MondrianForest
     from sgt.split import f_test
 
     f_test(-1.0, 1.0, 10.0)
@@ -89,6 +88,3 @@ def preload() -> None:
         (SGTRegressor(warm_up=50, max_depth=1, leaf_model="constant"), X[:, 0].tolist()),
     ):
         model.predict_learn_many(X, y)
-    forest = MondrianForest(warm_up=50)
-    forest.predict_learn_many(X, two)
-    forest.predict_proba_one(X[0])
