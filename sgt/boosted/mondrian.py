@@ -60,7 +60,9 @@ from sgt import kernels
 from sgt.base import _check_int
 from sgt.classifier import _check_label
 from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
+from sgt.kernels.compiling import plain
 from sgt.kernels.mondrian import mondrian_rows
+from sgt.kernels.splitmix import GOLDEN, STEP, mix, unit
 from sgt.serialization import Saved, SerializationError, decode, encode, expect_shape, reading
 
 __all__ = ["BINS", "MAX_NODES", "TREES", "MondrianForest", "python_rows"]
@@ -76,11 +78,9 @@ BINS: Final = 1024
 #: the Dirichlet prior of every class's count in a leaf's probabilities
 PRIOR: Final = 0.5
 
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_RECORD_STEP = 0xD1B54A32D192ED03
-_MIX_1 = 0xBF58476D1CE4E5B9
-_MIX_2 = 0x94D049BB133111EB
+#: splitmix64's steps, as Python functions of numpy's uint64 (the Python walk's draws)
+_mix = plain(mix)
+_unit = plain(unit)
 
 
 class MondrianForest:
@@ -428,7 +428,7 @@ def python_rows(
         x = codes[i].tolist()
         k = int(known[i])
         y = int(targets[i])
-        key = _mix((int(seed) * _RECORD_STEP + record * _GOLDEN) & _MASK)
+        key = _key(seed, record)
         ready = bool(predict[i]) and int(count[0, 0]) > 0
         for t in range(trees):
             path = _path(child[t], feature[t], threshold[t], x)
@@ -480,7 +480,7 @@ class _Tree:
         self.size, self.t = size, t
 
 
-def _learn_tree(tree: _Tree, x: list[int], y: int, key: int, path: list[int], max_nodes: int) -> None:
+def _learn_tree(tree: _Tree, x: list[int], y: int, key: np.uint64, path: list[int], max_nodes: int) -> None:
     """The tree learns record x of class y along its path (sgt.kernels.mondrian's `_learn`)."""
     t = tree.t
     if int(tree.count[0]) == 0:  # the tree's first record: the root's box is the record
@@ -535,7 +535,7 @@ def _split_node(
     x: list[int],
     total: int,
     split_time: float,
-    key: int,
+    key: np.uint64,
     slot: int,
     extension: list[int],
 ) -> int:
@@ -565,15 +565,13 @@ def _split_node(
     return leaf
 
 
-def _mix(z: int) -> int:
-    """splitmix64's finaliser on Python integers (64 bits, wrapping as the kernel's uint64)."""
-    z ^= z >> 30
-    z = (z * _MIX_1) & _MASK
-    z ^= z >> 27
-    z = (z * _MIX_2) & _MASK
-    return z ^ (z >> 31)
+def _key(seed: np.uint64, record: int) -> np.uint64:
+    """The key of a record's draws (splitmix64's uint64 wrapping silently, as the kernel's)."""
+    with np.errstate(over="ignore"):
+        return _mix(seed * STEP + np.uint64(record) * GOLDEN)
 
 
-def _uniform(key: int, slot: int) -> float:
+def _uniform(key: np.uint64, slot: int) -> float:
     """The uniform [0, 1) number of draw `slot` of a record whose key is `key`."""
-    return float(_mix((key + (slot + 1) * _GOLDEN) & _MASK) >> 11) * (1.0 / 2.0**53)
+    with np.errstate(over="ignore"):
+        return float(_unit(_mix(key + np.uint64(slot + 1) * GOLDEN)))

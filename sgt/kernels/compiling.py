@@ -5,10 +5,11 @@ Every kernel module of sgt.kernels decorates its functions with `compiled`. With
 correct but slow, which sgt does not call (sgt.kernels.ENABLED is false; it takes the numpy code).
 
 numba checks a cached kernel against its own source file only: a kernel that calls one of another
-module (sgt.kernels.leaf_evaluation's `evaluate_leaf` calls the split search's and the leaf steps')
-holds that module's code as it was compiled, and an edit of that module alone leaves it stale. A
-release installs every file anew, so this concerns a working copy: after editing a kernel module,
-delete the cache (``sgt/kernels/__pycache__/*.nbi`` and ``*.nbc``, or those in NUMBA_CACHE_DIR).
+module (sgt.kernels.leaf_evaluation's `evaluate_leaf` calls the split search's and the leaf steps';
+the Poisson and Mondrian kernels call sgt.kernels.splitmix's) holds that module's code as it was
+compiled, and an edit of that module alone leaves it stale. A release installs every file anew, so
+this concerns a working copy: after editing a kernel module, delete the cache
+(``sgt/kernels/__pycache__/*.nbi`` and ``*.nbc``, or those in NUMBA_CACHE_DIR).
 
 Every kernel divides as numpy does (numba's error model "numpy"): x / 0.0 is +-inf and 0.0 / 0.0 NaN,
 IEEE 754's numbers, where numba's default ("python") raises ZeroDivisionError. A kernel must give the
@@ -28,7 +29,7 @@ try:
 except ImportError:  # the `fast` extra is not installed: sgt takes the numpy code
     numba = None  # type: ignore[assignment]  # the module's name stands for "no numba" here
 
-__all__ = ["compiled", "numba"]
+__all__ = ["compiled", "numba", "plain"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,3 +51,10 @@ def compiled(function: F) -> F:
         return cast(F, numba.njit(cache=True, error_model=_ERROR_MODEL)(function))
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
         return cast(F, numba.njit(error_model=_ERROR_MODEL)(function))
+
+
+def plain(kernel: F) -> F:
+    """The Python function `kernel` was compiled from (numba keeps it as `py_func`; without numba the
+    kernel is that function): for code that runs a kernel's few lines on numpy values instead of
+    compiling them for them."""
+    return cast(F, getattr(kernel, "py_func", kernel))

@@ -8,8 +8,8 @@ extensions' sum are integers; the only floats are the split times (an exponentia
 that sum, as `math.log1p`, which numba calls from the same C library as Python) and the
 probabilities (`(count + 1/2) / (n + K/2)`, one multiplication and one division each).
 
-The random draws are splitmix64's of (seed, record, tree, draw): every step in uint64, wrapping as
-Python's integers masked to 64 bits do in the Python walk.
+The random draws are splitmix64's (sgt.kernels.splitmix) of (seed, record, tree, draw): every step
+in uint64, wrapping as the Python walk's do.
 """
 
 from __future__ import annotations
@@ -19,34 +19,18 @@ import math
 import numpy as np
 
 from sgt.kernels.compiling import compiled
+from sgt.kernels.splitmix import GOLDEN, STEP, mix, unit
 
 __all__ = ["mondrian_rows"]
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_RECORD_STEP = np.uint64(0xD1B54A32D192ED03)
-_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX_2 = np.uint64(0x94D049BB133111EB)
-_SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11))
 #: the Dirichlet prior of every class's count in a leaf's probabilities
 _PRIOR = 0.5
 
 
 @compiled
-def _mix(z: np.uint64) -> np.uint64:
-    """splitmix64's finaliser."""
-    z ^= z >> _SHIFTS[0]
-    z *= _MIX_1
-    z ^= z >> _SHIFTS[1]
-    z *= _MIX_2
-    z ^= z >> _SHIFTS[2]
-    return z
-
-
-@compiled
 def _uniform(key: np.uint64, slot: int) -> float:
     """The uniform [0, 1) number of draw `slot` of a record whose key is `key`."""
-    z = _mix(key + np.uint64(slot + 1) * _GOLDEN)
-    return np.float64(z >> _SHIFTS[3]) * (1.0 / 2.0**53)
+    return unit(mix(key + np.uint64(slot + 1) * GOLDEN))
 
 
 @compiled
@@ -82,7 +66,7 @@ def mondrian_rows(
         x = codes[i]
         k = known[i]
         y = targets[i]
-        key = _mix(seed * _RECORD_STEP + record * _GOLDEN)
+        key = mix(seed * STEP + record * GOLDEN)
         ready = predict[i] and count[0, 0] > 0  # (every tree learns every record)
         for t in range(trees):
             depth = 0
