@@ -2,7 +2,9 @@
 
 Every kernel module of sgt.kernels decorates its functions with `compiled`. Without numba (the
 ``fast`` extra not installed) `numba` is None here and the kernels stay plain Python functions,
-correct but slow, which sgt does not call (sgt.kernels.ENABLED is false; it takes the numpy code).
+correct but slow, which sgt does not call (sgt.kernels.ENABLED is false; it takes the numpy code),
+but for the Mondrian forest's walk, which has no numpy code: its kernel's Python form (`plain`) is
+its walk without the kernels.
 
 numba checks a cached kernel against its own source file only: a kernel that calls one of another
 module (sgt.kernels.leaf_evaluation's `evaluate_leaf` calls the split search's and the leaf steps';
@@ -22,6 +24,7 @@ one is stale too (delete it as above).
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import FunctionType
 from typing import Any, Final, TypeVar, cast
 
 try:
@@ -54,7 +57,30 @@ def compiled(function: F) -> F:
 
 
 def plain(kernel: F) -> F:
-    """The Python function `kernel` was compiled from (numba keeps it as `py_func`; without numba the
-    kernel is that function): for code that runs a kernel's few lines on numpy values instead of
-    compiling them for them."""
-    return cast(F, getattr(kernel, "py_func", kernel))
+    """The Python function `kernel` was compiled from, every kernel it calls in Python too: without
+    numba, the kernel itself; with numba, its source (numba's `py_func`) run over a copy of its module's
+    names in which every kernel is its own Python function, so no compiled code runs (where sgt runs
+    a kernel's Python form, SGT_KERNELS=0 must mean what it says, and the tests' switch must run what
+    a machine without numba runs)."""
+    function = getattr(kernel, "py_func", None)
+    if function is None:
+        return kernel
+    return cast(F, _python_names(function.__globals__)[function.__name__])
+
+
+def _python_names(names: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a module's names (`names`: its globals) with each kernel replaced by its Python form:
+    the module's own kernels as functions of the copy (so they call each other's Python forms), those
+    it imports by `plain`."""
+    python = dict(names)
+    for name, value in names.items():
+        function = getattr(value, "py_func", None)
+        if function is None:
+            continue
+        if function.__globals__ is names:
+            python[name] = FunctionType(
+                function.__code__, python, function.__name__, function.__defaults__, function.__closure__
+            )
+        else:
+            python[name] = plain(value)
+    return python

@@ -57,6 +57,9 @@ def unit(z: np.uint64) -> float:
 def uniforms(z: np.ndarray) -> np.ndarray:
     """`unit(mix(z))` elementwise over a uint64 array, by numpy: the two kernels' plain Python forms run
     on the array (its wraps are silent: an array's never warn)."""
-    mix_array = cast(_OnArrays, plain(mix))  # (the same lines on arrays: numpy's elementwise operations)
-    unit_array = cast(_OnArrays, plain(unit))
-    return unit_array(mix_array(z))
+    return _UNIT_ARRAY(_MIX_ARRAY(z))
+
+
+# (the same lines on arrays: numpy's elementwise operations)
+_MIX_ARRAY = cast(_OnArrays, plain(mix))
+_UNIT_ARRAY = cast(_OnArrays, plain(unit))
