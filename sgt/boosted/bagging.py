@@ -1,8 +1,8 @@
 """Online bagging (Oza and Russell 2001): each member weighs each record by a Poisson draw.
 
 The draw for record n and member m is a pure function of (seed, n, m), made by a counter-based
-generator (splitmix64), so it needs no state beyond the number of records learned and does not depend
-on how records are batched.
+generator (splitmix64: sgt.kernels.splitmix), so it needs no state beyond the number of records
+learned and does not depend on how records are batched.
 
 With `mean_one` each draw is divided by the rate: the weights have mean 1 whatever the rate, so a
 higher rate leaves fewer records out of a member (Poisson(1) leaves out 37% of them, Poisson(3) 5%)
@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from sgt import kernels
+from sgt.kernels.splitmix import GOLDEN, STEP, uniforms
 
 __all__ = ["Bagging"]
 
@@ -77,18 +78,10 @@ def _poisson_cdf(rate: float) -> np.ndarray:
     return np.array(cdf)
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MEMBER_STEP = np.uint64(0xD1B54A32D192ED03)
-
-
 def _uniform(seed: int, index: np.ndarray, members: int) -> np.ndarray:
-    """Uniform [0, 1) numbers for (record index, member), a pure function of the seed (splitmix64)."""
-    with np.errstate(over="ignore"):
-        z = np.uint64(seed) * _MEMBER_STEP + index[None, :] * _GOLDEN
-        z = z + (np.arange(1, members + 1, dtype=np.uint64) * _MEMBER_STEP)[:, None]
-        z ^= z >> np.uint64(30)
-        z *= np.uint64(0xBF58476D1CE4E5B9)
-        z ^= z >> np.uint64(27)
-        z *= np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2.0**53)
+    """Uniform [0, 1) numbers [members, records] for (record index, member), a pure function of the seed
+    (sgt.kernels.splitmix; sgt.kernels.poisson draws the same)."""
+    with np.errstate(over="ignore"):  # (the seed's product is a scalar's: its wrap would warn)
+        z = np.uint64(seed) * STEP + index[None, :] * GOLDEN
+        z = z + (np.arange(1, members + 1, dtype=np.uint64) * STEP)[:, None]
+    return uniforms(z)

@@ -634,9 +634,7 @@ class MondrianChoice(SingleChoice):
     BASE: ClassVar[str] = "served"
     THIRD_CLASS: ClassVar[tuple[str, ...]] = ()
     #: "served" (weight 0), the forest (1), their mean, then the other eighths
-    OFFERED: ClassVar[tuple[Candidate, ...]] = tuple(
-        Candidate("served", "mondrian", w) for w in TreeChoice.WEIGHTS
-    )
+    OFFERED: ClassVar[tuple[Candidate, ...]] = TreeChoice.blends("served", "mondrian")
 
     def __init__(self, errors: Sequence[int] | None = None, serving: int = 0, learned: int = 0) -> None:
         size = len(self.OFFERED)

@@ -32,8 +32,8 @@ predicted on the old grid and learned on the new, as the trees of sgt do.
 
 Every random draw is splitmix64's of (seed, record, tree, draw), a counter-based generator kept in
 no state but the records learned (sgt.boosted.bagging's), so a batch, the one-record loop and a
-restore at any point give the same bytes; the compiled walk (sgt.kernels.mondrian) and the Python walk
-here (`python_rows`) give the same bits, and the model calls the kernel only where sgt.kernels.ENABLED.
+restore at any point give the same bytes. The walk of the rows is sgt.kernels.mondrian's, compiled
+where sgt.kernels.ENABLED and run as Python otherwise (the same lines, so the same bits).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -50,7 +50,6 @@ True
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -60,10 +59,11 @@ from sgt import kernels
 from sgt.base import _check_int
 from sgt.classifier import _check_label
 from sgt.features import CODE_DTYPE, FeatureSpace, Regrid
+from sgt.kernels.compiling import plain
 from sgt.kernels.mondrian import mondrian_rows
 from sgt.serialization import Saved, SerializationError, decode, encode, expect_shape, reading
 
-__all__ = ["BINS", "MAX_NODES", "TREES", "MondrianForest", "python_rows"]
+__all__ = ["BINS", "MAX_NODES", "TREES", "MondrianForest"]
 
 #: trees of a forest (fewer lost streams of the robustness suite; more cost time for nothing measured)
 TREES: Final = 8
@@ -76,11 +76,8 @@ BINS: Final = 1024
 #: the Dirichlet prior of every class's count in a leaf's probabilities
 PRIOR: Final = 0.5
 
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_RECORD_STEP = 0xD1B54A32D192ED03
-_MIX_1 = 0xBF58476D1CE4E5B9
-_MIX_2 = 0x94D049BB133111EB
+#: the walk without the kernels: sgt.kernels.mondrian's, run as Python (its docstring says why both agree)
+_PYTHON_ROWS = plain(mondrian_rows)
 
 
 class MondrianForest:
@@ -270,32 +267,33 @@ class MondrianForest:
     def _rows(
         self, codes: np.ndarray, targets: np.ndarray, predict: np.ndarray, known: np.ndarray, out: np.ndarray
     ) -> None:
-        """The walk of `codes`' rows (sgt.kernels.mondrian.mondrian_rows, or `python_rows` without the
-        kernels: the same bits); the records learned move on."""
+        """The walk of `codes`' rows (sgt.kernels.mondrian.mondrian_rows, compiled, or its Python form
+        without the kernels: the same bits); the records learned move on."""
         if not codes.shape[0]:
             return
         if not (predict.any() or (targets >= 0).any()):
             return  # nothing to predict nor to learn
-        walk = mondrian_rows if kernels.ENABLED else python_rows
-        walk(
-            self._child,
-            self._feature,
-            self._threshold,
-            self._time,
-            self._count,
-            self._counts,
-            self._lo,
-            self._hi,
-            self._size,
-            codes,
-            targets,
-            predict,
-            known,
-            np.uint64(self.seed),
-            np.uint64(self._n_seen),
-            self.max_nodes,
-            out,
-        )
+        walk = mondrian_rows if kernels.ENABLED else _PYTHON_ROWS
+        with np.errstate(over="ignore"):  # (as Python, numpy's uint64 scalars warn where splitmix64 wraps)
+            walk(
+                self._child,
+                self._feature,
+                self._threshold,
+                self._time,
+                self._count,
+                self._counts,
+                self._lo,
+                self._hi,
+                self._size,
+                codes,
+                targets,
+                predict,
+                known,
+                np.uint64(self.seed),
+                np.uint64(self._n_seen),
+                self.max_nodes,
+                out,
+            )
         self._n_seen += int((targets >= 0).sum())
 
     def _widen(self, features: int, classes: int) -> None:
@@ -399,181 +397,3 @@ class MondrianForest:
         if ((self._feature < 0) | (self._feature >= max(features, 1))).any():
             raise SerializationError("a MondrianForest's node tests a feature it does not know")
         self._size = size
-
-
-def python_rows(
-    child: np.ndarray,
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    time: np.ndarray,
-    count: np.ndarray,
-    counts: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    size: np.ndarray,
-    codes: np.ndarray,
-    targets: np.ndarray,
-    predict: np.ndarray,
-    known: np.ndarray,
-    seed: np.uint64,
-    first: np.uint64,
-    max_nodes: int,
-    out: np.ndarray,
-) -> None:
-    """sgt.kernels.mondrian.mondrian_rows in Python, the same integers and floats (the model's walk
-    without the kernels): each row predicted (if asked), then learned by every tree."""
-    trees = child.shape[0]
-    record = int(first)
-    for i in range(codes.shape[0]):
-        x = codes[i].tolist()
-        k = int(known[i])
-        y = int(targets[i])
-        key = _mix((int(seed) * _RECORD_STEP + record * _GOLDEN) & _MASK)
-        ready = bool(predict[i]) and int(count[0, 0]) > 0
-        for t in range(trees):
-            path = _path(child[t], feature[t], threshold[t], x)
-            if ready:
-                leaf = path[-1]
-                inverse = 1.0 / (int(count[t, leaf]) + PRIOR * k)
-                for c in range(k):
-                    out[i, c] += (int(counts[t, leaf, c]) + PRIOR) * inverse
-            if y >= 0:
-                trunk = _Tree(child, feature, threshold, time, count, counts, lo, hi, size, t)
-                _learn_tree(trunk, x, y, key, path, max_nodes)
-        if ready:
-            for c in range(k):
-                out[i, c] /= trees
-        if y >= 0:
-            record += 1
-
-
-def _path(child: np.ndarray, feature: np.ndarray, threshold: np.ndarray, x: list[int]) -> list[int]:
-    """The nodes from the root to the leaf of a record with codes `x`."""
-    node = 0
-    path = [0]
-    while True:
-        left = int(child[node, 0])
-        if left < 0:
-            return path
-        node = left if x[int(feature[node])] <= int(threshold[node]) else int(child[node, 1])
-        path.append(node)
-
-
-class _Tree:
-    """Tree t of a forest's node arrays (the Python walk's handle on them)."""
-
-    def __init__(
-        self,
-        child: np.ndarray,
-        feature: np.ndarray,
-        threshold: np.ndarray,
-        time: np.ndarray,
-        count: np.ndarray,
-        counts: np.ndarray,
-        lo: np.ndarray,
-        hi: np.ndarray,
-        size: np.ndarray,
-        t: int,
-    ) -> None:
-        self.child, self.feature, self.threshold, self.time = child[t], feature[t], threshold[t], time[t]
-        self.count, self.counts, self.lo, self.hi = count[t], counts[t], lo[t], hi[t]
-        self.size, self.t = size, t
-
-
-def _learn_tree(tree: _Tree, x: list[int], y: int, key: int, path: list[int], max_nodes: int) -> None:
-    """The tree learns record x of class y along its path (sgt.kernels.mondrian's `_learn`)."""
-    t = tree.t
-    if int(tree.count[0]) == 0:  # the tree's first record: the root's box is the record
-        tree.lo[0] = x
-        tree.hi[0] = x
-        tree.count[0] = 1
-        tree.counts[0, y] = 1
-        return
-    full = int(tree.size[t]) + 2 > max_nodes
-    slot = 3 * max_nodes * t
-    for j, node in enumerate(path):
-        lows, highs = tree.lo[node].tolist(), tree.hi[node].tolist()
-        extension = [] if full else [max(a - v, 0) + max(v - b, 0) for v, a, b in zip(x, lows, highs)]
-        total = sum(extension)
-        new_leaf = -1
-        if total > 0 and int(tree.count[node]) != int(tree.counts[node, y]):
-            split_time = _split_time(tree, node, total, _uniform(key, slot + 3 * j))
-            if split_time is not None:
-                new_leaf = _split_node(tree, node, x, total, split_time, key, slot + 3 * j, extension)
-        if total > 0:
-            tree.lo[node] = [min(v, a) for v, a in zip(x, lows)]
-            tree.hi[node] = [max(v, b) for v, b in zip(x, highs)]
-        tree.count[node] += 1
-        tree.counts[node, y] += 1
-        if new_leaf >= 0:
-            tree.lo[new_leaf] = x
-            tree.hi[new_leaf] = x
-            tree.count[new_leaf] = 1
-            tree.counts[new_leaf, y] = 1
-            return
-
-
-def _split_time(tree: _Tree, node: int, total: int, u: float) -> float | None:
-    """When `node`, whose box a record extends by `total`, splits (None: it does not): a leaf always,
-    an inner node where the exponential draw -log(1 - u) of rate `total` falls within the gap to its
-    children's time."""
-    birth = float(tree.time[node])
-    left = int(tree.child[node, 0])
-    if left < 0:
-        return birth - math.log1p(-u) / total
-    gap = (float(tree.time[left]) - birth) * total
-    if u < gap:  # (-log(1 - u) >= u: u >= gap never splits; the log only where it may)
-        drawn = -math.log1p(-u)
-        if drawn < gap:
-            return birth + drawn / total
-    return None
-
-
-def _split_node(
-    tree: _Tree,
-    node: int,
-    x: list[int],
-    total: int,
-    split_time: float,
-    key: int,
-    slot: int,
-    extension: list[int],
-) -> int:
-    """sgt.kernels.mondrian's `_split`: the node's content moves to a new node below it, the record's
-    side gets a new leaf, the node tests a drawn feature at a drawn threshold. Returns the new leaf."""
-    target = min(int(_uniform(key, slot + 1) * total), total - 1)
-    f = 0
-    cumulative = extension[0]
-    while cumulative <= target and f < len(x) - 1:
-        f += 1
-        cumulative += extension[f]
-    right = x[f] > int(tree.hi[node, f])
-    edge = int(tree.hi[node, f]) if right else x[f]
-    gap = extension[f]
-    offset = min(int(_uniform(key, slot + 2) * gap), gap - 1)
-    t = tree.t
-    moved = int(tree.size[t])
-    leaf = moved + 1
-    tree.size[t] += 2
-    for array in (tree.child, tree.feature, tree.threshold, tree.count, tree.counts, tree.lo, tree.hi):
-        array[moved] = array[node]
-    tree.time[moved] = split_time
-    tree.time[leaf] = split_time
-    tree.feature[node] = f
-    tree.threshold[node] = edge + offset
-    tree.child[node] = (moved, leaf) if right else (leaf, moved)
-    return leaf
-
-
-def _mix(z: int) -> int:
-    """splitmix64's finaliser on Python integers (64 bits, wrapping as the kernel's uint64)."""
-    z ^= z >> 30
-    z = (z * _MIX_1) & _MASK
-    z ^= z >> 27
-    z = (z * _MIX_2) & _MASK
-    return z ^ (z >> 31)
-
-
-def _uniform(key: int, slot: int) -> float:
-    """The uniform [0, 1) number of draw `slot` of a record whose key is `key`."""
-    return float(_mix((key + (slot + 1) * _GOLDEN) & _MASK) >> 11) * (1.0 / 2.0**53)

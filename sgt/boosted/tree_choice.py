@@ -140,7 +140,7 @@ class TreeChoice:
             offered = tuple(c for c in CANDIDATES if c.models <= self.models)
             sizes: tuple[int, ...] = (len(offered),)
         else:
-            offered = tuple(Candidate("ensemble", "tree", w) for w in self.WEIGHTS)
+            offered = self.blends()
             sizes = self.SAVED_SIZES
         self.errors = [0.0] * max(sizes) if errors is None else [float(e) for e in errors]
         if len(self.errors) not in sizes:
@@ -149,6 +149,13 @@ class TreeChoice:
             )
         #: the candidates, in the order of `errors`
         self.offered: tuple[Candidate, ...] = offered[: len(self.errors)]
+
+    @classmethod
+    def blends(cls, first: str = "ensemble", second: str = "tree") -> tuple[Candidate, ...]:
+        """`first`'s prediction blended with `second`'s by each of `WEIGHTS` (on the second's), in that
+        order: the candidates without a forest (a variant of other `WEIGHTS` has its own), and the
+        blends of another pair in the same eighths (the classifier's `MondrianChoice`)."""
+        return tuple(Candidate(first, second, w) for w in cls.WEIGHTS)
 
     def candidates(self, ensemble: float, tree: float | None, forest: float | None = None) -> list[float]:
         """The candidates' predictions, in the order of `errors` (a model the choice lacks: None)."""
@@ -360,7 +367,7 @@ def blend(ensemble: Any, tree: Any, weight: float) -> Any:
 #: saved before the blends), the other eighths of the two (the nine saved before the forests), then the
 #: forest, its mean with the ensemble and its mean with the tree
 CANDIDATES: tuple[Candidate, ...] = (
-    *(Candidate("ensemble", "tree", w) for w in TreeChoice.WEIGHTS),
+    *TreeChoice.blends(),
     Candidate("ensemble", "forest", 1.0),
     Candidate("ensemble", "forest", 0.5),
     Candidate("tree", "forest", 0.5),

@@ -64,7 +64,8 @@ models with and without them).
 The kernels run compiled when numba is installed (the ``fast`` extra: ``pip install 'sgt-stream[fast]'``),
 unless the environment sets ``SGT_KERNELS=0`` when sgt is imported; `ENABLED` tells whether sgt uses
 them. Without numba they are plain Python functions, correct but slow, which sgt does not call (it
-takes the numpy code); sgt itself needs only numpy and scipy. How they are compiled and cached:
+takes the numpy code), but for the Mondrian forest's walk (sgt.kernels.mondrian), which it runs as
+Python then; sgt itself needs only numpy and scipy. How they are compiled and cached:
 sgt.kernels.compiling.
 
 >>> import numpy as np

@@ -1,5 +1,5 @@
-"""Online bagging's Poisson weights, compiled: sgt.boosted.bagging's draws in one loop (splitmix64's
-uniforms, then the Poisson distribution's inverse CDF), the same numbers.
+"""Online bagging's Poisson weights, compiled: sgt.boosted.bagging's draws in one loop (sgt.kernels.
+splitmix's uniforms, then the Poisson distribution's inverse CDF), the same numbers.
 """
 
 from __future__ import annotations
@@ -7,14 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from sgt.kernels.compiling import compiled
+from sgt.kernels.splitmix import GOLDEN, STEP, mix, unit
 
 __all__ = ["poisson_weights"]
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MEMBER_STEP = np.uint64(0xD1B54A32D192ED03)
-_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX_2 = np.uint64(0x94D049BB133111EB)
-_SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11))
 
 
 @compiled
@@ -26,20 +21,14 @@ def poisson_weights(
     then the number of `cdf` entries at or below it (np.searchsorted's side "right"); 0 for rows not
     learned."""
     weights = np.zeros((members, learn.size))
-    base = seed * _MEMBER_STEP
+    base = seed * STEP
     record = first
     for i in range(learn.size):
         if not learn[i]:
             continue
         for m in range(members):
-            z = base + record * _GOLDEN
-            z = z + np.uint64(m + 1) * _MEMBER_STEP
-            z ^= z >> _SHIFTS[0]
-            z *= _MIX_1
-            z ^= z >> _SHIFTS[1]
-            z *= _MIX_2
-            z ^= z >> _SHIFTS[2]
-            uniform = np.float64(z >> _SHIFTS[3]) * (1.0 / 2.0**53)
+            z = base + record * GOLDEN
+            uniform = unit(mix(z + np.uint64(m + 1) * STEP))
             count = 0
             while count < cdf.size and cdf[count] <= uniform:
                 count += 1

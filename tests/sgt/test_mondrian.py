@@ -4,8 +4,12 @@ nodes within their bound, and accurate where a Mondrian forest should be."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
+import subprocess
+import sys
+from types import FunctionType
 from typing import Any
 
 import numpy as np
@@ -122,10 +126,11 @@ def test_the_kernel_and_the_python_walk_give_the_same_bits(monkeypatch: pytest.M
 
 @needs_numba
 def test_a_planted_bug_in_the_python_walk_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The comparison above can fail: the Python walk drawing its threshold from another draw than the
+    """The comparison above can fail: the Python form drawing its threshold from another draw than the
     kernel's learns other trees."""
-    uniform = mondrian._uniform
-    monkeypatch.setattr(mondrian, "_uniform", lambda key, slot: uniform(key, slot + (slot % 3 == 2)))
+    names = mondrian._PYTHON_ROWS.__globals__  # (the Python form's own names: the kernel's are apart)
+    uniform = names["_uniform"]
+    monkeypatch.setitem(names, "_uniform", lambda key, slot: uniform(key, slot + (slot % 3 == 2)))
     blobs = []
     for enabled in (True, False):
         monkeypatch.setattr(kernels, "ENABLED", enabled)
@@ -133,6 +138,39 @@ def test_a_planted_bug_in_the_python_walk_is_caught(monkeypatch: pytest.MonkeyPa
         model.learn_many(_RECORDS, _LABELS)
         blobs.append(model.to_bytes())
     assert blobs[0] != blobs[1]
+
+
+@needs_numba
+def test_the_python_walk_calls_no_compiled_code() -> None:
+    """Without the kernels (SGT_KERNELS=0, the tests' switch) the walk runs no compiled code: every
+    name its functions call, down to splitmix64's, is a Python function. Catches the Python form
+    calling the compiled kernels it was written beside (numba's `py_func` alone does)."""
+    compiled = kernels.numba.core.registry.CPUDispatcher
+    pending: list[Any] = [mondrian._PYTHON_ROWS]
+    seen: set[Any] = set()
+    while pending:
+        function = pending.pop()
+        seen.add(function)
+        for name in function.__code__.co_names:
+            value = function.__globals__.get(name)
+            assert not isinstance(value, compiled), f"{function.__name__} calls {name} compiled"
+            if isinstance(value, FunctionType) and value.__module__.startswith("sgt.kernels"):
+                pending.extend({value} - seen)
+    assert {f.__name__ for f in seen} >= {"mondrian_rows", "_learn", "_split", "_uniform", "mix", "unit"}
+
+
+def test_without_numba_the_python_walk_learns_the_kernel_s_bytes() -> None:
+    """In a fresh interpreter that cannot import numba (a machine without the `fast` extra), the
+    one-record loop saves the bytes it saves here (with the kernels, where numba is installed)."""
+    script = (
+        "import sys; sys.modules['numba'] = None\n"
+        "import hashlib\n"
+        "from sgt import kernels\n"
+        "from tests.sgt.test_mondrian import _LOOP\n"
+        "print(kernels.ENABLED, hashlib.sha256(_LOOP[1]).hexdigest())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", hashlib.sha256(_LOOP[1]).hexdigest()]
 
 
 def test_the_nodes_stay_within_their_bound_and_the_leaves_keep_counting() -> None:
