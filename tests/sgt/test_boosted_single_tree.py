@@ -54,8 +54,8 @@ def _mae(model: BoostedRegressor | SGTRegressor, X: np.ndarray, y: np.ndarray) -
 
 def test_a_step_target_is_learned_as_well_as_by_the_single_tree() -> None:
     X, y = _steps(6000)
-    with_tree = _mae(BoostedRegressor(single_tree=True, forest=False), X, y)
-    members = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
+    with_tree = _mae(BoostedRegressor(fine_tree=False, single_tree=True, forest=False), X, y)
+    members = _mae(BoostedRegressor(fine_tree=False, single_tree=False, forest=False), X, y)
     single = _mae(SGTRegressor(), X, y)
     # (the members alone: 1.5 times the single tree's MAE)
     assert with_tree <= 1.02 * single, (with_tree, single, members)
@@ -135,7 +135,7 @@ def test_explanations_add_up_to_the_served_prediction() -> None:
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     X, y = _steps(2000)
-    model = BoostedRegressor(single_tree=True, forest=False)
+    model = BoostedRegressor(fine_tree=False, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"].pop("single_tree") is True
@@ -324,7 +324,7 @@ def test_a_choice_saved_with_three_candidates_keeps_them(
     assert by_rows._serve_rows(ensemble, tree, targets, learn).tolist() == expected
     assert filtered.errors == by_rows.errors == errors
     X, y = _steps(2000)
-    model = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
+    model = BoostedRegressor(fine_tree=False, warm_up=100, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     header["extra"]["single"]["choice"] = header["extra"]["single"]["choice"][:3]
