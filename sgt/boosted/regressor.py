@@ -27,7 +27,15 @@ from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 
-__all__ = ["FINE_BINS", "MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "ForestRegressor", "damped_share"]
+__all__ = [
+    "FINE_BINS",
+    "FINE_MAX_BYTES",
+    "MIN_SHARE",
+    "TOTAL_STEP",
+    "BoostedRegressor",
+    "ForestRegressor",
+    "damped_share",
+]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -47,6 +55,11 @@ MIN_SHARE = 0.1
 #: times nearer than the members' 64 (a constant-leaf tree on stress-step: 0.578 at 64 bins, 0.474 at
 #: 1,024; docs/decisions.md, "The boosted ensemble")
 FINE_BINS = 1024
+
+#: the fine tree's memory budget (its `max_bytes`): a constant-leaf tree of 1,024 bins gathers sixteen
+#: times the statistics of a 64-bin one per leaf (unbounded, stress-irrelevant's took 71 MB in 10,000
+#: records); where it serves (steps) it stays under 2.5 MB
+FINE_MAX_BYTES = 8_000_000
 
 #: the parameters of BoostedRegressor's side models (False: the model has none, as saved before it)
 _SIDE_PARAMS = ("single_tree", "forest", "fine_tree")
@@ -583,16 +596,16 @@ class BoostedRegressor(_RegressorEnsemble):
         with a link, as `single_tree`. False: no forest (as saved before the parameter: the bytes of
         that format). A model saved before the retirement keeps its forest, as it did.
     fine_tree
-        True (default): a constant-leaf SGTRegressor on its own grid of `FINE_BINS` (1,024) bins, the
-        ensemble's other tree settings, learns every record beside the members, the single tree and
-        the forest, and the choice adds three candidates: its prediction and its means with the forest's
-        and the single tree's (`tree_choice.FINE_CANDIDATES`). Why: a split falls on a bin edge, up to half
-        a bin from a step in the target, and the records between cost the step's height; the members'
-        64 bins are kept (finer grids for every tree, or for the single tree or the forest, lost
-        elsewhere: docs/decisions.md). It never retires: a constant-leaf tree costs little beside the
-        others (with its own encoding of each record, about a tenth of the model's time batched). Not
-        with a memory budget or a loss with a link, as `single_tree`. False: none (as saved before the
-        parameter: the bytes of that format).
+        True (default): a constant-leaf SGTRegressor on its own grid of `FINE_BINS` (1,024) bins within
+        `FINE_MAX_BYTES` (8 MB), the ensemble's other tree settings, learns every record beside the
+        members, the single tree and the forest, and the choice adds three candidates: its prediction
+        and its means with the forest's and the single tree's (`tree_choice.FINE_CANDIDATES`). Why: a
+        split falls on a bin edge, up to half a bin from a step in the target, and the records between
+        cost the step's height; the members' 64 bins are kept (finer grids for every tree, or for the
+        single tree or the forest, lost elsewhere: docs/decisions.md). It never retires: a
+        constant-leaf tree costs little beside the others (its own encoding of each record included).
+        Not with a memory budget or a loss with a link, as `single_tree`. False: none (as saved before
+        the parameter: the bytes of that format).
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -719,8 +732,9 @@ class BoostedRegressor(_RegressorEnsemble):
         return single
 
     def _new_fine(self) -> SGTRegressor:
-        """The fine tree beside the members: constant leaves on a grid of `FINE_BINS` bins, SGTRegressor's
-        own `delta`, the ensemble's other tree and data settings, in a feature space of its own."""
+        """The fine tree beside the members: constant leaves on a grid of `FINE_BINS` bins within
+        `FINE_MAX_BYTES`, SGTRegressor's own `delta`, the ensemble's other tree and data settings, in a
+        feature space of its own."""
         return SGTRegressor(
             grace_period=self.grace_period,
             lambda_=self.lambda_,
@@ -728,6 +742,7 @@ class BoostedRegressor(_RegressorEnsemble):
             **{**self._data_settings(), "bins": FINE_BINS},
             max_depth=self.max_depth,
             leaf_model="constant",
+            max_bytes=FINE_MAX_BYTES,
         )
 
     def _new_forest(self) -> ForestRegressor:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sgt import BoostedRegressor, kernels
-from sgt.boosted.regressor import FINE_BINS, ForestRegressor
+from sgt.boosted.regressor import FINE_BINS, FINE_MAX_BYTES, ForestRegressor
 from sgt.boosted.tree_choice import FINE_CANDIDATES, Candidate
 from sgt.explain import explain_raw
 from sgt.losses import Poisson
@@ -90,7 +90,7 @@ def test_the_fine_tree_is_on_by_default_constant_fine_and_in_its_own_space() -> 
     fine = model._fine
     assert fine is not None and fine._space is not model._space
     assert fine.bins == FINE_BINS == 1024 and model.bins == 64
-    assert fine.leaf_model == "constant" and fine.max_depth == 6 and fine.max_bytes is None
+    assert fine.leaf_model == "constant" and fine.max_depth == 6 and fine.max_bytes == FINE_MAX_BYTES
     assert model._choice is not None and "fine" in model._choice.models
     assert model._forest is not None and model._forest.fine_tree is False  # (a forest has none)
 
