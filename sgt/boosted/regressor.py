@@ -524,8 +524,8 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's, a forest's beside them (`forest`) or a blend of two, whichever erred least lately
-    (`single_tree`, `forest`). Same methods and guarantees as
+    tree's, a forest's beside them (`forest`), a fine tree's (`fine_tree`) or a blend of two, whichever
+    erred least lately (`single_tree`, `forest`, `fine_tree`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
