@@ -81,6 +81,7 @@ REGRESSOR_FOREST: dict[str, Any] = {
     "max_bytes": 32_000_000,
     "single_tree": False,
     "forest": False,
+    "fine_tree": False,
 }
 
 

@@ -27,7 +27,15 @@ from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 
-__all__ = ["MIN_SHARE", "TOTAL_STEP", "BoostedRegressor", "ForestRegressor", "damped_share"]
+__all__ = [
+    "FINE_BINS",
+    "FINE_MAX_BYTES",
+    "MIN_SHARE",
+    "TOTAL_STEP",
+    "BoostedRegressor",
+    "ForestRegressor",
+    "damped_share",
+]
 
 #: the largest sum of the members' shrinkage, n_members * step. Every member takes its Newton step at
 #: the same block boundaries, from gradients gathered before any of them moved: together they move the
@@ -40,6 +48,21 @@ TOTAL_STEP = 2.5
 #: the least share `damped_share` gives: at a step of 1 (or near it) the first member alone moves the
 #: prediction by the residual, and the members after it would otherwise not learn at all
 MIN_SHARE = 0.1
+
+
+#: the grid of the fine tree (BoostedRegressor's `fine_tree`): a split falls on a bin edge, up to half a
+#: bin from a step in the target, and the records between cost the step's height; 1,024 bins put it 16
+#: times nearer than the members' 64 (a constant-leaf tree on stress-step: 0.578 at 64 bins, 0.474 at
+#: 1,024; docs/decisions.md, "The boosted ensemble")
+FINE_BINS = 1024
+
+#: the fine tree's memory budget (its `max_bytes`): a constant-leaf tree of 1,024 bins gathers sixteen
+#: times the statistics of a 64-bin one per leaf (unbounded, stress-irrelevant's took 71 MB in 10,000
+#: records); where it serves (steps) it stays under 2.5 MB
+FINE_MAX_BYTES = 8_000_000
+
+#: the parameters of BoostedRegressor's side models (False: the model has none, as saved before it)
+_SIDE_PARAMS = ("single_tree", "forest", "fine_tree")
 
 
 def damped_share(step: float, members: int) -> float:
@@ -126,6 +149,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         self._single: SGTRegressor | None = None
         # the forest learning beside them (BoostedRegressor's `forest`; None: none, as saved before it)
         self._forest: ForestRegressor | None = None
+        # the fine tree learning beside them (BoostedRegressor's `fine_tree`; None: none, as saved before)
+        self._fine: SGTRegressor | None = None
         # whether the single tree retired (`TreeChoice`): a save then lacks it on purpose
         self._tree_retired = False
         self._choice: TreeChoice | None = None
@@ -137,8 +162,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def get_params(self) -> dict[str, Any]:
         # (`single_tree` among the parameters of the class that takes it: not the adaptive tree's)
-        # (and `forest`: BoostedRegressor's too)
-        sides: dict[str, Any] = {n: vars(self)[n] for n in ("single_tree", "forest") if n in vars(self)}
+        # (and `forest`, `fine_tree`: BoostedRegressor's too)
+        sides: dict[str, Any] = {n: vars(self)[n] for n in _SIDE_PARAMS if n in vars(self)}
         return {
             **self._boosting_params(),
             **SGTRegressor.get_params(self),
@@ -148,7 +173,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _saved_params(self) -> dict[str, Any]:
         params = self._without_subspace(super()._saved_params())
-        for name in ("single_tree", "forest"):
+        for name in _SIDE_PARAMS:
             if params.get(name, True) is False:  # (what a save without the parameter restores to)
                 del params[name]
         return params
@@ -173,6 +198,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         self._residual = None if residual is None else ResidualLevel.restored(residual)
         self._saved_single = extra.get("single")  # (restored with its arrays, `_restore_arrays`)
         self._saved_forest = extra.get("forest")  # (the same)
+        self._saved_fine = extra.get("fine")  # (the same)
         self._tree_retired = extra.get("tree_retired", False) is True  # (saved without: it had not)
         self._restore_boosting(extra)
         for ensemble in (self._members, self._background or []):
@@ -184,9 +210,9 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _saved_parts(self) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
         """The model's parts, and its side models': the single tree's header under the header's
-        ``extra.single``, the forest's under ``extra.forest``, the choice's errors under the first of
-        the two the model has; their arrays last, as ``extra.single.<name>`` and ``extra.forest.<name>``
-        (`_restore_arrays` reads them)."""
+        ``extra.single``, the forest's under ``extra.forest``, the fine tree's under ``extra.fine``, the
+        choice's errors under the first of them the model has; their arrays last, as
+        ``extra.<side>.<name>`` (`_restore_arrays` reads them)."""
         header, arrays = super()._saved_parts()
         if self._choice is None:
             return header, arrays
@@ -195,22 +221,26 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             choice["learned"] = self._choice.learned
         if self._choice.tree_learned is not None:  # (the single tree may still retire)
             choice["tree_learned"] = self._choice.tree_learned
-        save_sides(header, arrays, [("single", self._single), ("forest", self._forest)], choice)
+        sides = [("single", self._single), ("forest", self._forest), ("fine", self._fine)]
+        save_sides(header, arrays, sides, choice)
         return header, arrays
 
     def _restore_arrays(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         super()._restore_arrays(extra, arrays)
         saved_single, self._saved_single = getattr(self, "_saved_single", None), None
         saved_forest, self._saved_forest = getattr(self, "_saved_forest", None), None
+        saved_fine, self._saved_fine = getattr(self, "_saved_fine", None), None
         if self._choice is None:
             return  # (a model without side models, as saved before them)
+        if (self._fine is None) != (saved_fine is None):  # (the fine tree never retires)
+            raise SerializationError("a BoostedRegressor with its fine tree saves it, and one without none")
         if self._forest is not None and saved_forest is None:
             self._forest = None  # (it had retired)
         if self._single is not None and saved_single is None and self._tree_retired:
             self._single = None  # (it had retired; without the mark the save is refused below)
         if self._tree_retired and saved_single is not None:
             raise SerializationError("a BoostedRegressor whose single tree retired saves no single tree")
-        if self._single is None and self._forest is None:
+        if self._single is None and self._forest is None and self._fine is None:
             self._choice = None  # (the forest had retired, and there is no single tree)
             return
         if self._single is not None:
@@ -220,7 +250,17 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if self._forest is not None:
             # (its own feature space: saved by a model whose forest shared the ensemble's, that one's)
             self._forest = _saved_side(ForestRegressor, "forest", saved_forest, arrays, self.loss)
-        holder = saved_single if self._single is not None else saved_forest
+        if self._fine is not None:  # (its own feature space, saved with it)
+            self._fine = _saved_side(SGTRegressor, "fine", saved_fine, arrays, self.loss)
+        holder = next(
+            saved
+            for side, saved in (
+                (self._single, saved_single),
+                (self._forest, saved_forest),
+                (self._fine, saved_fine),
+            )
+            if side is not None
+        )
         assert isinstance(holder, dict)  # (`_saved_side` checked it)
         errors, learned, tree_learned = (
             holder.get("choice"),
@@ -245,13 +285,14 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _choice_models(self) -> frozenset[str]:
         """The models the choice serves from: the ensemble and the side models the model has."""
-        sides = {"tree": self._single, "forest": self._forest}
+        sides = {"tree": self._single, "forest": self._forest, "fine": self._fine}
         return frozenset(["ensemble", *(name for name, side in sides.items() if side is not None)])
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the members' live arrays, and of the single tree's and the forest's beside them."""
-        sides = (self._single, self._forest)
+        """Bytes of the members' live arrays, and of the side models' beside them (the single tree's, the
+        forest's and the fine tree's)."""
+        sides = (self._single, self._forest, self._fine)
         return super().nbytes + sum(side.nbytes for side in sides if side is not None)
 
     def _n_outputs_per_member(self) -> int:
@@ -291,7 +332,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         if self._choice is not None:
             tree = None if self._single is None else self._single_rows(codes, targets, learn, events, regrids)
             forest = None if self._forest is None else self._forest_rows()
-            out[:, 0] = self._choice.serve(out[:, 0], tree, targets, learn, forest)
+            fine = None if self._fine is None else self._fine_rows()
+            out[:, 0] = self._choice.serve(out[:, 0], tree, targets, learn, forest, fine)
             self._drop_retired()
         return out, outputs_at
 
@@ -339,8 +381,19 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         raw, _ = forest._run(*rows)
         return np.asarray(forest.loss.link(raw[:, 0]), dtype=np.float64)
 
+    def _fine_rows(self) -> np.ndarray:
+        """The fine tree's prediction of each row of the run under way (then it learns the row, if
+        learned): the same rows, through its own public batch path, in its own feature space (its grid
+        is finer than the members')."""
+        fine, rows = self._fine, self._rows
+        assert fine is not None and rows is not None
+        X, y = rows
+        predicted = fine.predict_many(X) if y is None else fine.predict_learn_many(X, y)
+        return np.asarray(predicted, dtype=np.float64)
+
     def _run(self, X: Any, y: Sequence[Any] | None, out: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        """The engine's run, with its rows kept for the forest (`_forest_rows`)."""
+        """The engine's run, with its rows kept for the forest and the fine tree (`_forest_rows`,
+        `_fine_rows`)."""
         self._rows = (X, y)
         try:
             return super()._run(X, y, out)
@@ -348,7 +401,8 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._rows = None
 
     def _learn_one(self, x: Any, y: Any) -> None:
-        """The engine's one record, kept for the forest as a run of one row (`_forest_rows`)."""
+        """The engine's one record, kept for the forest and the fine tree as a run of one row
+        (`_forest_rows`, `_fine_rows`)."""
         self._rows = ([x], [y])
         try:
             super()._learn_one(x, y)
@@ -357,7 +411,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
 
     def _predict_raw_one(self, x: Any) -> list[float]:
         """The served score of one record, encoded once for the members and the single tree (they share
-        a space); the forest encodes it in its own (`_forest_rows` says why)."""
+        a space); the forest and the fine tree encode it in their own (`_forest_rows` says why)."""
         codes = self._space.encode_one(x, learn=False)
         scores = self._predict_raw_codes(codes)
         if self._residual is not None:
@@ -368,27 +422,27 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         assert single is None or single._space is self._space  # (`_new_single`, `_restore_arrays`)
         tree = None if single is None else single._predict_codes_one(codes)
         forest = None if self._forest is None else self._forest.predict_one(x)
-        served = self._choice.candidates(scores[0], tree, forest)
+        fine = None if self._fine is None else self._fine.predict_one(x)
+        served = self._choice.candidates(scores[0], tree, forest, fine)
         return [served[self._choice.serving()]]
 
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:
         """`explain_raw` of the served prediction, from the ensemble's `terms` [1, 1 + features]: those,
         the single tree's (its serving tree's, its level's correction and trend offset in the base), the
-        forest's (as a boosted model's, moved to this model's features: its feature space is its own) or
-        the blend of two that serves."""
+        forest's (as a boosted model's, moved to this model's features: its feature space is its own),
+        the fine tree's (as the single tree's, moved so) or the blend of two that serves."""
         if self._choice is None:
             return terms
         candidate = self._choice.offered[self._choice.serving()]
         models: dict[str, np.ndarray] = {"ensemble": terms}
         if "tree" in candidate.models and self._single is not None:
-            single = self._single
-            own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
-            score = float(own[0].sum())
-            own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
-            models["tree"] = own
+            models["tree"] = _tree_terms(self._single, x)
         if "forest" in candidate.models and self._forest is not None:
             forest = self._forest
             models["forest"] = on_features(explain_raw(forest, x), forest._space.names, self._space.names)
+        if "fine" in candidate.models and self._fine is not None:
+            fine = self._fine
+            models["fine"] = on_features(_tree_terms(fine, x), fine._space.names, self._space.names)
         result: np.ndarray = candidate.of(models)
         return result
 
@@ -402,7 +456,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         candidate = self._choice.offered[self._choice.serving()]
         if candidate.models == {"ensemble"}:
             return members
-        sides = {"tree": self._single, "forest": self._forest}
+        sides = {"tree": self._single, "forest": self._forest, "fine": self._fine}
         per_model = {}
         for name in candidate.models:
             side = sides.get(name)
@@ -442,10 +496,19 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             self._register_target(float(targets[int(events[0])]))
 
 
+def _tree_terms(single: SGTRegressor, x: Any) -> np.ndarray:
+    """`explain_raw` of a single regressor's served prediction of `x` [1, 1 + its features]: its serving
+    tree's terms, its level's correction and trend offset in the base."""
+    own = explain_raw(single, x)[single._serving() : single._serving() + 1].copy()
+    score = float(own[0].sum())
+    own[0, 0] += single._served(score + single._offset()) - score  # (its trend offset too)
+    return own
+
+
 def _saved_side(kind: Any, name: str, saved: Any, arrays: dict[str, np.ndarray], loss: Loss) -> Any:
-    """The side model `name` ("single", "forest") of class `kind` a save holds (`side_from_saved`),
-    once its header under the header's ``extra.<name>`` is checked."""
-    what = {"single": "single tree", "forest": "forest"}[name]
+    """The side model `name` ("single", "forest", "fine") of class `kind` a save holds
+    (`side_from_saved`), once its header under the header's ``extra.<name>`` is checked."""
+    what = {"single": "single tree", "forest": "forest", "fine": "fine tree"}[name]
     if not isinstance(saved, dict) or not isinstance(saved.get("header"), dict):
         raise SerializationError(f"a BoostedRegressor with its {what} needs its {what}'s state")
     return side_from_saved(kind, name, saved, arrays, loss)
@@ -461,8 +524,8 @@ class BoostedRegressor(_RegressorEnsemble):
     error, Huber) the prediction is corrected by a recent mean of the ensemble's own residuals where
     that has done better (sgt.residual: a target that wanders over time). By default a single
     SGTRegressor learns beside the members and the prediction served is the ensemble's, the single
-    tree's, a forest's beside them (`forest`) or a blend of two, whichever erred least lately
-    (`single_tree`, `forest`). Same methods and guarantees as
+    tree's, a forest's beside them (`forest`), a fine tree's (`fine_tree`) or a blend of two, whichever
+    erred least lately (`single_tree`, `forest`, `fine_tree`). Same methods and guarantees as
     SGTRegressor, plus `n_trees` and `n_drifts` (the members' trees: the views and `n_trees` show the
     members; explanations follow the prediction served). Why the defaults are what they are:
     docs/decisions.md, "The boosted ensemble"; the figures: BENCHMARKS.md, sections 5 and 9.
@@ -532,6 +595,17 @@ class BoostedRegressor(_RegressorEnsemble):
         then drops it (a save holds no forest; `forest` stays True). Not with a memory budget or a loss
         with a link, as `single_tree`. False: no forest (as saved before the parameter: the bytes of
         that format). A model saved before the retirement keeps its forest, as it did.
+    fine_tree
+        True (default): a constant-leaf SGTRegressor on its own grid of `FINE_BINS` (1,024) bins within
+        `FINE_MAX_BYTES` (8 MB), the ensemble's other tree settings, learns every record beside the
+        members, the single tree and the forest, and the choice adds three candidates: its prediction
+        and its means with the forest's and the single tree's (`tree_choice.FINE_CANDIDATES`). Why: a
+        split falls on a bin edge, up to half a bin from a step in the target, and the records between
+        cost the step's height; the members' 64 bins are kept (finer grids for every tree, or for the
+        single tree or the forest, lost elsewhere: docs/decisions.md). It never retires: a
+        constant-leaf tree costs little beside the others (its own encoding of each record included).
+        Not with a memory budget or a loss with a link, as `single_tree`. False: none (as saved before
+        the parameter: the bytes of that format).
 
     The other parameters are SGTRegressor's and apply to every tree.
 
@@ -591,15 +665,19 @@ class BoostedRegressor(_RegressorEnsemble):
         feature_share: float | None = None,
         single_tree: bool = True,
         forest: bool = True,
+        fine_tree: bool = True,
     ) -> None:
         self.feature_share = checked_feature_share(feature_share)  # (the members made below read it)
-        for name, value in (("single_tree", single_tree), ("forest", forest)):
+        for name, value in (("single_tree", single_tree), ("forest", forest), ("fine_tree", fine_tree)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be True or False, got {value!r}")
         if forest and self._averaged:
             raise ValueError("forest must be False for a ForestRegressor (a forest has no forest of its own)")
+        if fine_tree and self._averaged:
+            raise ValueError("fine_tree must be False for a ForestRegressor (its members are its trees)")
         self.single_tree = single_tree
         self.forest = forest
+        self.fine_tree = fine_tree
         super().__init__(
             n_members=n_members,
             learning_rate=learning_rate,
@@ -631,7 +709,8 @@ class BoostedRegressor(_RegressorEnsemble):
             if max_bytes is None:
                 self._single = self._new_single() if single_tree else None
                 self._forest = self._new_forest() if forest else None
-            if self._single is not None or self._forest is not None:
+                self._fine = self._new_fine() if fine_tree else None
+            if self._single is not None or self._forest is not None or self._fine is not None:
                 # (the tree retires beside a forest only: without one, a model saves as before)
                 beside = self._single is not None and self._forest is not None
                 tree_learned = 0 if beside and self._tree_retires else None
@@ -651,6 +730,20 @@ class BoostedRegressor(_RegressorEnsemble):
         )
         single._space = self._space
         return single
+
+    def _new_fine(self) -> SGTRegressor:
+        """The fine tree beside the members: constant leaves on a grid of `FINE_BINS` bins within
+        `FINE_MAX_BYTES`, SGTRegressor's own `delta`, the ensemble's other tree and data settings, in a
+        feature space of its own."""
+        return SGTRegressor(
+            grace_period=self.grace_period,
+            lambda_=self.lambda_,
+            gamma=self.gamma,
+            **{**self._data_settings(), "bins": FINE_BINS},
+            max_depth=self.max_depth,
+            leaf_model="constant",
+            max_bytes=FINE_MAX_BYTES,
+        )
 
     def _new_forest(self) -> ForestRegressor:
         """The forest beside the members: `_forest_settings` (sgt.boosted.forest's REGRESSOR_FOREST; its
@@ -676,9 +769,10 @@ class BoostedRegressor(_RegressorEnsemble):
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        """A model saved without `single_tree` or `forest` (before them, or without the side model)
-        restores without it."""
-        return {"single_tree": False, "forest": False, **super()._params_from_saved(params, loss)}
+        """A model saved without `single_tree`, `forest` or `fine_tree` (before them, or without the side
+        model) restores without it."""
+        sides = dict.fromkeys(_SIDE_PARAMS, False)
+        return {**sides, **super()._params_from_saved(params, loss)}
 
 
 class ForestRegressor(Averaged, BoostedRegressor):

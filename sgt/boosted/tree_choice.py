@@ -24,17 +24,29 @@ import numpy as np
 
 from sgt.regressor import _LARGEST, AUTO_FADING, fade_errors, least_error
 
-__all__ = ["CANDIDATES", "FILTERED_ROWS", "TWO_MODELS", "Candidate", "TreeChoice", "blend"]
+__all__ = [
+    "CANDIDATES",
+    "FILTERED_ROWS",
+    "FINE_CANDIDATES",
+    "MODELS",
+    "REGRESSOR_CANDIDATES",
+    "TWO_MODELS",
+    "Candidate",
+    "TreeChoice",
+    "blend",
+]
 
 #: the models of a choice without a forest: the members and the single tree
 TWO_MODELS = frozenset(("ensemble", "tree"))
+#: every model a choice may have: the members, the single tree, the forest and the fine tree
+MODELS = frozenset(("ensemble", "tree", "forest", "fine"))
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A prediction a boosted model with side models may serve: `blend(first's, second's, weight)`,
-    the models named "ensemble" (the members), "tree" (the single tree) or "forest"
-    (sgt.boosted.forest)."""
+    the models named "ensemble" (the members), "tree" (the single tree), "forest"
+    (sgt.boosted.forest) or "fine" (the fine tree: constant leaves on a finer grid)."""
 
     first: str
     second: str
@@ -64,19 +76,21 @@ class TreeChoice:
 
     Without a forest the candidates are the ensemble's prediction, the single tree's, their mean and
     the blends of the two in eighths: candidate k puts `WEIGHTS[k]` on the tree's prediction and the
-    rest on the ensemble's. With a forest they are the `CANDIDATES` whose models the regressor has (all
-    twelve with the tree; with the forest alone the ensemble, the forest and their mean), in that
-    order.
+    rest on the ensemble's. With a forest or a fine tree they are the `REGRESSOR_CANDIDATES` whose models the
+    regressor has (all fifteen with the tree, the forest and the fine tree; twelve without the fine
+    tree; with the forest alone the ensemble, the forest and their mean), in that order.
 
     Why these: the ensemble of linear members and the single tree (three trees, each leaf model's, the
     best serving) are each better on different streams (a step-shaped target: the single tree's
     constant leaves; Friedman #1 or heavy tails: the ensemble), and a blend is better than either where
     they err apart (irrelevant features, piecewise-linear targets), the better the closer its weight is
     to the stream's own (micro-scale features, short series); the forest's deep bagged trees fit
-    low-dimensional nonlinear targets that neither does (sgt.boosted.forest). A choice saved with the
-    first three candidates alone (before the other blends) keeps to them, and one saved before the
-    forest to its nine: its number of errors says which. docs/decisions.md, "The boosted ensemble", has
-    the figures.
+    low-dimensional nonlinear targets that neither does (sgt.boosted.forest); the fine tree's
+    thresholds fall nearer a step in the target than a 64-bin grid's (sgt.boosted.regressor's
+    `FINE_BINS`). A choice saved with the first three candidates alone (before the other blends) keeps
+    to them, one saved before the forest to its nine, and one saved before the fine tree to its
+    twelve: its number of errors and the side models saved say which. The fine tree never retires.
+    docs/decisions.md, "The boosted ensemble", has the figures.
 
     The forest retires for good (its candidates are then neither counted nor served; the model drops
     it) from `YOUTH` learned records on, at the first learned record after which the serving candidate
@@ -134,10 +148,12 @@ class TreeChoice:
             if count is not None and (isinstance(count, bool) or count < 0):
                 raise ValueError(f"a TreeChoice's count of learned records is at least 0, got {count!r}")
         self.models = frozenset(models)
-        if not {"ensemble"} < self.models <= {"ensemble", "tree", "forest"}:
-            raise ValueError(f"a TreeChoice is of the ensemble and a tree or a forest, got {sorted(models)}")
-        if "forest" in self.models:
-            offered = tuple(c for c in CANDIDATES if c.models <= self.models)
+        if not {"ensemble"} < self.models <= MODELS:
+            raise ValueError(
+                f"a TreeChoice is of the ensemble and a tree, a forest or a fine tree, got {sorted(models)}"
+            )
+        if self.models & {"forest", "fine"}:
+            offered = tuple(c for c in REGRESSOR_CANDIDATES if c.models <= self.models)
             sizes: tuple[int, ...] = (len(offered),)
         else:
             offered = self.blends()
@@ -157,9 +173,11 @@ class TreeChoice:
         blends of another pair in the same eighths (the classifier's `MondrianChoice`)."""
         return tuple(Candidate(first, second, w) for w in cls.WEIGHTS)
 
-    def candidates(self, ensemble: float, tree: float | None, forest: float | None = None) -> list[float]:
+    def candidates(
+        self, ensemble: float, tree: float | None, forest: float | None = None, fine: float | None = None
+    ) -> list[float]:
         """The candidates' predictions, in the order of `errors` (a model the choice lacks: None)."""
-        predictions = {"ensemble": ensemble, "tree": tree, "forest": forest}
+        predictions = {"ensemble": ensemble, "tree": tree, "forest": forest, "fine": fine}
         return [candidate.of(predictions) for candidate in self.offered]
 
     def serving(self) -> int:
@@ -233,21 +251,22 @@ class TreeChoice:
         targets: np.ndarray,
         learn: np.ndarray,
         forest: np.ndarray | None = None,
+        fine: np.ndarray | None = None,
     ) -> np.ndarray:
         """Each row's served prediction, chosen as the errors stood before the row; each learned row
-        then updates the errors, in row order (the one-record loop does the same per record). `tree`
-        and `forest`: those models' predictions (None where the choice lacks the model).
+        then updates the errors, in row order (the one-record loop does the same per record). `tree`,
+        `forest` and `fine`: those models' predictions (None where the choice lacks the model).
 
         From `FILTERED_ROWS` rows on, the faded errors of every row are computed at once, as a
         first-order recursive filter (scipy.signal.lfilter: e' = f e + error, the same two operations
         in the same order as `learn`, so the same bits), and the choice is their running argmin; the
         errors do not depend on what is served."""
         if ensemble.shape[0] < FILTERED_ROWS:
-            return self._serve_rows(ensemble, tree, targets, learn, forest)
+            return self._serve_rows(ensemble, tree, targets, learn, forest, fine)
         from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
 
         # [candidates, rows], as `candidates` gives them (the same operations, elementwise)
-        models = {"ensemble": ensemble, "tree": tree, "forest": forest}
+        models = {"ensemble": ensemble, "tree": tree, "forest": forest, "fine": fine}
         predictions = np.stack([candidate.of(models) for candidate in self.offered])
         learned = np.flatnonzero(learn)
         errors = np.abs(predictions[:, learned] - targets[learned])
@@ -336,15 +355,17 @@ class TreeChoice:
         targets: np.ndarray,
         learn: np.ndarray,
         forest: np.ndarray | None = None,
+        fine: np.ndarray | None = None,
     ) -> np.ndarray:
         """`serve` a row at a time (a few rows: the filter's fixed costs would outweigh its gain)."""
         n = ensemble.shape[0]
         trees = [None] * n if tree is None else tree.tolist()
         forests = [None] * n if forest is None else forest.tolist()
+        fines = [None] * n if fine is None else fine.tolist()
         out = np.empty(n)
-        rows = zip(ensemble.tolist(), trees, forests, targets.tolist(), learn.tolist(), strict=True)
-        for i, (e, t, f, y, learned) in enumerate(rows):
-            predictions = self.candidates(e, t, f)
+        rows = zip(ensemble.tolist(), trees, forests, fines, targets.tolist(), learn.tolist(), strict=True)
+        for i, (e, t, f, g, y, learned) in enumerate(rows):
+            predictions = self.candidates(e, t, f, g)
             out[i] = predictions[self.serving()]
             if learned:
                 self.learn(predictions, y)
@@ -363,15 +384,27 @@ def blend(ensemble: Any, tree: Any, weight: float) -> Any:
     return (1.0 - weight) * ensemble + weight * tree
 
 
-#: every candidate, in the order of a choice's errors: the ensemble, the tree, their mean (the three
-#: saved before the blends), the other eighths of the two (the nine saved before the forests), then the
-#: forest, its mean with the ensemble and its mean with the tree
+#: every candidate of the side models both boosted classes have, in the order of a choice's errors:
+#: the ensemble, the tree, their mean (the three saved before the blends), the other eighths of the two
+#: (the nine saved before the forests), then the forest, its mean with the ensemble and its mean with
+#: the tree (the classifier's `SingleChoice` has these)
 CANDIDATES: tuple[Candidate, ...] = (
     *TreeChoice.blends(),
     Candidate("ensemble", "forest", 1.0),
     Candidate("ensemble", "forest", 0.5),
     Candidate("tree", "forest", 0.5),
 )
+
+#: the regressor's candidates after `CANDIDATES` (the twelve saved before the fine tree): the fine tree,
+#: its mean with the forest and its mean with the single tree
+FINE_CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("ensemble", "fine", 1.0),
+    Candidate("fine", "forest", 0.5),
+    Candidate("tree", "fine", 0.5),
+)
+
+#: every candidate of the regressor's choice, in the order of its errors
+REGRESSOR_CANDIDATES = CANDIDATES + FINE_CANDIDATES
 
 #: the side models that may retire, in the order they are tested on a record
 SIDES = ("forest", "tree")

@@ -40,6 +40,7 @@ from sgt.boosted import DRIFT_PERIOD, Youth
 from sgt.boosted.classifier import ForestClassifier, SingleChoice
 from sgt.boosted.forest import REGRESSOR_FOREST
 from sgt.boosted.mondrian import MondrianForest
+from sgt.boosted.regressor import ForestRegressor
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import BLIND_SPLIT, YOUNG_BAYES, YOUNG_BAYES_BOUNDED
@@ -1533,6 +1534,94 @@ VARIANTS += tuple(
 VARIANTS += (
     Variant("ours-untrended", lambda spec: _UntrendedRegressor() if spec.is_regression else SGTClassifier()),
     Variant("ours-boosted-untrended", boosted_regressor_class(_UntrendedSingleBoostedRegressor)),
+)
+
+
+def _forest_grid(bins: int, **changes: Any) -> type[BoostedRegressor]:
+    """The regressor whose forest codes the records on a grid of `bins` bins (its own feature space:
+    no second encoding of the members' rows) and takes `changes` over its other settings; the members
+    and the single tree keep the ensemble's 64."""
+
+    class _Variant(BoostedRegressor):
+        def _new_forest(self) -> ForestRegressor:
+            forest = super()._new_forest()
+            params = {**forest.get_params(), "bins": bins, **changes, "loss": forest.loss}
+            return ForestRegressor(**params)
+
+    return _Variant
+
+
+class _FineSingleBoostedRegressor(BoostedRegressor):
+    """The regressor whose single tree codes the records on its own grid of `_single_bins` bins (a second
+    encoding of every record, beside the members'); bench only (its saves would not restore so)."""
+
+    _single_bins: ClassVar[int] = 256
+
+    def _new_single(self) -> SGTRegressor:
+        return SGTRegressor(
+            grace_period=self.grace_period,
+            lambda_=self.lambda_,
+            gamma=self.gamma,
+            **{**self._data_settings(), "bins": self._single_bins},
+            max_depth=self.max_depth,
+            leaf_model=self._single_leaves,
+        )
+
+    def _single_rows(self, codes: Any, targets: Any, learn: Any, events: Any, regrids: Any) -> np.ndarray:
+        rows = self._rows
+        assert self._single is not None and rows is not None
+        X, y = rows
+        if y is None:
+            return np.asarray(self._single.predict_many(X), dtype=np.float64)
+        return np.asarray(self._single.predict_learn_many(X, y), dtype=np.float64)
+
+    def _predict_raw_one(self, x: Any) -> list[float]:
+        codes = self._space.encode_one(x, learn=False)
+        scores = self._predict_raw_codes(codes)
+        if self._residual is not None:
+            scores = [self._residual.corrected(scores[0])]
+        if self._choice is None:
+            return scores
+        tree = None if self._single is None else self._single.predict_one(x)
+        forest = None if self._forest is None else self._forest.predict_one(x)
+        served = self._choice.candidates(scores[0], tree, forest)
+        return [served[self._choice.serving()]]
+
+
+# the boosted regressor's near misses (stress-step: the grid's resolution; docs/decisions.md, "The
+# boosted ensemble"), measured without the fine tree (the default before `fine_tree`, `-no-fine`): the
+# forest on a finer grid than the members' 64 bins; four times the thresholds at a split confidence four
+# times as strict (a Bonferroni bound over them); the single tree on its own finer grid
+VARIANTS += (
+    Variant("ours-boosted-no-fine", boosted_regressor_class(BoostedRegressor, fine_tree=False)),
+    *(
+        Variant(
+            f"ours-boosted-reg-forest{bins}", boosted_regressor_class(_forest_grid(bins), fine_tree=False)
+        )
+        for bins in (128, 256, 1024)
+    ),
+    Variant(
+        "ours-boosted-reg-forest256-64mb",
+        boosted_regressor_class(_forest_grid(256, max_bytes=64_000_000), fine_tree=False),
+    ),
+    Variant(
+        "ours-boosted-reg-forest256-d0.025",
+        boosted_regressor_class(_forest_grid(256, delta=0.025), fine_tree=False),
+    ),
+    Variant(
+        "ours-boosted-reg-forest128-d0.05",
+        boosted_regressor_class(_forest_grid(128, delta=0.05), fine_tree=False),
+    ),
+    *(
+        Variant(
+            f"ours-boosted-reg-single{bins}",
+            boosted_regressor_class(
+                type(f"_Single{bins}", (_FineSingleBoostedRegressor,), {"_single_bins": bins}),
+                fine_tree=False,
+            ),
+        )
+        for bins in (128, 256, 512, 1024)
+    ),
 )
 
 

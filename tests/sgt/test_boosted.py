@@ -452,7 +452,9 @@ def test_linear_leaf_members_batch_and_restore_as_the_loop(cuts: list[int], at: 
 
 
 def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
-    model = BoostedRegressor(**SMALL, single_tree=False, forest=False)  # (the members alone, no side models)
+    model = BoostedRegressor(
+        **SMALL, single_tree=False, forest=False, fine_tree=False
+    )  # (the members alone, no side models)
     model.learn_many(_XR, _YR)
     x = {"x0": 0.7, "x1": 0.2}
     members = [
@@ -480,6 +482,7 @@ def test_later_members_fit_what_the_earlier_ones_leave() -> None:
             leaf_model="constant",
             single_tree=False,  # (the members alone)
             forest=False,
+            fine_tree=False,
         )
         errors[members] = np.abs(model.predict_learn_many(X, y) - y)[-2000:].mean()
     assert errors[1] > 0.6

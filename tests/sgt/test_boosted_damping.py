@@ -20,7 +20,7 @@ from sgt.serialization import decode, encode
 def _members_only(**params: object) -> BoostedRegressor:
     """A BoostedRegressor without its residual level (sgt.residual) or single tree: the members'
     predictions."""
-    model = BoostedRegressor(single_tree=False, forest=False, **params)  # type: ignore[arg-type]
+    model = BoostedRegressor(single_tree=False, forest=False, fine_tree=False, **params)  # type: ignore[arg-type]
     model._residual = None
     return model
 

@@ -80,7 +80,7 @@ def test_loop_batch_and_restore_give_the_same_bits(
     X, y = piecewise(2400)
 
     def new() -> BoostedRegressor:
-        return BoostedRegressor(warm_up=100, single_tree=single_tree)
+        return BoostedRegressor(fine_tree=False, warm_up=100, single_tree=single_tree)
 
     batched = new()
     predictions = _batched(batched, X, y)
@@ -151,7 +151,7 @@ def test_a_model_saved_before_the_forest_restores_and_predicts_the_same() -> Non
     np.testing.assert_allclose(after, np.load(NINE_CHOICE / "after.npy"), rtol=1e-9, atol=1e-12)
     # a model learned here with `forest=False`: the fixture's format and, up to the CPU's last bits,
     # its state (compared by what it predicts, not byte for byte)
-    today = BoostedRegressor(**PARAMS, forest=False)
+    today = BoostedRegressor(fine_tree=False, **PARAMS, forest=False)
     today.learn_many(X[: ROWS // 2], y[: ROWS // 2].tolist())
     assert_within_ulps(today.predict_many(X[ROWS // 2 :]), fresh)
     header = decode(today.to_bytes()).header
@@ -161,7 +161,7 @@ def test_a_model_saved_before_the_forest_restores_and_predicts_the_same() -> Non
 
 def test_the_forest_is_saved_beside_the_single_tree() -> None:
     X, y = piecewise(600)
-    model = BoostedRegressor(warm_up=100)
+    model = BoostedRegressor(fine_tree=False, warm_up=100)
     model.learn_many(X, y.tolist())
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"]["forest"] is True
@@ -170,7 +170,7 @@ def test_the_forest_is_saved_beside_the_single_tree() -> None:
     assert header["extra"]["single"]["learned"] == 600  # (the records the forest's youth counts)
     assert header["extra"]["forest"]["header"]["model"] == "ForestRegressor"
     assert any(name.startswith("extra.forest.") for name in arrays)
-    alone = BoostedRegressor(warm_up=100, single_tree=False)
+    alone = BoostedRegressor(fine_tree=False, warm_up=100, single_tree=False)
     alone.learn_many(X, y.tolist())
     header = decode(alone.to_bytes()).header
     assert "single" not in header["extra"] and len(header["extra"]["forest"]["choice"]) == 3
@@ -263,14 +263,14 @@ def test_the_forest_is_on_by_default_bounded_and_in_its_own_space() -> None:
 
 
 def test_no_forest_with_a_linked_loss_or_a_budget_and_a_bad_value_is_refused() -> None:
-    assert BoostedRegressor(loss=Poisson())._forest is None
-    assert BoostedRegressor(max_bytes=1_000_000)._forest is None
-    assert BoostedRegressor(loss=Poisson())._choice is None
+    assert BoostedRegressor(fine_tree=False, loss=Poisson())._forest is None
+    assert BoostedRegressor(fine_tree=False, max_bytes=1_000_000)._forest is None
+    assert BoostedRegressor(fine_tree=False, loss=Poisson())._choice is None
     with pytest.raises(ValueError, match="forest"):
-        BoostedRegressor(forest=1)  # type: ignore[arg-type]
+        BoostedRegressor(fine_tree=False, forest=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="forest"):
         ForestRegressor(forest=True)
-    assert BoostedRegressor(single_tree=False, forest=False)._choice is None
+    assert BoostedRegressor(fine_tree=False, single_tree=False, forest=False)._choice is None
 
 
 def test_rows_only_predicted_leave_the_choice_and_the_forest_alone() -> None:
@@ -340,7 +340,7 @@ def test_the_forest_retires_inside_a_batch_as_in_the_loop_and_after_a_restore(
 
     def new() -> BoostedRegressor:
         kind = BoostedRegressor if single_tree else _WeakForest
-        return kind(warm_up=100, single_tree=single_tree)
+        return kind(warm_up=100, single_tree=single_tree, fine_tree=False)
 
     batched = new()
     predictions = _batched(batched, X, y)
@@ -366,7 +366,7 @@ def test_the_forest_retires_inside_a_batch_as_in_the_loop_and_after_a_restore(
 
 def test_a_model_restored_after_the_forest_retired_has_none_and_learns_on() -> None:
     X, y = _linear(3000)
-    model = BoostedRegressor(warm_up=100)
+    model = BoostedRegressor(fine_tree=False, warm_up=100)
     model.learn_many(X[:2000], y[:2000].tolist())
     assert model._forest is None and model._choice is not None
     blob = model.to_bytes()
@@ -381,7 +381,7 @@ def test_a_model_restored_after_the_forest_retired_has_none_and_learns_on() -> N
         model.predict_learn_many(X[2000:], y[2000:].tolist()),
     )
     assert restored.to_bytes() == model.to_bytes()
-    alone = _WeakForest(warm_up=100, single_tree=False)
+    alone = _WeakForest(warm_up=100, single_tree=False, fine_tree=False)
     alone.learn_many(X[:2000], y[:2000].tolist())
     assert alone._forest is None and alone._choice is None
     back = BoostedRegressor.from_bytes(alone.to_bytes())
@@ -657,15 +657,15 @@ def test_the_tree_retires_inside_a_batch_as_in_the_loop_and_after_a_restore(
     monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (the streams a test affords are short)
     X, y = piecewise(2400)
-    batched = _RetiringTree(warm_up=100)
+    batched = _RetiringTree(warm_up=100, fine_tree=False)
     predictions = _batched(batched, X, y)
     assert batched._single is None and batched.single_tree is True and batched._forest is not None
     assert batched._choice is not None and batched._choice.models == {"ensemble", "forest"}
     assert batched._choice.tree_learned is None and len(batched._choice.errors) == 3
-    loop = _RetiringTree(warm_up=100)
+    loop = _RetiringTree(warm_up=100, fine_tree=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    half = _RetiringTree(warm_up=100)
+    half = _RetiringTree(warm_up=100, fine_tree=False)
     first = half.predict_learn_many(X[:900], y[:900].tolist())
     assert half._single is not None and half._choice is not None and half._choice.tree_learned == 900
     assert decode(half.to_bytes()).header["extra"]["single"]["tree_learned"] == 900
@@ -698,10 +698,10 @@ def test_the_tree_and_the_forest_both_retire_and_the_members_serve_alone(
     leaves), both side models retire and the model drops the choice; batch, loop and restore agree."""
     monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (the streams a test affords are short)
     X, y = _linear(2400)
-    batched = _RetiringTreeWeakForest(warm_up=100)
+    batched = _RetiringTreeWeakForest(warm_up=100, fine_tree=False)
     predictions = _batched(batched, X, y)
     assert batched._single is None and batched._forest is None and batched._choice is None
-    loop = _RetiringTreeWeakForest(warm_up=100)
+    loop = _RetiringTreeWeakForest(warm_up=100, fine_tree=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop.to_bytes() == batched.to_bytes()
     blob = batched.to_bytes()
@@ -719,7 +719,7 @@ def test_a_save_without_the_trees_count_never_retires_it_and_a_bad_one_is_refuse
     tree, is refused."""
     monkeypatch.setattr(TreeChoice, "TREE_YOUTH", 1000)  # (where it would retire, with the count)
     X, y = piecewise(2400)
-    model = _RetiringTree(warm_up=100)
+    model = _RetiringTree(warm_up=100, fine_tree=False)
     model.learn_many(X[:500], y[:500].tolist())
     header, arrays, _ = decode(model.to_bytes())
     del header["extra"]["single"]["tree_learned"]

@@ -43,7 +43,7 @@ def _mae(model: BoostedRegressor, X: np.ndarray, y: np.ndarray) -> float:
 def _without_level() -> BoostedRegressor:
     """The members alone, without the residual level (nor the single tree, which has levels of its own,
     nor the forest)."""
-    model = BoostedRegressor(single_tree=False, forest=False)
+    model = BoostedRegressor(single_tree=False, forest=False, fine_tree=False)
     model._residual = None
     return model
 
@@ -51,7 +51,7 @@ def _without_level() -> BoostedRegressor:
 def test_a_wandering_level_is_followed() -> None:
     X, y = _series(3000)
     last_value = float(np.abs(np.diff(y)).mean())  # predicting each target by the one before it
-    mae = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
+    mae = _mae(BoostedRegressor(single_tree=False, forest=False, fine_tree=False), X, y)
     # (before: 3.3 times the last value's MAE)
     assert mae <= 1.3 * last_value, (mae, last_value)
     assert mae <= 0.5 * _mae(_without_level(), X, y)
@@ -60,7 +60,7 @@ def test_a_wandering_level_is_followed() -> None:
 
 def test_a_stationary_stream_keeps_the_ensembles_predictions() -> None:
     X, y = _friedman(5000)
-    members = BoostedRegressor(single_tree=False, forest=False)
+    members = BoostedRegressor(single_tree=False, forest=False, fine_tree=False)
     assert _mae(members, X, y) <= 1.01 * _mae(_without_level(), X, y)
 
 

@@ -54,8 +54,8 @@ def _mae(model: BoostedRegressor | SGTRegressor, X: np.ndarray, y: np.ndarray) -
 
 def test_a_step_target_is_learned_as_well_as_by_the_single_tree() -> None:
     X, y = _steps(6000)
-    with_tree = _mae(BoostedRegressor(single_tree=True, forest=False), X, y)
-    members = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
+    with_tree = _mae(BoostedRegressor(fine_tree=False, single_tree=True, forest=False), X, y)
+    members = _mae(BoostedRegressor(single_tree=False, forest=False, fine_tree=False), X, y)
     single = _mae(SGTRegressor(), X, y)
     # (the members alone: 1.5 times the single tree's MAE)
     assert with_tree <= 1.02 * single, (with_tree, single, members)
@@ -65,7 +65,7 @@ def test_a_step_target_is_learned_as_well_as_by_the_single_tree() -> None:
 def test_a_stream_the_members_fit_better_keeps_their_predictions() -> None:
     X, y = _friedman(6000)
     with_tree = _mae(BoostedRegressor(single_tree=True, forest=False), X, y)
-    members = _mae(BoostedRegressor(single_tree=False, forest=False), X, y)
+    members = _mae(BoostedRegressor(single_tree=False, forest=False, fine_tree=False), X, y)
     assert with_tree <= 1.01 * members, (with_tree, members)  # (here it is 0.9 times)
 
 
@@ -135,7 +135,7 @@ def test_explanations_add_up_to_the_served_prediction() -> None:
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     X, y = _steps(2000)
-    model = BoostedRegressor(single_tree=True, forest=False)
+    model = BoostedRegressor(fine_tree=False, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"].pop("single_tree") is True
@@ -156,7 +156,7 @@ def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
 
 def test_without_the_single_tree_the_members_save_as_before() -> None:
     X, y = _steps(800)
-    model = BoostedRegressor(single_tree=False, forest=False)
+    model = BoostedRegressor(single_tree=False, forest=False, fine_tree=False)
     model.learn_many(X, y.tolist())
     header = decode(model.to_bytes()).header
     assert "single_tree" not in header["params"] and "single" not in header["extra"]
@@ -195,8 +195,8 @@ def test_the_single_tree_is_on_by_default() -> None:
 def test_the_single_trees_bytes_count() -> None:
     X, y = _steps(1500)
     with_tree, members = (
-        BoostedRegressor(single_tree=True, forest=False),
-        BoostedRegressor(single_tree=False, forest=False),
+        BoostedRegressor(single_tree=True, forest=False, fine_tree=False),
+        BoostedRegressor(single_tree=False, forest=False, fine_tree=False),
     )
     with_tree.learn_many(X, y.tolist())
     members.learn_many(X, y.tolist())
@@ -324,7 +324,7 @@ def test_a_choice_saved_with_three_candidates_keeps_them(
     assert by_rows._serve_rows(ensemble, tree, targets, learn).tolist() == expected
     assert filtered.errors == by_rows.errors == errors
     X, y = _steps(2000)
-    model = BoostedRegressor(warm_up=100, single_tree=True, forest=False)
+    model = BoostedRegressor(fine_tree=False, warm_up=100, single_tree=True, forest=False)
     model.learn_many(X[:1000], y[:1000].tolist())
     header, arrays, _ = decode(model.to_bytes())
     header["extra"]["single"]["choice"] = header["extra"]["single"]["choice"][:3]
