@@ -55,6 +55,7 @@ CLASSIFIER_FOREST: dict[str, Any] = {
     "max_bytes": 32_000_000,
     "single_tree": False,
     "forest": False,
+    "mondrian": False,
 }
 
 #: the classifier's forest's `Params.bound_block`: a leaf at its depth bound (two thirds of its attempts on

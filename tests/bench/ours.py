@@ -753,8 +753,10 @@ VARIANTS += (
     Variant("ours-boosted-relax-cap1", lambda spec: blind_boosted(spec, None, relax=(10.0, 1.0, 0.47))),
     Variant("ours-boosted-no-blind", lambda spec: blind_boosted(spec, None)),
     Variant("ours-boosted-calibrated", boosted_classifier(proba="calibrated")),
-    # the classifier with its bounded Mondrian forest and the outer choice (`mondrian`, opt-in)
+    # the classifier with its bounded Mondrian forest and the outer choice (`mondrian`): the default, named;
+    # without it, the default before (`-nomondrian`); the forest's seed moved by 1 to 4 (`-s1` to `-s4`)
     Variant("ours-boosted-mondrian", boosted_classifier(mondrian=True)),
+    Variant("ours-boosted-nomondrian", boosted_classifier(mondrian=False)),
     *(
         Variant(f"ours-boosted-mondrian-s{k}", boosted_class(_mondrian_seeded(k), mondrian=True))
         for k in (1, 2, 3, 4)

@@ -41,7 +41,10 @@ def _blobs(n: int, seed: int, k: int = 3) -> tuple[np.ndarray, list[int]]:
 
 
 def _trained(X: np.ndarray, y: list[int], **params: Any) -> BoostedClassifier:
-    model = BoostedClassifier(warm_up=100, **params)
+    """A model of the side models these tests explain: the single tree and the forest, without the
+    Mondrian forest, whose outer choice would serve over them on the checkerboard (its explanation:
+    tests/sgt/test_boosted_mondrian.py)."""
+    model = BoostedClassifier(warm_up=100, **{"mondrian": False, **params})
     model.learn_many(X, y)
     return model
 
@@ -224,7 +227,7 @@ def test_the_totals_match_the_served_probabilities(kind: str, n: int, seed: int,
         "blobs3": _blobs,
     }
     X, y = streams[kind](n, seed)
-    model = BoostedClassifier(warm_up=50, grace_period=30)
+    model = BoostedClassifier(warm_up=50, grace_period=30, mondrian=False)
     model.learn_many(X, y)
     choice = model._choice
     if choice is not None and choice._open:

@@ -64,9 +64,9 @@ def _batched(model: BoostedClassifier, X: np.ndarray, y: Sequence[Any], size: in
 
 def test_the_forest_learns_the_checkerboard_the_others_do_not() -> None:
     X, y = _board(5000)
-    model = BoostedClassifier()
+    model = BoostedClassifier(mondrian=False)  # (the Mondrian forest would serve over it here)
     with_forest = _accuracy(model, X, y)
-    without = _accuracy(BoostedClassifier(forest=False), X, y)
+    without = _accuracy(BoostedClassifier(forest=False, mondrian=False), X, y)
     assert with_forest >= without + 0.05, (with_forest, without)  # (0.91 against 0.83)
     assert model._choice is not None and model._choice.serving >= FOREST_ALONE  # (the forest serves)
 
@@ -189,10 +189,10 @@ def test_averaged_members_each_learn_the_target_alone() -> None:
 
 def test_the_forest_counts_in_the_bytes() -> None:
     X, y = _board(800)
-    model = BoostedClassifier()
+    model = BoostedClassifier(mondrian=False)
     model.learn_many(X, y)
     assert model._forest is not None and model._single is not None
-    members = BoostedClassifier(single_tree=False, forest=False)
+    members = BoostedClassifier(single_tree=False, forest=False, mondrian=False)
     members.learn_many(X, y)
     assert model.nbytes == members.nbytes + model._single.nbytes + model._forest.nbytes
 

@@ -24,7 +24,7 @@ from sgt.serialization import SerializationError, decode, encode
 N = 900
 PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: a model whose choices move within a few hundred records
-SMALL: dict[str, Any] = {"warm_up": 100, "mondrian": True}
+SMALL: dict[str, Any] = {"warm_up": 100, "mondrian": True}  # (the default, said)
 
 
 def _board(n: int, seed: int = 3) -> tuple[list[dict[str, float]], list[Any]]:
@@ -123,12 +123,29 @@ def test_the_mondrian_forest_retires_where_the_model_leads_it() -> None:
     assert restored._mondrian is None and restored.to_bytes() == model.to_bytes()
 
 
-def test_without_the_parameter_a_model_saves_the_bytes_of_before() -> None:
-    model = BoostedClassifier(warm_up=100)
+def test_the_default_says_it_has_the_forest_and_without_it_a_model_saves_the_bytes_of_before() -> None:
+    """The forest is the default, and a default model's save says so (`mondrian: true`), since a save
+    without the parameter restores without it; `mondrian=False` saves the bytes of the format before."""
+    default = BoostedClassifier(warm_up=100)
+    assert default.mondrian is True and default.get_params()["mondrian"] is True
+    default.learn_many(_X[:300], _Y[:300])
+    header = decode(default.to_bytes()).header
+    assert header["params"]["mondrian"] is True and "mondrian" in header["extra"]
+    restored = BoostedClassifier.from_bytes(default.to_bytes())
+    assert restored.get_params()["mondrian"] is True and restored.to_bytes() == default.to_bytes()
+    model = BoostedClassifier(warm_up=100, mondrian=False)
     model.learn_many(_X[:300], _Y[:300])
     header = decode(model.to_bytes()).header
     assert "mondrian" not in header["params"] and "mondrian" not in header["extra"]
     assert BoostedClassifier.from_bytes(model.to_bytes()).get_params()["mondrian"] is False
+    assert BoostedClassifier(**model.get_params()).get_params() == model.get_params()  # (a clone keeps False)
+
+
+def test_under_a_budget_the_default_has_no_mondrian_forest() -> None:
+    model = BoostedClassifier(warm_up=100, max_bytes=1 << 20)
+    model.learn_many(_X[:300], _Y[:300])
+    assert model._mondrian is None and model._outer is None
+    assert "mondrian" not in decode(model.to_bytes()).header["extra"]
 
 
 def test_the_explanation_totals_the_served_log_ratio_and_the_forest_counts_no_importance() -> None:
@@ -171,3 +188,16 @@ def test_a_classifier_saved_before_the_parameter_restores_the_same_bytes(path: P
     model = BoostedClassifier.from_bytes(blob)
     assert model.to_bytes() == blob
     assert model.get_params()["mondrian"] is False and model._mondrian is None
+
+
+def test_records_keyed_by_integers_are_learned_one_at_a_time_by_the_forest_too() -> None:
+    """River's generators key features by integers, which `learn_one` takes: the forest learns them too
+    (before, its rows refused such names, so the default model raised on River's records)."""
+    records = [{0: x["x0"], 1: x["x1"]} for x in _X[:400]]
+    model = BoostedClassifier(**SMALL)
+    for x, target in zip(records, _Y[:400], strict=True):
+        model.learn_one(x, target)
+    assert model._mondrian is not None and model._mondrian._space.names == [0, 1]
+    restored = BoostedClassifier.from_bytes(model.to_bytes())
+    assert restored.to_bytes() == model.to_bytes()
+    assert restored.predict_proba_one(records[0]) == model.predict_proba_one(records[0])

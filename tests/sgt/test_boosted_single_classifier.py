@@ -79,8 +79,8 @@ def _loop(model: BoostedClassifier, X: np.ndarray, y: Sequence[Any]) -> np.ndarr
 
 def test_the_checkerboard_is_learned_as_by_the_single_tree() -> None:
     X, y = _board(6000)
-    with_tree = _accuracy(BoostedClassifier(single_tree=True, forest=False), X, y)
-    members = _accuracy(BoostedClassifier(single_tree=False, forest=False), X, y)
+    with_tree = _accuracy(BoostedClassifier(single_tree=True, forest=False, mondrian=False), X, y)
+    members = _accuracy(BoostedClassifier(single_tree=False, forest=False, mondrian=False), X, y)
     single = _accuracy(SGTClassifier(), X, y)
     assert with_tree >= members + 0.015, (with_tree, members, single)  # (0.826 against 0.803)
     assert with_tree >= single - 0.01, (with_tree, single)
@@ -88,9 +88,9 @@ def test_the_checkerboard_is_learned_as_by_the_single_tree() -> None:
 
 def test_a_stream_the_members_fit_better_keeps_their_probabilities() -> None:
     X, y = _line(6000)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     with_tree = _accuracy(model, X, y)
-    members = _accuracy(BoostedClassifier(single_tree=False, forest=False), X, y)
+    members = _accuracy(BoostedClassifier(single_tree=False, forest=False, mondrian=False), X, y)
     assert with_tree >= members - 0.005, (with_tree, members)
     assert model._single is None  # retired: the ensemble led by RETIRE errors
 
@@ -99,7 +99,7 @@ def test_a_stream_the_members_fit_better_keeps_their_probabilities() -> None:
 def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     X, y = _board(2400)
-    batched = BoostedClassifier(single_tree=True, forest=False)
+    batched = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     predictions = np.concatenate(
         [
             np.pad(p, ((0, 0), (0, 2 - p.shape[1])))
@@ -109,10 +109,10 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
         ]
     )
     assert batched._choice is not None and batched._choice.serving == 2  # (a blend serves: the mean)
-    loop = BoostedClassifier(single_tree=True, forest=False)
+    loop = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop.to_bytes() == batched.to_bytes()
-    half = BoostedClassifier(single_tree=True, forest=False)
+    half = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     first = half.predict_learn_many(X[:1100], y[:1100])
     restored = BoostedClassifier.from_bytes(half.to_bytes())
     assert restored.to_bytes() == half.to_bytes()
@@ -130,10 +130,10 @@ def test_loop_batch_and_restore_give_the_same_bits(enabled: bool, monkeypatch: p
 def test_a_retiring_tree_gives_the_same_bits_batched_and_looped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SingleChoice, "RETIRE", 10)  # (the ensemble leads by 38 errors at the end)
     X, y = _line(3000)
-    batched = BoostedClassifier(single_tree=True, forest=False)
+    batched = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     predictions = batched.predict_learn_many(X, y)
     assert batched._single is None  # (retired inside the batch)
-    loop = BoostedClassifier(single_tree=True, forest=False)
+    loop = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     np.testing.assert_array_equal(_loop(loop, X, y), predictions)
     assert loop._single is None and loop.to_bytes() == batched.to_bytes()
     restored = BoostedClassifier.from_bytes(batched.to_bytes())
@@ -143,7 +143,7 @@ def test_a_retiring_tree_gives_the_same_bits_batched_and_looped(monkeypatch: pyt
 
 def test_rows_only_predicted_leave_the_choice_alone() -> None:
     X, y = _board(1500)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     model.learn_many(X[:1000], y[:1000])
     assert model._choice is not None
     before, saved = model._choice.state(), model.to_bytes()
@@ -164,7 +164,7 @@ def test_rows_only_predicted_leave_the_choice_alone() -> None:
 
 def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     X, y = _board(2000)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     model.learn_many(X[:1000], y[:1000])
     header, arrays, _ = decode(model.to_bytes())
     assert header["params"].pop("single_tree") is True
@@ -172,7 +172,7 @@ def test_a_model_saved_before_the_single_tree_predicts_without_it() -> None:
     arrays = {name: a for name, a in arrays.items() if not name.startswith("extra.single.")}
     old = BoostedClassifier.from_bytes(encode(header, list(arrays.items())))
     assert old._single is None and old.get_params()["single_tree"] is False
-    members = BoostedClassifier(single_tree=False, forest=False)
+    members = BoostedClassifier(single_tree=False, forest=False, mondrian=False)
     members.learn_many(X[:1000], y[:1000])
     assert old.to_bytes() == members.to_bytes()  # (saved as before the parameter)
     np.testing.assert_array_equal(
@@ -191,7 +191,7 @@ def test_a_model_saved_by_the_code_before_restores_and_learns_on_as_the_members_
     # the members alone, learned here: the fixture's state up to the CPU's last bits (tests/floats.py),
     # so the two are compared within ulps, not byte for byte
     X, y = checkerboard(ROWS)
-    members = BoostedClassifier(**PARAMS, single_tree=False, forest=False)
+    members = BoostedClassifier(**PARAMS, single_tree=False, forest=False, mondrian=False)
     members.learn_many(X[: ROWS // 2], y[: ROWS // 2])
     assert_within_ulps(
         restored.predict_proba_many(X[ROWS // 2 :]), members.predict_proba_many(X[ROWS // 2 :])
@@ -208,7 +208,7 @@ def test_a_model_saved_by_the_code_before_restores_and_learns_on_as_the_members_
 
 def test_a_bad_choice_is_refused() -> None:
     X, y = _board(500)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     model.learn_many(X, y)
     header, arrays, _ = decode(model.to_bytes())
     blends = [0] * len(SingleChoice.WEIGHTS)
@@ -264,10 +264,10 @@ def test_the_tree_retires_when_old_unless_it_serves(monkeypatch: pytest.MonkeyPa
 
 def test_the_single_trees_bytes_count() -> None:
     X, y = _board(1500)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     model.learn_many(X, y)
     assert model._single is not None
-    members = BoostedClassifier(single_tree=False, forest=False)
+    members = BoostedClassifier(single_tree=False, forest=False, mondrian=False)
     members.learn_many(X, y)
     assert model.nbytes == members.nbytes + model._single.nbytes
 
@@ -303,10 +303,10 @@ def test_a_blend_serves_where_the_two_err_apart() -> None:
 
 def test_the_blends_on_the_checkerboard_beat_the_tree_or_the_ensemble() -> None:
     X, y = _board(3000)
-    model = BoostedClassifier(single_tree=True, forest=False)
+    model = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     blends = _accuracy(model, X, y)
     assert model._choice is not None and model._choice.serving >= 2  # (a blend serves)
-    two = BoostedClassifier(single_tree=True, forest=False)
+    two = BoostedClassifier(single_tree=True, forest=False, mondrian=False)
     # the two candidates before the blends
     two._choice = SingleChoice.restored([0, 0, 0, 0], tree=True, forest=False)
     assert blends >= _accuracy(two, X, y) + 0.003

@@ -136,8 +136,12 @@ def test_relaxing_members_split_where_strict_ones_do_not() -> None:
         accuracy = float((np.array(model.classes_)[proba.argmax(axis=1)] == y)[3000:].mean())
         return sum(t.n_splits for t in model._trees), accuracy
 
-    strict = run(_Strict(forest=False))  # (the members' splits and accuracy, without the forest's)
-    for relaxed in (run(BoostedClassifier(forest=False)), run(_Relaxing(forest=False))):
+    # (the members' splits and accuracy, without the forests', whose choices would serve over them)
+    strict = run(_Strict(forest=False, mondrian=False))
+    for relaxed in (
+        run(BoostedClassifier(forest=False, mondrian=False)),
+        run(_Relaxing(forest=False, mondrian=False)),
+    ):
         assert relaxed[0] > strict[0] and relaxed[1] > strict[1] + 0.02
 
 
@@ -193,7 +197,9 @@ def test_a_model_saved_before_the_relaxation_learns_on_without_it(monkeypatch) -
     # (and before the single tree: it restores without it)
     assert (
         model.get_params()
-        == BoostedClassifier(**PARAMS, proba="tree", single_tree=False, forest=False).get_params()
+        == BoostedClassifier(
+            **PARAMS, proba="tree", single_tree=False, forest=False, mondrian=False
+        ).get_params()
     )
     proba, saved = _learn_on(model, X[rest], y[rest])
     monkeypatch.setattr(BoostedClassifier, "_relax", None)
@@ -203,7 +209,7 @@ def test_a_model_saved_before_the_relaxation_learns_on_without_it(monkeypatch) -
     assert saved == expected_saved
     assert b'"relax"' not in saved
     monkeypatch.undo()
-    relaxed = BoostedClassifier(**PARAMS, proba="tree", single_tree=False, forest=False)
+    relaxed = BoostedClassifier(**PARAMS, proba="tree", single_tree=False, forest=False, mondrian=False)
     relaxed.learn_many(X[: ROWS // 2], y[: ROWS // 2])
     assert not np.array_equal(_learn_on(relaxed, X[rest], y[rest])[0], proba)  # (the relaxation matters here)
 

@@ -13,6 +13,7 @@ import pytest
 
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
 from sgt.registry import MODEL_TYPES
+from sgt.serialization import decode
 from tests.worker.worker_util import samples, value
 from worker.checkpoints.restore import state_config
 from worker.config import ConfigError, load_settings
@@ -151,3 +152,20 @@ def test_a_partition_model_keeps_to_model_max_bytes_and_its_state_is_exact(model
         parts = PartitionState.from_bytes(parts.to_bytes(), state_config(settings), MODEL_TYPES)
         assert parts.model.nbytes <= 65536
     assert parts.to_bytes() == whole.to_bytes()
+
+
+@pytest.mark.parametrize("budget", [None, "none"])
+def test_a_worker_built_classifier_has_no_mondrian_forest(budget: str | None) -> None:
+    """The library's boosted classifier keeps a Mondrian forest by default, the worker's never: under
+    its memory budget (the default 32 MiB) a boosted classifier has no side model at all, and without
+    one (`model_max_bytes` none) the worker asks for none, so its checkpoints, its rate and its
+    preload (which loads no Mondrian kernel) are what they were before that default."""
+    flags = {"model": "boosted", **({} if budget is None else {"model_max_bytes": budget})}
+    model = new_model(load_settings(flags, env={}))
+    assert isinstance(model, BoostedClassifier) and BoostedClassifier().mondrian is True
+    assert model.get_params()["mondrian"] is False
+    X = np.random.default_rng(3).uniform(size=(300, 2))
+    model.learn_many(X, (X[:, 0] > 0.5).tolist())
+    assert model._mondrian is None and "mondrian" not in decode(model.to_bytes()).header["extra"]
+    if budget is None:
+        assert model._single is None and model._forest is None  # (no side model under a budget)

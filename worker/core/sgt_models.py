@@ -33,6 +33,10 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     if settings.task == "classification":
         if boosted:
             params["multiclass_trees"] = settings.multiclass_trees
+            # no Mondrian forest (the library's default keeps one): under the budget none would live
+            # anyway, and saying so keeps the checkpoints' parameters, and without a budget the
+            # partitions' rate and state, what they were (`preload` loads no Mondrian kernel)
+            params["mondrian"] = False
         else:
             params["proba"] = settings.proba
             params["linear_gate"] = settings.linear_gate  # none is a value here: every term kept
@@ -68,7 +72,7 @@ def preload() -> None:
     merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
     classifier's with a linear gate step by step, a regressor's in one call with the null candidate
     (sgt.kernels' evaluate_bound, as a boosted forest's trees do it). Not a Mondrian forest: the
-    worker's models never have one (`mondrian` is not among its settings)."""
+    worker's models never have one (`new_model` asks for none; `mondrian` is not among its settings)."""
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
     from sgt.split import f_test
 
@@ -81,8 +85,8 @@ def preload() -> None:
     three = np.minimum((X[:, 0] * 3).astype(int), 2).tolist()
     for model, y in (
         (SGTClassifier(warm_up=50), two),
-        (BoostedClassifier(warm_up=50), two),
-        (BoostedClassifier(warm_up=50), three),
+        (BoostedClassifier(warm_up=50, mondrian=False), two),
+        (BoostedClassifier(warm_up=50, mondrian=False), three),
         (SGTRegressor(warm_up=50, leaf_model="adaptive"), X[:, 0].tolist()),
         (SGTClassifier(warm_up=50, max_depth=1, leaf_model="constant"), two),
         (SGTRegressor(warm_up=50, max_depth=1, leaf_model="constant"), X[:, 0].tolist()),
