@@ -1256,8 +1256,6 @@ class BoostedClassifier(_ClassifierEnsemble):
         # what the model served and the forest predicted (as a batch's row), then both learn the record
         probas = {"served": self._inner_proba_one(x), "mondrian": forest.predict_proba_one(x)}
         self._learn_inner_one(x, y)
-        if isinstance(x, Mapping):
-            forest._space.register_new(x)  # (names that are not strings, which the forest's rows do not take)
         forest.learn_one(x, y)
         classes = self._classes
         outer.learn(

@@ -50,7 +50,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -231,7 +231,12 @@ class MondrianForest:
         elif isinstance(X, np.ndarray) and X.ndim != 2:
             raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
         else:
-            codes = self._space.encode_rows(list(X), learn)
+            rows = list(X)
+            if len(rows) == 1 and learn[0] and isinstance(rows[0], Mapping):
+                # (one record may be keyed by names that are not strings, as sgt's models' `learn_one`
+                # takes, River's generators' integers among them; rows of many records take strings only)
+                self._space.register_new(rows[0])
+            codes = self._space.encode_rows(rows, learn)
         return np.ascontiguousarray(codes, dtype=CODE_DTYPE)
 
     def _run_codes(

@@ -224,6 +224,19 @@ def test_a_bad_record_or_label_changes_nothing() -> None:
     assert model.to_bytes() == before
 
 
+def test_records_keyed_by_integers_are_learned_one_at_a_time() -> None:
+    """One record at a time takes any hashable names, as sgt's models' `learn_one` does (River's
+    generators key features by integers); a bad label then registers none of them."""
+    model = MondrianForest(**SMALL)
+    with pytest.raises(ValueError, match="class label"):
+        model.learn_one({0: 1.0, 1: 2.0}, [1])
+    assert model._space.names == []
+    for x, label in zip(_RECORDS[:200], _LABELS[:200], strict=True):
+        model.learn_one(dict(enumerate(x.values())), label)
+    assert sorted(model._space.names) == list(range(len(_RECORDS[0])))
+    assert set(model.predict_proba_one(dict(enumerate(_RECORDS[0].values())))) == set(model.classes_)
+
+
 @pytest.mark.parametrize("setting", ["trees", "max_nodes"])
 def test_a_bad_setting_is_named(setting: str) -> None:
     with pytest.raises(ValueError, match=setting):
