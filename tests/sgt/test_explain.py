@@ -48,9 +48,12 @@ def _data(n: int, seed: int, n_classes: int = 0) -> tuple[list[dict[str, Any]], 
 def _explained_scores(model: Any, x: Any) -> list[float]:
     """What a classifier's explanation of `x` totals, class by class: its raw scores, or while a boosted
     classifier serves a candidate with a side model the served probabilities' log ratios against the
-    first class (tests/sgt/test_boosted_explain.py has the details)."""
+    first class, as while its Mondrian forest's choice serves a candidate with the forest
+    (tests/sgt/test_boosted_explain.py has the details)."""
     choice = getattr(model, "_choice", None)
-    if choice is None or choice.needs() == {"ensemble"} or len(model.classes_) < 2:
+    outer = getattr(model, "_outer", None)
+    members_serve = choice is None or choice.needs() == {"ensemble"}
+    if (members_serve and (outer is None or outer.serving == 0)) or len(model.classes_) < 2:
         return list(model._predict_raw_one(x))
     proba = model.predict_proba_one(x)
     first, *others = model.classes_
