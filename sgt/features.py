@@ -492,22 +492,6 @@ class FeatureSpace:
             )
         return key
 
-    def register_new(self, x: Mapping[Any, Any]) -> None:
-        """Register the new features of one record to be learned whose names are not all strings (River's
-        generators key features by integers), as `encode_one` would, so that a model encoding its records
-        as rows (`encode_rows`, which takes string names only) may learn it one at a time too. Nothing
-        changes for a record of string names (`encode_rows` registers those alike)."""
-        if all(isinstance(name, str) for name in x):
-            return
-        fresh = [(name, v) for name, v in x.items() if name not in self.index and not _is_missing(v)]
-        for name, value in fresh:  # every value checked before anything is registered
-            if name in self.nominal or isinstance(value, str):
-                _category_key(name, value)
-            else:
-                _number(name, value)
-        if fresh:
-            self._register_all(fresh)
-
     def _register_new(self, items: Iterable[tuple[Any, Any]]) -> None:
         """Register the features of a learned record's items that are new and not missing."""
         fresh = [(name, value) for name, value in items if name not in self.index and not _is_missing(value)]

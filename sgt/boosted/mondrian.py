@@ -50,7 +50,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -232,11 +232,12 @@ class MondrianForest:
             raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
         else:
             rows = list(X)
-            if len(rows) == 1 and learn[0] and isinstance(rows[0], Mapping):
-                # (one record may be keyed by names that are not strings, as sgt's models' `learn_one`
-                # takes, River's generators' integers among them; rows of many records take strings only)
-                self._space.register_new(rows[0])
-            codes = self._space.encode_rows(rows, learn)
+            if len(rows) == 1 and learn[0]:
+                # one learned record as sgt's models' `learn_one` encodes it (the same codes as a batch's
+                # row), which takes names that are not strings too (River's generators' integers)
+                codes = np.array([self._space.encode_one(rows[0], learn=True)])
+            else:
+                codes = self._space.encode_rows(rows, learn)
         return np.ascontiguousarray(codes, dtype=CODE_DTYPE)
 
     def _run_codes(
