@@ -30,6 +30,9 @@ def new_model(settings: WorkerSettings) -> StreamModel:
     params = {name: value for name, value in chosen.items() if value is not None}
     if settings.task == "regression" and settings.interval_coverage is not None:
         params["interval_coverages"] = (settings.interval_coverage,)
+    # (a boosted regressor keeps its library default `fine_tree`: under the budget it does not
+    # live either, and without one it is a constant-leaf SGTRegressor of at most 8 MB whose kernels
+    # `preload` loads, so nothing stalls a partition's first batch; its figures: docs/decisions.md)
     if settings.task == "classification":
         if boosted:
             params["multiclass_trees"] = settings.multiclass_trees
