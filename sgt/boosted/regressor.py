@@ -330,10 +330,14 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             served = level_rows.served_rows(out[:, :1], targets, learn, [self._residual], None)
             out[:, 0] = self._residual.apply(out[:, 0], targets, learn) if served is None else served
         if self._choice is not None:
-            tree = None if self._single is None else self._single_rows(codes, targets, learn, events, regrids)
-            forest = None if self._forest is None else self._forest_rows()
-            fine = None if self._fine is None else self._fine_rows()
-            out[:, 0] = self._choice.serve(out[:, 0], tree, targets, learn, forest, fine)
+            predictions = {"ensemble": out[:, 0]}
+            if self._single is not None:
+                predictions["tree"] = self._single_rows(codes, targets, learn, events, regrids)
+            if self._forest is not None:
+                predictions["forest"] = self._forest_rows()
+            if self._fine is not None:
+                predictions["fine"] = self._fine_rows()
+            out[:, 0] = self._choice.serve(predictions, targets, learn)
             self._drop_retired()
         return out, outputs_at
 
@@ -420,10 +424,14 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
             return scores
         single = self._single
         assert single is None or single._space is self._space  # (`_new_single`, `_restore_arrays`)
-        tree = None if single is None else single._predict_codes_one(codes)
-        forest = None if self._forest is None else self._forest.predict_one(x)
-        fine = None if self._fine is None else self._fine.predict_one(x)
-        served = self._choice.candidates(scores[0], tree, forest, fine)
+        predictions = {"ensemble": scores[0]}
+        if single is not None:
+            predictions["tree"] = single._predict_codes_one(codes)
+        if self._forest is not None:
+            predictions["forest"] = self._forest.predict_one(x)
+        if self._fine is not None:
+            predictions["fine"] = self._fine.predict_one(x)
+        served = self._choice.candidates(predictions)
         return [served[self._choice.serving()]]
 
     def _served_terms(self, terms: np.ndarray, x: Any) -> np.ndarray:

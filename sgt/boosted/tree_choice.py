@@ -9,7 +9,7 @@ row).
 >>> import numpy as np
 >>> choice = TreeChoice()
 >>> ensemble, tree, targets = np.zeros(40), np.ones(40), np.ones(40)
->>> served = choice.serve(ensemble, tree, targets, np.ones(40, dtype=bool))
+>>> served = choice.serve({"ensemble": ensemble, "tree": tree}, targets, np.ones(40, dtype=bool))
 >>> float(served[0]), float(served[-1])  # the ensemble first (ties), then the tree, which errs least
 (0.0, 1.0)
 """
@@ -173,11 +173,9 @@ class TreeChoice:
         blends of another pair in the same eighths (the classifier's `MondrianChoice`)."""
         return tuple(Candidate(first, second, w) for w in cls.WEIGHTS)
 
-    def candidates(
-        self, ensemble: float, tree: float | None, forest: float | None = None, fine: float | None = None
-    ) -> list[float]:
-        """The candidates' predictions, in the order of `errors` (a model the choice lacks: None)."""
-        predictions = {"ensemble": ensemble, "tree": tree, "forest": forest, "fine": fine}
+    def candidates(self, predictions: Mapping[str, float]) -> list[float]:
+        """The candidates' predictions, in the order of `errors`, from each of the choice's `models`'
+        prediction (keyed by its name: "ensemble", "tree", "forest", "fine")."""
         return [candidate.of(predictions) for candidate in self.offered]
 
     def serving(self) -> int:
@@ -245,41 +243,35 @@ class TreeChoice:
         self._set_count(side, None)
 
     def serve(
-        self,
-        ensemble: np.ndarray,
-        tree: np.ndarray | None,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        forest: np.ndarray | None = None,
-        fine: np.ndarray | None = None,
+        self, predictions: Mapping[str, np.ndarray], targets: np.ndarray, learn: np.ndarray
     ) -> np.ndarray:
         """Each row's served prediction, chosen as the errors stood before the row; each learned row
-        then updates the errors, in row order (the one-record loop does the same per record). `tree`,
-        `forest` and `fine`: those models' predictions (None where the choice lacks the model).
+        then updates the errors, in row order (the one-record loop does the same per record).
+        `predictions`: each of the choice's `models`' predictions of the rows, keyed by its name.
 
         From `FILTERED_ROWS` rows on, the faded errors of every row are computed at once, as a
         first-order recursive filter (scipy.signal.lfilter: e' = f e + error, the same two operations
         in the same order as `learn`, so the same bits), and the choice is their running argmin; the
         errors do not depend on what is served."""
-        if ensemble.shape[0] < FILTERED_ROWS:
-            return self._serve_rows(ensemble, tree, targets, learn, forest, fine)
+        n = targets.shape[0]
+        if n < FILTERED_ROWS:
+            return self._serve_rows(predictions, targets, learn)
         from scipy.signal import lfilter  # (here: scipy.signal takes a while to import)
 
         # [candidates, rows], as `candidates` gives them (the same operations, elementwise)
-        models = {"ensemble": ensemble, "tree": tree, "forest": forest, "fine": fine}
-        predictions = np.stack([candidate.of(models) for candidate in self.offered])
+        offered = np.stack([candidate.of(predictions) for candidate in self.offered])
         learned = np.flatnonzero(learn)
-        errors = np.abs(predictions[:, learned] - targets[learned])
+        errors = np.abs(offered[:, learned] - targets[learned])
         errors = np.where(errors <= _LARGEST, errors, _LARGEST)  # (not a number: _LARGEST)
         after = np.empty((len(self.errors), learned.size + 1))  # the errors after 0, 1, ... learned rows
         after[:, 0] = self.errors
         for k in range(len(self.errors)):
             after[k, 1:] = lfilter([1.0], [1.0, -AUTO_FADING], errors[k], zi=[AUTO_FADING * after[k, 0]])[0]
-        before = after[:, np.searchsorted(learned, np.arange(ensemble.shape[0]))]  # as each row is served
+        before = after[:, np.searchsorted(learned, np.arange(n))]  # as each row is served
         serving = np.argmin(before, axis=0)  # (the first on ties, as `serving`)
         active = self._retirements(after, learned, before, serving)
         self.errors = after[active, -1].tolist()
-        return predictions[serving, np.arange(ensemble.shape[0])]
+        return offered[serving, np.arange(n)]
 
     def _retirements(
         self, after: np.ndarray, learned: np.ndarray, before: np.ndarray, serving: np.ndarray
@@ -349,26 +341,16 @@ class TreeChoice:
         return None if free.size == 0 else first + int(free[0])
 
     def _serve_rows(
-        self,
-        ensemble: np.ndarray,
-        tree: np.ndarray | None,
-        targets: np.ndarray,
-        learn: np.ndarray,
-        forest: np.ndarray | None = None,
-        fine: np.ndarray | None = None,
+        self, predictions: Mapping[str, np.ndarray], targets: np.ndarray, learn: np.ndarray
     ) -> np.ndarray:
         """`serve` a row at a time (a few rows: the filter's fixed costs would outweigh its gain)."""
-        n = ensemble.shape[0]
-        trees = [None] * n if tree is None else tree.tolist()
-        forests = [None] * n if forest is None else forest.tolist()
-        fines = [None] * n if fine is None else fine.tolist()
-        out = np.empty(n)
-        rows = zip(ensemble.tolist(), trees, forests, fines, targets.tolist(), learn.tolist(), strict=True)
-        for i, (e, t, f, g, y, learned) in enumerate(rows):
-            predictions = self.candidates(e, t, f, g)
-            out[i] = predictions[self.serving()]
+        columns = {name: values.tolist() for name, values in predictions.items()}
+        out = np.empty(targets.shape[0])
+        for i, (y, learned) in enumerate(zip(targets.tolist(), learn.tolist(), strict=True)):
+            candidates = self.candidates({name: values[i] for name, values in columns.items()})
+            out[i] = candidates[self.serving()]
             if learned:
-                self.learn(predictions, y)
+                self.learn(candidates, y)
         return out
 
 

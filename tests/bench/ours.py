@@ -1584,9 +1584,12 @@ class _FineSingleBoostedRegressor(BoostedRegressor):
             scores = [self._residual.corrected(scores[0])]
         if self._choice is None:
             return scores
-        tree = None if self._single is None else self._single.predict_one(x)
-        forest = None if self._forest is None else self._forest.predict_one(x)
-        served = self._choice.candidates(scores[0], tree, forest)
+        predictions = {"ensemble": scores[0]}
+        if self._single is not None:
+            predictions["tree"] = self._single.predict_one(x)
+        if self._forest is not None:
+            predictions["forest"] = self._forest.predict_one(x)
+        served = self._choice.candidates(predictions)
         return [served[self._choice.serving()]]
 
 

@@ -453,6 +453,19 @@ _CHOICE_ROWS = st.lists(
 )
 
 
+def _predictions(
+    ensemble: np.ndarray, tree: np.ndarray | None, forest: np.ndarray | None
+) -> dict[str, np.ndarray]:
+    """The models' predictions as `TreeChoice.serve` takes them (the models the choice has)."""
+    models = {"ensemble": ensemble, "tree": tree, "forest": forest}
+    return {name: p for name, p in models.items() if p is not None}
+
+
+def _rows(predictions: dict[str, np.ndarray], rows: slice) -> dict[str, np.ndarray]:
+    """The same, of some of the rows."""
+    return {name: p[rows] for name, p in predictions.items()}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     rows=_CHOICE_ROWS,
@@ -477,16 +490,12 @@ def test_the_filtered_choice_retires_the_forest_as_row_by_row(
         return choice
 
     filtered, by_rows, halves = new(), new(), new()
-    t = trees if tree else None
-    served = filtered.serve(ensemble, t, targets, learn, forests)
-    expected = by_rows._serve_rows(ensemble, t, targets, learn, forests)
+    predictions = _predictions(ensemble, trees if tree else None, forests)
+    served = filtered.serve(predictions, targets, learn)
+    expected = by_rows._serve_rows(predictions, targets, learn)
     half = len(rows) // 2
-    first = halves.serve(
-        ensemble[:half], None if t is None else t[:half], targets[:half], learn[:half], forests[:half]
-    )
-    rest = halves.serve(
-        ensemble[half:], None if t is None else t[half:], targets[half:], learn[half:], forests[half:]
-    )
+    first = halves.serve(_rows(predictions, slice(half)), targets[:half], learn[:half])
+    rest = halves.serve(_rows(predictions, slice(half, None)), targets[half:], learn[half:])
     assert served.tobytes() == expected.tobytes() == np.concatenate([first, rest]).tobytes()
     assert filtered.errors == by_rows.errors == halves.errors
     assert filtered.models == by_rows.models == halves.models
@@ -508,13 +517,13 @@ def test_a_long_batch_retires_the_forest_as_row_by_row(learned: int, tree: bool)
     learn = rng.uniform(size=n) < 0.9
     models = ("ensemble", "tree", "forest") if tree else ("ensemble", "forest")
     filtered, by_rows = TreeChoice(models=models, learned=learned), TreeChoice(models=models, learned=learned)
-    t = trees if tree else None
-    served = filtered.serve(ensemble, t, targets, learn, forests)
-    assert served.tobytes() == by_rows._serve_rows(ensemble, t, targets, learn, forests).tobytes()
+    predictions = _predictions(ensemble, trees if tree else None, forests)
+    served = filtered.serve(predictions, targets, learn)
+    assert served.tobytes() == by_rows._serve_rows(predictions, targets, learn).tobytes()
     assert filtered.errors == by_rows.errors and filtered.models == by_rows.models == set(models) - {"forest"}
     kept = TreeChoice(models=models)  # (never retires: it serves the forest again at the end)
     kept.learned = None
-    assert not np.array_equal(kept.serve(ensemble, t, targets, learn, forests), served)
+    assert not np.array_equal(kept.serve(predictions, targets, learn), served)
 
 
 def test_a_model_saved_before_the_retirement_keeps_its_forest_and_predicts_the_same() -> None:
@@ -565,10 +574,8 @@ def test_a_lagging_side_model_retires_at_the_very_record_that_makes_it_old_enoug
     def served(rows: int) -> TreeChoice:
         counts = {"learned": learned} if side == "forest" else {"tree_learned": learned}
         choice = _YoungChoice(models=models, **counts)
-        tree = lagging[:rows] if side == "tree" else None
-        forest = lagging[:rows] if side == "forest" else None
         serve = choice.serve if filtered else choice._serve_rows
-        serve(ensemble[:rows], tree, targets[:rows], flags[:rows], forest)
+        serve({"ensemble": ensemble[:rows], side: lagging[:rows]}, targets[:rows], flags[:rows])
         return choice
 
     if old_enough >= positions.size:  # (too few learned records: it never gets old enough)
@@ -629,15 +636,12 @@ def test_the_filtered_choice_retires_the_tree_and_the_forest_as_row_by_row(
         return choice
 
     filtered, by_rows, halves = new(), new(), new()
-    served = filtered.serve(ensemble, trees, targets, learn, f)
-    expected = by_rows._serve_rows(ensemble, trees, targets, learn, f)
+    predictions = _predictions(ensemble, trees, f)
+    served = filtered.serve(predictions, targets, learn)
+    expected = by_rows._serve_rows(predictions, targets, learn)
     half = len(rows) // 2
-    first = halves.serve(
-        ensemble[:half], trees[:half], targets[:half], learn[:half], None if f is None else f[:half]
-    )
-    rest = halves.serve(
-        ensemble[half:], trees[half:], targets[half:], learn[half:], None if f is None else f[half:]
-    )
+    first = halves.serve(_rows(predictions, slice(half)), targets[:half], learn[:half])
+    rest = halves.serve(_rows(predictions, slice(half, None)), targets[half:], learn[half:])
     assert served.tobytes() == expected.tobytes() == np.concatenate([first, rest]).tobytes()
     assert filtered.errors == by_rows.errors == halves.errors
     assert filtered.models == by_rows.models == halves.models

@@ -258,13 +258,14 @@ def test_the_filtered_choice_is_the_row_by_row_one(
     )
     learn = learn.astype(bool)
     filtered, by_rows, halves = TreeChoice(start), TreeChoice(start), TreeChoice(start)
-    served = filtered.serve(ensemble, tree, targets, learn)
-    expected = by_rows._serve_rows(ensemble, tree, targets, learn)
+    models = {"ensemble": ensemble, "tree": tree}
+    served = filtered.serve(models, targets, learn)
+    expected = by_rows._serve_rows(models, targets, learn)
     half = len(rows) // 2
     split = np.concatenate(
         [
-            halves.serve(ensemble[:half], tree[:half], targets[:half], learn[:half]),
-            halves.serve(ensemble[half:], tree[half:], targets[half:], learn[half:]),
+            halves.serve({name: p[:half] for name, p in models.items()}, targets[:half], learn[:half]),
+            halves.serve({name: p[half:] for name, p in models.items()}, targets[half:], learn[half:]),
         ]
     )
     assert served.tobytes() == expected.tobytes() == split.tobytes()
@@ -278,8 +279,9 @@ def test_a_long_batch_is_filtered_as_row_by_row() -> None:
     tree[::97], ensemble[::89] = math.nan, 1e308  # (an overflowing candidate stops serving for a while)
     learn = rng.uniform(size=n) < 0.8
     filtered, by_rows = TreeChoice(), TreeChoice()
-    served = filtered.serve(ensemble, tree, targets, learn)
-    assert served.tobytes() == by_rows._serve_rows(ensemble, tree, targets, learn).tobytes()
+    models = {"ensemble": ensemble, "tree": tree}
+    served = filtered.serve(models, targets, learn)
+    assert served.tobytes() == by_rows._serve_rows(models, targets, learn).tobytes()
     assert filtered.errors == by_rows.errors
 
 
@@ -290,7 +292,7 @@ def test_a_blend_of_the_two_serves_where_it_errs_least() -> None:
     ensemble, tree = rng.normal(0, 1, 400), rng.normal(0, 1, 400)
     targets = 0.75 * ensemble + 0.25 * tree
     choice = TreeChoice()
-    served = choice.serve(ensemble, tree, targets, np.ones(400, dtype=bool))
+    served = choice.serve({"ensemble": ensemble, "tree": tree}, targets, np.ones(400, dtype=bool))
     assert TreeChoice.WEIGHTS[choice.serving()] == 0.25
     assert np.abs(served[100:] - targets[100:]).max() < 1e-12
 
@@ -320,8 +322,9 @@ def test_a_choice_saved_with_three_candidates_keeps_them(
     expected, errors = _three_candidates(start, ensemble, tree, targets)
     learn = np.ones(300, dtype=bool)
     filtered, by_rows = TreeChoice(start), TreeChoice(start)
-    assert filtered.serve(ensemble, tree, targets, learn).tolist() == expected
-    assert by_rows._serve_rows(ensemble, tree, targets, learn).tolist() == expected
+    models = {"ensemble": ensemble, "tree": tree}
+    assert filtered.serve(models, targets, learn).tolist() == expected
+    assert by_rows._serve_rows(models, targets, learn).tolist() == expected
     assert filtered.errors == by_rows.errors == errors
     X, y = _steps(2000)
     model = BoostedRegressor(fine_tree=False, warm_up=100, single_tree=True, forest=False)
