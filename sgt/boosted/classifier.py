@@ -348,6 +348,14 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
         return p - y, p * (1.0 - p)
 
+    def _loss_gradient_one(self, point: float, target: float) -> tuple[float, float] | None:
+        """Two classes (one output): `binary_gradients` of one score, as its compiled steps do
+        (sgt.kernels.binary_exponents and binary_finish, one np.exp each: the same bits as an array's)."""
+        top = point if point > 0.0 or point != point else 0.0
+        e0, e1 = float(np.exp(0.0 - top)), float(np.exp(point - top))
+        p = e1 / (e0 + e1)
+        return p - (1.0 if target == 1 else 0.0), p * (1.0 - p)
+
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
         scores = np.concatenate([np.zeros((point.shape[0], 1)), point], axis=1)
         known = np.arange(scores.shape[1])[None, :] < np.maximum(outputs_at, 1)[:, None]
