@@ -592,18 +592,30 @@ class BaseSGT:
         needs the codes for something else, or shares its space with another, encodes it once)."""
         return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
 
-    def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:
-        """Learn one encoded record; return (tree, node) pairs whose routing changed."""
+    def _learn_codes(
+        self,
+        codes: Sequence[int] | np.ndarray,
+        target: Any,
+        predicted: tuple[list[int], list[float]] | None = None,
+    ) -> list[tuple[int, int]]:
+        """Learn one encoded record; return (tree, node) pairs whose routing changed. `predicted`: the
+        leaves the record reached and its raw scores, as just predicted if no tree has changed since
+        and none stopped it at a nominal branch; they are taken unless its target brings new outputs
+        (a model whose base score a target sets must not give them)."""
+        outputs = self._n_raw_scores()
         self._register_target(target)
         changed: list[tuple[int, int]] = []
-        nodes = []
-        for t, tree in enumerate(self._trees):
-            node, stopped = tree.route_one(codes)
-            if stopped:
-                changed.append((t, node))
-                node = tree.add_category_child(node, int(codes[tree.feature[node]]))
-            nodes.append(node)
-        raw = self._raw_one(nodes, codes)
+        if predicted is not None and self._n_raw_scores() == outputs:
+            nodes, raw = predicted
+        else:
+            nodes = []
+            for t, tree in enumerate(self._trees):
+                node, stopped = tree.route_one(codes)
+                if stopped:
+                    changed.append((t, node))
+                    node = tree.add_category_child(node, int(codes[tree.feature[node]]))
+                nodes.append(node)
+            raw = self._raw_one(nodes, codes)
         self._observe_learn(nodes, raw, target, codes)
         if self._trees:
             g, h = self._gradients_one(raw, target)

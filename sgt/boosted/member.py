@@ -194,14 +194,19 @@ class Member(BaseSGT):
         """`run` of one row, without its arrays: sgt.chunked's one-record path (`_run_rows`) for a row
         with `codes`, table row `target`, learned if `learn`, that grows the grids `regrids` (if any);
         the raw scores it was predicted with (one per output, as known then)."""
+        predicted = None  # the leaves and scores learning takes as predicted (see `_learn_codes`)
         if regrids:
             _, raw, _ = before_regrids(self, codes, regrids)
             self._apply_regrids(regrids)
         else:
-            raw = self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
+            routes = [tree.route_one(codes) for tree in self._trees]
+            nodes = [node for node, _ in routes]
+            raw = self._raw_one(nodes, codes)
+            if not any(stopped for _, stopped in routes):
+                predicted = (nodes, raw)
         if learn:
             self._before_changes(0)
-            self._learn_codes(codes, target)
+            self._learn_codes(codes, target, predicted)
         return raw
 
     def watch(self, marks: Marks | None) -> None:
