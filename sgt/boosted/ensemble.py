@@ -155,6 +155,10 @@ class _Core(_Estimator):
         # while a stop inside a span is answered: the ensembles that ran past it, with their changes as
         # of the stop (see `_run_span`)
         self._ran_past: list[tuple[list[Member], int]] = []
+        #: the last record `_predict_raw_codes` scored: (records learned, space revision, codes), the
+        #: main ensemble then, and the scores (a record learned after being predicted, as a River-style
+        #: loop does, is predicted again by `learn_one` before the members learn it)
+        self._last_scored: tuple[tuple[int, int, tuple[int, ...]], list[Member], list[float]] | None = None
         self._members = self._new_members()
         self._background: list[Member] | None = None  # learning since the last warning, if any
         self._background_since = 0  # records learned when it started
@@ -456,7 +460,15 @@ class _Core(_Estimator):
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
         """The members' shrunken sum as `_run_members` predicts a row, in Python floats (the same
-        operations in the same order as the arrays', without numpy's cost per member)."""
+        operations in the same order as the arrays', without numpy's cost per member).
+
+        The members change only as the model learns a record (which counts it) or replaces its main
+        ensemble, and the space's grids only as it learns: the scores of the record last scored are
+        kept for as long as neither happened."""
+        key = (self._n_seen, self._space.revision, tuple(int(c) for c in codes))
+        last = self._last_scored
+        if last is not None and last[0] == key and last[1] is self._members:
+            return list(last[2])
         columns = self._n_raw(0) + int(self._outputs.every_class_from_three)
         base = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
         total: list[float] = base[0].tolist()
@@ -471,7 +483,9 @@ class _Core(_Estimator):
             total = [t + step * r for t, r in zip(total, raw, strict=True)]
         if self._outputs.every_class_from_three:  # (`_reference_scores`)
             total = [t - total[0] for t in total[1:]]
-        return total[: self._n_scores()]
+        scores = total[: self._n_scores()]
+        self._last_scored = (key, self._members, scores)
+        return list(scores)
 
     # -- members in order ----------------------------------------------------------------------
     def _run_members(
