@@ -558,7 +558,9 @@ class _Core(_Estimator):
     def _follow_linear_start(self) -> None:
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
-            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+            steps = self._linear_steps_now(member.n_outputs)
+            if steps != member.linear_steps:  # (else its trees hold it already: `Member.set_tree_params`)
+                member.set_tree_params(linear_steps=steps)
 
     def _follow_youth(self) -> None:
         """Every ensemble's parameters for its age (at a fixed row: see `_run_encoded`)."""
