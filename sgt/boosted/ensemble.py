@@ -221,8 +221,10 @@ class _Core(_Estimator):
         `every_class`: the classifier's `point` holds every class's score."""
         raise NotImplementedError
 
-    def _loss_gradient_one(self, point: float, target: float) -> tuple[float, float] | None:
-        """`_loss_gradients` of one output's score `point` and one target in Python floats, the same
+    def _loss_gradient_one(
+        self, point: list[float], target: float, every_class: bool
+    ) -> tuple[list[float], list[float]] | None:
+        """`_loss_gradients` of one record's scores `point` and target in Python floats, the same
         operations in the same order (sgt.boosted.member's `GradientOne`); None: no such form."""
         return None
 

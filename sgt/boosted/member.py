@@ -29,9 +29,10 @@ TARGET, WEIGHT, OFFSETS = 0, 1, 2
 #: g and h ([outputs, rows]) of the loss at raw scores [outputs, rows] for targets, and whether the
 #: scores hold every class's
 Gradients = Callable[[np.ndarray, np.ndarray, bool], tuple[np.ndarray, np.ndarray]]
-#: `Gradients` of one output's score of one record, in Python floats with the same operations in the
-#: same order (the same bits); None where the loss has no such form
-GradientOne = Callable[[float, float], tuple[float, float] | None]
+#: `Gradients` of one record's scores (one per output), its target and whether the scores hold every
+#: class's, in Python floats with the same operations in the same order (the same bits); None where
+#: the loss has no such form
+GradientOne = Callable[[list[float], float, bool], tuple[list[float], list[float]] | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +77,7 @@ class MemberContext:
     #: targets equal to 1 (the classifier's with two classes): a member then computes it from its
     #: table's rows in compiled steps (`Member._gradients_of_rows`)
     binary_cross_entropy: bool = False
-    #: `loss_gradients` of one output's score and target, in floats (see `GradientOne`): a member's
+    #: `loss_gradients` of one record's scores and target, in floats (see `GradientOne`): a member's
     #: one-record path (`Member.run_one`) then needs no numpy for its gradients
     gradient_one: GradientOne | None = None
 
@@ -291,18 +292,19 @@ class Member(BaseSGT):
         return g * weight, h * weight
 
     def _gradients_one(self, raw: list[float], target: Any) -> tuple[list[float], list[float]]:
-        """`_gradients` of one record of one output in Python floats where the loss has that form
+        """`_gradients` of one record in Python floats where the loss has that form
         (`MemberContext.gradient_one`): the same operations in the same order as the arrays', without
         numpy's cost per call (a third of a member's one-record learning, on two classes)."""
         one = self._context.gradient_one
-        if one is not None and len(raw) == 1:
-            column = OFFSETS + self._context.outputs.first_column(1)
-            gh = one(raw[0] + float(target[column]), float(target[TARGET]))
+        if one is not None:
+            shape = self._context.outputs
+            column = OFFSETS + shape.first_column(len(raw))
+            point = [r + float(target[column + k]) for k, r in enumerate(raw)]
+            gh = one(point, float(target[TARGET]), shape.every_class(len(raw)))
             if gh is not None:
                 weight = float(target[WEIGHT])
-                if self._step_share != 1.0:  # (as `_gradients`)
-                    return [gh[0] * weight], [gh[1] * (weight / self._step_share)]
-                return [gh[0] * weight], [gh[1] * weight]
+                damped = weight if self._step_share == 1.0 else weight / self._step_share  # (`_gradients`)
+                return [g * weight for g in gh[0]], [h * damped for h in gh[1]]
         return super()._gradients_one(raw, target)
 
     def _gradients_of_rows(

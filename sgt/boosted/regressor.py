@@ -475,12 +475,14 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         g, h = self.loss.gradient_hessian(targets, point[0])
         return g[None, :], h[None, :]
 
-    def _loss_gradient_one(self, point: float, target: float) -> tuple[float, float] | None:
+    def _loss_gradient_one(
+        self, point: list[float], target: float, every_class: bool
+    ) -> tuple[list[float], list[float]] | None:
         """The squared error's g = point - target and h = 1 (`SquaredError.gradient_hessian`); None for
         the other losses."""
-        if type(self.loss) is not SquaredError:
+        if type(self.loss) is not SquaredError or len(point) != 1:
             return None
-        return point - target, 1.0
+        return [point[0] - target], [1.0]
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
         return np.abs(self.loss.link(point[:, 0]) - targets)
