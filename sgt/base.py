@@ -19,7 +19,7 @@ from sgt.checks import check_int as _check_int
 from sgt.checks import check_real as _check_real
 from sgt.chunked import ROW_BY_ROW_MAX, run_codes, run_parts, widening_rows
 from sgt.explain import importances
-from sgt.features import MAX_CATEGORIES, FeatureSpace, Regrid
+from sgt.features import CODE_DTYPE, MAX_CATEGORIES, FeatureSpace, Regrid
 from sgt.layout import Layout, LeafInputs, Params, checked_bound_block
 from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
@@ -527,7 +527,15 @@ class BaseSGT:
             return self._space.encode_array(X, learn)
         if isinstance(X, np.ndarray) and X.ndim != 2:
             raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
-        return self._space.encode_rows(list(X), learn)
+        rows = list(X)
+        if len(rows) == 1 and type(rows[0]) is dict and all(type(name) is str for name in rows[0]):
+            # one record (a boosted model's side models learn one so): `encode_one`, the same codes and
+            # grids as `encode_rows` without its numpy passes per column (a fifth of a boosted
+            # regressor's time one record at a time); names other than strings, which a batch refuses
+            # and `encode_one` takes, are left to `encode_rows`
+            learned = learn is None or bool(learn[0])
+            return np.array([self._space.encode_one(rows[0], learn=learned)], dtype=CODE_DTYPE)
+        return self._space.encode_rows(rows, learn)
 
     def _sync_layout(self) -> None:
         """Bring the trees' statistics into the feature space's current layout."""
@@ -584,18 +592,30 @@ class BaseSGT:
         needs the codes for something else, or shares its space with another, encodes it once)."""
         return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
 
-    def _learn_codes(self, codes: Sequence[int] | np.ndarray, target: Any) -> list[tuple[int, int]]:
-        """Learn one encoded record; return (tree, node) pairs whose routing changed."""
+    def _learn_codes(
+        self,
+        codes: Sequence[int] | np.ndarray,
+        target: Any,
+        predicted: tuple[list[int], list[float]] | None = None,
+    ) -> list[tuple[int, int]]:
+        """Learn one encoded record; return (tree, node) pairs whose routing changed. `predicted`: the
+        leaves the record reached and its raw scores, as just predicted if no tree has changed since
+        and none stopped it at a nominal branch; they are taken unless its target brings new outputs
+        (a model whose base score a target sets must not give them)."""
+        outputs = self._n_raw_scores()
         self._register_target(target)
         changed: list[tuple[int, int]] = []
-        nodes = []
-        for t, tree in enumerate(self._trees):
-            node, stopped = tree.route_one(codes)
-            if stopped:
-                changed.append((t, node))
-                node = tree.add_category_child(node, int(codes[tree.feature[node]]))
-            nodes.append(node)
-        raw = self._raw_one(nodes, codes)
+        if predicted is not None and self._n_raw_scores() == outputs:
+            nodes, raw = predicted
+        else:
+            nodes = []
+            for t, tree in enumerate(self._trees):
+                node, stopped = tree.route_one(codes)
+                if stopped:
+                    changed.append((t, node))
+                    node = tree.add_category_child(node, int(codes[tree.feature[node]]))
+                nodes.append(node)
+            raw = self._raw_one(nodes, codes)
         self._observe_learn(nodes, raw, target, codes)
         if self._trees:
             g, h = self._gradients_one(raw, target)

@@ -39,7 +39,7 @@ from sgt.leafwise import Run, run_leafwise
 if TYPE_CHECKING:
     from sgt.base import BaseSGT
 
-__all__ = ["ROW_BY_ROW_MAX", "Shifted", "run_codes", "run_parts", "widening_rows"]
+__all__ = ["ROW_BY_ROW_MAX", "Shifted", "before_regrids", "run_codes", "run_parts", "widening_rows"]
 
 # batches of at most this many rows take the one-record path (see _run_rows)
 ROW_BY_ROW_MAX = 16
@@ -120,7 +120,7 @@ def run_codes(
         if end == n:
             break
         if end in regrids:
-            nodes, row_raw, before = _before_regrids(model, codes[end], regrids[end])
+            nodes, row_raw, before = before_regrids(model, codes[end], regrids[end])
             model._observe_row(out, end, nodes, row_raw, before)  # before the grids grow
             model._apply_regrids(regrids[end])
             for t, tree in enumerate(model._trees):  # thresholds may have moved: route the rest anew
@@ -142,7 +142,7 @@ def run_codes(
     return raw, outputs_at
 
 
-def _before_regrids(
+def before_regrids(
     model: BaseSGT, codes: np.ndarray | list[int], regrids: list[Regrid]
 ) -> tuple[list[int], list[float], list[int]]:
     """Nodes, raw scores and codes of a record that grows grids, as predicted before learning it (on
@@ -172,7 +172,7 @@ def _run_rows(
     """
     for i, row in enumerate(codes.tolist()):
         if i in regrids:
-            nodes, row_raw, before = _before_regrids(model, row, regrids[i])
+            nodes, row_raw, before = before_regrids(model, row, regrids[i])
             model._observe_row(out, i, nodes, row_raw, before)  # before the grids grow
             model._apply_regrids(regrids[i])
         else:

@@ -35,7 +35,7 @@ from sgt.classifier import SGTClassifier, _check_label
 from sgt.explain import Explanation, blended_importances, explain_raw, on_features
 from sgt.features import Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
-from sgt.softmax import binary_gradients, softmax_with_reference
+from sgt.softmax import binary_gradients, softmax_one, softmax_with_reference
 
 __all__ = ["ENSEMBLE_PROBA_MODES", "BoostedClassifier", "ForestClassifier", "MondrianChoice", "SingleChoice"]
 
@@ -347,6 +347,28 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             p = softmax_with_reference(point)[1:]
             y = targets[None, :] == np.arange(1, point.shape[0] + 1)[:, None]
         return p - y, p * (1.0 - p)
+
+    def _loss_gradient_one(
+        self, point: list[float], target: float, every_class: bool
+    ) -> tuple[list[float], list[float]] | None:
+        """`_loss_gradients` of one record: with two classes (one output) `binary_gradients` of its score
+        as its compiled steps do (sgt.kernels.binary_exponents and binary_finish, one np.exp each: the
+        same bits as an array's); with more, the softmax by `softmax_one` (`softmax_with_reference`'s
+        bits), where no score is NaN (whose maximum the two take differently)."""
+        if len(point) == 1:
+            u = point[0]
+            top = u if u > 0.0 or u != u else 0.0
+            e0, e1 = float(np.exp(0.0 - top)), float(np.exp(u - top))
+            p = e1 / (e0 + e1)
+            return [p - (1.0 if target == 1 else 0.0)], [p * (1.0 - p)]
+        if any(v != v for v in point):
+            return None
+        if every_class:  # (the softmax over the scores less the first's, as `_loss_gradients`)
+            probas, first = softmax_one([v - point[0] for v in point[1:]]), 0
+        else:
+            probas, first = softmax_one(point)[1:], 1
+        g = [pk - (1.0 if k + first == target else 0.0) for k, pk in enumerate(probas)]
+        return g, [pk * (1.0 - pk) for pk in probas]
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
         scores = np.concatenate([np.zeros((point.shape[0], 1)), point], axis=1)

@@ -73,6 +73,11 @@ class _Boosting(_Core):
         self._sync_layout()
         targets = np.asarray(targets, dtype=np.float64)
         width = self._n_raw(len(events))
+        rows = Rows(Batch(codes, leaf_inputs_of(self._layout, codes)), targets, learn, events, regrids)
+        if n == 1:  # (learn_one) every stop and cut a row brings lies after it: the row is one span
+            self._follow_linear_start()
+            self._follow_youth()
+            return self._run_span(rows, 0, 1, [], width)
         out = np.zeros((n, width))
         outputs_at = np.zeros(n, dtype=np.intp)
         learned = self._n_seen + np.cumsum(learn)
@@ -87,7 +92,6 @@ class _Boosting(_Core):
         multiclass_start = self._linear_start(2)  # (members of one tree start at 0 unless given)
         cuts = np.union1d(cuts, np.flatnonzero(learn & (learned == multiclass_start)) + 1).astype(np.intp)
         drift_points = set(stops[learned[stops - 1] % self._policy.drift_period == 0].tolist())
-        rows = Rows(Batch(codes, leaf_inputs_of(self._layout, codes)), targets, learn, events, regrids)
         for start, end in itertools.pairwise([0, *cuts[cuts < n].tolist(), n]):
             self._follow_linear_start()
             self._follow_youth()
@@ -198,13 +202,14 @@ class _Boosting(_Core):
         base = self._base_columns(n, width, learn, targets, events)
         part = rows.batch.part(start, end)
         rows_marked = [stop - start for stop in stops]
-        marks = [Marks(rows_marked) for _ in ensemble]
-        for member, mark in zip(ensemble, marks, strict=True):
+        watched = ensemble if stops else []  # (no stop inside the span: no changes to count)
+        marks = [Marks(rows_marked) for _ in watched]
+        for member, mark in zip(watched, marks, strict=True):
             member.watch(mark)
         regrids = rows.regrids_in(start, end)
         raw = self._run_members(ensemble, part, table, weights, base, learn, events, regrids)
         changes = [0] * len(stops)
-        for member, mark in zip(ensemble, marks, strict=True):
+        for member, mark in zip(watched, marks, strict=True):
             mark.reach(n, member)
             changes = [a + b for a, b in zip(changes, mark.changes, strict=True)]
             member.watch(None)

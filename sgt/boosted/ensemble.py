@@ -149,11 +149,16 @@ class _Core(_Estimator):
             member_delta=self._member_delta,
             linear_steps_now=self._linear_steps_now,
             binary_cross_entropy=self._is_classifier,
+            gradient_one=self._loss_gradient_one,
         )
         self._retired_version = 0  # changes made by members since replaced, so `version` never decreases
         # while a stop inside a span is answered: the ensembles that ran past it, with their changes as
         # of the stop (see `_run_span`)
         self._ran_past: list[tuple[list[Member], int]] = []
+        #: the last record `_predict_raw_codes` scored: (records learned, space revision, codes), the
+        #: main ensemble then, and the scores (a record learned after being predicted, as a River-style
+        #: loop does, is predicted again by `learn_one` before the members learn it)
+        self._last_scored: tuple[tuple[int, int, tuple[int, ...]], list[Member], list[float]] | None = None
         self._members = self._new_members()
         self._background: list[Member] | None = None  # learning since the last warning, if any
         self._background_since = 0  # records learned when it started
@@ -215,6 +220,13 @@ class _Core(_Estimator):
         """g and h ([outputs, rows]) of the loss at raw scores `point` for targets (a float column);
         `every_class`: the classifier's `point` holds every class's score."""
         raise NotImplementedError
+
+    def _loss_gradient_one(
+        self, point: list[float], target: float, every_class: bool
+    ) -> tuple[list[float], list[float]] | None:
+        """`_loss_gradients` of one record's scores `point` and target in Python floats, the same
+        operations in the same order (sgt.boosted.member's `GradientOne`); None: no such form."""
+        return None
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
         """What a detector watches: the error of raw scores `point` [rows, outputs] for each row."""
@@ -449,17 +461,33 @@ class _Core(_Estimator):
 
     # -- prediction of one record --------------------------------------------------------------
     def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
+        """The members' shrunken sum as `_run_members` predicts a row, in Python floats (the same
+        operations in the same order as the arrays', without numpy's cost per member).
+
+        The members change only as the model learns a record (which counts it) or replaces its main
+        ensemble, and the space's grids only as it learns: the scores of the record last scored are
+        kept for as long as neither happened."""
+        key = (self._n_seen, self._space.revision, tuple(int(c) for c in codes))
+        last = self._last_scored
+        if last is not None and last[0] == key and last[1] is self._members:
+            return list(last[2])
         columns = self._n_raw(0) + int(self._outputs.every_class_from_three)
-        total = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
+        base = self._base_columns(1, columns, np.zeros(1, dtype=bool), np.zeros(1), NO_EVENTS)[0]
+        total: list[float] = base[0].tolist()
         for m, member in enumerate(self._members):
-            raw = np.zeros_like(total)
+            raw = [0.0] * columns
             values = [
                 v for tree in member.trees for v in tree.predict_outputs_one(tree.route_one(codes)[0], codes)
             ]
             first = self._outputs.first_column(member.n_outputs)
-            raw[0, first : first + len(values)] = values
-            total = total + self._member_step(m) * raw
-        return self._reference_scores(total)[0, : self._n_scores()].tolist()
+            raw[first : first + len(values)] = values
+            step = self._member_step(m)
+            total = [t + step * r for t, r in zip(total, raw, strict=True)]
+        if self._outputs.every_class_from_three:  # (`_reference_scores`)
+            total = [t - total[0] for t in total[1:]]
+        scores = total[: self._n_scores()]
+        self._last_scored = (key, self._members, scores)
+        return list(scores)
 
     # -- members in order ----------------------------------------------------------------------
     def _run_members(
@@ -478,6 +506,9 @@ class _Core(_Estimator):
         was learned)."""
         predicted, learned = base
         n, width = predicted.shape
+        if n == 1:
+            one = self._run_members_one(members, part, table[0], weights[:, 0], base, learn, regrids)
+            return np.array([one])
         for m, member in enumerate(members):
             table[:, WEIGHT] = weights[m]
             table[:, OFFSETS:] = learned
@@ -495,11 +526,43 @@ class _Core(_Estimator):
                 learned = learned + step
         return predicted
 
+    def _run_members_one(
+        self,
+        members: list[Member],
+        part: Part,
+        row: np.ndarray,
+        weights: np.ndarray,
+        base: tuple[np.ndarray, np.ndarray],
+        learn: np.ndarray,
+        regrids: dict[int, list[Regrid]],
+    ) -> list[float]:
+        """`_run_members` of one row (its table row `row`, its members' weights `weights`) in Python
+        floats (`Member.run_one`): the same operations in the same order as the arrays', without
+        numpy's cost per call, which dominates a record learned alone (sgt's one-record path)."""
+        predicted, learned = base[0][0].tolist(), base[1][0].tolist()
+        width = len(predicted)
+        codes, target, grown = part.codes[0].tolist(), float(row[TARGET]), regrids.get(0)
+        each = weights.tolist()
+        for m, member in enumerate(members):
+            first = self._outputs.first_column(member.n_outputs)
+            member_raw = member.run_one(codes, [target, each[m], *learned], bool(learn[0]), grown)
+            raw = [0.0] * width
+            shown = member_raw[: width - first]
+            raw[first : first + len(shown)] = shown
+            shrink = self._member_step(m)
+            step = [shrink * v for v in raw]
+            predicted = [p + s for p, s in zip(predicted, step, strict=True)]
+            if not self._averaged:
+                learned = [v + s for v, s in zip(learned, step, strict=True)]
+        return predicted
+
     # -- young ensembles (the policy's `youth`) ----------------------------------------------
     def _follow_linear_start(self) -> None:
         """Every member's linear steps as `_linear_steps_now` says (at a fixed row: see `_run_encoded`)."""
         for member in self._all_members():
-            member.set_tree_params(linear_steps=self._linear_steps_now(member.n_outputs))
+            steps = self._linear_steps_now(member.n_outputs)
+            if steps != member.linear_steps:  # (else its trees hold it already: `Member.set_tree_params`)
+                member.set_tree_params(linear_steps=steps)
 
     def _follow_youth(self) -> None:
         """Every ensemble's parameters for its age (at a fixed row: see `_run_encoded`)."""

@@ -22,7 +22,7 @@ from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import blended_importances, explain_raw, on_features
 from sgt.features import Regrid
-from sgt.losses import Loss
+from sgt.losses import Loss, SquaredError
 from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
@@ -482,6 +482,15 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
     ) -> tuple[np.ndarray, np.ndarray]:
         g, h = self.loss.gradient_hessian(targets, point[0])
         return g[None, :], h[None, :]
+
+    def _loss_gradient_one(
+        self, point: list[float], target: float, every_class: bool
+    ) -> tuple[list[float], list[float]] | None:
+        """The squared error's g = point - target and h = 1 (`SquaredError.gradient_hessian`); None for
+        the other losses."""
+        if type(self.loss) is not SquaredError or len(point) != 1:
+            return None
+        return [point[0] - target], [1.0]
 
     def _errors(self, point: np.ndarray, targets: np.ndarray, outputs_at: np.ndarray) -> np.ndarray:
         return np.abs(self.loss.link(point[:, 0]) - targets)

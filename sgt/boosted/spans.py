@@ -79,6 +79,8 @@ class Rows:
 
     def events_in(self, start: int, end: int) -> np.ndarray:
         """The events of rows [start, end), counted from `start`."""
+        if not self.events.size:  # (most runs: numpy's cost per call would dominate a record learned alone)
+            return self.events
         return self.events[(self.events >= start) & (self.events < end)] - start
 
     def regrids_in(self, start: int, end: int) -> dict[int, list[Regrid]]:

@@ -10,12 +10,20 @@ rest of the machine disturbed least). Each process also reports a digest of ever
 ``to_bytes()`` and of every prediction: the two trees must give the same bits (the A/B of a speed
 change that keeps the results), and the run fails where they do not.
 
+With ``--stream NAME`` a process runs instead the library's default boosted model of that stream's
+task (tests.bench.streams: BoostedClassifier or BoostedRegressor) one record at a time, as a River-style
+loop does: ``predict_proba_one`` (classifier) or ``predict_one`` (regressor), then ``learn_one``, over
+the stream's first ``--records`` records (``--batch`` and ``--model`` are not used); the model first
+learns 300 records on a model of its own, untimed (the compiled kernels loaded), and the digest covers
+every prediction and the final ``to_bytes()``.
+
 Run from the repository root, ``--old`` a checkout of the code to compare with (e.g. made by
 ``git worktree add`` or ``git archive main | tar -x -C DIR``)::
 
     .venv/bin/python -m tests.bench.bench_model_ab --old DIR                    # boosted, 40,000, 500
     .venv/bin/python -m tests.bench.bench_model_ab --old DIR --batch 2000 --pairs 7
     .venv/bin/python -m tests.bench.bench_model_ab --old DIR --model sgt        # the single tree
+    .venv/bin/python -m tests.bench.bench_model_ab --old DIR --stream sea --records 5000 --pairs 3
 """
 
 from __future__ import annotations
@@ -59,6 +67,41 @@ for m in models:
 print(json.dumps({"seconds": min(times), "digest": digest.hexdigest(), "source": __import__("sgt").__file__}))
 """
 
+#: what each process runs with ``--stream``: the default boosted model one record at a time
+_CHILD_ONE = """
+import hashlib, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from tests.bench import streams
+from sgt import BoostedClassifier, BoostedRegressor
+
+records, name, repeat = int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+spec = streams.specs([name])[0]
+stream = streams.materialise(spec, records)
+xs = [{k if isinstance(k, str) else f"x{k}": v for k, v in x.items()} for x in stream.dicts]
+new_model = BoostedRegressor if spec.is_regression else BoostedClassifier
+
+def run(model, rows):
+    predict = model.predict_one if spec.is_regression else model.predict_proba_one
+    predictions = []
+    for x, y in rows:
+        predictions.append(predict(x))
+        model.learn_one(x, y)
+    return predictions
+
+run(new_model(), list(zip(xs, stream.y))[:300])  # the kernels loaded (or compiled) before the clock starts
+times = []
+for _ in range(repeat):  # fresh models each time: the same work
+    model = new_model()
+    started = time.process_time()
+    predictions = run(model, zip(xs, stream.y))
+    times.append(time.process_time() - started)
+digest = hashlib.sha256()
+for p in predictions:
+    digest.update(repr(p).encode())
+digest.update(model.to_bytes())
+print(json.dumps({"seconds": min(times), "digest": digest.hexdigest(), "source": __import__("sgt").__file__}))
+"""
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -69,11 +112,18 @@ class Measurement:
     source: str
 
 
-def measure(tree: Path, records: int, batch: int, model: str, repeat: int) -> Measurement:
+def measure(
+    tree: Path, records: int, batch: int, model: str, repeat: int, stream: str | None = None
+) -> Measurement:
     """One process running the model alone from the source tree `tree`, `repeat` times over: its
-    fastest time (the one the other processes on the machine disturbed least)."""
+    fastest time (the one the other processes on the machine disturbed least); with `stream`, that
+    stream's default boosted model one record at a time."""
+    if stream is None:
+        child = [_CHILD, str(tree), str(records), str(batch), model, str(repeat)]
+    else:
+        child = [_CHILD_ONE, str(tree), str(records), stream, str(repeat)]
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tree), str(records), str(batch), model, str(repeat)],
+        [sys.executable, "-c", *child],
         capture_output=True,
         text=True,
         check=True,
@@ -94,19 +144,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="records per predict_learn_many (default 500)")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument(
+        "--stream", default=None, help="a stream's default boosted model, one record at a time (see above)"
+    )
+    parser.add_argument(
         "--repeat", type=int, default=3, help="runs per process, the fastest counted (default 3)"
     )
     args = parser.parse_args(argv)
     old, new = args.old.resolve(), args.new.resolve()
+    if args.stream is None:
+        what = f"{args.model}, {args.records:,} records in batches of {args.batch:,}"
+        timed = "predict_learn_many alone"
+    else:
+        what = f"{args.stream}'s default boosted model, {args.records:,} records one at a time"
+        timed = "predict_proba_one or predict_one, then learn_one"
     print(
-        f"{args.model}, {args.records:,} records in batches of {args.batch:,}, {args.pairs} pairs of "
-        "processes (old then new), CPU time of predict_learn_many alone, "
+        f"{what}, {args.pairs} pairs of processes (old then new), CPU time of {timed}, "
         f"the fastest of {args.repeat} runs per process"
     )
     ratios, olds, news = [], [], []
     for pair in range(args.pairs):
-        a = measure(old, args.records, args.batch, args.model, args.repeat)
-        b = measure(new, args.records, args.batch, args.model, args.repeat)
+        a = measure(old, args.records, args.batch, args.model, args.repeat, args.stream)
+        b = measure(new, args.records, args.batch, args.model, args.repeat, args.stream)
         if pair == 0:
             print(f"old: {a.source}\nnew: {b.source}")
         if a.digest != b.digest:

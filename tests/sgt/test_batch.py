@@ -8,6 +8,7 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,3 +108,28 @@ def test_a_regressor_batches_as_the_loop(n: int, seed: int, cuts: list[int]) -> 
     got = np.concatenate([batch.predict_learn_many(X[part], y[part]) for part in batches(n, cuts)])
     assert batch.to_bytes() == loop.to_bytes()
     assert got.tolist() == expected
+
+
+def test_a_batch_of_one_record_refuses_what_a_batch_of_two_refuses() -> None:
+    # regression: a batch of one dict record is encoded as learn_one encodes it (FeatureSpace.encode_one),
+    # which takes names other than strings; a batch refuses them, whatever its length
+    for rows in ([{0: 1.0}], [{0: 1.0}, {0: 2.0}]):
+        model = SGTRegressor()
+        with pytest.raises(TypeError, match="feature names must be strings"):
+            model.learn_many(rows, [1.0] * len(rows))
+        assert model.n_seen == 0
+
+
+def test_a_batch_of_one_record_learns_the_one_record_loops_bits() -> None:
+    # a batch of one dict record takes FeatureSpace.encode_one (without the batch encoder's passes per
+    # column): the same codes and grids, so the same model, learned or only predicted
+    rng = np.random.default_rng(7)
+    records = [{"a": float(v), "b": float(w), "c": str(int(w * 3))} for v, w in rng.normal(size=(400, 2))]
+    targets = [r["a"] * 2.0 + (r["c"] == "1") for r in records]
+    alone, batched = (SGTRegressor(grace_period=50, nominal=["c"]) for _ in range(2))
+    for i, (x, y) in enumerate(zip(records, targets, strict=True)):
+        learned = y if i % 7 else None
+        assert batched.predict_learn_many([x], [learned])[0] == alone.predict_one(x)
+        if learned is not None:
+            alone.learn_one(x, y)
+    assert batched.to_bytes() == alone.to_bytes()

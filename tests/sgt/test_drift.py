@@ -200,3 +200,21 @@ def test_a_state_saved_before_the_rise_was_kept_counts_it_from_the_restore() -> 
     del saved["low_n"]
     detector.restore(saved)
     assert detector.rising == 0
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_one_value_at_a_time_gives_the_arrays_state_and_alarm_bit_for_bit(relative: bool) -> None:
+    # a record learned alone feeds one value (PageHinkley._update_one, in Python floats): it must keep
+    # the arrays' every bit, the rise's start and the alarm's index included
+    rng = np.random.default_rng(6)
+    if relative:
+        values = np.concatenate([rng.exponential(1.0, 2000), [0.0, 0.0], rng.exponential(4.0, 1000)])
+    else:
+        values = np.concatenate([rng.random(2000) < 0.1, rng.random(1000) < 0.6]).astype(float)
+    params = RELATIVE if relative else DEFAULT
+    whole, alone = PageHinkley(**params), PageHinkley(**params)
+    alarm = whole.update(values)
+    found = next(i for i, v in enumerate(values) if alone.update(np.array([v])) >= 0)
+    assert found == alarm >= 2000
+    assert alone.state() == whole.state()
+    assert alone.rising == whole.rising
