@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sgt import kernels
-
 __all__ = ["binary_gradients", "softmax_one", "softmax_rows", "softmax_with_reference"]
 
 
@@ -34,11 +32,9 @@ def binary_gradients(u: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     Why: a boosted member's gradients are computed a few dozen rows at a time, where the general
     form's dozen numpy calls (concatenate, a reduction, a copy, ...) cost more than the arithmetic.
     The maximum over (0, u) is `np.maximum(0, u)` (the reduction compares the same pair, NaN
-    included), and the sum adds class 0's exp and class 1's, in that order. With sgt.kernels, the
-    steps around the exps run compiled (`binary_exponents`, `binary_finish`): three calls, the same
-    bits."""
-    if kernels.ENABLED:
-        return kernels.binary_finish(np.exp(kernels.binary_exponents(u)), y)
+    included), and the sum adds class 0's exp and class 1's, in that order. With sgt.kernels a
+    member's rows take these steps compiled where they lie (sgt.kernels.gradients), and one record
+    takes them in Python floats (the boosted classifier's `_loss_gradient_one`): the same bits."""
     top = np.maximum(0.0, u)
     e0 = np.exp(0.0 - top)
     e1 = np.exp(u - top)

@@ -351,10 +351,10 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     def _loss_gradient_one(
         self, point: list[float], target: float, every_class: bool
     ) -> tuple[list[float], list[float]] | None:
-        """`_loss_gradients` of one record: with two classes (one output) `binary_gradients` of its score
-        as its compiled steps do (sgt.kernels.binary_exponents and binary_finish, one np.exp each: the
-        same bits as an array's); with more, the softmax by `softmax_one` (`softmax_with_reference`'s
-        bits), where no score is NaN (whose maximum the two take differently)."""
+        """`_loss_gradients` of one record: with two classes (one output) `binary_gradients`' steps on its
+        score (np.exp of a float has an array element's bits); with more, the softmax by `softmax_one`
+        (`softmax_with_reference`'s bits), where no score is NaN (whose maximum the two take
+        differently; None there: the arrays' form)."""
         if len(point) == 1:
             u = point[0]
             top = u if u > 0.0 or u != u else 0.0

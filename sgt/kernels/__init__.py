@@ -37,8 +37,7 @@ each output's linear term. And the steps of a batch:
   (`append_rows`, Tree.append; `append_taken` reads the rows' codes where they lie) and routing rows
   through a tree without nominal branches (`route_numeric`, Tree.route): sgt.kernels.tree_rows;
 - a binary member's gradients around numpy's exp, which stays numpy's (`member_binary_exponents`,
-  `member_binary_gradients`; `binary_exponents`, `binary_finish` for sgt.softmax.binary_gradients):
-  sgt.kernels.gradients;
+  `member_binary_gradients`): sgt.kernels.gradients;
 - online bagging's Poisson weights (`poisson_weights`, sgt.boosted.bagging): sgt.kernels.poisson;
 - a regressor's rows served in order, its residual levels and its tree choice updated row by row
   (`served_rows`, through sgt.level_rows): sgt.kernels.levels; a regressor's trend offsets, row by
@@ -85,8 +84,6 @@ import os
 
 from sgt.kernels.compiling import numba
 from sgt.kernels.gradients import (
-    binary_exponents,
-    binary_finish,
     member_binary_exponents,
     member_binary_gradients,
 )
@@ -107,8 +104,6 @@ __all__ = [
     "WINNER_SIZE",
     "append_rows",
     "append_taken",
-    "binary_exponents",
-    "binary_finish",
     "evaluate_bound",
     "evaluate_leaf",
     "leaf_rows_after",

@@ -33,7 +33,6 @@ from sgt.boosted.bagging import Bagging
 from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Outputs
 from sgt.features import FeatureSpace
 from sgt.leaf import LeafLearner
-from sgt.softmax import binary_gradients
 from sgt.tree import Layout, Params, Tree
 from tests.sgt.sgt_testkit import bits, same_candidates
 
@@ -262,24 +261,6 @@ SCORES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(scores=st.lists(SCORES, min_size=0, max_size=70), seed=st.integers(0, 2**32 - 1))
-def test_the_compiled_binary_gradients_are_numpys_bits(scores, seed) -> None:
-    """Catches the compiled steps of sgt.softmax.binary_gradients (a boosted member's gradients with two
-    classes) giving any score other bits than its numpy steps: NaN, infinities, zeros of either sign,
-    exps that overflow or underflow, arrays of every length (numpy's exp takes SIMD blocks and a
-    tail)."""
-    u = np.array(scores, dtype=np.float64)
-    y = np.random.default_rng(seed).integers(0, 2, size=u.size) == 1
-    with np.errstate(all="ignore"):
-        compiled = binary_gradients(u, y)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(kernels, "ENABLED", False)
-            reference = binary_gradients(u, y)
-    for got, expected in zip(compiled, reference, strict=True):
-        assert bits(got).tolist() == bits(expected).tolist()
-
-
 @settings(max_examples=150, deadline=None)
 @given(
     seed=st.one_of(st.integers(0, 100), st.integers(0, 2**64 - 1)),
@@ -340,3 +321,33 @@ def test_a_binary_members_row_gradients_are_its_gradients_bits(
             reference = member._gradients_of_rows(raw, table, rows)
     for got, expected in zip(compiled, reference, strict=True):
         assert bits(got).tolist() == bits(expected).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    score=SCORES,
+    offset=SCORES,
+    target=st.integers(0, 2),
+    weight=st.integers(0, 4),
+    kernels_on=st.booleans(),
+)
+def test_a_binary_members_one_record_gradients_are_its_rows_bits(
+    score: float, offset: float, target: int, weight: int, kernels_on: bool
+) -> None:
+    """Catches a binary member's gradients of one record in Python floats (`Member._gradients_one`, the
+    one-record loop's) differing by one bit from those of the same row in a batch
+    (`_gradients_of_rows`, compiled or numpy): p's exps taken otherwise, NaN, infinities, signed zeros,
+    a target other than class 1, Poisson weights 0 to 4."""
+    model = sgt.BoostedClassifier(seed=1, n_members=2)
+    model.learn_one({"x": 0.0}, 0)
+    model.learn_one({"x": 1.0}, 1)  # two classes: each member has one tree of one output
+    member = model._members[1]
+    table = np.zeros((1, OFFSETS + 2))  # (the offset in every column a member's outputs may start at)
+    table[0, TARGET], table[0, WEIGHT], table[0, OFFSETS:] = target, weight, offset
+    with np.errstate(all="ignore"):
+        g, h = member._gradients_one([score], table[0])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "ENABLED", kernels_on and kernels.ENABLED)
+            rows_g, rows_h = member._gradients_of_rows(np.array([score]), table, np.array([0]))
+    assert bits(np.array(g)).tolist() == bits(rows_g).tolist()
+    assert bits(np.array(h)).tolist() == bits(rows_h).tolist()
