@@ -602,7 +602,7 @@ class BaseSGT:
         leaves the record reached and its raw scores, as just predicted if no tree has changed since
         and none stopped it at a nominal branch; they are taken unless its target brings new outputs
         (a model whose base score a target sets must not give them)."""
-        outputs = self._n_raw_scores()
+        outputs = None if predicted is None else self._n_raw_scores()
         self._register_target(target)
         changed: list[tuple[int, int]] = []
         if predicted is not None and self._n_raw_scores() == outputs:
