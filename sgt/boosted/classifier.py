@@ -35,7 +35,7 @@ from sgt.classifier import SGTClassifier, _check_label
 from sgt.explain import Explanation, blended_importances, explain_raw, on_features
 from sgt.features import Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
-from sgt.softmax import binary_gradients, softmax_one, softmax_with_reference
+from sgt.softmax import binary_gradients, binary_gradients_one, softmax_one, softmax_with_reference
 
 __all__ = ["ENSEMBLE_PROBA_MODES", "BoostedClassifier", "ForestClassifier", "MondrianChoice", "SingleChoice"]
 
@@ -351,16 +351,12 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     def _loss_gradient_one(
         self, point: list[float], target: float, every_class: bool
     ) -> tuple[list[float], list[float]] | None:
-        """`_loss_gradients` of one record: with two classes (one output) `binary_gradients`' steps on its
-        score (np.exp of a float has an array element's bits); with more, the softmax by `softmax_one`
-        (`softmax_with_reference`'s bits), where no score is NaN (whose maximum the two take
-        differently; None there: the arrays' form)."""
+        """`_loss_gradients` of one record: with two classes (one output) `binary_gradients_one` of its
+        score; with more, the softmax by `softmax_one` (`softmax_with_reference`'s bits), where no score
+        is NaN (whose maximum the two take differently; None there: the arrays' form)."""
         if len(point) == 1:
-            u = point[0]
-            top = u if u > 0.0 or u != u else 0.0
-            e0, e1 = float(np.exp(0.0 - top)), float(np.exp(u - top))
-            p = e1 / (e0 + e1)
-            return [p - (1.0 if target == 1 else 0.0)], [p * (1.0 - p)]
+            gradient, hessian = binary_gradients_one(point[0], target == 1)
+            return [gradient], [hessian]
         if any(v != v for v in point):
             return None
         if every_class:  # (the softmax over the scores less the first's, as `_loss_gradients`)
