@@ -1210,3 +1210,34 @@ def test_members_read_their_context_and_hold_no_reference_to_the_ensemble(cls: t
     for member in model._members:
         assert all(value is not model for value in vars(member).values())
         assert member._context.space is model._space
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+@pytest.mark.parametrize("kernels_on", [True, False])
+def test_a_record_predicted_before_others_are_learned_serves_no_stale_leaves(
+    kind: str, kernels_on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the ensemble keeps of the record it last scored (its scores, `_Core._last_scored`) serves a
+    record learned only while nothing changed since: predicting a record and then learning another
+    one (other codes), or learning it after others (records learned), learns what a model that
+    predicted nothing learns, byte for byte (it would not if the key missed the codes or the count)."""
+    monkeypatch.setattr(sgt.kernels, "ENABLED", kernels_on and sgt.kernels.ENABLED)
+    n = 400
+    if kind == "classifier":
+        xs, ys, model = _RECORDS[:n], _LABELS[:n], functools.partial(BoostedClassifier, **COMMITTEE)
+    else:
+        xs = [{f"x{j}": float(v) for j, v in enumerate(row)} for row in _XR[:n]]
+        ys, model = _YR[:n].tolist(), functools.partial(BoostedRegressor, **SMALL)
+    predicting, learning = model(), model()
+    for i in range(n - 1):
+        if i % 3 == 0:  # the next record predicted, this one learned (other codes)
+            predicting.predict_one(xs[i + 1])
+        elif i % 3 == 1:  # this one predicted, then the one before learned again before it
+            predicting.predict_one(xs[i])
+            predicting.learn_one(xs[i - 1], ys[i - 1])
+            learning.learn_one(xs[i - 1], ys[i - 1])
+        else:  # this one predicted and learned (the River-style loop)
+            predicting.predict_one(xs[i])
+        predicting.learn_one(xs[i], ys[i])
+        learning.learn_one(xs[i], ys[i])
+        assert predicting.to_bytes() == learning.to_bytes(), i
