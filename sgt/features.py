@@ -131,6 +131,9 @@ class FeatureSpace:
         self.revision = 0  # bumped whenever a feature or category is added: the layout may change
         # grids grown by learned records, in record order, until the model takes them (take_regrids)
         self._regrids: list[Regrid] = []
+        # the names of a sequence record's columns, as many as the widest record has had (`_items`):
+        # formatted once, not once per value of every record
+        self._column_names: tuple[str, ...] = ()
 
     # -- introspection -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -463,7 +466,9 @@ class FeatureSpace:
         if isinstance(x, (str, bytes)) or not isinstance(x, (Sequence, np.ndarray)):
             raise TypeError(f"a record must be a dict or a sequence of values, got {type(x).__name__}")
         values = x.tolist() if isinstance(x, np.ndarray) else x
-        return ((self._column_name(c), v) for c, v in enumerate(values))
+        if len(values) > len(self._column_names):
+            self._column_names = tuple(map(self._column_name, range(len(values))))
+        return zip(self._column_names, values)  # (as long as the record: zip stops at the shorter)
 
     def _check(self, name: Any, value: Any) -> None:
         """Raise the ValueError that encoding `value` for feature `name` would raise."""

@@ -343,6 +343,27 @@ def test_array_rows_starting_with_nan_give_the_same_model_on_every_path() -> Non
     assert batch.to_bytes() == loop.to_bytes()
 
 
+def test_sequence_records_of_any_width_learn_as_dicts_of_their_column_names() -> None:
+    """A record given as a list or an array names its values by position (x0, x1, ... or the declared
+    feature_names), whatever the widths of the records before it: narrower, then wider, then narrower."""
+    rng = np.random.default_rng(5)
+    widths = rng.choice([1, 3, 2, 4], size=600)
+    rows = [rng.normal(size=w) for w in widths]
+    y = [float(r[0] > 0) for r in rows]
+    for names in (None, ["a", "b", "c"]):  # declared names for the first three columns, x3 after them
+        seq = SGTClassifier(grace_period=50, warm_up=50, feature_names=names)
+        dicts = SGTClassifier(grace_period=50, warm_up=50, feature_names=names)
+        labels = names or []
+        for row, label in zip(rows, y, strict=True):
+            keys = [labels[c] if c < len(labels) else f"x{c}" for c in range(len(row))]
+            record = dict(zip(keys, row.tolist(), strict=True))
+            sequence = row if len(row) % 2 else row.tolist()  # arrays and lists alike
+            assert seq.predict_proba_one(sequence) == dicts.predict_proba_one(record)
+            seq.learn_one(sequence, label)
+            dicts.learn_one(record, label)
+        assert seq.to_bytes() == dicts.to_bytes()
+
+
 def test_rows_of_an_array_with_nan_predict_like_dicts_with_none() -> None:
     X, y = threshold_stream(1500, seed=37)
     X[::5, 0] = np.nan
