@@ -1240,4 +1240,5 @@ def test_a_record_predicted_before_others_are_learned_serves_no_stale_leaves(
             predicting.predict_one(xs[i])
         predicting.learn_one(xs[i], ys[i])
         learning.learn_one(xs[i], ys[i])
-        assert predicting.to_bytes() == learning.to_bytes(), i
+        if i % 16 == 15 or i == n - 2:  # (a stale score changes what is learned for good: no need
+            assert predicting.to_bytes() == learning.to_bytes(), i  # to save both every record)
