@@ -238,6 +238,26 @@ def test_stress_classification_streams_have_the_shape_they_claim() -> None:
     assert drawn("stress-moons-600", 600)[0].shape == (600, 2)
 
 
+def test_held_out_streams_are_seeded_finite_and_of_their_task() -> None:
+    """The ``heldout`` group: River generators none of the other groups use, each drawing the same
+    finite records twice, with labels of its task."""
+    pytest.importorskip("river")
+    from tests.bench import streams
+
+    held = streams.specs(["heldout"])
+    assert len(held) >= 7 and all(s.group == "heldout" and s.n == 5_000 for s in held)
+    others = {s.name for s in streams.specs() if s.group != "heldout"}
+    assert not others & {s.name for s in held}
+    for spec in held:
+        first, again = streams.materialise(spec, 300), streams.materialise(spec, 300)
+        assert np.array_equal(first.X, again.X) and first.y == again.y, spec.name
+        assert np.isfinite(first.X).all(), spec.name
+        if spec.is_regression:
+            assert first.classes == [], spec.name
+        else:
+            assert len(first.classes) == 2 if spec.task == "binary" else len(first.classes) > 2, spec.name
+
+
 def test_the_suite_holds_every_file_data_set_river_ships_or_names_why_not() -> None:
     """Each ``FileDataset`` in ``river.datasets`` is a stream of the robust group or is named, with its
     reason, in ``tests/bench/streams.py``'s docstring; bundled dates are POSIX seconds (UTC)."""

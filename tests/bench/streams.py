@@ -1,6 +1,6 @@
 """The benchmark streams: named, seeded, materialised once as arrays so every model sees the same records.
 
-Four groups, selectable by name on the command line:
+Five groups, selectable by name on the command line:
 
 * ``benchmark``: the five long stationary streams of River's synthetic generators (seed 42);
 * ``short``: 500 to 5,300 records: River's bundled real data sets, read from files inside the River
@@ -12,6 +12,12 @@ Four groups, selectable by name on the command line:
   outliers in the target or the features), each also cut short (600 to 2,000 records); a
   10,000-record Friedman #1; and every real data set River ships as a file inside its package (no
   download), those of ``short`` included;
+* ``heldout``: River generators, or settings of them, that chose no default (``--streams heldout``),
+  5,000 records each: a random tree's 3-class concept over numeric and one-hot features, two 2-D sine
+  boundaries, the Mixed concept (two booleans, two numbers), Agrawal's function 4, a rotating
+  4-feature hyperplane with 10% noise, and a regression over 2-D planes; a check that the defaults
+  hold on data they were not chosen on (once a choice is made on them, they are held back no more).
+  Waveform and FriedmanDrift are not among them: a default was chosen on each;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
   (over 1/400 of the stream) or gradual (over 1/10), centred at known positions (a quarter, half and
   three quarters of the stream). The benchmark
@@ -49,7 +55,7 @@ import numpy as np
 from tests.bench import stress
 
 SEED = 42
-GROUPS = ("benchmark", "short", "drift", "robust")
+GROUPS = ("benchmark", "short", "drift", "robust", "heldout")
 SUITE = ("robust",)  # the group of a bundled real data set listed in another group too
 DRIFT_LENGTH = 40_000  # three drifts, at 10,000, 20,000 and 30,000 records
 # The width of a drift, the records over which the new concept replaces the old, as a fraction of the
@@ -154,6 +160,11 @@ def _sea(n: int) -> Iterable:
 
 def _friedman(n: int) -> Iterable:
     return _synth().Friedman(seed=SEED)
+
+
+def _held_out(name: str, **params: Any) -> Callable[[int], Iterable]:
+    """A River generator of ``heldout``, seeded with ``SEED``."""
+    return lambda n: getattr(_synth(), name)(seed=SEED, **params)
 
 
 def _bundled(name: str) -> Callable[[int], Iterable]:
@@ -271,7 +282,18 @@ def _specs() -> list[StreamSpec]:
         StreamSpec("airline-passengers", "robust", "regression", 144, _bundled("AirlinePassengers")),
         StreamSpec("water-flow", "robust", "regression", 1_268, _bundled("WaterFlow")),
     ]
-    return benchmark + short + drift + robust
+    heldout = [
+        StreamSpec("random-tree", "heldout", "multiclass", 5_000, lambda n: _synth().RandomTree(
+            seed_tree=SEED, seed_sample=SEED, n_classes=3, n_num_features=5, n_cat_features=3)),
+        StreamSpec("sine-f0", "heldout", "binary", 5_000, _held_out("Sine", classification_function=0)),
+        StreamSpec("sine-f2", "heldout", "binary", 5_000, _held_out("Sine", classification_function=2)),
+        StreamSpec("mixed", "heldout", "binary", 5_000, _held_out("Mixed")),
+        StreamSpec("agrawal-f4", "heldout", "binary", 5_000, _held_out("Agrawal", classification_function=3)),
+        StreamSpec("hyperplane-4-noisy", "heldout", "binary", 5_000, _held_out(
+            "Hyperplane", n_features=4, mag_change=0.001, noise_percentage=0.1)),
+        StreamSpec("planes-2d", "heldout", "regression", 5_000, _held_out("Planes2D")),
+    ]  # fmt: skip
+    return benchmark + short + drift + robust + heldout
 
 
 def specs(names: list[str] | None = None) -> list[StreamSpec]:
