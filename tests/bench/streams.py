@@ -13,7 +13,7 @@ Five groups, selectable by name on the command line:
   10,000-record Friedman #1; and every real data set River ships as a file inside its package (no
   download), those of ``short`` included;
 * ``heldout``: River generators, or settings of them, that chose no default (``--streams heldout``),
-  5,000 records each: a random tree's 3-class concept over numeric and one-hot features, two 2-D sine
+  5,000 records each: a random tree's 3-class concept over numbers and integer-coded categories, two 2-D sine
   boundaries, the Mixed concept (two booleans, two numbers), Agrawal's function 4, a rotating
   4-feature hyperplane with 10% noise, and a regression over 2-D planes; a check that the defaults
   hold on data they were not chosen on (once a choice is made on them, they are held back no more).
