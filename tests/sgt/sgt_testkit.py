@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -164,12 +165,37 @@ def looped_with_restore(model: Any, X: Any, y: Any, at: int) -> tuple[Any, list[
     return model, head + predicted_then_learned(model, X[at + 1 :], y[at + 1 :])
 
 
-def looped(model: Any, X: Any, y: Any, restore_at: int | None = None) -> tuple[Any, list[Any]]:
-    """`predicted_then_learned` over rows ``X``, ``y``, the model saved and restored before row
-    ``restore_at`` (None: never): the model at the end and each row's prediction."""
-    if restore_at is None:
-        return model, predicted_then_learned(model, X, y)
-    return looped_with_restore(model, X, y, restore_at - 1)
+@dataclass(frozen=True)
+class LoopAndRestore:
+    """What `looped_and_restored` gives: the bytes the one-record loop saves at the end and each row's
+    prediction, and the same for the model restored from the loop's save half-way."""
+
+    saved: bytes
+    predictions: list[Any]
+    restored: bytes
+    restored_predictions: list[Any]
+
+
+def looped_and_restored(
+    model: Any, X: Any, y: Any, at: int, load: Callable[[bytes], Any] | None = None
+) -> LoopAndRestore:
+    """`predicted_then_learned` over rows ``X``, ``y``, the model saved before row ``at``; then a model
+    restored from that save (by ``load``, the model's ``from_bytes`` by default) learns rows ``at``
+    onwards the same way.
+
+    One pass and a half where a plain loop and a second loop restored half-way take two: learning is
+    deterministic, so the second loop's first half would repeat the first's bits. The first loop saves
+    half-way and learns on, so a save that changed the model would also show (its end bytes would
+    differ from the restored model's, and from a batch learner's that never saved)."""
+    load = load or type(model).from_bytes
+    head = predicted_then_learned(model, X[:at], y[:at])
+    blob = bytes(model.to_bytes())
+    tail = predicted_then_learned(model, X[at:], y[at:])
+    restored = load(blob)
+    restored_tail = predicted_then_learned(restored, X[at:], y[at:])
+    return LoopAndRestore(
+        bytes(model.to_bytes()), head + tail, bytes(restored.to_bytes()), head + restored_tail
+    )
 
 
 def learned_in_pieces(

@@ -25,7 +25,7 @@ from sgt.leaf import _median_split
 from sgt.serialization import SerializationError
 from sgt.stats import N, block_stats
 from tests.fixtures.make_boosted_fixture import checkerboard
-from tests.sgt.sgt_testkit import looped
+from tests.sgt.sgt_testkit import looped_and_restored, predicted_then_learned
 
 RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "release-0.1.0" / "classifier.sgt"
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
@@ -74,9 +74,10 @@ def test_a_tree_that_finds_splits_does_not_split_blind() -> None:
     assert np.array_equal(blind.predict_proba_many(X), sighted.predict_proba_many(X))
 
 
-def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> bytes:
-    """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model, _ = looped(make(), X, y, restore_at)
+def _loop(make: Any, X: list, y: list) -> bytes:
+    """One record at a time (predict, then learn): the bytes saved at the end."""
+    model = make()
+    predicted_then_learned(model, X, y)
     return bytes(model.to_bytes())
 
 
@@ -103,9 +104,10 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_o
     records = [{"a": float(a), "b": float(b)} for a, b in X]
     labels = y.tolist()
     make = MAKERS[name]
-    loop = _loop(make, records, labels)
+    looped = looped_and_restored(make(), records, labels, at=ROWS // 2)
+    loop = looped.saved
     assert b'"blind_split":[1.0,0.49]' in loop
-    assert _loop(make, records, labels, restore_at=ROWS // 2) == loop
+    assert looped.restored == loop
     assert _batched(make, records, labels, [ROWS]) == loop
     assert _batched(make, records, labels, [1, 299, 301, 700, 701]) == loop
 

@@ -15,7 +15,7 @@ import pytest
 from sgt import AdaptiveSGTClassifier, BoostedClassifier, BoostedRegressor, kernels
 from sgt.boosted.bagging import Bagging
 from sgt.boosted.ensemble import MEAN_ONE
-from tests.sgt.sgt_testkit import mixed_records
+from tests.sgt.sgt_testkit import looped_and_restored, mixed_records
 from tests.sgt.test_serialization import _pack, _unpack
 
 ROWS = 1200
@@ -126,18 +126,9 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(
     params: dict[str, Any] = {"grace_period": 30, "warm_up": 60, "seed": 4, "poisson_rate": rate}
     X, y = _records(1000)
 
-    def loop(restore_at: int | None) -> tuple[bytes, list[dict[Any, float]]]:
-        model = MeanOne(**params)
-        out = []
-        for i, (x, target) in enumerate(zip(X, y, strict=True)):
-            if i == restore_at:
-                model = BoostedClassifier.from_bytes(model.to_bytes())
-            out.append(model.predict_proba_one(x))
-            model.learn_one(x, target)
-        return bytes(model.to_bytes()), out
-
-    saved, proba = loop(None)
-    assert loop(len(X) // 2) == (saved, proba)
+    looped = looped_and_restored(MeanOne(**params), X, y, at=len(X) // 2, load=BoostedClassifier.from_bytes)
+    saved, proba = looped.saved, looped.predictions
+    assert (looped.restored, looped.restored_predictions) == (saved, proba)
     for cuts in ([len(X)], [1, 120, 121, 499, 501, 800]):
         model = MeanOne(**params)
         parts = [model.predict_learn_many(X[a:b], y[a:b]) for a, b in itertools.pairwise([0, *cuts, len(X)])]

@@ -15,7 +15,7 @@ import pytest
 
 from sgt import BoostedClassifier, kernels
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import counted_encodings, mixed_records
+from tests.sgt.sgt_testkit import counted_encodings, looped_and_restored, mixed_records
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
@@ -83,17 +83,6 @@ def _streams() -> dict[str, tuple[Any, list[Any], list[Any]]]:
 STREAMS = _streams()
 
 
-def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> tuple[bytes, np.ndarray]:
-    model = make()
-    out = []
-    for i, (x, target) in enumerate(zip(X, y, strict=True)):
-        if i == restore_at:
-            model = BoostedClassifier.from_bytes(model.to_bytes())
-        out.append(model.predict_proba_one(x))
-        model.learn_one(x, target)
-    return bytes(model.to_bytes()), np.array([[p.get(c, 0.0) for c in model.classes_] for p in out])
-
-
 def _batched(make: Any, X: list, y: list, cuts: list[int]) -> tuple[bytes, np.ndarray]:
     model = make()
     parts = [model.predict_learn_many(X[a:b], y[a:b]) for a, b in itertools.pairwise([0, *cuts, len(X)])]
@@ -106,9 +95,10 @@ def _batched(make: Any, X: list, y: list, cuts: list[int]) -> tuple[bytes, np.nd
 def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_on: bool, monkeypatch) -> None:
     monkeypatch.setattr(kernels, "ENABLED", kernels_on and kernels.ENABLED)
     make, X, y = STREAMS[name]
-    saved, proba = _loop(make, X, y)
-    restored, restored_proba = _loop(make, X, y, restore_at=len(X) // 2)
-    assert restored == saved and np.array_equal(restored_proba, proba)
+    looped = looped_and_restored(make(), X, y, at=len(X) // 2)
+    saved, classes = looped.saved, BoostedClassifier.from_bytes(looped.saved).classes_
+    assert looped.restored == saved and looped.restored_predictions == looped.predictions
+    proba = np.array([[p.get(c, 0.0) for c in classes] for p in looped.predictions])
     for cuts in ([len(X)], [1, 150, 151, 599, 601, 1000]):
         batched, batched_proba = _batched(make, X, y, cuts)
         assert batched == saved and np.array_equal(batched_proba, proba)

@@ -22,7 +22,7 @@ from sgt.layout import Layout, Params
 from sgt.stats import MH
 from sgt.tree import Tree
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import looped, mixed_records, step_regression_stream
+from tests.sgt.sgt_testkit import looped_and_restored, mixed_records, step_regression_stream
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
@@ -79,12 +79,6 @@ def _streams() -> dict[str, tuple[Any, Any, Any]]:
 STREAMS = _streams()
 
 
-def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> tuple[bytes, list[Any]]:
-    """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model, out = looped(make(), X, y, restore_at)
-    return model.to_bytes(), out
-
-
 def _batched(make: Any, X: list, y: list, cuts: list[int]) -> tuple[bytes, np.ndarray]:
     model = make()
     out = [model.predict_learn_many(X[a:b], y[a:b]) for a, b in itertools.pairwise([0, *cuts, len(X)])]
@@ -98,8 +92,9 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_o
     again) or that depends on how records are batched."""
     monkeypatch.setattr(kernels, "ENABLED", kernels_on and kernels.ENABLED)
     make, X, y = STREAMS[name]
-    loop, _ = _loop(make, X, y)
-    assert _loop(make, X, y, restore_at=N // 2)[0] == loop
+    looped = looped_and_restored(make(), X, y, at=N // 2)
+    loop = looped.saved
+    assert looped.restored == loop
     assert _batched(make, X, y, [N])[0] == loop
     assert _batched(make, X, y, [1, 599, 601, 1000, 1001])[0] == loop
 

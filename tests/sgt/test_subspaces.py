@@ -3,6 +3,7 @@ searches a random share of the features, drawn from saved state only, so the mod
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -13,7 +14,13 @@ from hypothesis import strategies as st
 
 from sgt import BoostedClassifier, BoostedRegressor, kernels
 from sgt.leaf import subspace
-from tests.sgt.sgt_testkit import looped, mixed_records, multiclass_stream, step_regression_stream
+from tests.sgt.sgt_testkit import (
+    LoopAndRestore,
+    looped_and_restored,
+    mixed_records,
+    multiclass_stream,
+    step_regression_stream,
+)
 
 N = 1500
 SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
@@ -50,10 +57,16 @@ STREAMS = _streams()
 PROPERTY = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _loop(make: Any, X: list, y: list, restore_at: int | None = None) -> tuple[bytes, list[Any]]:
-    """One record at a time (predict, then learn), saved and restored at `restore_at`."""
-    model, out = looped(make(), X, y, restore_at)
-    return model.to_bytes(), out
+def _looped(name: str) -> LoopAndRestore:
+    """One record at a time (predict, then learn), and restored half-way, under the kernel switch now
+    set: computed once per process and switch (the property test compares many batchings with it)."""
+    return _looped_with(name, kernels.ENABLED)
+
+
+@functools.cache
+def _looped_with(name: str, kernels_enabled: bool) -> LoopAndRestore:
+    make, X, y = STREAMS[name]
+    return looped_and_restored(make(), X, y, at=N // 2)
 
 
 def _batched(make: Any, X: list, y: list, cuts: list[int]) -> bytes:
@@ -71,8 +84,9 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_o
     a loop saved and restored half-way save the same bytes, with the compiled search and without."""
     monkeypatch.setattr(kernels, "ENABLED", kernels_on and kernels.ENABLED)
     make, X, y = STREAMS[name]
-    loop, _ = _loop(make, X, y)
-    assert _loop(make, X, y, restore_at=N // 2)[0] == loop
+    looped = _looped(name)
+    loop = looped.saved
+    assert looped.restored == loop
     assert _batched(make, X, y, [N]) == loop
     assert _batched(make, X, y, [1, 599, 601, 1000, 1001]) == loop
 
@@ -81,7 +95,7 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(name: str, kernels_o
 @given(st.lists(st.integers(1, N - 1), max_size=8, unique=True).map(sorted))
 def test_any_batching_gives_the_loops_bytes(cuts: list[int]) -> None:
     make, X, y = STREAMS["classifier, mixed records"]
-    assert _batched(make, X, y, cuts) == _loop(make, X, y)[0]
+    assert _batched(make, X, y, cuts) == _looped("classifier, mixed records").saved
 
 
 def _splits(model: Any) -> int:
