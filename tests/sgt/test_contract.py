@@ -148,10 +148,9 @@ class Learned:
 
 
 @functools.cache
-def looped(name: str) -> Learned:
+def looped(case: Case) -> Learned:
     """The one-record loop over a case's stream, learned once per process: the tests that compare
     another way of learning (batches, shuffled keys, a second model) with the loop share it."""
-    case = next(c for c in CASES if c.name == name)
     records, targets = case.data()
     model = learn(case.model(), records, targets)
     return Learned(bytes(model.to_bytes()), outputs(case, model, probe(records)))
@@ -279,8 +278,8 @@ def test_key_order_does_not_matter(case: Case) -> None:
         rng.shuffle(keys)
         shuffled.append({k: x[k] for k in keys})
     b = learn(case.model(), shuffled, targets)
-    assert b.to_bytes() == looped(case.name).saved
-    assert outputs(case, b, probe(shuffled)) == looped(case.name).outputs
+    assert b.to_bytes() == looped(case).saved
+    assert outputs(case, b, probe(shuffled)) == looped(case).outputs
 
 
 def assert_valid_output(case: Case, out: Any) -> None:
@@ -296,9 +295,9 @@ def test_learn_many_equals_learn_one_loop(case: Case) -> None:
     records, targets = case.data()
     batch = case.model()
     batch.learn_many(records, targets)
-    assert batch.to_bytes() == looped(case.name).saved
+    assert batch.to_bytes() == looped(case).saved
     assert batch.n_updates > 0 and batch.n_seen == len(records)
-    assert outputs(case, batch, probe(records)) == looped(case.name).outputs
+    assert outputs(case, batch, probe(records)) == looped(case).outputs
 
 
 @by_name(FLAT)
@@ -307,7 +306,7 @@ def test_predict_learn_many_gives_the_same_model(case: Case) -> None:
     both = case.model()
     both.predict_learn_many(records[:700], targets[:700])
     both.predict_learn_many(records[700:], targets[700:])
-    assert both.to_bytes() == looped(case.name).saved
+    assert both.to_bytes() == looped(case).saved
 
 
 @by_name(FLAT)
@@ -341,7 +340,7 @@ def test_scikit_learn_aliases(case: Case) -> None:
 @by_name(CASES)
 def test_same_data_gives_the_same_bytes(case: Case) -> None:
     records, targets = case.data()
-    assert learn(case.model(), records, targets).to_bytes() == looped(case.name).saved
+    assert learn(case.model(), records, targets).to_bytes() == looped(case).saved
 
 
 @by_name(CASES)
