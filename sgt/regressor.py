@@ -20,11 +20,17 @@ from sgt.residual import ResidualLevel
 from sgt.serialization import SerializationError
 from sgt.trend import TREND_RATE, TREND_THRESHOLD, TrendOffset
 
-__all__ = ["AUTO_FADING", "AUTO_LEAVES", "SGTRegressor", "fade_errors", "least_error"]
+__all__ = ["AUTO_FADING", "AUTO_LATE_STARTS", "AUTO_LEAVES", "SGTRegressor", "fade_errors", "least_error"]
 
-#: leaf_model="auto": the trees the regressor grows side by side, one per leaf model, in this order (the
+#: leaf_model="auto": the trees the regressor grows side by side, by their leaf models, in this order (the
 #: first serves while the errors tie, as they do before the first record)
-AUTO_LEAVES = ("adaptive", "constant", "linear")
+AUTO_LEAVES = ("adaptive", "constant", "linear", "adaptive")
+#: leaf_model="auto": the records each tree's root waits for before its first split attempt, where that
+#: is later than the model's `grace_start` (None: the model's). The last tree starts late: a tree whose
+#: root split on the few records it had picks a feature that a later split cannot undo (SGT never revises
+#: a split), and the choice then serves the late tree, which split with more evidence (the held-out
+#: planes-2d: MAE 1.346 -> 0.952; docs/decisions.md, "The regressor's leaves")
+AUTO_LATE_STARTS: tuple[int | None, ...] = (None, None, None, 50)
 #: leaf_model="auto": the weight each learned record keeps of a tree's faded absolute error (a half-life
 #: of about 34 records; why: docs/decisions.md, "The regressor's leaves")
 AUTO_FADING = 0.98
@@ -89,13 +95,17 @@ class SGTRegressor(BaseSGT):
     base_score
         Raw score the tree starts from; None (default) takes `loss.base_score(first target)`.
     leaf_model
-        "auto" (default): three trees learn side by side, one with each of the leaf models below
-        (`AUTO_LEAVES`), each from the gradients of its own predictions, and the model predicts with
-        the one whose absolute error (of its corrected predictions, above), faded by `AUTO_FADING` per
-        learned record, is lowest (about three times the work of one tree). A tree's structure depends
-        on its leaf model: on a step-shaped target the trees with linear terms split elsewhere than the
-        constant-leaf tree, and no choice within a leaf recovers the constant-leaf tree's MAE
-        (docs/decisions.md, "The regressor's leaves").
+        "auto" (default): four trees learn side by side, one with each of the leaf models below and a
+        second adaptive one whose root waits for 50 records before its first split attempt
+        (`AUTO_LEAVES`, `AUTO_LATE_STARTS`), each from the gradients of its own predictions, and the
+        model predicts with the one whose absolute error (of its corrected predictions, above), faded
+        by `AUTO_FADING` per learned record, is lowest (about four times the work of one tree). A
+        tree's structure depends on its leaf model: on a step-shaped target the trees with linear terms
+        split elsewhere than the constant-leaf tree, and no choice within a leaf recovers the
+        constant-leaf tree's MAE; and on the time its root splits: a root split on its first records
+        may take a feature that matters in one region only, which no later split undoes
+        (docs/decisions.md, "The regressor's leaves"). A model saved with three trees (before the late
+        one) restores with three and learns on as it did.
         "adaptive": one tree whose leaves each serve their linear term or their constant, whichever
         predicted their records better so far (sgt.leaf.LeafLearner._choose); "linear" or "constant"
         as for the classifier.
@@ -122,6 +132,7 @@ class SGTRegressor(BaseSGT):
     _leaf_models: ClassVar[tuple[str, ...]] = (*LEAF_MODELS, "auto")
     # leaf_model="auto"'s trees and fading (class attributes so that a benchmark variant may change them)
     _auto_leaves: ClassVar[tuple[str, ...]] = AUTO_LEAVES
+    _auto_late_starts: ClassVar[tuple[int | None, ...]] = AUTO_LATE_STARTS
     _auto_fading: ClassVar[float] = AUTO_FADING
     # whether the served prediction gets a residual level (sgt.residual; the boosted regressor keeps
     # its own, on the ensemble's score, and so has none here)
@@ -150,10 +161,10 @@ class SGTRegressor(BaseSGT):
         max_bytes: int | None = None,
         interval_coverages: Sequence[float] = (),
     ) -> None:
-        # leaf_model="auto": each tree's faded absolute error (see AUTO_LEAVES), None otherwise
-        self._auto_errors: list[float] | None = (
-            [0.0] * len(self._auto_leaves) if leaf_model == "auto" else None
-        )
+        # leaf_model="auto": each tree's faded absolute error (see AUTO_LEAVES), None otherwise; its
+        # trees, the first `_auto_count` of `_auto_leaves` (fewer for a model saved before the later ones)
+        self._auto_count = len(self._auto_leaves)
+        self._auto_errors: list[float] | None = [0.0] * self._auto_count if leaf_model == "auto" else None
         super().__init__(
             delta,
             grace_period,
@@ -181,7 +192,7 @@ class SGTRegressor(BaseSGT):
         self._intervals = IntervalLayer(self.interval_coverages) if self.interval_coverages else None
         # the residual levels added to the trees' predictions, one per tree (None: none, as saved before
         # they existed; a level of a linked score would not add up, so only for an identity link)
-        trees = len(self._auto_leaves) if leaf_model == "auto" else 1
+        trees = self._auto_count if leaf_model == "auto" else 1
         self._levels: list[ResidualLevel] | None = (
             [ResidualLevel() for _ in range(trees)]
             if self._levelled and type(self.loss).link is Loss.link
@@ -236,15 +247,20 @@ class SGTRegressor(BaseSGT):
         return {**params, "loss": type(built_in)(**args) if args else built_in}
 
     def _params_of_tree(self, t: int) -> Params:
-        """With leaf_model="auto", tree t's leaf model is `AUTO_LEAVES[t]`."""
+        """With leaf_model="auto", tree t's leaf model is `AUTO_LEAVES[t]`, and its root waits for
+        `AUTO_LATE_STARTS[t]` records where that is later than the model's grace_start."""
         params = super()._params_of_tree(t)
-        if self.leaf_model != "auto":
+        if self.leaf_model != "auto" or t >= len(self._auto_leaves):  # (a blob of more: `_restore_extra`)
             return params
-        return dataclasses.replace(params, leaf_model=self._auto_leaves[t])
+        params = dataclasses.replace(params, leaf_model=self._auto_leaves[t])
+        late = self._auto_late_starts[t]
+        if late is None or params.grace_start is None or params.grace_start >= late:
+            return params  # (grace_start None: the grace period, later still)
+        return dataclasses.replace(params, grace_start=late)
 
     def _new_tree(self, root_value: float = 0.0) -> None:
-        """The model's tree, or with leaf_model="auto" its trees (one per leaf model)."""
-        for _ in self._auto_leaves if self.leaf_model == "auto" else ("",):
+        """The model's tree, or with leaf_model="auto" its trees (`_auto_count` of them)."""
+        for _ in range(self._auto_count if self.leaf_model == "auto" else 1):
             super()._new_tree(root_value)
 
     def _tree_groups(self) -> list[TreeGroup]:
@@ -264,7 +280,7 @@ class SGTRegressor(BaseSGT):
         if self._auto_errors is None:
             return
         errors = arrays.get("errors")
-        if errors is None or errors.shape != (len(self._auto_leaves),) or not np.isfinite(errors).all():
+        if errors is None or errors.shape != (self._auto_count,) or not np.isfinite(errors).all():
             raise SerializationError("a model with leaf_model='auto' needs its trees' errors")
         self._auto_errors = errors.astype(np.float64).tolist()
 
@@ -297,7 +313,7 @@ class SGTRegressor(BaseSGT):
         if self._auto_errors is None:
             return self._levelled_rows(self.loss.link(raw[:, 0]), y)
         # (contiguous, as the one-record path's array of the trees' scores is: the same loops of numpy)
-        linked = self.loss.link(np.ascontiguousarray(raw[:, : len(self._auto_leaves)]))
+        linked = self.loss.link(np.ascontiguousarray(raw[:, : self._auto_count]))
         out = np.empty(linked.shape[0])
         for i, row in enumerate(linked.tolist()):
             corrected = self._corrected(row)
@@ -309,7 +325,7 @@ class SGTRegressor(BaseSGT):
     def _served_array(self, raw: np.ndarray, targets: np.ndarray, learn: np.ndarray) -> np.ndarray | None:
         """`_served_rows` by the compiled loop (sgt.level_rows), from the rows' checked `targets` and
         `learn` mask; None (nothing changed) where it does not apply: then the Python walk serves."""
-        trees = len(self._auto_leaves) if self._auto_errors is not None else 1
+        trees = self._auto_count if self._auto_errors is not None else 1
         linked = self.loss.link(raw[:, :trees])
         choice, fading = self._auto_errors, self._auto_fading
         return level_rows.served_rows(linked, targets, learn, self._levels, choice, fading, _LARGEST)
@@ -356,6 +372,14 @@ class SGTRegressor(BaseSGT):
         return {} if self._intervals is None else {"intervals": self._intervals.state()}
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
+        if self.leaf_model == "auto":  # (its trees are restored already: as many as it was saved with)
+            self._auto_count = len(self._trees)
+            if not 1 <= self._auto_count <= len(self._auto_leaves):
+                raise SerializationError(
+                    f"a model with leaf_model='auto' has 1 to {len(self._auto_leaves)} trees, "
+                    f"not {self._auto_count}"
+                )
+            self._auto_errors = [0.0] * self._auto_count  # (`_restore_arrays` then reads them)
         base = extra["base"]
         self._base_value = None if base is None else float(base)
         self._levels = self._restored_levels(extra.get("levels"))
@@ -367,7 +391,7 @@ class SGTRegressor(BaseSGT):
         """The saved levels (saved without: before the residual levels, or none; none)."""
         if saved is None or not self._levelled:
             return None
-        trees = len(self._auto_leaves) if self.leaf_model == "auto" else 1
+        trees = self._auto_count if self.leaf_model == "auto" else 1
         if not isinstance(saved, list) or len(saved) != trees:
             raise SerializationError(f"a model with {trees} tree(s) needs as many residual levels")
         return [ResidualLevel.restored(state) for state in saved]

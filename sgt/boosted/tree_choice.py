@@ -80,8 +80,8 @@ class TreeChoice:
     regressor has (all fifteen with the tree, the forest and the fine tree; twelve without the fine
     tree; with the forest alone the ensemble, the forest and their mean), in that order.
 
-    Why these: the ensemble of linear members and the single tree (three trees, each leaf model's, the
-    best serving) are each better on different streams (a step-shaped target: the single tree's
+    Why these: the ensemble of linear members and the single tree (its four trees, the best serving)
+    are each better on different streams (a step-shaped target: the single tree's
     constant leaves; Friedman #1 or heavy tails: the ensemble), and a blend is better than either where
     they err apart (irrelevant features, piecewise-linear targets), the better the closer its weight is
     to the stream's own (micro-scale features, short series); the forest's deep bagged trees fit

@@ -45,7 +45,7 @@ from sgt.boosted.tree_choice import TreeChoice
 from sgt.calibration import Calibrator
 from sgt.classifier import BLIND_SPLIT, YOUNG_BAYES, YOUNG_BAYES_BOUNDED
 from sgt.losses import Huber
-from sgt.regressor import AUTO_FADING, AUTO_LEAVES
+from sgt.regressor import AUTO_FADING, AUTO_LATE_STARTS, AUTO_LEAVES
 from sgt.residual import ResidualLevel
 from sgt.retirement import Retirement, Tournament
 from sgt.tree import Params
@@ -142,13 +142,18 @@ def fading(spec: StreamSpec, factor: float) -> Any:
     return model_class(leaf_model="adaptive")
 
 
-def auto(spec: StreamSpec, leaves: tuple[str, ...] = AUTO_LEAVES, factor: float = AUTO_FADING) -> Any:
-    """The regressor's tree-level leaf choice (``leaf_model="auto"``) with other trees or another fading
-    of their errors (the classifier's default on a classification stream)."""
+def auto(
+    spec: StreamSpec,
+    leaves: tuple[str, ...] = AUTO_LEAVES,
+    factor: float = AUTO_FADING,
+    late: tuple[int | None, ...] = AUTO_LATE_STARTS,
+) -> Any:
+    """The regressor's tree-level leaf choice (``leaf_model="auto"``) with other trees, another fading
+    of their errors, or other late starts (the classifier's default on a classification stream)."""
     if not spec.is_regression:
         return SGTClassifier()
-    model_class = type("Auto", (SGTRegressor,), {"_auto_leaves": leaves, "_auto_fading": factor})
-    return model_class(leaf_model="auto")
+    attributes = {"_auto_leaves": leaves, "_auto_fading": factor, "_auto_late_starts": late}
+    return type("Auto", (SGTRegressor,), attributes)(leaf_model="auto")
 
 
 class _LevellessRegressor(SGTRegressor):
@@ -229,6 +234,14 @@ VARIANTS: tuple[Variant, ...] = (
     # as it is, of two trees only (linear and constant leaves), and with other fadings of the errors
     Variant("ours-auto", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **auto_leaves(spec))),
     Variant("ours-auto-two", lambda spec: auto(spec, ("linear", "constant"))),
+    # the late tree (AUTO_LATE_STARTS): none (the three trees before it), its root's first attempt after
+    # 30, 70 or 100 records instead of 50, with constant leaves, or the linear tree starting late instead
+    Variant("ours-no-late-tree", lambda spec: auto(spec, AUTO_LEAVES[:3])),
+    Variant("ours-late-30", lambda spec: auto(spec, late=(None, None, None, 30))),
+    Variant("ours-late-70", lambda spec: auto(spec, late=(None, None, None, 70))),
+    Variant("ours-late-100", lambda spec: auto(spec, late=(None, None, None, 100))),
+    Variant("ours-late-constant", lambda spec: auto(spec, ("adaptive", "constant", "linear", "constant"))),
+    Variant("ours-late-linear-only", lambda spec: auto(spec, AUTO_LEAVES[:3], late=(None, None, 50))),
     Variant("ours-auto-fading-0.95", lambda spec: auto(spec, factor=0.95)),
     Variant("ours-auto-fading-0.99", lambda spec: auto(spec, factor=0.99)),
     Variant("ours-auto-fading-0.995", lambda spec: auto(spec, factor=0.995)),
@@ -990,6 +1003,28 @@ class _LevellessBoostedRegressor(BoostedRegressor):
         self._residual = None
 
 
+class _ThreeTreeSingle(SGTRegressor):
+    """leaf_model="auto" with the three trees of before the late one."""
+
+    _auto_leaves = AUTO_LEAVES[:3]
+
+
+class _NoLateTreeBoostedRegressor(BoostedRegressor):
+    """The default whose single tree has no late tree (its three trees of before)."""
+
+    def _new_single(self) -> SGTRegressor:  # (BoostedRegressor._new_single's, of the other class)
+        single = _ThreeTreeSingle(
+            grace_period=self.grace_period,
+            lambda_=self.lambda_,
+            gamma=self.gamma,
+            **self._data_settings(),
+            max_depth=self.max_depth,
+            leaf_model=self._single_leaves,
+        )
+        single._space = self._space
+        return single
+
+
 class _PreviousBoostedRegressor(_UndampedBoostedRegressor):
     """The default before this round: undamped members and no residual level."""
 
@@ -1009,6 +1044,7 @@ def boosted_regressor_class(regressor: Callable[..., Any], **params: Any) -> Cal
 VARIANTS += (
     Variant("ours-boosted-before-damping", boosted_regressor_class(_PreviousBoostedRegressor)),
     Variant("ours-boosted-no-level", boosted_regressor_class(_LevellessBoostedRegressor)),
+    Variant("ours-boosted-no-late-tree", boosted_regressor_class(_NoLateTreeBoostedRegressor)),
     Variant("ours-boosted-grace25-regressor", boosted_regressor_class(BoostedRegressor, grace_period=25)),
     Variant("ours-boosted-grace20-regressor", boosted_regressor_class(BoostedRegressor, grace_period=20)),
     Variant("ours-boosted-undamped", boosted_regressor_class(_UndampedBoostedRegressor)),

@@ -1,14 +1,19 @@
-"""The regressor's tree-level leaf choice (`leaf_model="auto"`, its default): three trees learn side by
-side, with adaptive, constant and linear leaves, and the model predicts with the one whose faded
-absolute error is lowest (sgt.regressor.AUTO_LEAVES, AUTO_FADING).
+"""The regressor's tree-level leaf choice (`leaf_model="auto"`, its default): four trees learn side by
+side, with adaptive, constant and linear leaves and a second adaptive tree whose root waits for 50
+records, and the model predicts with the one whose faded absolute error is lowest
+(sgt.regressor.AUTO_LEAVES, AUTO_LATE_STARTS, AUTO_FADING).
 
 - On step-shaped targets it is within 5% of the better of the constant- and linear-leaf trees, which
   the adaptive leaves (the default before) were not: their tree grows elsewhere than the constant-leaf
   tree, and no choice within a leaf recovers that tree's MAE.
 - It is exact like everything else: batch equals loop, any batching, save/restore at any point, byte
   for byte, with and without the compiled kernels.
+- Where a root split on the first records takes a feature that matters in one region only (River's
+  Planes2D), the late tree serves, within 5% of River's HoeffdingTreeRegressor (the three trees of
+  before: 46% above it).
 - Models saved before it restore as they were (a saved leaf model is kept; one saved without any
-  restores with adaptive leaves, as it did), and a blob that lacks the trees' errors is refused.
+  restores with adaptive leaves, as it did; one saved with three trees, before the late one, learns on
+  with three), and a blob that lacks the trees' errors is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from hypothesis import strategies as st
 
 from sgt import AdaptiveSGTRegressor, BoostedRegressor, SGTRegressor, kernels
 from sgt.losses import Poisson
-from sgt.regressor import AUTO_LEAVES
+from sgt.regressor import AUTO_LATE_STARTS, AUTO_LEAVES
 from sgt.serialization import SerializationError, decode, encode
 from tests.sgt.sgt_testkit import learned_in_pieces, mixed_regression_stream, predicted_then_learned
 
@@ -60,8 +65,11 @@ def test_the_default_keeps_the_linear_leaves_gain_on_a_linear_target() -> None:
 
 def test_auto_is_the_regressors_default_and_only_the_single_regressors() -> None:
     model = SGTRegressor()
-    assert model.leaf_model == "auto" and model.n_trees == len(AUTO_LEAVES) == 3
+    assert model.leaf_model == "auto" and model.n_trees == len(AUTO_LEAVES) == 4
     assert [tree.params.leaf_model for tree in model._trees] == list(AUTO_LEAVES)
+    assert [tree.params.grace_start for tree in model._trees] == [10, 10, 10, 50]
+    # a model whose own grace_start is later than the late tree's keeps it for every tree
+    assert [tree.params.grace_start for tree in SGTRegressor(grace_start=80)._trees] == [80] * 4
     for other in (BoostedRegressor, AdaptiveSGTRegressor):
         with pytest.raises(
             ValueError, match="leaf_model must be one of 'constant', 'linear', 'adaptive', got"
@@ -74,18 +82,45 @@ def test_each_tree_learns_from_its_own_predictions_and_the_best_serves() -> None
     X, y = _steps(3000, seed=15)
     model = SGTRegressor()
     model.learn_many(X, y)
-    for tree, leaf_model in zip(model._trees, AUTO_LEAVES, strict=True):
-        alone = SGTRegressor(leaf_model=leaf_model)
+    for tree, leaf_model, late in zip(model._trees, AUTO_LEAVES, AUTO_LATE_STARTS, strict=True):
+        alone = SGTRegressor(leaf_model=leaf_model, grace_start=late or 10)
         alone.learn_many(X, y)
         assert tree.n_splits == alone.n_splits and np.array_equal(
             tree.value[: tree.n_nodes], alone._trees[0].value[: tree.n_nodes]
         )
     serving = model._serving()
-    assert AUTO_LEAVES[serving] == "constant"
+    assert AUTO_LEAVES[serving] == "constant" and AUTO_LATE_STARTS[serving] is None
     alone = SGTRegressor(leaf_model="constant")
     alone.learn_many(X, y)
     np.testing.assert_array_equal(model.predict_many(X[:50]), alone.predict_many(X[:50]))
     assert model.explain_one(dict(zip([f"x{j}" for j in range(5)], X[0].tolist(), strict=True))) is not None
+
+
+@pytest.mark.parametrize("seed", [42, 7])
+def test_the_late_tree_serves_where_the_first_records_split_the_root_on_the_wrong_feature(seed: int) -> None:
+    """River's Planes2D: a selector feature picks which of two linear planes the target follows. The
+    trees that split their root on 10 records split it on a feature of one plane, which no later split
+    undoes; the late tree splits on the selector. Fails with the three trees of before: 1.346 and
+    1.255 against River's HoeffdingTreeRegressor's 0.920 and 0.928 (+46%, +35%); now 0.952 and 0.943."""
+    from river.datasets import synth
+    from river.tree import HoeffdingTreeRegressor
+
+    data = list(synth.Planes2D(seed=seed).take(5000))
+    X = np.array([list(x.values()) for x, _ in data])
+    y = np.array([target for _, target in data])
+    peer, peer_error = HoeffdingTreeRegressor(), 0.0
+    for x, target in data:
+        peer_error += abs(peer.predict_one(x) - target)
+        peer.learn_one(x, target)
+    model = SGTRegressor()
+    errors = np.concatenate(
+        [
+            np.abs(model.predict_learn_many(X[lo : lo + 1000], y[lo : lo + 1000]) - y[lo : lo + 1000])
+            for lo in range(0, 5000, 1000)
+        ]
+    )
+    assert errors.mean() <= 1.05 * peer_error / len(data)
+    assert AUTO_LATE_STARTS[model._serving()] is not None
 
 
 _X, _Y = mixed_regression_stream(N, seed=5)
@@ -146,6 +181,39 @@ def test_a_model_saved_before_auto_restores_as_it_was() -> None:
     np.testing.assert_array_equal(old.predict_many(_X[800:]), model.predict_many(_X[800:]))
 
 
+class _ThreeTrees(SGTRegressor):
+    """leaf_model="auto" as it was before the late tree: three trees."""
+
+    _auto_leaves = AUTO_LEAVES[:3]
+
+
+def _saved_as(model: SGTRegressor, name: str) -> bytes:
+    """`model`'s bytes with the class name `name` in the header (a blob as that class saves it)."""
+    saved = decode(model.to_bytes())
+    return encode({**saved.header, "model": name}, list(saved.arrays.items()))
+
+
+def test_a_model_saved_with_three_trees_before_the_late_one_learns_on_with_three() -> None:
+    three = _ThreeTrees(grace_period=40)
+    three.learn_many(_X[:600], _Y[:600])
+    old = SGTRegressor.from_bytes(_saved_as(three, "SGTRegressor"))
+    assert type(old) is SGTRegressor and old.n_trees == 3 and len(old._auto_errors or []) == 3
+    assert old.to_bytes() == _saved_as(three, "SGTRegressor")
+    np.testing.assert_array_equal(
+        old.predict_learn_many(_X[600:], _Y[600:]), three.predict_learn_many(_X[600:], _Y[600:])
+    )
+    assert old.to_bytes() == _saved_as(three, "SGTRegressor")
+    assert SGTRegressor.from_bytes(old.to_bytes()).n_trees == 3
+
+
+def test_a_blob_with_more_trees_than_auto_grows_is_refused() -> None:
+    model = SGTRegressor()
+    model.learn_many(_X[:300], _Y[:300])
+    saved = decode(model.to_bytes())
+    with pytest.raises(SerializationError, match="has 1 to 3 trees, not 4"):
+        _ThreeTrees.from_bytes(encode({**saved.header, "model": "_ThreeTrees"}, list(saved.arrays.items())))
+
+
 def test_a_blob_without_the_trees_errors_is_refused() -> None:
     model = SGTRegressor()
     model.learn_many(_X[:300], _Y[:300])
@@ -157,10 +225,10 @@ def test_a_blob_without_the_trees_errors_is_refused() -> None:
 
 def test_a_tree_whose_predictions_overflow_stops_serving_and_the_errors_stay_finite() -> None:
     model = SGTRegressor()
-    model._record_errors([np.inf, 1.0, np.nan], 1.0)
-    assert model._auto_errors == [1e300, 0.0, 1e300] and model._serving() == 1
+    model._record_errors([np.inf, 1.0, np.nan, 1.0], 1.0)
+    assert model._auto_errors == [1e300, 0.0, 1e300, 0.0] and model._serving() == 1
     for _ in range(5):
-        model._record_errors([1e308, 1.0, 1.0], -1e308)
+        model._record_errors([1e308, 1.0, 1.0, 1.0], -1e308)
     assert all(np.isfinite(model._auto_errors))
 
 
@@ -198,4 +266,4 @@ def test_an_auto_regressor_with_a_poisson_loss_gives_the_loops_predictions_and_b
     finally:
         kernels.ENABLED = enabled
     assert got.tolist() == expected and batched.to_bytes() == loop.to_bytes()
-    assert len(set(batched._auto_errors)) == 3 and batched.n_splits >= 3
+    assert len(set(batched._auto_errors)) == 4 and batched.n_splits >= 3

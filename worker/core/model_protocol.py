@@ -8,8 +8,8 @@ Nothing else is called, so any class with these members can serve (the tests use
 >>> from sgt import SGTClassifier, SGTRegressor
 >>> def check(model: StreamModel, cls: ModelClass) -> StreamModel:  # checked by the type checker
 ...     return cls.from_bytes(model.to_bytes())
->>> check(SGTRegressor(), SGTRegressor).n_nodes  # leaf_model="auto": three trees of one leaf each
-3
+>>> check(SGTRegressor(), SGTRegressor).n_nodes  # leaf_model="auto": four trees of one leaf each
+4
 >>> classes_of(SGTClassifier())
 []
 """
