@@ -646,8 +646,9 @@ class BoostedRegressor(_RegressorEnsemble):
 
     #: the regressor's answer to warnings and drifts (sgt.boosted.policy), given to the ensemble
     _drift_policy: ClassVar[DriftPolicy] = REGRESSOR_POLICY
-    #: the single tree's leaf model (a class attribute so that a benchmark variant may change it)
+    #: the single tree's leaf model and class (class attributes so that a benchmark variant may change them)
     _single_leaves: ClassVar[str] = "auto"
+    _single_class: ClassVar[type[SGTRegressor]] = SGTRegressor
     #: the forest's settings (a class attribute so that a benchmark variant may change them)
     _forest_settings: ClassVar[dict[str, Any]] = REGRESSOR_FOREST
     #: whether the single tree may retire (`TreeChoice.TREE_MARGIN`; a class attribute so that a
@@ -737,7 +738,7 @@ class BoostedRegressor(_RegressorEnsemble):
         """The single regressor beside the members: SGTRegressor's own `delta`, `linear_lambda` and
         leaf models ("auto"), the ensemble's other tree settings, and the ensemble's feature space (it
         encodes each record once for both)."""
-        single = SGTRegressor(
+        single = self._single_class(
             grace_period=self.grace_period,
             lambda_=self.lambda_,
             gamma=self.gamma,

@@ -1012,17 +1012,7 @@ class _ThreeTreeSingle(SGTRegressor):
 class _NoLateTreeBoostedRegressor(BoostedRegressor):
     """The default whose single tree has no late tree (its three trees of before)."""
 
-    def _new_single(self) -> SGTRegressor:  # (BoostedRegressor._new_single's, of the other class)
-        single = _ThreeTreeSingle(
-            grace_period=self.grace_period,
-            lambda_=self.lambda_,
-            gamma=self.gamma,
-            **self._data_settings(),
-            max_depth=self.max_depth,
-            leaf_model=self._single_leaves,
-        )
-        single._space = self._space
-        return single
+    _single_class = _ThreeTreeSingle
 
 
 class _PreviousBoostedRegressor(_UndampedBoostedRegressor):
