@@ -255,7 +255,7 @@ class SGTRegressor(BaseSGT):
         params = dataclasses.replace(params, leaf_model=self._auto_leaves[t])
         late = self._auto_late_starts[t]
         if late is None or params.grace_start is None or params.grace_start >= late:
-            return params  # (grace_start None: the grace period, later still)
+            return params  # (grace_start None: every first block is a grace period, the paper's)
         return dataclasses.replace(params, grace_start=late)
 
     def _new_tree(self, root_value: float = 0.0) -> None:
