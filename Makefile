@@ -5,18 +5,14 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test checks lint typecheck kernels bench bench-worker bench-soak venv
+.PHONY: demo test lint typecheck bench bench-worker bench-soak venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# the test extra, installed again when pyproject.toml changes (the project itself is installed editable)
-$(VENV)/.test-extra: pyproject.toml | $(BIN)/python
+venv: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $@
-
-venv: $(VENV)/.test-extra
 
 demo: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[demo]'
@@ -30,19 +26,9 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-# numba's cache of sgt's kernels, filled before the test processes start (on an empty cache, as in a
-# fresh clone, each of the four would compile them all: tests/compile_kernels.py)
-kernels: venv
-	$(BIN)/python -m tests.compile_kernels
-
-# lint, mypy and the kernels' compile side by side: each takes one core, mypy and the compile about
-# half a minute each on a fresh clone
-checks: venv
-	$(MAKE) --no-print-directory --jobs=3 --output-sync=target lint typecheck kernels
-
 # four processes on any machine: the end-to-end tests mostly wait (on group joins, brokers, workers), so
 # more processes than cores overlap the waits; each process starts its own embedded broker
-test: checks
+test: lint typecheck
 	$(BIN)/python -m pytest -n 4 --dist worksteal
 
 # the library benchmark: every model on every stream side by side, then speed and memory; installs the
