@@ -190,6 +190,19 @@ def test_a_fenced_producer_stops_the_worker(tmp_path: Path) -> None:
     assert consumer.committed_offsets == {} and _checkpointed(tmp_path) is None
 
 
+def test_a_produce_refused_after_the_fencing_stops_the_worker_as_fenced(tmp_path: Path) -> None:
+    """A regression: once a newer instance has fenced the producer, ``produce()`` raises _FATAL
+    ("Unable to produce message") without the fatal flag, and the fencing (_FENCED) reaches only the
+    error callback. The loop took it for an ordinary failure, flushed the dead producer and exited with
+    code 1, not 5 (seen in test_exactly_once_e2e's fencing test, where the second half of the stream
+    arrives after the fencing)."""
+    worker, _, _ = _worker(tmp_path)
+    refused = KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+    fenced = worker.checkpointer.as_fenced(refused)
+    assert isinstance(fenced, TransactionFenced) and "Unable to produce message" in str(fenced)
+    assert worker.checkpointer.as_fenced(KafkaException(KafkaError(KafkaError._TRANSPORT, "down"))) is None
+
+
 def test_lost_partitions_abort_the_open_transaction(tmp_path: Path) -> None:
     worker, consumer, producer = _worker(tmp_path)
     _feed(worker, consumer, range(0, 3))  # not due: still in the open transaction

@@ -45,6 +45,8 @@ Which errors stop the worker rather than abort and rewind:
 >>> from confluent_kafka import KafkaError
 >>> is_fenced(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
 True
+>>> is_fenced(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+True
 >>> is_fenced(KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True))
 False
 
@@ -74,7 +76,12 @@ from worker.metrics import Health, WorkerMetrics
 from worker.state_topic.errors import StateTopicError, StateTopicFenced
 from worker.state_topic.mirror import Mirroring, StateMirror
 
-_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+# _FATAL: ``produce()`` on a producer already in a fatal state (fenced while the loop ran) raises
+# "Unable to produce message: Local: Fatal error" without the fatal flag; the fatal error itself
+# (_FENCED) reaches only the error callback
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
+)
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)
 _RETRY_S = 90.0  # how long a call that failed with a retriable error is tried again
 
