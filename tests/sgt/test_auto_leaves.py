@@ -209,9 +209,8 @@ def test_a_model_saved_with_three_trees_before_the_late_one_learns_on_with_three
 def test_a_blob_with_more_trees_than_auto_grows_is_refused() -> None:
     model = SGTRegressor()
     model.learn_many(_X[:300], _Y[:300])
-    saved = decode(model.to_bytes())
     with pytest.raises(SerializationError, match="has 1 to 3 trees, not 4"):
-        _ThreeTrees.from_bytes(encode({**saved.header, "model": "_ThreeTrees"}, list(saved.arrays.items())))
+        _ThreeTrees.from_bytes(_saved_as(model, "_ThreeTrees"))
 
 
 def test_a_blob_without_the_trees_errors_is_refused() -> None:
