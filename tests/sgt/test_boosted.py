@@ -35,7 +35,13 @@ from sgt.boosted import (
 )
 from sgt.serialization import decode
 from sgt.tree import Tree
-from tests.sgt.sgt_testkit import iter_nodes, mixed_records, multiclass_stream, step_regression_stream
+from tests.sgt.sgt_testkit import (
+    NO_TREE_OR_FOREST,
+    iter_nodes,
+    mixed_records,
+    multiclass_stream,
+    step_regression_stream,
+)
 
 
 def _with_policy(patch: pytest.MonkeyPatch, model: type[Any], **changes: Any) -> None:
@@ -54,8 +60,11 @@ def _strict_members() -> Any:
 
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
-# (with young leaves' short blocks they adapt to the flip without a detected drift)
+# (with young leaves' short blocks they adapt to the flip without a detected drift); the members
+# without the single tree and forest beside them (NO_TREE_OR_FOREST: their run with drifting members is
+# `test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike`)
 SMALL = {
+    **NO_TREE_OR_FOREST,
     "grace_period": 40,
     "grace_start": 40,
     "leaf_model": "constant",
@@ -176,6 +185,52 @@ def test_regressor_batches_equal_the_prequential_loop(cuts: list[int]) -> None:
     expected_bytes, expected = _regressor_loop()
     assert predictions.tolist() == expected
     assert model.to_bytes() == expected_bytes
+
+
+# the module's settings with the default side models beside the members
+SIDES = {"single_tree": True, "forest": True}
+
+
+@functools.cache
+def _loops_with_sides() -> dict[str, tuple[bytes, list]]:
+    """One record at a time with the side models (`SIDES`): the classifier's state and probabilities,
+    and the regressor's. The classifier's forest serves through the drift answered at record 1000 and
+    retires at the third class's first record (1106); the regressor's side models live throughout."""
+    classifier = BoostedClassifier(**{**COMMITTEE, **SIDES})
+    regressor = BoostedRegressor(**{**SMALL, **SIDES})
+    proba, predictions = [], []
+    for i, (x, y) in enumerate(zip(_RECORDS, _LABELS, strict=True)):
+        proba.append(classifier.predict_proba_one(x))
+        classifier.learn_one(x, y)
+        if i == 1000:
+            assert classifier.n_drifts == 1 and classifier._forest is not None
+    assert classifier._forest is None and classifier.classes_[2] == "late"
+    for x, y in zip(_XR, _YR, strict=True):
+        predictions.append(regressor.predict_one(x))
+        regressor.learn_one(x, y)
+    assert regressor.n_drifts == 1 and regressor._single is not None and regressor._forest is not None
+    return {"classifier": (classifier.to_bytes(), proba), "regressor": (regressor.to_bytes(), predictions)}
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=cut_points(N), at=st.integers(0, N))
+def test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike(
+    cuts: list[int], at: int
+) -> None:
+    """The module's other tests run the members alone (NO_TREE_OR_FOREST); the side models run each
+    batch on their own and meet the members in the served choice, which this test crosses with a drift
+    answered, a background ensemble and a third class inside the batches."""
+    expected, loop_proba = _loops_with_sides()["classifier"]
+    _batches_and_restore_as_the_loop({**COMMITTEE, **SIDES}, cuts, at, expected, loop_proba)
+    expected_regressor, loop_values = _loops_with_sides()["regressor"]
+    regressor = BoostedRegressor(**{**SMALL, **SIDES})
+    values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+    assert values == loop_values and regressor.to_bytes() == expected_regressor
+    regressor = BoostedRegressor(**{**SMALL, **SIDES})
+    regressor.learn_many(_XR[:at], _YR[:at])
+    restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+    restored.learn_many(_XR[at:], _YR[at:])
+    assert restored.to_bytes() == expected_regressor
 
 
 @PROPERTY
@@ -452,9 +507,7 @@ def test_linear_leaf_members_batch_and_restore_as_the_loop(cuts: list[int], at: 
 
 
 def test_predictions_are_the_shrunken_sum_of_the_members() -> None:
-    model = BoostedRegressor(
-        **SMALL, single_tree=False, forest=False, fine_tree=False
-    )  # (the members alone, no side models)
+    model = BoostedRegressor(**SMALL, fine_tree=False)  # (the members alone, no side models)
     model.learn_many(_XR, _YR)
     x = {"x0": 0.7, "x1": 0.2}
     members = [
@@ -858,6 +911,7 @@ def test_learn_one_takes_what_the_single_trees_learn_one_takes() -> None:
 # are cut every few records, by any of its trees, by splits on numeric and nominal features, by rare
 # categories first learned at a nominal branch, by grids growing, and by unlabelled rows between them.
 MANY_CUTS = {
+    **NO_TREE_OR_FOREST,
     "multiclass_trees": "per-class",  # (multi-output members: test_multioutput.py)
     "grace_period": 8,
     "grace_start": 6,

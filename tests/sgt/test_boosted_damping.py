@@ -15,6 +15,7 @@ import pytest
 from sgt import BoostedRegressor, kernels
 from sgt.boosted.regressor import MIN_SHARE, damped_share
 from sgt.serialization import decode, encode
+from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST
 
 
 def _members_only(**params: object) -> BoostedRegressor:
@@ -90,15 +91,16 @@ def test_the_shares_are_the_default_members_own() -> None:
 def test_batch_loop_and_restore_give_the_same_bits(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "ENABLED", enabled and kernels.ENABLED)
     X, y = _walk(1200)
-    batch = BoostedRegressor(warm_up=100)
+    # (the members alone, NO_TREE_OR_FOREST: their damped steps are the subject)
+    batch = BoostedRegressor(warm_up=100, **NO_TREE_OR_FOREST)
     batched = batch.predict_learn_many(X, y.tolist())
-    loop = BoostedRegressor(warm_up=100)
+    loop = BoostedRegressor(warm_up=100, **NO_TREE_OR_FOREST)
     looped: list[float] = []
     for x, t in zip(X, y, strict=True):
         looped.append(loop.predict_learn_many(x[None, :], [float(t)])[0])
     np.testing.assert_array_equal(np.array(looped), batched)
     assert loop.to_bytes() == batch.to_bytes()
-    half = BoostedRegressor(warm_up=100)
+    half = BoostedRegressor(warm_up=100, **NO_TREE_OR_FOREST)
     first = half.predict_learn_many(X[:600], y[:600].tolist())
     restored = BoostedRegressor.from_bytes(half.to_bytes())
     assert restored.to_bytes() == half.to_bytes()

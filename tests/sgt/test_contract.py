@@ -31,6 +31,7 @@ from sgt import (
     losses,
 )
 from tests.sgt.sgt_testkit import (
+    NO_TREE_OR_FOREST,
     as_dicts,
     mixed_records,
     multiclass_stream,
@@ -42,6 +43,9 @@ from tests.sgt.sgt_testkit import (
 # leaves' short first blocks these streams are learned by splits alone)
 SMALL = {"grace_period": 50, "grace_start": 50, "warm_up": 100, "leaf_model": "constant"}
 BOOSTED = {"n_members": 3, "poisson_rate": 1.0, "drift_threshold": None}  # drifts: test_boosted.py
+# the members alone (NO_TREE_OR_FOREST) on the binary and three-class streams: the default side models
+# take the whole contract on the mixed records (nominal, missing and absent features) and on regression
+MEMBERS = {**BOOSTED, **NO_TREE_OR_FOREST}
 
 
 def _binary() -> tuple[list, list]:
@@ -102,8 +106,8 @@ CASES = [
     Case("poisson", lambda **kw: SGTRegressor(loss=losses.Poisson(), **kw), _counts, classifier=False),
     Case("mil", MILClassifier, _bags, classifier=True, mil=True),
     # small ensembles with bagging
-    Case("boosted-binary", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _binary, classifier=True),
-    Case("boosted-multiclass", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _multiclass, classifier=True),
+    Case("boosted-binary", lambda **kw: BoostedClassifier(**MEMBERS, **kw), _binary, classifier=True),
+    Case("boosted-multiclass", lambda **kw: BoostedClassifier(**MEMBERS, **kw), _multiclass, classifier=True),
     Case("boosted-mixed", lambda **kw: BoostedClassifier(**BOOSTED, **kw), _mixed, classifier=True),
     Case("boosted-regression", lambda **kw: BoostedRegressor(**BOOSTED, **kw), _regression, classifier=False),
     Case(

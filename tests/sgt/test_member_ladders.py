@@ -22,12 +22,18 @@ from sgt.layout import Layout, Params
 from sgt.stats import MH
 from sgt.tree import Tree
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import looped_and_restored, mixed_records, step_regression_stream
+from tests.sgt.sgt_testkit import (
+    NO_TREE_OR_FOREST,
+    looped_and_restored,
+    mixed_records,
+    step_regression_stream,
+)
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
 N = 1500
-SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
+# the members alone: their settings are this module's subject (NO_TREE_OR_FOREST)
+SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_TREE_OR_FOREST}
 
 
 class _Relaxing(BoostedClassifier):
@@ -218,7 +224,7 @@ def test_the_relaxation_is_saved_with_the_model_and_only_where_it_is_on() -> Non
     assert {
         (t.params.relax_growth, t.params.relax_cap, t.params.relax_impurity) for t in restored._trees
     } == {RELAX}
-    strict = _Strict(**SMALL, forest=False)  # (the forest's members relax as the class's)
+    strict = _Strict(**SMALL)
     strict.learn_many(X, y)
     assert b'"relax"' not in strict.to_bytes()
     for other in (BoostedRegressor(**SMALL), AdaptiveSGTClassifier()):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sgt import BoostedClassifier, BoostedRegressor, kernels
 from sgt.leaf import subspace
 from tests.sgt.sgt_testkit import (
+    NO_TREE_OR_FOREST,
     LoopAndRestore,
     looped_and_restored,
     mixed_records,
@@ -23,7 +24,8 @@ from tests.sgt.sgt_testkit import (
 )
 
 N = 1500
-SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
+# the members alone: their split attempts are this module's subject (NO_TREE_OR_FOREST)
+SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_TREE_OR_FOREST}
 
 
 def _records(n: int) -> tuple[list[dict[str, Any]], list[Any]]:
