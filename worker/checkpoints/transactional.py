@@ -40,15 +40,9 @@ lost outputs (:meth:`worker.kafka.loop.Worker.recover_deliveries`). A fatal erro
 initialised the same ``transactional.id``, the broker fenced this producer) raises
 :class:`TransactionFenced`: the worker stops without writing anything more (exit code 5).
 
-Which errors stop the worker rather than abort and rewind:
-
->>> from confluent_kafka import KafkaError
->>> is_fenced(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
-True
->>> is_fenced(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
-True
->>> is_fenced(KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True))
-False
+Which errors stop the worker rather than abort and rewind: those
+:func:`worker.state_topic.writer.is_fenced` names, the state topic's writer's rule too (a refused
+``produce()`` of a producer fenced while the loop ran among them).
 
 Example (needs a broker and a consumer in the group; see tests/worker/test_exactly_once_e2e.py)::
 
@@ -75,20 +69,10 @@ from worker.logs import fields
 from worker.metrics import Health, WorkerMetrics
 from worker.state_topic.errors import StateTopicError, StateTopicFenced
 from worker.state_topic.mirror import Mirroring, StateMirror
+from worker.state_topic.writer import is_fenced
 
-# _FATAL: ``produce()`` on a producer already in a fatal state (fenced while the loop ran) raises
-# "Unable to produce message: Local: Fatal error" without the fatal flag; the fatal error itself
-# (_FENCED) reaches only the error callback
-_FENCED = frozenset(
-    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
-)
 _CALL_TIMEOUT_S = 30.0  # one call of the transactional API (init, send offsets, commit, abort)
 _RETRY_S = 90.0  # how long a call that failed with a retriable error is tried again
-
-
-def is_fenced(error: KafkaError) -> bool:
-    """Whether a producer error means that this producer can never commit again."""
-    return error.code() in _FENCED or error.fatal()
 
 
 class TransactionError(RuntimeError):

@@ -21,7 +21,28 @@ from worker.state_topic import rules
 from worker.state_topic.admin import StateTopicConfig, client_settings
 from worker.state_topic.errors import StateTopicError, StateTopicFenced, StateWriteError
 
-_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+# _FATAL: ``produce()`` on a producer already in a fatal state (fenced while its caller ran) raises
+# "Unable to produce message: Local: Fatal error" without the fatal flag; the fatal error itself
+# (_FENCED) reaches only the error callback
+_FENCED = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH, KafkaError._FATAL}
+)
+
+
+def is_fenced(error: KafkaError) -> bool:
+    """Whether a producer error means that this transactional producer can never commit again: the
+    broker fenced it (a newer instance initialised its ``transactional.id``), or it is in a fatal state.
+    The state topic's writer and the exactly-once checkpointer (worker.checkpoints.transactional) both
+    stop on it rather than abort and try again.
+
+    >>> is_fenced(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+    True
+    >>> is_fenced(KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error"))
+    True
+    >>> is_fenced(KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True))
+    False
+    """
+    return error.code() in _FENCED or error.fatal()
 
 
 class Delivery:
@@ -184,7 +205,7 @@ class StateWriter:
             )
 
     def _transaction_failed(self, partition: int, error: KafkaError, what: str) -> NoReturn:
-        if error.code() in _FENCED or error.fatal():
+        if is_fenced(error):
             reason = f"the broker fenced its transactional producer ({error.str()})"
             self._on_fenced(partition, reason)
             raise StateTopicFenced(
