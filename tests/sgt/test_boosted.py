@@ -195,7 +195,8 @@ SIDES = {"single_tree": True, "forest": True}
 def _loops_with_sides() -> dict[str, tuple[bytes, list]]:
     """One record at a time with the side models (`SIDES`): the classifier's state and probabilities,
     and the regressor's. The classifier's forest serves through the drift answered at record 1000 and
-    retires at the third class's first record (1106); the regressor's side models live throughout."""
+    retires at the third class's first record (1106), and a background ensemble learns at the end; the
+    regressor's side models live throughout."""
     classifier = BoostedClassifier(**{**COMMITTEE, **SIDES})
     regressor = BoostedRegressor(**{**SMALL, **SIDES})
     proba, predictions = [], []
@@ -204,7 +205,9 @@ def _loops_with_sides() -> dict[str, tuple[bytes, list]]:
         classifier.learn_one(x, y)
         if i == 1000:
             assert classifier.n_drifts == 1 and classifier._forest is not None
-    assert classifier._forest is None and classifier.classes_[2] == "late"
+    assert (
+        classifier._forest is None and classifier.classes_[2] == "late" and classifier._background is not None
+    )
     for x, y in zip(_XR, _YR, strict=True):
         predictions.append(regressor.predict_one(x))
         regressor.learn_one(x, y)
