@@ -226,14 +226,7 @@ def test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike(
     expected, loop_proba = _loops_with_sides()["classifier"]
     _batches_and_restore_as_the_loop({**COMMITTEE, **SIDES}, cuts, at, expected, loop_proba)
     expected_regressor, loop_values = _loops_with_sides()["regressor"]
-    regressor = BoostedRegressor(**{**SMALL, **SIDES})
-    values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
-    assert values == loop_values and regressor.to_bytes() == expected_regressor
-    regressor = BoostedRegressor(**{**SMALL, **SIDES})
-    regressor.learn_many(_XR[:at], _YR[:at])
-    restored = BoostedRegressor.from_bytes(regressor.to_bytes())
-    restored.learn_many(_XR[at:], _YR[at:])
-    assert restored.to_bytes() == expected_regressor
+    _regressor_batches_and_restore_as_the_loop({**SMALL, **SIDES}, cuts, at, expected_regressor, loop_values)
 
 
 @PROPERTY
@@ -426,6 +419,20 @@ def _batches_and_restore_as_the_loop(
     model.learn_many(records[:at], labels[:at])
     restored = BoostedClassifier.from_bytes(model.to_bytes())
     restored.learn_many(records[at:], labels[at:])
+    assert restored.to_bytes() == expected
+
+
+def _regressor_batches_and_restore_as_the_loop(
+    params: dict, cuts: list[int], at: int, expected: bytes, loop_values: list[float]
+) -> None:
+    """`_batches_and_restore_as_the_loop` of a regressor with `params` over the regression stream."""
+    regressor = BoostedRegressor(**params)
+    values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
+    assert values == loop_values and regressor.to_bytes() == expected
+    regressor = BoostedRegressor(**params)
+    regressor.learn_many(_XR[:at], _YR[:at])
+    restored = BoostedRegressor.from_bytes(regressor.to_bytes())
+    restored.learn_many(_XR[at:], _YR[at:])
     assert restored.to_bytes() == expected
 
 
@@ -1137,14 +1144,7 @@ def test_young_and_replaying_ensembles_batch_and_restore_as_the_loop(
     with pytest.MonkeyPatch.context() as patch:
         _hooked(patch, hook)
         _batches_and_restore_as_the_loop(SMALL, cuts, at, expected, loop_proba)
-        regressor = BoostedRegressor(**SMALL)
-        values = [v for part in batches(N, cuts) for v in regressor.predict_learn_many(_XR[part], _YR[part])]
-        assert values == loop_values and regressor.to_bytes() == expected_regressor
-        regressor = BoostedRegressor(**SMALL)
-        regressor.learn_many(_XR[:at], _YR[:at])
-        restored = BoostedRegressor.from_bytes(regressor.to_bytes())
-        restored.learn_many(_XR[at:], _YR[at:])
-        assert restored.to_bytes() == expected_regressor
+        _regressor_batches_and_restore_as_the_loop(SMALL, cuts, at, expected_regressor, loop_values)
 
 
 def test_a_drift_alarm_without_a_background_is_answered_at_the_next_alarm_point() -> None:
