@@ -82,7 +82,9 @@ def run_ours(stream: Stream, n: int | None = None, batch: int = BATCH, **params:
     batches = []
     timer = _Timer()
     for lo in range(0, n, batch):
-        out = model.predict_learn_many(stream.X[lo : min(n, lo + batch)], stream.y[lo : min(n, lo + batch)])
+        out = model.predict_learn_many(
+            stream.inputs[lo : min(n, lo + batch)], stream.y[lo : min(n, lo + batch)]
+        )
         batches.append((lo, out, None if stream.spec.is_regression else list(model.classes_)))
     outcome = timer.outcome(math.nan, n, model)
     metric = Prequential("regression" if stream.spec.is_regression else "classification")

@@ -1149,7 +1149,7 @@ def run_batched(variant: Variant, stream: Stream, batch: int = BATCH) -> Predict
     pieces = []
     start = time.perf_counter()
     for lo in range(0, stream.n, batch):
-        pieces.append(model.predict_learn_many(stream.X[lo : lo + batch], stream.y[lo : lo + batch]))
+        pieces.append(model.predict_learn_many(stream.inputs[lo : lo + batch], stream.y[lo : lo + batch]))
     seconds = time.perf_counter() - start
     if stream.spec.is_regression:
         return Predictions(seconds, value=np.concatenate(pieces))
@@ -1167,7 +1167,7 @@ def run_batched(variant: Variant, stream: Stream, batch: int = BATCH) -> Predict
 def run_loop(variant: Variant, stream: Stream, n: int) -> Predictions:
     """One record at a time over the first ``n`` records."""
     model = variant.make(stream.spec)
-    X, y = stream.X[:n], stream.y[:n]
+    X, y = stream.inputs[:n], stream.y[:n]
     if stream.spec.is_regression:
         values = np.zeros(n)
         start = time.perf_counter()

@@ -144,6 +144,8 @@ def run_moa(make: Callable[[Any], Any], stream: Stream) -> Predictions:
     CapyMOA's ``NumpyStream`` names the classes ``"0"`` .. ``"K-1"`` and takes the class index as the
     target, so MOA's class indices are ``Stream.classes`` indices.
     """
+    if stream.X is None:
+        raise TypeError("a nominal (string) feature: MOA's learners here take a float array only")
     from capymoa.stream import NumpyStream
 
     regression = stream.spec.is_regression

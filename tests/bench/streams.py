@@ -13,9 +13,12 @@ Five groups, selectable by name on the command line:
   10,000-record Friedman #1; and every real data set River ships as a file inside its package (no
   download), those of ``short`` included;
 * ``heldout``: River generators, or settings of them, that chose no default (``--streams heldout``),
-  5,000 records each: a random tree's 3-class concept over numbers and integer-coded categories, two 2-D sine
-  boundaries, the Mixed concept (two booleans, two numbers), Agrawal's function 4, a rotating
-  4-feature hyperplane with 10% noise, and a regression over 2-D planes; a check that the defaults
+  5,000 records each: a random tree's 3-class concept over numbers and integer-coded categories (and the
+  same records with the categories as strings, which the models that take nominal features split as
+  categories; MOA's array input cannot take them; and with the categories divided by 4, to span [0, 1]
+  as the numbers do), two 2-D sine boundaries, the Mixed concept (two
+  booleans, two numbers), Agrawal's function 4, a rotating 4-feature hyperplane with 10% noise, and a
+  regression over 2-D planes; a check that the defaults
   hold on data they were not chosen on (once a choice is made on them, they are held back no more).
   Waveform and FriedmanDrift are not among them: a default was chosen on each;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
@@ -32,9 +35,10 @@ CreditCard, Higgs, HTTP, SMTP, BETH, CriteoAds, MaliciousURL, TREC07, Bikes, Res
 MovieLens100K, WebTraffic, Music; SMSSpam is also text), and the benchmark runs without network.
 
 River's models take the records as dicts; ours and MOA's take the same values as a 2-D float array
-(features in River's key order). Classification labels are also given as indices into ``classes``,
-the sorted set of labels of the materialised records, which is the column order of every model's
-published probabilities in the benchmark.
+(features in River's key order), and ours the dicts where a feature is nominal (``Stream.inputs``).
+Classification labels are also given as indices into ``classes``, the sorted set of labels of the
+materialised records, which is the column order of every model's published probabilities in the
+benchmark.
 
 Agrawal "function 7" is River's ``classification_function=6``: River numbers Agrawal's ten functions
 from 0 and MOA (``-f``) from 1. SEA uses 10% label noise, MOA's default (River's default is none). The
@@ -122,7 +126,7 @@ class Stream:
     spec: StreamSpec
     dicts: list[dict]
     y: list[Any]
-    X: np.ndarray
+    X: np.ndarray | None  # the values as floats, in feature_names' order; None where a feature is nominal
     feature_names: list[str]
     classes: list[Any]  # sorted labels (classification); [] for regression
     target: np.ndarray  # class index into ``classes`` (int), or the regression target (float)
@@ -131,6 +135,12 @@ class Stream:
     @property
     def n(self) -> int:
         return len(self.y)
+
+    @property
+    def inputs(self) -> np.ndarray | list[dict]:
+        """What our models learn from: the float array, or the dicts where a feature is nominal (a
+        string's category; River's trees take those as nominal too, and MOA's array input cannot)."""
+        return self.dicts if self.X is None else self.X
 
 
 # -- the generators ---------------------------------------------------------------------------------
@@ -165,6 +175,35 @@ def _friedman(n: int) -> Iterable:
 def _held_out(name: str, **params: Any) -> Callable[[int], Iterable]:
     """A River generator of ``heldout``, seeded with ``SEED``."""
     return lambda n: getattr(_synth(), name)(seed=SEED, **params)
+
+
+def _random_tree(n: int) -> Iterable:
+    return _synth().RandomTree(
+        seed_tree=SEED, seed_sample=SEED, n_classes=3, n_num_features=5, n_cat_features=3
+    )
+
+
+def _named_categories(make: Callable[[int], Iterable]) -> Callable[[int], Iterable]:
+    """The stream with its integer-coded categories (features ``x_cat_*``) given as strings, so that the
+    models which take nominal features see them as categories, not as numbers."""
+
+    def named(n: int) -> Iterable:
+        for x, y in make(n):
+            yield {k: str(v) if k.startswith("x_cat") else v for k, v in x.items()}, y
+
+    return named
+
+
+def _scaled_categories(make: Callable[[int], Iterable]) -> Callable[[int], Iterable]:
+    """The stream with its integer-coded categories (0 to 4) divided by 4, so that they span [0, 1] as the
+    numeric features do: a model that splits on raw ranges (a Mondrian forest) then splits on them no
+    more often than on the others (4 is a power of two, so our grids give the same codes)."""
+
+    def scaled(n: int) -> Iterable:
+        for x, y in make(n):
+            yield {k: v / 4 if k.startswith("x_cat") else v for k, v in x.items()}, y
+
+    return scaled
 
 
 def _bundled(name: str) -> Callable[[int], Iterable]:
@@ -283,8 +322,9 @@ def _specs() -> list[StreamSpec]:
         StreamSpec("water-flow", "robust", "regression", 1_268, _bundled("WaterFlow")),
     ]
     heldout = [
-        StreamSpec("random-tree", "heldout", "multiclass", 5_000, lambda n: _synth().RandomTree(
-            seed_tree=SEED, seed_sample=SEED, n_classes=3, n_num_features=5, n_cat_features=3)),
+        StreamSpec("random-tree", "heldout", "multiclass", 5_000, _random_tree),
+        StreamSpec("random-tree-nominal", "heldout", "multiclass", 5_000, _named_categories(_random_tree)),
+        StreamSpec("random-tree-scaled", "heldout", "multiclass", 5_000, _scaled_categories(_random_tree)),
         StreamSpec("sine-f0", "heldout", "binary", 5_000, _held_out("Sine", classification_function=0)),
         StreamSpec("sine-f2", "heldout", "binary", 5_000, _held_out("Sine", classification_function=2)),
         StreamSpec("mixed", "heldout", "binary", 5_000, _held_out("Mixed")),
@@ -318,7 +358,8 @@ def materialise(spec: StreamSpec, n: int | None = None) -> Stream:
     pairs = list(itertools.islice(spec.make(n), n))
     dicts = [x for x, _ in pairs]
     names = list(dicts[0])
-    X = np.array([[float(x[k]) for k in names] for x in dicts])
+    nominal = any(isinstance(v, str) for x in dicts for v in x.values())
+    X = None if nominal else np.array([[float(x[k]) for k in names] for x in dicts])
     if spec.is_regression:
         y: list[Any] = [float(t) for _, t in pairs]
         classes: list[Any] = []
