@@ -9,6 +9,7 @@ tested with the smoothing's modes in test_smoothing.py; features of two values c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import itertools
@@ -356,6 +357,39 @@ def test_the_estimate_of_a_batch_is_the_loop_of_single_records(
     assert batched.log_ratio == loop.log_ratio and batched.since == loop.since
     for name in NaiveBayes.SAVED:
         assert np.array_equal(getattr(batched, name), getattr(loop, name)), name
+
+
+@PROPERTY
+@given(batch=_batches(), half_life=st.integers(1, 25), two_valued=st.booleans())
+def test_rows_estimated_one_at_a_time_keep_their_moments_exact(
+    batch: tuple, half_life: int, two_valued: bool
+) -> None:
+    """The boosted classifier's one-record path calls `estimate` with one row (and the grids it grows,
+    `{0: [...]}`). What one row derives from the statistics (`_derive`) is kept for the next, refreshed
+    as each row is learned: the rows give the batch's bits, and after every call the moments kept are
+    those derived afresh from the statistics (grids growing, halving, classes arriving, features changing
+    kind)."""
+    bins, codes, targets, before, regrids, _, _, _ = batch
+    numeric = np.arange(codes.shape[1])
+    whole = NaiveBayes(bins, half_life, two_valued=two_valued)
+    rows = NaiveBayes(bins, half_life, two_valued=two_valued)
+    expected = whole.estimate(codes, targets, before, regrids, numeric)
+    classes = before
+    for i in range(codes.shape[0]):
+        got = rows.estimate(codes[i : i + 1], targets[i : i + 1], classes, {0: regrids.get(i, [])}, numeric)
+        classes = max(classes, int(targets[i]) + 1)
+        width = got.predicted.shape[1]
+        assert got.predicted[0].tolist() == expected.predicted[i, :width].tolist()
+        assert got.learned[0] == expected.learned[i]
+        kept = rows._derived
+        if kept is not None:
+            rows._derived = None
+            fresh = rows._derive(list(kept.key[0]), kept.key[1])
+            rows._derived = kept
+            assert dataclasses.replace(kept, last=None) == dataclasses.replace(fresh, last=None)
+    assert rows.since == whole.since
+    for name in NaiveBayes.SAVED:
+        assert np.array_equal(getattr(rows, name), getattr(whole, name)), name
 
 
 def _growing_stream() -> tuple[np.ndarray, list]:
