@@ -786,20 +786,20 @@ class BoostedClassifier(_ClassifierEnsemble):
         (docs/decisions.md, "The boosted ensemble", has the figures). Not with `max_bytes`; a model
         saved before the parameter restores without it; False saves the bytes of the format before it.
     mondrian
-        True (default): a bounded Mondrian forest (sgt.boosted.mondrian: 8 trees of at most 2,047
+        True (default): a bounded Mondrian forest (sgt.boosted.mondrian: 16 trees of at most 2,047
         nodes, on its own grids of 1,024 bins, with the ensemble's `seed`, `warm_up`, `feature_names`,
         `nominal` and `max_categories`) learns every record beside the others, and `MondrianChoice`
         serves what the model serves without it, the Mondrian forest alone or a blend of the two in
         eighths, whichever has made fewer errors by a margin, the forest retiring as the side models
         do. Where randomly placed splits averaged over trees learn what greedy splits do not (a
         checkerboard of 1,000 records, image segments) it leads. Its memory is fixed from its first
-        record (1.4 MB on rbf-5's ten features and five classes, 7.1 MB on a hundred features) and
+        record (2.9 MB on rbf-5's ten features and five classes, 14.3 MB on a hundred features) and
         freed when it retires. On the robustness suite's 20 classification streams it is at or above
-        the best peer ensemble on 15 (14 to 16 over five seeds of the forest; 14 without it), 0.85
-        points more on average: ImageSegments 90.0% -> 94.3%, the checkerboard of 1,000 records
-        78.9% -> 87.6%, rbf-5 (20,000 records) 87.1% -> 90.9%; 30% label noise over 1,000 records
-        62.3% -> 61.4%; the benchmark and drift streams within 0.03 points; up to about 1.2 times the
-        CPU where it lives on (rbf-5, Shuttle), little where it retires young (docs/decisions.md).
+        the best peer ensemble on 14 to 18 over five seeds of the forest (14 without it), about a
+        point more on average: ImageSegments 90.0% -> 95.2%, the checkerboard of 1,000 records
+        78.9% -> 87.8%, rbf-5 (20,000 records) 87.1% -> 91.8%; 30% label noise over 1,000 records
+        62.3% -> 61.6%; the other benchmark and drift streams within 0.1 points; about 1.2 times the
+        CPU where it lives on (rbf-5), little where it retires young (docs/decisions.md).
         False: no Mondrian forest, the default before (what a save without the parameter restores
         to; such a model saves the bytes of the format before it). Not with `max_bytes` (nor in the
         worker's models). The forest has no additive explanation: while a candidate with it serves,
