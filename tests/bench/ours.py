@@ -719,9 +719,10 @@ def _mondrian_seeded(
     offset: int, max_nodes: int | None = None, trees: int | None = None
 ) -> type[BoostedClassifier]:
     """The classifier with its Mondrian forest (`mondrian`) drawing from seed + `offset`: the seed noise
-    of the outer choice's wins; with `max_nodes`, its trees bounded there instead (4,095 lost: at or
-    above the best peer ensemble on 14, 17, 14, 14, 17 of the 20 classification streams over seeds 0
-    to 4, against 2,047's 15, 16, 14, 15, 15); with `trees`, that many trees instead of `TREES`."""
+    of the outer choice's wins; with `max_nodes`, its trees bounded there instead (4,095 lost, with the
+    8 trees of then: at or above the best peer ensemble on 14, 17, 14, 14, 17 of the 20 classification
+    streams over seeds 0 to 4, against 2,047's 15, 16, 14, 15, 15); with `trees`, that many trees
+    instead of `TREES` (8 and 12 lost against 16: docs/decisions.md)."""
     changes = {name: v for name, v in (("max_nodes", max_nodes), ("trees", trees)) if v is not None}
 
     class Seeded(BoostedClassifier):
