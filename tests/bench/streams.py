@@ -16,10 +16,10 @@ Five groups, selectable by name on the command line:
   5,000 records each: a random tree's 3-class concept over numbers and integer-coded categories (and the
   same records with the categories as strings, which the models that take nominal features split as
   categories; MOA's array input cannot take them; and with the categories divided by 4, to span [0, 1]
-  as the numbers do), two 2-D sine boundaries, the Mixed concept (two
-  booleans, two numbers), Agrawal's function 4, a rotating 4-feature hyperplane with 10% noise, and a
-  regression over 2-D planes; a check that the defaults
-  hold on data they were not chosen on (once a choice is made on them, they are held back no more).
+  as the numbers do), two 2-D sine boundaries, the Mixed concept (two booleans, two numbers), Agrawal's
+  function 4, a rotating 4-feature hyperplane with 10% noise, and a regression over 2-D planes; a check
+  that the defaults hold on data they were not chosen on (once a choice is made on them, they are held
+  back no more).
   Waveform and FriedmanDrift are not among them: a default was chosen on each;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
   (over 1/400 of the stream) or gradual (over 1/10), centred at known positions (a quarter, half and
@@ -183,27 +183,20 @@ def _random_tree(n: int) -> Iterable:
     )
 
 
-def _named_categories(make: Callable[[int], Iterable]) -> Callable[[int], Iterable]:
-    """The stream with its integer-coded categories (features ``x_cat_*``) given as strings, so that the
-    models which take nominal features see them as categories, not as numbers."""
+def _recoded_categories(
+    make: Callable[[int], Iterable], recode: Callable[[Any], Any]
+) -> Callable[[int], Iterable]:
+    """The stream with each value of its integer-coded categories (features ``x_cat_*``) through `recode`:
+    ``str`` gives them as strings, so that the models which take nominal features see categories, not
+    numbers; dividing by 4 makes them span [0, 1] as the numeric features do, so that a model that
+    splits on raw ranges (a Mondrian forest) splits on them no more often than on the others (4 is a
+    power of two, so our grids give the same codes)."""
 
-    def named(n: int) -> Iterable:
+    def recoded(n: int) -> Iterable:
         for x, y in make(n):
-            yield {k: str(v) if k.startswith("x_cat") else v for k, v in x.items()}, y
+            yield {k: recode(v) if k.startswith("x_cat") else v for k, v in x.items()}, y
 
-    return named
-
-
-def _scaled_categories(make: Callable[[int], Iterable]) -> Callable[[int], Iterable]:
-    """The stream with its integer-coded categories (0 to 4) divided by 4, so that they span [0, 1] as the
-    numeric features do: a model that splits on raw ranges (a Mondrian forest) then splits on them no
-    more often than on the others (4 is a power of two, so our grids give the same codes)."""
-
-    def scaled(n: int) -> Iterable:
-        for x, y in make(n):
-            yield {k: v / 4 if k.startswith("x_cat") else v for k, v in x.items()}, y
-
-    return scaled
+    return recoded
 
 
 def _bundled(name: str) -> Callable[[int], Iterable]:
@@ -323,8 +316,10 @@ def _specs() -> list[StreamSpec]:
     ]
     heldout = [
         StreamSpec("random-tree", "heldout", "multiclass", 5_000, _random_tree),
-        StreamSpec("random-tree-nominal", "heldout", "multiclass", 5_000, _named_categories(_random_tree)),
-        StreamSpec("random-tree-scaled", "heldout", "multiclass", 5_000, _scaled_categories(_random_tree)),
+        StreamSpec("random-tree-nominal", "heldout", "multiclass", 5_000, _recoded_categories(
+            _random_tree, str)),
+        StreamSpec("random-tree-scaled", "heldout", "multiclass", 5_000, _recoded_categories(
+            _random_tree, lambda v: v / 4)),
         StreamSpec("sine-f0", "heldout", "binary", 5_000, _held_out("Sine", classification_function=0)),
         StreamSpec("sine-f2", "heldout", "binary", 5_000, _held_out("Sine", classification_function=2)),
         StreamSpec("mixed", "heldout", "binary", 5_000, _held_out("Mixed")),
