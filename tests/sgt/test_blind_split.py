@@ -25,7 +25,7 @@ from sgt.leaf import _median_split
 from sgt.serialization import SerializationError
 from sgt.stats import N, block_stats
 from tests.fixtures.make_boosted_fixture import checkerboard
-from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST, looped_and_restored, predicted_then_learned
+from tests.sgt.sgt_testkit import NO_SIDE_MODELS, looped_and_restored, predicted_then_learned
 
 RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "release-0.1.0" / "classifier.sgt"
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
@@ -91,7 +91,7 @@ def _batched(make: Any, X: list, y: list, cuts: list[int]) -> bytes:
 MAKERS = {
     "single": lambda: SGTClassifier(grace_period=50),
     "single, constant leaves": lambda: SGTClassifier(grace_period=50, leaf_model="constant"),
-    "boosted members": lambda: _BlindBoosted(grace_period=40, n_members=3, seed=3, **NO_TREE_OR_FOREST),
+    "boosted members": lambda: _BlindBoosted(grace_period=40, n_members=3, seed=3, **NO_SIDE_MODELS),
 }
 
 

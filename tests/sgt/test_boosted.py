@@ -36,6 +36,7 @@ from sgt.boosted import (
 from sgt.serialization import decode
 from sgt.tree import Tree
 from tests.sgt.sgt_testkit import (
+    NO_SIDE_MODELS,
     NO_TREE_OR_FOREST,
     iter_nodes,
     mixed_records,
@@ -61,8 +62,9 @@ def _strict_members() -> Any:
 
 # constant blocks and leaves, so that these short streams drift past what the members can absorb
 # (with young leaves' short blocks they adapt to the flip without a detected drift); the members
-# without the single tree and forest beside them (NO_TREE_OR_FOREST: their run with drifting members is
-# `test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike`)
+# without the single tree and forest beside them (NO_TREE_OR_FOREST; COMMITTEE, the classifier's, without
+# its Mondrian forest too: NO_SIDE_MODELS). Their run with drifting members is
+# `test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike`
 SMALL = {
     **NO_TREE_OR_FOREST,
     "grace_period": 40,
@@ -78,7 +80,7 @@ SMALL = {
 }
 # the classifier's members as committees of a tree per class but one (the multi-output members these
 # streams are run with in test_multioutput.py are the default)
-COMMITTEE = {**SMALL, "multiclass_trees": "per-class"}
+COMMITTEE = {**SMALL, **NO_SIDE_MODELS, "multiclass_trees": "per-class"}
 N = 1500
 FLIP = 700
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -187,8 +189,10 @@ def test_regressor_batches_equal_the_prequential_loop(cuts: list[int]) -> None:
     assert model.to_bytes() == expected_bytes
 
 
-# the module's settings with the default side models beside the members
+# the module's settings with the default side models beside the members (the classifier's Mondrian
+# forest too)
 SIDES = {"single_tree": True, "forest": True}
+CLASSIFIER_SIDES = {**SIDES, "mondrian": True}
 
 
 @functools.cache
@@ -197,7 +201,7 @@ def _loops_with_sides() -> dict[str, tuple[bytes, list]]:
     and the regressor's. The classifier's forest serves through the drift answered at record 1000 and
     retires at the third class's first record (1106), and a background ensemble learns at the end; the
     regressor's side models live throughout."""
-    classifier = BoostedClassifier(**{**COMMITTEE, **SIDES})
+    classifier = BoostedClassifier(**{**COMMITTEE, **CLASSIFIER_SIDES})
     regressor = BoostedRegressor(**{**SMALL, **SIDES})
     proba, predictions = [], []
     for i, (x, y) in enumerate(zip(_RECORDS, _LABELS, strict=True)):
@@ -220,11 +224,11 @@ def _loops_with_sides() -> dict[str, tuple[bytes, list]]:
 def test_the_side_models_beside_drifting_members_batch_loop_and_restore_alike(
     cuts: list[int], at: int
 ) -> None:
-    """The module's other tests run the members alone (NO_TREE_OR_FOREST); the side models run each
-    batch on their own and meet the members in the served choice, which this test crosses with a drift
-    answered, a background ensemble and a third class inside the batches."""
+    """The module's other tests run the members alone (NO_TREE_OR_FOREST, NO_SIDE_MODELS); the side
+    models run each batch on their own and meet the members in the served choice, which this test
+    crosses with a drift answered, a background ensemble and a third class inside the batches."""
     expected, loop_proba = _loops_with_sides()["classifier"]
-    _batches_and_restore_as_the_loop({**COMMITTEE, **SIDES}, cuts, at, expected, loop_proba)
+    _batches_and_restore_as_the_loop({**COMMITTEE, **CLASSIFIER_SIDES}, cuts, at, expected, loop_proba)
     expected_regressor, loop_values = _loops_with_sides()["regressor"]
     _regressor_batches_and_restore_as_the_loop({**SMALL, **SIDES}, cuts, at, expected_regressor, loop_values)
 

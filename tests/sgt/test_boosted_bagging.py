@@ -15,7 +15,7 @@ import pytest
 from sgt import AdaptiveSGTClassifier, BoostedClassifier, BoostedRegressor, kernels
 from sgt.boosted.bagging import Bagging
 from sgt.boosted.ensemble import MEAN_ONE
-from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST, looped_and_restored, mixed_records
+from tests.sgt.sgt_testkit import NO_SIDE_MODELS, looped_and_restored, mixed_records
 from tests.sgt.test_serialization import _pack, _unpack
 
 ROWS = 1200
@@ -123,13 +123,13 @@ def test_batches_equal_the_loop_and_a_restore_byte_for_byte(
     rate: float, kernels_on: bool, monkeypatch
 ) -> None:
     monkeypatch.setattr(kernels, "ENABLED", kernels_on and kernels.ENABLED)
-    # (the members alone, NO_TREE_OR_FOREST: their bagging weights are the subject)
+    # (the members alone, NO_SIDE_MODELS: their bagging weights are the subject)
     params: dict[str, Any] = {
         "grace_period": 30,
         "warm_up": 60,
         "seed": 4,
         "poisson_rate": rate,
-        **NO_TREE_OR_FOREST,
+        **NO_SIDE_MODELS,
     }
     X, y = _records(1000)
 

@@ -15,7 +15,7 @@ import pytest
 
 from sgt import BoostedClassifier, kernels
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
-from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST, counted_encodings, looped_and_restored, mixed_records
+from tests.sgt.sgt_testkit import NO_SIDE_MODELS, counted_encodings, looped_and_restored, mixed_records
 
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
@@ -68,8 +68,8 @@ def _records(n: int) -> tuple[list[dict[str, Any]], list[Any]]:
 
 
 def _streams() -> dict[str, tuple[Any, list[Any], list[Any]]]:
-    # the members' probabilities alone (NO_TREE_OR_FOREST: the side models' own are their modules')
-    small = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_TREE_OR_FOREST}
+    # the members' probabilities alone (NO_SIDE_MODELS: the side models' own are their modules')
+    small = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_SIDE_MODELS}
     records, labels = _records(1200)
     X, y = led(1200, seed=2)
     grown = X * np.linspace(1.0, 40.0, 1200)[:, None]  # grids that grow while the naive Bayes is young

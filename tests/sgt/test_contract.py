@@ -31,7 +31,7 @@ from sgt import (
     losses,
 )
 from tests.sgt.sgt_testkit import (
-    NO_TREE_OR_FOREST,
+    NO_SIDE_MODELS,
     as_dicts,
     mixed_records,
     multiclass_stream,
@@ -43,9 +43,9 @@ from tests.sgt.sgt_testkit import (
 # leaves' short first blocks these streams are learned by splits alone)
 SMALL = {"grace_period": 50, "grace_start": 50, "warm_up": 100, "leaf_model": "constant"}
 BOOSTED = {"n_members": 3, "poisson_rate": 1.0, "drift_threshold": None}  # drifts: test_boosted.py
-# the members alone (NO_TREE_OR_FOREST) on the binary and three-class streams: the default side models
+# the members alone (NO_SIDE_MODELS) on the binary and three-class streams: the default side models
 # take the whole contract on the mixed records (nominal, missing and absent features) and on regression
-MEMBERS = {**BOOSTED, **NO_TREE_OR_FOREST}
+MEMBERS = {**BOOSTED, **NO_SIDE_MODELS}
 
 
 def _binary() -> tuple[list, list]:

@@ -34,7 +34,7 @@ from sgt.boosted.member import OFFSETS, TARGET, WEIGHT, Outputs
 from sgt.features import FeatureSpace
 from sgt.leaf import LeafLearner
 from sgt.tree import Layout, Params, Tree
-from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST, bits, same_candidates
+from tests.sgt.sgt_testkit import NO_SIDE_MODELS, bits, same_candidates
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="the fused kernels run only with numba")
 
@@ -188,11 +188,16 @@ def regression_stream(n: int, seed: int = 0) -> tuple[list[dict[str, float]], li
 
 
 MODELS: dict[str, Any] = {
-    "boosted classifier": (lambda: sgt.BoostedClassifier(warm_up=100, seed=1), threshold_stream),
+    # the default but for the Mondrian forest, which has no fused steps (its walk is one kernel, its
+    # Python twin run with the kernels off: test_boosted_mondrian.py proves them equal)
+    "boosted classifier": (
+        lambda: sgt.BoostedClassifier(warm_up=100, seed=1, mondrian=False),
+        threshold_stream,
+    ),
     # (the members alone: the default model's side models run in the case above)
     "boosted classifier, constant members": (
         lambda: sgt.BoostedClassifier(
-            warm_up=100, seed=2, leaf_model="constant", max_depth=3, **NO_TREE_OR_FOREST
+            warm_up=100, seed=2, leaf_model="constant", max_depth=3, **NO_SIDE_MODELS
         ),
         threshold_stream,
     ),
@@ -302,7 +307,7 @@ def test_a_binary_members_row_gradients_are_its_gradients_bits(
     the weight applied otherwise (Poisson weights 0 to 4), a target other than class 1 counted as 1,
     NaN, infinities, signed zeros."""
     rng = np.random.default_rng(seed)
-    model = sgt.BoostedClassifier(seed=1, n_members=2, **NO_TREE_OR_FOREST)  # (a member is the subject)
+    model = sgt.BoostedClassifier(seed=1, n_members=2, **NO_SIDE_MODELS)  # (a member is the subject)
     model.learn_one({"x": 0.0}, 0)
     model.learn_one({"x": 1.0}, 1)  # two classes: each member has one tree of one output
     member = model._members[1]
@@ -341,7 +346,7 @@ def test_a_binary_members_one_record_gradients_are_its_rows_bits(
     one-record loop's) differing by one bit from those of the same row in a batch
     (`_gradients_of_rows`, compiled or numpy): p's exps taken otherwise, NaN, infinities, signed zeros,
     a target other than class 1, Poisson weights 0 to 4."""
-    model = sgt.BoostedClassifier(seed=1, n_members=2, **NO_TREE_OR_FOREST)  # (a member is the subject)
+    model = sgt.BoostedClassifier(seed=1, n_members=2, **NO_SIDE_MODELS)  # (a member is the subject)
     model.learn_one({"x": 0.0}, 0)
     model.learn_one({"x": 1.0}, 1)  # two classes: each member has one tree of one output
     member = model._members[1]

@@ -31,7 +31,7 @@ from sgt.residual import ResidualLevel
 from sgt.split import best_numeric_compiled, best_numeric_outputs, best_numeric_planes
 from sgt.stats import block_stats, merge
 from tests.sgt.sgt_testkit import (
-    NO_TREE_OR_FOREST,
+    NO_SIDE_MODELS,
     assert_newton_steps_agree,
     bits,
     multiclass_stream,
@@ -383,7 +383,7 @@ MODELS = {
     ),
     "boosted, binary": (lambda: sgt.BoostedClassifier(warm_up=100, seed=1), lambda: threshold_stream(4000)),
     "boosted, three classes": (  # multi-output members (alone: the side models run in the binary case)
-        lambda: sgt.BoostedClassifier(warm_up=100, seed=1, **NO_TREE_OR_FOREST),
+        lambda: sgt.BoostedClassifier(warm_up=100, seed=1, **NO_SIDE_MODELS),
         lambda: multiclass_stream(4000),
     ),
     "boosted regressor": (

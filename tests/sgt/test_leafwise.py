@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import sgt.leafwise
 from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
-from tests.sgt.sgt_testkit import NO_TREE_OR_FOREST
+from tests.sgt.sgt_testkit import NO_SIDE_MODELS, NO_TREE_OR_FOREST
 
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -94,9 +94,10 @@ MODELS: dict[str, Callable[[int, int], Any]] = {
     "classifier": lambda start, _: SGTClassifier(grace_start=start, **TINY),
     "constant classifier": lambda start, _: SGTClassifier(grace_start=start, leaf_model="constant", **TINY),
     "regressor": lambda start, _: SGTRegressor(grace_start=start, **TINY),
-    # (the members alone, NO_TREE_OR_FOREST: the side models' leaves are the single trees' above)
+    # (the members alone: the single tree's and forest's leaves are the single trees' above, the
+    # Mondrian forest's walk test_boosted_mondrian.py's)
     "boosted classifier": lambda start, seed: BoostedClassifier(
-        n_members=3, grace_start=start, seed=seed, drift_threshold=None, **TINY, **NO_TREE_OR_FOREST
+        n_members=3, grace_start=start, seed=seed, drift_threshold=None, **TINY, **NO_SIDE_MODELS
     ),
     "boosted regressor": lambda start, seed: BoostedRegressor(
         n_members=3, grace_start=start, poisson_rate=1.0, seed=seed, **TINY, **NO_TREE_OR_FOREST

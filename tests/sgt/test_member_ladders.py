@@ -23,6 +23,7 @@ from sgt.stats import MH
 from sgt.tree import Tree
 from tests.fixtures.make_boosted_fixture import PARAMS, ROWS, checkerboard
 from tests.sgt.sgt_testkit import (
+    NO_SIDE_MODELS,
     NO_TREE_OR_FOREST,
     looped_and_restored,
     mixed_records,
@@ -32,8 +33,11 @@ from tests.sgt.sgt_testkit import (
 BEFORE_RELAX = Path(__file__).resolve().parents[1] / "fixtures" / "boosted-before-relax" / "classifier.sgt"
 
 N = 1500
-# the members alone: their settings are this module's subject (NO_TREE_OR_FOREST)
-SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_TREE_OR_FOREST}
+# the members alone: their settings are this module's subject (NO_SIDE_MODELS; the regressor has no
+# Mondrian forest to leave out)
+_SETTINGS = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
+SMALL = {**_SETTINGS, **NO_SIDE_MODELS}
+SMALL_REGRESSOR = {**_SETTINGS, **NO_TREE_OR_FOREST}
 
 
 class _Relaxing(BoostedClassifier):
@@ -78,7 +82,7 @@ def _streams() -> dict[str, tuple[Any, Any, Any]]:
         "relaxing": (lambda: _Relaxing(**SMALL), records, labels),
         "delta ladder": (lambda: _Ladder(**{**SMALL, "n_members": None}), records, labels),
         "step ladder": (lambda: _Steps(**SMALL), records, labels),
-        "regressor": (lambda: _RelaxingRegressor(**SMALL), list(XR), list(yR)),
+        "regressor": (lambda: _RelaxingRegressor(**SMALL_REGRESSOR), list(XR), list(yR)),
     }
 
 
@@ -227,7 +231,7 @@ def test_the_relaxation_is_saved_with_the_model_and_only_where_it_is_on() -> Non
     strict = _Strict(**SMALL)
     strict.learn_many(X, y)
     assert b'"relax"' not in strict.to_bytes()
-    for other in (BoostedRegressor(**SMALL), AdaptiveSGTClassifier()):
+    for other in (BoostedRegressor(**SMALL_REGRESSOR), AdaptiveSGTClassifier()):
         assert b'"relax"' not in other.to_bytes()
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from sgt import BoostedClassifier, BoostedRegressor, kernels
 from sgt.leaf import subspace
 from tests.sgt.sgt_testkit import (
+    NO_SIDE_MODELS,
     NO_TREE_OR_FOREST,
     LoopAndRestore,
     looped_and_restored,
@@ -24,8 +25,11 @@ from tests.sgt.sgt_testkit import (
 )
 
 N = 1500
-# the members alone: their split attempts are this module's subject (NO_TREE_OR_FOREST)
-SMALL = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3, **NO_TREE_OR_FOREST}
+# the members alone: their split attempts are this module's subject (NO_SIDE_MODELS; the regressor has
+# no Mondrian forest to leave out)
+_SETTINGS = {"grace_period": 40, "warm_up": 80, "n_members": 3, "seed": 3}
+SMALL = {**_SETTINGS, **NO_SIDE_MODELS}
+SMALL_REGRESSOR = {**_SETTINGS, **NO_TREE_OR_FOREST}
 
 
 def _records(n: int) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -51,7 +55,7 @@ def _streams() -> dict[str, tuple[Any, Any, Any]]:
             list(X3),
             list(y3),
         ),
-        "regressor": (lambda: BoostedRegressor(feature_share=0.6, **SMALL), list(XR), list(yR)),
+        "regressor": (lambda: BoostedRegressor(feature_share=0.6, **SMALL_REGRESSOR), list(XR), list(yR)),
     }
 
 
@@ -119,8 +123,8 @@ def test_a_tiny_share_leaves_no_feature_to_split_on() -> None:
 def test_a_share_of_one_is_every_feature() -> None:
     """Every draw is below 1: the same trees as without subspaces, prediction for prediction."""
     X, y = step_regression_stream(N, seed=5)
-    every = BoostedRegressor(feature_share=1.0, **SMALL)
-    free = BoostedRegressor(**SMALL)
+    every = BoostedRegressor(feature_share=1.0, **SMALL_REGRESSOR)
+    free = BoostedRegressor(**SMALL_REGRESSOR)
     assert np.array_equal(every.predict_learn_many(X, y), free.predict_learn_many(X, y))
 
 
@@ -128,7 +132,7 @@ def test_members_draw_differently() -> None:
     """Each member's draws are seeded by its position: two members' trees differ where, without
     subspaces and bagging, every member would see the same gradients' share of features."""
     X, y = step_regression_stream(N, seed=5)
-    model = BoostedRegressor(feature_share=0.5, **SMALL)
+    model = BoostedRegressor(feature_share=0.5, **SMALL_REGRESSOR)
     model.learn_many(X, y)
     seeds = {tree.params.feature_seed for tree in model._trees}
     assert seeds == {(3, 0), (3, 1), (3, 2)}
