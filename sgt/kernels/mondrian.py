@@ -13,7 +13,7 @@ Each tree is arrays of nodes preallocated to its bound (sgt.boosted.mondrian.Mon
 each holds). A record's codes are integers, so a node's box, the record's extension beyond it and the
 extensions' sum are integers; the only floats are the split times (an exponential draw divided by
 that sum, as `math.log1p`, which numba calls from the same C library as Python) and the
-probabilities (`(count + 1/2) / (n + K/2)`, one multiplication and one division each).
+probabilities, each node's a sum, a product and a division of floats (`_path_probabilities`).
 
 The random draws are splitmix64's (sgt.kernels.splitmix) of (seed, record, tree, draw).
 """
@@ -29,7 +29,7 @@ from sgt.kernels.splitmix import GOLDEN, STEP, mix, unit
 
 __all__ = ["mondrian_rows"]
 
-#: the Dirichlet prior of every class's count in a leaf's probabilities
+#: the Dirichlet prior of every class's count in a root's probabilities, (count + 1/2) / (n + K/2)
 _PRIOR = 0.5
 
 
@@ -58,15 +58,18 @@ def mondrian_rows(
     first: np.uint64,
     max_nodes: int,
     out: np.ndarray,
+    smoothing: float,
 ) -> None:
     """Row i: if `predict[i]`, its probabilities over the `known[i]` classes known before it, the trees'
-    mean, into out[i] (zeros while no tree has learned a record); then, if `targets[i]` >= 0, every
-    tree learns it (record first, first + 1, ... for the learned rows in turn). The arrays are those of
-    sgt.boosted.mondrian.MondrianForest, changed in place."""
+    mean of their leaves' (`_path_probabilities` with `smoothing`), into out[i] (zeros while no tree
+    has learned a record); then, if `targets[i]` >= 0, every tree learns it (record first, first + 1,
+    ... for the learned rows in turn). The arrays are those of sgt.boosted.mondrian.MondrianForest,
+    changed in place."""
     trees = child.shape[0]
     width = codes.shape[1]
     path = np.empty(max_nodes, dtype=np.int64)
     extension = np.empty(width, dtype=np.int64)
+    proba = np.empty(out.shape[1])  # (a tree's probabilities at the node the walk is at)
     record = first
     for i in range(codes.shape[0]):
         x = codes[i]
@@ -85,9 +88,9 @@ def mondrian_rows(
                     break
                 node = left if x[feature[t, node]] <= threshold[t, node] else child[t, node, 1]
             if ready:
-                inverse = 1.0 / (count[t, node] + _PRIOR * k)
+                _path_probabilities(t, k, depth, path, count, counts, smoothing, proba)
                 for c in range(k):
-                    out[i, c] += (counts[t, node, c] + _PRIOR) * inverse
+                    out[i, c] += proba[c]
             if y >= 0:
                 _learn(
                     t,
@@ -113,6 +116,32 @@ def mondrian_rows(
                 out[i, c] /= trees
         if y >= 0:
             record += np.uint64(1)
+
+
+@compiled
+def _path_probabilities(
+    t: int,
+    k: int,
+    depth: int,
+    path: np.ndarray,
+    count: np.ndarray,
+    counts: np.ndarray,
+    smoothing: float,
+    proba: np.ndarray,
+) -> None:
+    """Tree t's probabilities of the `k` classes at the end of its `path` (`depth` nodes, root first)
+    into proba[:k]: the root's counts under the Dirichlet prior `_PRIOR`, then each node's counts
+    under its parent's probabilities weighted `smoothing`, (counts + smoothing p_parent) / (n +
+    smoothing)."""
+    root = path[0]
+    inverse = 1.0 / (count[t, root] + _PRIOR * k)
+    for c in range(k):
+        proba[c] = (counts[t, root, c] + _PRIOR) * inverse
+    for j in range(1, depth):
+        node = path[j]
+        inverse = 1.0 / (count[t, node] + smoothing)
+        for c in range(k):
+            proba[c] = (counts[t, node, c] + smoothing * proba[c]) * inverse
 
 
 @compiled

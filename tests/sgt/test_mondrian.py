@@ -191,6 +191,33 @@ def test_the_nodes_stay_within_their_bound_and_the_leaves_keep_counting() -> Non
     assert model.nbytes > 4 * 63 * (4 * 2 * 2)  # boxes, counts and the rest counted
 
 
+def _tree_probabilities(model: MondrianForest, t: int, codes: np.ndarray, k: int) -> np.ndarray:
+    """Tree t's probabilities of a record's `codes`, by the formula from its nodes: the root's class
+    counts under a Dirichlet prior of 1/2, then each node's down the record's path under its parent's
+    probabilities weighted `SMOOTHING`."""
+    counts, count, child = model._counts[t, :, :k], model._count[t], model._child[t]
+    node = 0
+    p = (counts[node] + 0.5) / (count[node] + 0.5 * k)
+    while child[node, 0] >= 0:
+        left = codes[model._feature[t, node]] <= model._threshold[t, node]
+        node = child[node, 0] if left else child[node, 1]
+        p = (counts[node] + mondrian.SMOOTHING * p) / (count[node] + mondrian.SMOOTHING)
+    return p
+
+
+def test_each_tree_smooths_its_leaf_s_counts_towards_its_ancestors() -> None:
+    """Catches probabilities from the leaf's counts alone (a young leaf's one record, or none, taken
+    at face value), or smoothed towards anything but the path's nodes."""
+    model = MondrianForest(**SMALL)
+    model.learn_many(_RECORDS, _LABELS)
+    probes = _RECORDS[::7]
+    codes = model._encode(probes, np.zeros(len(probes), dtype=bool))
+    k = len(model.classes_)
+    for row, x in zip(model.predict_proba_many(probes), codes, strict=True):
+        trees = [_tree_probabilities(model, t, x, k) for t in range(model.trees)]
+        assert row == pytest.approx(np.mean(trees, axis=0), rel=1e-12, abs=1e-15)
+
+
 def test_a_checkerboard_of_a_thousand_records_is_learned() -> None:
     pairs = list(stress.checkerboard(1000))
     model = MondrianForest()
