@@ -314,12 +314,11 @@ def _specs() -> list[StreamSpec]:
         StreamSpec("airline-passengers", "robust", "regression", 144, _bundled("AirlinePassengers")),
         StreamSpec("water-flow", "robust", "regression", 1_268, _bundled("WaterFlow")),
     ]
+    named, scaled = _recoded_categories(_random_tree, str), _recoded_categories(_random_tree, lambda v: v / 4)
     heldout = [
         StreamSpec("random-tree", "heldout", "multiclass", 5_000, _random_tree),
-        StreamSpec("random-tree-nominal", "heldout", "multiclass", 5_000, _recoded_categories(
-            _random_tree, str)),
-        StreamSpec("random-tree-scaled", "heldout", "multiclass", 5_000, _recoded_categories(
-            _random_tree, lambda v: v / 4)),
+        StreamSpec("random-tree-nominal", "heldout", "multiclass", 5_000, named),
+        StreamSpec("random-tree-scaled", "heldout", "multiclass", 5_000, scaled),
         StreamSpec("sine-f0", "heldout", "binary", 5_000, _held_out("Sine", classification_function=0)),
         StreamSpec("sine-f2", "heldout", "binary", 5_000, _held_out("Sine", classification_function=2)),
         StreamSpec("mixed", "heldout", "binary", 5_000, _held_out("Mixed")),

@@ -39,9 +39,8 @@ NO_TREE_OR_FOREST: dict[str, Any] = {"single_tree": False, "forest": False}
 #: forest learns each batch on its own too and meets the members only in the served choice; its 16
 #: trees walk every record, in Python where the kernels are off: the modules that use this, with
 #: test_boosted_damping.py (`-n 2`, test_boosted.py's use not yet made), took 4 min 45 s with it and
-#: 3 min 2 s without. Its exactness
-#: (batch, loop, restore, kernels against Python, retirement) is test_boosted_mondrian.py's, and
-#: test_boosted.py's side-models test runs it beside drifting members.
+#: 3 min 2 s without. Its exactness (batch, loop, restore, kernels against Python, retirement) is
+#: test_boosted_mondrian.py's, and test_boosted.py's side-models test runs it beside drifting members.
 NO_SIDE_MODELS: dict[str, Any] = {**NO_TREE_OR_FOREST, "mondrian": False}
 
 
