@@ -788,10 +788,10 @@ VARIANTS += (
         Variant(f"ours-boosted-mondrian4095-s{k}", boosted_class(_mondrian_seeded(k, 4095), mondrian=True))
         for k in (0, 1, 2, 3, 4)
     ),
-    # its forest of 8 trees (the default before) or 12, not 16, seeds 0 to 4
+    # its forest of 8 trees (the default before), 12, 24 or 32, not 16, seeds 0 to 4
     *(
         Variant(f"ours-boosted-mondrian{t}t-s{k}", boosted_class(_mondrian_seeded(k, trees=t), mondrian=True))
-        for t in (8, 12)
+        for t in (8, 12, 24, 32)
         for k in (0, 1, 2, 3, 4)
     ),
     # its trees' probabilities smoothed with weight 0.5, not 0.1, seeds 0 to 4
