@@ -285,6 +285,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gamma-0.01", lambda spec: single(spec, gamma=0.01)),
     Variant("ours-gamma-0.03", lambda spec: single(spec, gamma=0.03)),
     Variant("ours-leaf-lambda-1", lambda spec: single(spec, lambda_=1.0)),
+    *(Variant(f"ours-leaf-lambda-{v}", lambda spec, v=v: single(spec, lambda_=v)) for v in (0.2, 0.3, 0.5)),
     Variant("ours-delta-1e-5", lambda spec: single(spec, delta=1e-5)),
     # the piecewise-linear stream: a young leaf's first block of 40, and the linear term's ridge (losers:
     # the linear terms' entry in docs/decisions.md)
