@@ -1851,12 +1851,14 @@ VARIANTS += (
 
 
 class _ForestSettingsBoostedClassifier(BoostedClassifier):
-    """The boosted classifier whose forest takes `_forest_changes` over its default settings."""
+    """The boosted classifier whose forest is a `_forest_type` taking `_forest_changes` over its default
+    settings."""
 
+    _forest_type: ClassVar[type[ForestClassifier]] = ForestClassifier
     _forest_changes: ClassVar[dict[str, Any]] = {}
 
     def _new_forest(self) -> ForestClassifier:
-        return ForestClassifier(**{**super()._new_forest().get_params(), **self._forest_changes})
+        return self._forest_type(**{**super()._new_forest().get_params(), **self._forest_changes})
 
 
 def _forest_class(name: str, **changes: Any) -> type[BoostedClassifier]:
@@ -1899,11 +1901,15 @@ VARIANTS += (
 )
 
 
-def _forest_seeded(offset: int, **changes: Any) -> type[BoostedClassifier]:
-    """The boosted classifier whose forest takes `changes` over `CLASSIFIER_FOREST`, its Mondrian forest
-    drawing from seed + `offset` (the seed noise of the outer choice, as `_mondrian_seeded`)."""
+def _forest_seeded(
+    offset: int, forest_type: type[ForestClassifier] = ForestClassifier, **changes: Any
+) -> type[BoostedClassifier]:
+    """The boosted classifier whose forest is a `forest_type` taking `changes` over `CLASSIFIER_FOREST`,
+    its Mondrian forest drawing from seed + `offset` (the seed noise of the outer choice, as
+    `_mondrian_seeded`)."""
     bases = (_ForestSettingsBoostedClassifier, _mondrian_seeded(offset))
-    return type(f"_ForestSeed{offset}BoostedClassifier", bases, {"_forest_changes": changes})
+    settings = {"_forest_type": forest_type, "_forest_changes": changes}
+    return type(f"_ForestSeed{offset}BoostedClassifier", bases, settings)
 
 
 # BoostedClassifier's forest rechecked with the Mondrian forest beside it (its settings were chosen before
@@ -1927,13 +1933,8 @@ VARIANTS += tuple(
 def _forest_laddered(offset: int, ladder: tuple[float, ...]) -> type[BoostedClassifier]:
     """As `_forest_seeded`, the forest's members' split confidences scaled by `ladder` (member k's by
     its k-th factor: `_delta_ladder`)."""
-    forest_class = type("_LadderedForestClassifier", (ForestClassifier,), {"_delta_ladder": ladder})
-    seeded = _mondrian_seeded(offset)
-
-    def new_forest(self: BoostedClassifier) -> ForestClassifier:
-        return forest_class(**seeded._new_forest(self).get_params())
-
-    return type(f"_ForestLadderSeed{offset}BoostedClassifier", (seeded,), {"_new_forest": new_forest})
+    forest_type = type("_LadderedForestClassifier", (ForestClassifier,), {"_delta_ladder": ladder})
+    return _forest_seeded(offset, forest_type)
 
 
 # the forest's members at two split confidences or a spread of them, beside the Mondrian forest: every
@@ -1956,11 +1957,10 @@ class _BlindForestClassifier(ForestClassifier):
     _blind = BLIND_SPLIT
 
 
-class _BlindForestBoostedClassifier(BoostedClassifier):
+class _BlindForestBoostedClassifier(_ForestSettingsBoostedClassifier):
     """The boosted classifier whose forest's members split blind (`_BlindForestClassifier`)."""
 
-    def _new_forest(self) -> ForestClassifier:
-        return _BlindForestClassifier(**super()._new_forest().get_params())
+    _forest_type = _BlindForestClassifier
 
 
 # BoostedClassifier's forest on the short low-dimensional streams where AMF leads (the checkerboards,
@@ -1993,11 +1993,7 @@ class _BoundBlockForest(ForestClassifier):
 class _BoundBlockBoostedClassifier(_ForestSettingsBoostedClassifier):
     """The boosted classifier whose forest is a `_BoundBlockForest` (with `_forest_changes` too)."""
 
-    _forest_type: ClassVar[type[ForestClassifier]] = _BoundBlockForest
-
-    def _new_forest(self) -> ForestClassifier:
-        settings = {**BoostedClassifier._new_forest(self).get_params(), **self._forest_changes}
-        return self._forest_type(**settings)
+    _forest_type = _BoundBlockForest
 
 
 def _bound_forest_class(name: str, bound_block: int | None, **changes: Any) -> type[BoostedClassifier]:
