@@ -790,6 +790,12 @@ VARIANTS += (
         Variant(f"ours-boosted-mondrian4095-s{k}", boosted_class(_mondrian_seeded(k, 4095), mondrian=True))
         for k in (0, 1, 2, 3, 4)
     ),
+    # without its forest of averaged members (`forest=False`; the Mondrian forest beside the rest), seeds
+    # 0 to 4
+    *(
+        Variant(f"ours-boosted-mondrian-noforest-s{k}", boosted_class(_mondrian_seeded(k), forest=False))
+        for k in (0, 1, 2, 3, 4)
+    ),
     # its forest of 8 trees (the default before), 12, 24 or 32, not 16, seeds 0 to 4
     *(
         Variant(f"ours-boosted-mondrian{t}t-s{k}", boosted_class(_mondrian_seeded(k, trees=t), mondrian=True))
