@@ -19,7 +19,7 @@ from sgt.checks import check_int as _check_int
 from sgt.checks import check_real as _check_real
 from sgt.chunked import ROW_BY_ROW_MAX, run_codes, run_parts, widening_rows
 from sgt.explain import importances
-from sgt.features import CODE_DTYPE, MAX_CATEGORIES, FeatureSpace, Regrid
+from sgt.features import CODE_DTYPE, MAX_CATEGORIES, FeatureName, FeatureSpace, Regrid
 from sgt.layout import Layout, LeafInputs, Params, checked_bound_block
 from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
@@ -361,7 +361,7 @@ class BaseSGT:
         `max_bytes`, at most that (unless every leaf is inactive: see `_fit_budget`)."""
         return sum(t.nbytes() for t in self._trees)
 
-    def feature_importances(self) -> dict[str, float]:
+    def feature_importances(self) -> dict[FeatureName, float]:
         """Feature name to importance (sums to 1; all 0 before the first split or linear term): the
         mean absolute contribution of each feature over the records the leaves received recently, read
         from the model as it stands, so it follows drift (sgt.explain says how and why)."""
@@ -399,7 +399,7 @@ class BaseSGT:
         self._fit_budget()
 
     @property
-    def feature_kinds(self) -> dict[str, str]:
+    def feature_kinds(self) -> dict[FeatureName, str]:
         """Feature name to "numeric" or "nominal", for the features learned so far."""
         return self._space.kinds()
 
@@ -528,11 +528,10 @@ class BaseSGT:
         if isinstance(X, np.ndarray) and X.ndim != 2:
             raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
         rows = list(X)
-        if len(rows) == 1 and type(rows[0]) is dict and all(type(name) is str for name in rows[0]):
+        if len(rows) == 1 and type(rows[0]) is dict:
             # one record (a boosted model's side models learn one so): `encode_one`, the same codes and
             # grids as `encode_rows` without its numpy passes per column (a fifth of a boosted
-            # regressor's time one record at a time); names other than strings, which a batch refuses
-            # and `encode_one` takes, are left to `encode_rows`
+            # regressor's time one record at a time)
             learned = learn is None or bool(learn[0])
             return np.array([self._space.encode_one(rows[0], learn=learned)], dtype=CODE_DTYPE)
         return self._space.encode_rows(rows, learn)
@@ -629,12 +628,17 @@ class BaseSGT:
         """`_prepare_targets` for a single learned record (subclasses may do it faster)."""
         return self._prepare_targets([y], np.ones(1, dtype=bool))[0][0]
 
+    def _tree_target_one(self, target: Any) -> Any:
+        """What the trees learn for one learned record's checked target (the regressor's trend offset
+        takes it here); called once the record is encoded, so that a bad record changes nothing."""
+        return target
+
     def _learn_one(self, x: Any, y: Any) -> None:
         target = self._prepare_target_one(y)
-        codes = self._space.encode_one(x, learn=True)
+        codes = self._space.encode_one(x, learn=True)  # (a bad record raises here, before any learning)
         self._sync_layout()
         self._apply_regrids(self._space.take_regrids())
-        self._learn_codes(codes, target)
+        self._learn_codes(codes, self._tree_target_one(target))
 
     # -- the batch path ------------------------------------------------------------------------
     def _run(self, X: Any, y: Sequence[Any] | None, out: Any = None) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from sgt.features import FeatureName
 from sgt.tree import NO_NODE, Tree
 
 __all__ = ["Explanation", "blended_importances", "explain_raw", "importances", "on_features"]
@@ -54,12 +55,16 @@ class Explanation:
     `score` (within 1e-9 of it)."""
 
     base: float
-    contributions: dict[str, float]
+    contributions: dict[FeatureName, float]
     score: float
 
-    def top(self, k: int) -> list[tuple[str, float]]:
-        """The `k` features of largest absolute contribution, largest first (ties: name order)."""
-        ranked = sorted(self.contributions.items(), key=lambda item: (-abs(item[1]), item[0]))
+    def top(self, k: int) -> list[tuple[FeatureName, float]]:
+        """The `k` features of largest absolute contribution, largest first (ties: name order, strings
+        before integers, which never compare with them)."""
+        ranked = sorted(
+            self.contributions.items(),
+            key=lambda item: (-abs(item[1]), not isinstance(item[0], str), item[0]),
+        )
         return ranked[:k]
 
 
@@ -166,7 +171,7 @@ def _ensemble_terms(model: Any, codes: Sequence[int], n_features: int) -> np.nda
     return terms[: model._n_scores()]
 
 
-def on_features(terms: np.ndarray, names: Sequence[str], onto: Sequence[str]) -> np.ndarray:
+def on_features(terms: np.ndarray, names: Sequence[FeatureName], onto: Sequence[FeatureName]) -> np.ndarray:
     """`terms` [scores, 1 + features] of a model whose features are `names`, on the features `onto` of
     another (a boosted classifier's forest keeps a feature space of its own): each contribution in the
     column of its feature's name, 0 for a feature of `onto` it lacks, and the contribution of a feature
@@ -183,8 +188,8 @@ def on_features(terms: np.ndarray, names: Sequence[str], onto: Sequence[str]) ->
 
 
 def blended_importances(
-    candidate: Any, per_model: Mapping[str, Mapping[str, float]], names: Sequence[str]
-) -> dict[str, float]:
+    candidate: Any, per_model: Mapping[str, Mapping[FeatureName, float]], names: Sequence[FeatureName]
+) -> dict[FeatureName, float]:
     """The importances of what a boosted model with side models serves: `candidate`
     (sgt.boosted.tree_choice.Candidate) blends its models' importances `per_model` (by the candidate's
     model names; each normalised, on the features `names` by name, 0 for a feature a model lacks) with
@@ -215,7 +220,7 @@ def explanations(model: Any, x: Any) -> list[Explanation]:
     return out
 
 
-def importances(model: Any) -> dict[str, float]:
+def importances(model: Any) -> dict[FeatureName, float]:
     """Feature name to importance (see the module's docstring): non-negative, summing to 1 once the
     model has split or fitted a linear term, all 0 before."""
     names = list(model._space.names)

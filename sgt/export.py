@@ -147,13 +147,18 @@ def _text(node: dict[str, Any], indent: int, lines: list[str]) -> None:
 
 
 def _condition(node: dict[str, Any], k: int) -> str:
+    return f"{node['feature']} {_relation(node, k)}"
+
+
+def _relation(node: dict[str, Any], k: int) -> str:
+    """Branch k's test of the node's feature, without the feature's name (which may hold spaces)."""
     if node["kind"] == "numeric":
         op = "<=" if k == 0 else ">"
-        return f"{node['feature']} {op} {node['threshold']:.6g}"
+        return f"{op} {node['threshold']:.6g}"
     category = node["categories"][k]
     if category is None:  # the shared code of the categories beyond max_categories
-        return f"{node['feature']} is another category"
-    return f"{node['feature']} == {category!r}"
+        return "is another category"
+    return f"== {category!r}"
 
 
 def to_dot(model: BaseSGT) -> str:
@@ -172,9 +177,9 @@ def _dot(node: dict[str, Any], prefix: str, lines: list[str]) -> None:
     if node["leaf"]:
         lines.append(f'    {me} [label="{_format(node["value"], ".4g")}\\nn={node["n"]}", style=rounded];')
         return
-    lines.append(f'    {me} [label="{_escape(node["feature"])}"];')
+    lines.append(f'    {me} [label="{_escape(str(node["feature"]))}"];')  # (an integer name too)
     for k, child in enumerate(node["children"]):
-        condition = _condition(node, k).split(" ", 1)[1]
+        condition = _relation(node, k)
         if k == node["missing"]:
             condition += " (missing)"
         lines.append(f'    {me} -> {prefix}n{child["id"]} [label="{_escape(condition)}"];')

@@ -51,14 +51,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 
 from sgt.grid import from_ordered, grown_grid, ordered
 from sgt.serialization import NamedArray, SerializationError
 
-__all__ = ["MISSING", "UNKNOWN", "FeatureSpace", "Regrid"]
+__all__ = ["MISSING", "UNKNOWN", "FeatureName", "FeatureSpace", "Regrid", "feature_name"]
 
 MISSING = 0
 UNKNOWN = int(np.iinfo(np.uint16).max)
@@ -67,6 +67,9 @@ CODE_DTYPE = np.uint16
 _PLAIN_NUMBERS = frozenset({float, int, bool, type(None)})
 _DENSE_NUMBERS = frozenset({float, int, bool})
 _DIGITS = re.compile(r"([0-9]+)")
+
+#: a feature's name: a string, or an integer as River's generators key their features (`feature_name`)
+FeatureName: TypeAlias = str | int
 
 
 @dataclass
@@ -124,8 +127,8 @@ class FeatureSpace:
         self.feature_names = list(feature_names) if feature_names is not None else None
         # a declared name's position (its first, should a name repeat), for `_order_key`
         self._declared = {name: c for c, name in reversed(list(enumerate(self.feature_names or ())))}
-        self.names: list[str] = []
-        self.index: dict[str, int] = {}
+        self.names: list[FeatureName] = []
+        self.index: dict[FeatureName, int] = {}
         self.numeric: list[_Numeric | None] = []
         self.vocab: list[dict[Any, int] | None] = []
         self.revision = 0  # bumped whenever a feature or category is added: the layout may change
@@ -146,7 +149,7 @@ class FeatureSpace:
         vocab = self.vocab[j]
         return list(vocab) if vocab is not None else []
 
-    def kinds(self) -> dict[str, str]:
+    def kinds(self) -> dict[FeatureName, str]:
         """Feature name to "numeric" or "nominal", in registration order."""
         return {name: "nominal" if self.is_nominal(j) else "numeric" for j, name in enumerate(self.names)}
 
@@ -476,8 +479,7 @@ class FeatureSpace:
             return
         j = self.index.get(name, -1)
         if j < 0:
-            if not isinstance(name, str):
-                raise TypeError(f"feature names must be strings, got {name!r}")
+            feature_name(name)
             if name in self.nominal or isinstance(value, str):
                 _category_key(name, value)
             else:
@@ -487,7 +489,7 @@ class FeatureSpace:
         else:
             self._category_check(name, value)
 
-    def _category_check(self, name: str, value: Any) -> Any:
+    def _category_check(self, name: FeatureName, value: Any) -> Any:
         """The dictionary key of a category value; numbers only for features declared nominal."""
         key = _category_key(name, value)
         if not isinstance(key, str) and name not in self.nominal:
@@ -501,9 +503,6 @@ class FeatureSpace:
         """Register the features of a learned record's items that are new and not missing."""
         fresh = [(name, value) for name, value in items if name not in self.index and not _is_missing(value)]
         if fresh:
-            for name, _ in fresh:
-                if not isinstance(name, str):
-                    raise TypeError(f"feature names must be strings, got {name!r}")
             self._register_all(fresh)
 
     def _register_all(self, fresh: Sequence[tuple[Any, Any]]) -> None:
@@ -511,27 +510,25 @@ class FeatureSpace:
 
         A feature's index (its column in every statistic) then depends on the record that brings it
         and on the names that record brings, never on the order of the record's keys: split ties, the
-        sums of the linear leaves and the saved bytes all follow feature indexes.
+        sums of the linear leaves and the saved bytes all follow feature indexes. Every name is checked
+        before any registers (`feature_name`), so a record with a bad one changes nothing.
         """
-        for name, value in sorted(fresh, key=lambda item: self._order_key(item[0])):
+        named = [(feature_name(name), value) for name, value in fresh]
+        for name, value in sorted(named, key=lambda item: self._order_key(item[0])):
             self._register(name, value)
 
-    def _order_key(self, name: Any) -> tuple[int, Any]:
+    def _order_key(self, name: FeatureName) -> tuple[int, Any]:
         """Where a new feature goes among those of its record: the declared `feature_names` first, in
-        their order; then every other name in natural order (digit runs compare as numbers: x2 before
+        their order; then every other string in natural order (digit runs compare as numbers: x2 before
         x10), ties (x01, x1) in code point order. So an array's columns, named x0, x1, ... or by
-        `feature_names`, register in their positions' order, as dicts with the same names do.
-
-        Names that are not strings, which only `encode_one` takes (River's generators key features by
-        integers), come last: numbers in numeric order, then anything else by type name and repr."""
+        `feature_names`, register in their positions' order, as dicts with the same names do. Integer
+        names (River's generators key features by integers) come last, in numeric order."""
         if isinstance(name, str):
             position = self._declared.get(name)
             return (1, _natural_key(name)) if position is None else (0, position)
-        if isinstance(name, numbers.Real) and name == name:
-            return (2, name)
-        return (3, (type(name).__name__, repr(name)))
+        return (2, name)
 
-    def _register(self, name: str, value: Any) -> int:
+    def _register(self, name: FeatureName, value: Any) -> int:
         nominal = name in self.nominal or isinstance(value, str)
         if not nominal:
             _number(name, value)  # reject unsupported types before registering
@@ -648,7 +645,7 @@ class FeatureSpace:
         codes[np.isnan(column)] = MISSING
         return codes
 
-    def _category_code(self, j: int, name: str, value: Any, learn: bool) -> int:
+    def _category_code(self, j: int, name: FeatureName, value: Any, learn: bool) -> int:
         if _is_missing(value):
             return MISSING
         key = self._category_check(name, value)
@@ -688,17 +685,37 @@ def _natural_key(name: str) -> tuple[tuple[Any, ...], str]:
     return key, name
 
 
+def feature_name(name: Any) -> FeatureName:
+    """`name` as a feature's name: a string, or an integer (River's generators key their features by
+    integers; a numpy integer becomes the Python int it equals, as a dict lookup already treats it).
+    Anything else is refused before a model takes it, since a saved model could not hold it (its
+    header is JSON) or would restore it as another name (a float, None, a bool, a tuple).
+
+    >>> feature_name("age"), feature_name(np.int64(3))
+    ('age', 3)
+    >>> feature_name(2.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: feature names must be strings or integers, got 2.5 (float)
+    """
+    if isinstance(name, str):
+        return name
+    if isinstance(name, numbers.Integral) and not isinstance(name, (bool, np.bool_)):
+        return int(name)
+    raise TypeError(f"feature names must be strings or integers, got {name!r} ({type(name).__name__})")
+
+
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
 
 
-def _category_key(name: str, value: Any) -> Any:
+def _category_key(name: FeatureName, value: Any) -> Any:
     if not isinstance(value, (str, int, float, bool, np.generic)):
         raise ValueError(f"feature {name!r}: unsupported value {value!r} of type {type(value).__name__}")
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _number(name: str, value: Any) -> float:
+def _number(name: FeatureName, value: Any) -> float:
     """The value of a numeric feature as a float (NaN when missing), or a clear ValueError."""
     if value is None:
         return math.nan

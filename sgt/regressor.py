@@ -411,10 +411,9 @@ class SGTRegressor(BaseSGT):
         """What the trend offset adds to the trees' next prediction (0 without one)."""
         return 0.0 if self._trend is None else self._trend.offset()
 
-    def _prepare_target_one(self, y: Any) -> Any:
+    def _tree_target_one(self, target: Any) -> Any:
         """The one-record path's tree target: the checked target less its trend offset, which then
         learns it (`TrendOffset.take`, as `_run_codes` takes a batch's)."""
-        target = super()._prepare_target_one(y)
         return target if self._trend is None else self._trend.take(target)
 
     def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:

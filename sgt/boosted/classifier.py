@@ -33,7 +33,7 @@ from sgt.boosted.policy import (
 from sgt.boosted.tree_choice import CANDIDATES, Candidate, TreeChoice
 from sgt.classifier import SGTClassifier, _check_label
 from sgt.explain import Explanation, blended_importances, explain_raw, on_features
-from sgt.features import Regrid
+from sgt.features import FeatureName, Regrid
 from sgt.serialization import FORMAT_VERSION, Saved, SerializationError
 from sgt.softmax import binary_gradients, binary_gradients_one, softmax_one, softmax_with_reference
 
@@ -1229,7 +1229,7 @@ class BoostedClassifier(_ClassifierEnsemble):
             ratios: np.ndarray = logs[1:] - logs[0]
         return ratios
 
-    def feature_importances(self) -> dict[str, float]:
+    def feature_importances(self) -> dict[FeatureName, float]:
         """The importances (sgt.explain) of what serves: `_inner_importances` while the Mondrian forest is
         not served; else those blended with the forest's, which counts none (its splits are drawn at
         random, not chosen by a gain), with the candidate's weights, normalised again (the forest alone:
@@ -1241,7 +1241,7 @@ class BoostedClassifier(_ClassifierEnsemble):
         candidate = outer.candidates[outer.serving]
         return blended_importances(candidate, {"served": inner, "mondrian": {}}, list(self._space.names))
 
-    def _inner_importances(self) -> dict[str, float]:
+    def _inner_importances(self) -> dict[FeatureName, float]:
         """The importances (sgt.explain) of the candidate that serves: the members' while they serve
         alone; else each needed model's (normalised, on this model's features by name), blended with
         the candidate's weights, as its probabilities are, and normalised again (a model that has not

@@ -248,8 +248,8 @@ class MondrianForest:
         else:
             rows = list(X)
             if len(rows) == 1 and learn[0]:
-                # one learned record as sgt's models' `learn_one` encodes it (the same codes as a batch's
-                # row), which takes names that are not strings too (River's generators' integers)
+                # one learned record as sgt's models' `learn_one` encodes it: the same codes as a batch's
+                # row, without the batch encoder's passes per column
                 codes = np.array([self._space.encode_one(rows[0], learn=True)])
             else:
                 codes = self._space.encode_rows(rows, learn)

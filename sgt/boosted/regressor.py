@@ -21,7 +21,7 @@ from sgt.boosted.forest import REGRESSOR_FOREST, Averaged, smaller_depth
 from sgt.boosted.policy import REGRESSOR_POLICY, DriftPolicy
 from sgt.boosted.tree_choice import TreeChoice
 from sgt.explain import blended_importances, explain_raw, on_features
-from sgt.features import Regrid
+from sgt.features import FeatureName, Regrid
 from sgt.losses import Loss, SquaredError
 from sgt.regressor import SGTRegressor
 from sgt.residual import ResidualLevel
@@ -454,7 +454,7 @@ class _RegressorEnsemble(_Boosting, SGTRegressor):
         result: np.ndarray = candidate.of(models)
         return result
 
-    def feature_importances(self) -> dict[str, float]:
+    def feature_importances(self) -> dict[FeatureName, float]:
         """The importances (sgt.explain) of the candidate that serves: the members' while they serve
         alone; else each needed model's, blended with the candidate's weights as its predictions are
         (`sgt.explain.blended_importances`)."""

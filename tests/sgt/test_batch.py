@@ -8,7 +8,6 @@ import itertools
 import math
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,16 +107,6 @@ def test_a_regressor_batches_as_the_loop(n: int, seed: int, cuts: list[int]) -> 
     got = np.concatenate([batch.predict_learn_many(X[part], y[part]) for part in batches(n, cuts)])
     assert batch.to_bytes() == loop.to_bytes()
     assert got.tolist() == expected
-
-
-def test_a_batch_of_one_record_refuses_what_a_batch_of_two_refuses() -> None:
-    # regression: a batch of one dict record is encoded as learn_one encodes it (FeatureSpace.encode_one),
-    # which takes names other than strings; a batch refuses them, whatever its length
-    for rows in ([{0: 1.0}], [{0: 1.0}, {0: 2.0}]):
-        model = SGTRegressor()
-        with pytest.raises(TypeError, match="feature names must be strings"):
-            model.learn_many(rows, [1.0] * len(rows))
-        assert model.n_seen == 0
 
 
 def test_a_batch_of_one_record_learns_the_one_record_loops_bits() -> None:

@@ -140,3 +140,10 @@ def test_asking_changes_no_state() -> None:
     model.feature_importances()
     model.explain_one(records[0])
     assert model.to_bytes() == blob
+
+
+def test_top_ranks_integer_and_string_names_alike() -> None:
+    # regression: ties were broken by comparing the names, and an integer name (River's generators key
+    # features by integers) beside a string raised TypeError
+    explanation = Explanation(base=0.0, contributions={"b": 1.0, 2: -1.0, "a": 0.5, 0: 1.0}, score=1.5)
+    assert explanation.top(3) == [("b", 1.0), (0, 1.0), (2, -1.0)]

@@ -182,6 +182,22 @@ def test_nominal_categories_of_any_json_scalar_export_cleanly() -> None:
     assert "digraph" in model.to_dot() and model.to_text()
 
 
+def test_the_graph_names_integer_features_and_names_with_spaces() -> None:
+    # regression: to_dot escaped the name as a string (an integer name, which River's generators use,
+    # raised AttributeError) and cut each branch's label at the name's first space
+    rng = np.random.default_rng(75)
+    X = rng.uniform(0.0, 1.0, (3000, 2))
+    model = SGTRegressor(leaf_model="constant", **SMALL)
+    y = (X[:, 0] > 0.5) + 2.0 * (X[:, 1] > 0.5)
+    model.learn_many([{0: a, "monthly income": b} for a, b in X.tolist()], y.tolist())
+    dot = model.to_dot()
+    tested = {n["feature"] for n in iter_nodes(model.to_dict()["trees"][0]) if not n["leaf"]}
+    assert tested == {0, "monthly income"}
+    assert 'label="0"' in dot and 'label="monthly income"' in dot
+    assert 'label="income' not in dot
+    assert re.findall(r'-> \w+ \[label="(\S+) ', dot) and set(re.findall(r'-> \w+ \[label="(\S+) ', dot)) <= {"<=", ">"}
+
+
 def test_nbytes_stays_within_3_5_kib_per_numeric_feature_per_leaf() -> None:
     rng = np.random.default_rng(75)
     X = rng.uniform(0.0, 1.0, (6000, 20))

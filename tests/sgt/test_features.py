@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sgt import SGTClassifier, SGTRegressor
+from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
 from sgt.base import ROW_BY_ROW_MAX
 from sgt.features import UNKNOWN
 from tests.sgt.sgt_testkit import iter_nodes, route, threshold_stream
@@ -81,12 +81,22 @@ def test_a_rejected_batch_is_not_learnt_at_all() -> None:
     assert model.to_bytes() == blob
 
 
-def test_a_rejected_record_leaves_the_model_unchanged() -> None:
-    model = SGTClassifier()
+@pytest.mark.parametrize("cls", [SGTClassifier, SGTRegressor, BoostedClassifier, BoostedRegressor])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"plan": "basic", "age": "forty", "new": 1.0},  # a known feature's bad value
+        {"plan": "basic", "age": 4.0, "new": [1.0]},  # a new feature's (prediction skips it)
+    ],
+)
+def test_a_rejected_record_leaves_the_model_unchanged(cls: type[Any], record: dict[str, Any]) -> None:
+    # regression: SGTRegressor.learn_one had its trend offset take the target before the record was
+    # encoded, so a record refused for a new feature's value still moved the offset
+    model = cls()
     model.learn_many([{"age": float(i), "plan": "pro"} for i in range(10)], [i % 2 for i in range(10)])
     blob = model.to_bytes()
     with pytest.raises(ValueError):
-        model.learn_one({"plan": "basic", "age": "forty", "new": 1.0}, 1)
+        model.learn_one(record, 1)
     assert model.to_bytes() == blob
 
 
