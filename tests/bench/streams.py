@@ -17,9 +17,13 @@ Five groups, selectable by name on the command line:
   same records with the categories as strings, which the models that take nominal features split as
   categories; MOA's array input cannot take them; and with the categories divided by 4, to span [0, 1]
   as the numbers do), two 2-D sine boundaries, the Mixed concept (two booleans, two numbers), Agrawal's
-  function 4, a rotating 4-feature hyperplane with 10% noise, and a regression over 2-D planes; a check
-  that the defaults hold on data they were not chosen on (once a choice is made on them, they are held
-  back no more).
+  function 4, a rotating 4-feature hyperplane with 10% noise, a regression over 2-D planes; then four
+  classes of moving RBF centroids, STAGGER's third concept (three features of three values), Agrawal's
+  function 2 with its numbers perturbed by 10%, a 20-feature hyperplane of which 10 rotate fast, the
+  7-segment LED display with 10% noise, and the Mv regression (numbers and string categories keyed by
+  integers: River's trees with linear leaves, its ensembles and MOA cannot take it); a check that the
+  defaults hold on data they were not chosen on (once a choice is made on them, they are held back no
+  more).
   Waveform and FriedmanDrift are not among them: a default was chosen on each;
 * ``drift``: SEA and Agrawal concepts joined by River's ``ConceptDriftStream``, three drifts each, abrupt
   (over 1/400 of the stream) or gradual (over 1/10), centred at known positions (a quarter, half and
@@ -326,6 +330,15 @@ def _specs() -> list[StreamSpec]:
         StreamSpec("hyperplane-4-noisy", "heldout", "binary", 5_000, _held_out(
             "Hyperplane", n_features=4, mag_change=0.001, noise_percentage=0.1)),
         StreamSpec("planes-2d", "heldout", "regression", 5_000, _held_out("Planes2D")),
+        StreamSpec("rbf-drift", "heldout", "multiclass", 5_000, lambda n: _synth().RandomRBFDrift(
+            seed_model=SEED, seed_sample=SEED, n_classes=4, change_speed=0.001)),
+        StreamSpec("stagger", "heldout", "binary", 5_000, _held_out("STAGGER", classification_function=2)),
+        StreamSpec("agrawal-f2-noisy", "heldout", "binary", 5_000, _held_out(
+            "Agrawal", classification_function=1, perturbation=0.1)),
+        StreamSpec("hyperplane-20-drift", "heldout", "binary", 5_000, _held_out(
+            "Hyperplane", n_features=20, n_drift_features=10, mag_change=0.01)),
+        StreamSpec("led-7", "heldout", "multiclass", 5_000, _held_out("LED", noise_percentage=0.1)),
+        StreamSpec("mv", "heldout", "regression", 5_000, _held_out("Mv")),
     ]  # fmt: skip
     return benchmark + short + drift + robust + heldout
 
