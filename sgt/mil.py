@@ -81,7 +81,9 @@ class MILClassifier(BaseSGT):
     def classes_(self) -> list[int]:
         return [0, 1]
 
-    def _bag_codes(self, bag: Any, learn: bool) -> list[list[int]]:
+    @staticmethod
+    def _instances(bag: Any) -> Sequence[Any] | np.ndarray:
+        """The bag's records (ValueError for anything that is not a non-empty list of them)."""
         if isinstance(bag, np.ndarray) and bag.ndim == 2:
             bag = list(bag)
         if (
@@ -90,7 +92,17 @@ class MILClassifier(BaseSGT):
             or len(bag) == 0
         ):
             raise ValueError("a bag must be a non-empty list of records")
-        codes = [self._space.encode_one(x, learn=learn) for x in bag]
+        return bag
+
+    def _bag_codes(self, bag: Any, learn: bool) -> list[list[int]]:
+        bag = self._instances(bag)
+        snapshot = self._space.snapshot() if learn else None
+        try:
+            codes = [self._space.encode_one(x, learn=learn) for x in bag]
+        except Exception:
+            if snapshot is not None:  # a bad instance anywhere in the bag: the earlier ones register nothing
+                self._space.restore(snapshot)
+            raise
         if learn:  # the bag's values may have grown grids: code every instance on the grids it left
             self._sync_layout()
             self._apply_regrids(self._space.take_regrids())
@@ -155,10 +167,19 @@ class MILClassifier(BaseSGT):
         return (self.predict_proba_many(bags)[:, 1] > 0.5).astype(np.int64)
 
     def learn_many(self, bags: Sequence[Any], y: Sequence[Any]) -> None:
-        """Learn bags in order (one pass)."""
+        """Learn bags in order (one pass). A bad bag or label anywhere refuses the whole batch before any
+        bag is learned, as the other models' batches do."""
         if len(bags) != len(y):
             raise ValueError(f"{len(bags)} bags but {len(y)} labels")
-        for bag, label in zip(bags, y):
+        labels = [_bag_label(t) for t in y]
+        snapshot = self._space.snapshot()
+        try:  # every instance encoded in the feature space alone, as learning would, then the space as it was
+            for bag in bags:
+                for x in self._instances(bag):
+                    self._space.encode_one(x, learn=True)
+        finally:
+            self._space.restore(snapshot)
+        for bag, label in zip(bags, labels, strict=True):
             self.learn_one(bag, label)
 
 

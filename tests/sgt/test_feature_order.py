@@ -285,3 +285,21 @@ def test_names_other_than_strings_and_integers_are_refused_on_every_path(name: s
         with pytest.raises(TypeError, match="feature names must be strings or integers"):
             learn(model)
         assert model.to_bytes() == fresh
+
+
+def test_a_batch_of_plain_and_numpy_numbers_learns_the_loops_model() -> None:
+    # regression: the batch encoder's fast path coded a column of plain floats (growing its grid) before
+    # it met a column of numpy floats, gave up and left the batch to the row-by-row path, which coded the
+    # first column again: that feature's warm-up counted its values twice, so the batch's grids, and the
+    # model, differed from the one-record loop's (which column came first followed the set of the keys)
+    rng = np.random.default_rng(11)
+    # feature 0 grows its grid all through its warm-up (a time), so counting its values twice ends it early
+    records = [{0: 1.5 * i, 1: np.float64(b)} for i, b in enumerate(rng.uniform(0.0, 1.0, 300))]
+    labels = [x[1] > 0.5 for x in records]
+    loop, batches = SGTClassifier(**SMALL), SGTClassifier(**SMALL)
+    for x, label in zip(records, labels, strict=True):
+        loop.learn_one(x, label)
+    for start in range(0, len(records), 7):
+        batches.learn_many(records[start : start + 7], labels[start : start + 7])
+    assert loop.n_splits > 0
+    assert batches.to_bytes() == loop.to_bytes()

@@ -16,9 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier, SGTRegressor
+from sgt import (
+    AdaptiveSGTRegressor,
+    BoostedClassifier,
+    BoostedRegressor,
+    MILClassifier,
+    SGTClassifier,
+    SGTRegressor,
+)
 from sgt.base import ROW_BY_ROW_MAX
 from sgt.features import UNKNOWN
+from sgt.losses import MAX_TARGET
 from tests.sgt.sgt_testkit import iter_nodes, route, threshold_stream
 
 
@@ -98,6 +106,51 @@ def test_a_rejected_record_leaves_the_model_unchanged(cls: type[Any], record: di
     with pytest.raises(ValueError):
         model.learn_one(record, 1)
     assert model.to_bytes() == blob
+
+
+def test_a_bag_refused_for_a_later_instance_leaves_the_model_unchanged() -> None:
+    # regression: the instances before the bad one had registered their features and grown the grids
+    model = MILClassifier()
+    model.learn_one([{"a": 1.0}, {"a": 3.0}], 0)
+    blob = model.to_bytes()
+    with pytest.raises(ValueError, match="'b' is numeric"):
+        model.learn_one([{"a": 9.0, "b": 2.0, "c": 1.0}, {"b": "x"}], 1)
+    assert model.to_bytes() == blob
+
+
+@pytest.mark.parametrize("cls", [SGTRegressor, BoostedRegressor, AdaptiveSGTRegressor])
+def test_a_target_too_large_to_square_is_refused_and_the_largest_taken_saves(cls: type[Any]) -> None:
+    # regression: a target of 1e160 was learned, its square overflowed the trend offset's variance, and
+    # the model could no longer be saved
+    model = cls()
+    model.learn_many([{"a": float(i)} for i in range(20)], [float(i) for i in range(20)])
+    blob = model.to_bytes()
+    for learn in (
+        lambda m: m.learn_one({"a": 1.0}, 1e160),
+        lambda m: m.learn_many([{"a": 1.0}] * 2, [1.0, -1e160]),
+    ):
+        with pytest.raises(ValueError, match=r"target must be a finite number of magnitude at most 1e\+100"):
+            learn(model)
+        assert model.to_bytes() == blob
+    model.learn_many([{"a": float(i)} for i in range(200)], [(-1.0) ** i * MAX_TARGET for i in range(200)])
+    assert type(model).from_bytes(model.to_bytes()).to_bytes() == model.to_bytes()
+    assert math.isfinite(model.predict_one({"a": 3.0}))
+
+
+def test_a_batch_of_bags_with_a_bad_one_is_not_learnt_at_all() -> None:
+    # regression: MILClassifier.learn_many learned the bags before the bad one (a bad instance or label)
+    good = [[{"a": float(i)}, {"a": float(i + 1), "b": 2.0}] for i in range(30)]
+    for bags, labels in (([*good, [{"a": "x"}], *good], [0, 1] * 30 + [0]), (good, [0] * 29 + [2])):
+        model = MILClassifier(grace_period=10, grace_start=5, warm_up=20)
+        blob = model.to_bytes()
+        with pytest.raises(ValueError):
+            model.learn_many(bags, labels)
+        assert model.to_bytes() == blob
+    loop, batch = MILClassifier(grace_period=10, warm_up=20), MILClassifier(grace_period=10, warm_up=20)
+    for bag, label in zip(good, [i % 2 for i in range(30)], strict=True):
+        loop.learn_one(bag, label)
+    batch.learn_many(good, [i % 2 for i in range(30)])
+    assert batch.to_bytes() == loop.to_bytes()
 
 
 def test_bools_are_numeric() -> None:
