@@ -34,11 +34,12 @@ import numpy as np
 
 __all__ = ["MAX_TARGET", "Huber", "LogLoss", "Loss", "Poisson", "SquaredError", "get_loss"]
 
-#: the largest target magnitude a model learns: its square stays far inside a float (1e200 against about
-#: 1.8e308), so the sums of squares a model keeps (the trend offset's variance, the split statistics'
-#: squared gradients) stay finite and the model can always be saved; a target of 1e160 overflowed the
-#: trend offset's variance, and the model it had been learned by could no longer be saved
-MAX_TARGET = 1e100
+#: the largest target magnitude a model learns. A tree's split test sums the Newton step's fourth power
+#: times the records' gradient spread, and a step is of the targets' scale: the trees learned the same at
+#: every scale from 1e20 to 1e75, split no more at 1e90 (the sums overflowed), and at 1e160 the trend
+#: offset's variance overflowed too, so the model could no longer be saved. 1e50 keeps those sums finite
+#: over any stream (a step's fourth power 1e200, times at most 1e100 records' squared gradients)
+MAX_TARGET = 1e50
 
 
 class Loss(ABC):
