@@ -119,7 +119,7 @@ def test_a_bag_refused_for_a_later_instance_leaves_the_model_unchanged() -> None
 
 
 @pytest.mark.parametrize("cls", [SGTRegressor, BoostedRegressor, AdaptiveSGTRegressor])
-def test_a_target_beyond_the_largest_is_refused_and_the_largest_learns_as_smaller_ones(cls: type[Any]) -> None:
+def test_a_target_beyond_the_largest_is_refused_and_the_largest_learns_as_others(cls: type[Any]) -> None:
     # regression: a target of 1e160 was learned, its square overflowed the trend offset's variance, and
     # the model could no longer be saved; from about 1e90 on the trees split no more
     model = cls()

@@ -33,7 +33,9 @@ VALUES = st.sampled_from([
 NAMES = st.sampled_from(["a", "b", "x10", "x2", 0, 1, 5, "Ω", "a b"])
 RECORDS = st.dictionaries(NAMES, VALUES, max_size=4)
 LABELS = st.sampled_from([0, 1, 2, "u", "v", "0", 1.5, True, False, None, math.nan, np.int64(1)])
-TARGETS = st.sampled_from([0.0, 1.0, -2.5, 3, np.float64(2.0), 1e50, -1e60, 1e160, math.inf, math.nan, "3", None])
+TARGETS = st.sampled_from([
+    0.0, 1.0, -2.5, 3, np.float64(2.0), 1e50, -1e60, 1e160, math.inf, math.nan, "3", None,
+])  # fmt: skip
 BAG_LABELS = st.sampled_from([0, 1, True, False, 2, "1", None])
 
 
