@@ -21,12 +21,9 @@ from typing import Any, Literal
 
 import orjson
 
+from sgt.losses import MAX_TARGET  # (the models' own bound: a larger target is a bad label here)
 from worker.core.values import Feature, Invalid, Label, LabelRecord, Value
 
-# The split statistics hold products of up to four powers of the target's scale (squared gradients
-# times squared steps): past about 1e76 they overflow and the tree silently stops learning (measured).
-# At 1e50 every statistic stays finite for any number of records, and so do errors and their squares.
-MAX_TARGET = 1e50
 MAX_INTEGRAL_FLOAT = 2.0**53  # up to this magnitude every integer is exactly a float
 MAX_LABEL_BYTES = 256  # default of the max_label_bytes setting
 #: Default of the ``max_ts_ahead_seconds`` setting: how far a record's ``ts`` may lie ahead of its
