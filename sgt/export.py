@@ -14,6 +14,7 @@ tree 0
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -114,7 +115,10 @@ def _node(model: BaseSGT, tree: Tree, node: int) -> dict[str, Any]:
     else:
         children = [int(tree.left[node]), int(tree.right[node])]
         t = int(tree.threshold[node]) - 1
-        out.update(kind="numeric", threshold=space.threshold_value(feature, t), bin=t)
+        threshold: float | None = space.threshold_value(feature, t)
+        if threshold == math.inf:  # every value goes left (a grid grown below moved the split to its end):
+            threshold = None  # JSON has no infinity
+        out.update(kind="numeric", threshold=threshold, bin=t)
     out["missing"] = children.index(int(tree.missing[node]))
     out["children"] = [_node(model, tree, c) for c in children]
     return out
@@ -154,7 +158,8 @@ def _relation(node: dict[str, Any], k: int) -> str:
     """Branch k's test of the node's feature, without the feature's name (which may hold spaces)."""
     if node["kind"] == "numeric":
         op = "<=" if k == 0 else ">"
-        return f"{op} {node['threshold']:.6g}"
+        threshold = math.inf if node["threshold"] is None else node["threshold"]  # (see `_node`)
+        return f"{op} {threshold:.6g}"
     category = node["categories"][k]
     if category is None:  # the shared code of the categories beyond max_categories
         return "is another category"

@@ -199,6 +199,20 @@ def test_the_graph_names_integer_features_and_names_with_spaces() -> None:
     assert operators and set(operators) <= {"<=", ">"}
 
 
+def test_a_split_every_value_passes_left_of_exports_as_json() -> None:
+    # regression: a grid grown below its first values can move a split to the grid's end, where its
+    # threshold is infinite (every value goes left), and to_dict, JSON-safe by its contract, held inf
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(0.0, 1.0, 300), rng.uniform(-50.0, 1.0, 300)])
+    model = SGTRegressor(grace_period=10, grace_start=5, warm_up=1000, leaf_model="constant")
+    model.learn_many([{"x": v} for v in x.tolist()], ((x > 0.5) + rng.normal(0.0, 0.1, 600)).tolist())
+    d = model.to_dict()
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+    every = [n for n in iter_nodes(d["trees"][0]) if not n["leaf"] and n["threshold"] is None]
+    assert every and all(n["bin"] == 63 for n in every)
+    assert "x <= inf" in model.to_text() and "x > inf" in model.to_text()
+
+
 def test_nbytes_stays_within_3_5_kib_per_numeric_feature_per_leaf() -> None:
     rng = np.random.default_rng(75)
     X = rng.uniform(0.0, 1.0, (6000, 20))
