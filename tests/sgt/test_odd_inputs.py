@@ -1,18 +1,21 @@
 """Odd inputs, every model class: whatever a stream holds, a model either learns a record or refuses it
 with a TypeError or ValueError and stays as it was; what it learned one at a time it learns alike in
-batches of any size; it can always be saved and restored; its predictions are finite.
+batches of any size; it can always be saved and restored; its predictions, explanations and
+importances are finite and its `to_dict` is JSON.
 
 The records mix what producers send and what they should not: integer and string names, names with
 spaces or beyond ASCII, plain and numpy numbers, bools, None, NaN, infinities, numbers too large for a
 float's square, strings where numbers were and numbers where strings were, features that come and go;
 the targets mix label types, and for regression infinite, NaN, huge and non-numeric ones. These
-properties found four defects (tests/sgt/test_feature_order.py and test_features.py hold their
+properties found five defects (test_feature_order.py, test_features.py and test_export.py hold their
 regression tests): a batch that coded a column twice, a target whose square overflowed the saved
-state, and a multiple-instance bag or batch that was refused halfway through.
+state, a multiple-instance bag or batch that was refused halfway through, and an infinite threshold
+in `to_dict`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -104,3 +107,19 @@ def test_a_model_learns_or_refuses_each_odd_record_and_batches_learn_alike(
             probe.learn_many([*xs[:position], x, *xs[position:]], [*ys[:position], y, *ys[position:]])
         assert probe.to_bytes() == cls(**SMALL).to_bytes()
     assert cls.from_bytes(loop.to_bytes()).to_bytes() == loop.to_bytes()
+    _check_views(loop, xs[-3:] if name != "MILClassifier" else [])
+
+
+def _check_views(model: Any, records: list[Any]) -> None:
+    """The views for people hold finite numbers only: to_dict is JSON (integer names become strings as
+    the keys of its leaves' weights), explanations and importances finite, and each explanation's
+    contributions and base sum to its score."""
+    json.dumps(model.to_dict(), allow_nan=False)
+    assert isinstance(model.to_text(), str) and "digraph" in model.to_dot()
+    assert all(math.isfinite(v) for v in model.feature_importances().values())
+    for x in records:
+        explained = model.explain_one(x)
+        for explanation in explained.values() if isinstance(explained, dict) else [explained]:
+            parts = [explanation.base, *explanation.contributions.values()]
+            assert all(math.isfinite(v) for v in parts)
+            assert math.isclose(sum(parts), explanation.score, rel_tol=1e-6, abs_tol=1e-6)
