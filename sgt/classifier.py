@@ -15,6 +15,7 @@ from sgt.bayes_moments import PSEUDO_WEIGHT
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
+from sgt.linear_term import CLASSIFIER_LEVEL_STEP_BOUND
 from sgt.retirement import Retirement, Tournament
 from sgt.smoothing import MODES, Smoother
 from sgt.softmax import softmax_one, softmax_rows, softmax_with_reference
@@ -228,7 +229,9 @@ class SGTClassifier(BaseSGT):
         return super()._params_from_saved(params, loss)
 
     def _params(self) -> Params:
-        return dataclasses.replace(super()._params(), linear_gate=self.linear_gate)
+        return dataclasses.replace(
+            super()._params(), linear_gate=self.linear_gate, level_step_bound=CLASSIFIER_LEVEL_STEP_BOUND
+        )
 
     def _saved_params(self) -> dict[str, Any]:
         # without smoothing state a model restores as "tree": its bytes stay those of the format

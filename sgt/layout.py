@@ -56,6 +56,10 @@ class Params:
     # blocks before it fade by this factor; see sgt.linear_term.LinearTermSteps._choose; why 0.5:
     # docs/decisions.md)
     leaf_fading: float = 0.5
+    # "adaptive": None, or the largest step of the level of the predictor a leaf does not serve, taken
+    # from its gradients estimated at the served predictor's (a classification tree's bound:
+    # sgt.linear_term.CLASSIFIER_LEVEL_STEP_BOUND; a regression tree's estimate is exact for squared error)
+    level_step_bound: float | None = None
     # None, or the share of the features a split attempt may split on, drawn anew at each attempt
     # (random subspaces, as in random forests: sgt.leaf.subspace); `feature_seed` makes the draws of
     # one tree (an ensemble's member) differ from another's

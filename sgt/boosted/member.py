@@ -18,6 +18,7 @@ from sgt import kernels
 from sgt.base import BaseSGT
 from sgt.chunked import before_regrids
 from sgt.features import FeatureSpace, Regrid
+from sgt.linear_term import CLASSIFIER_LEVEL_STEP_BOUND
 from sgt.multioutput import MultiOutputTree, widened
 from sgt.tree import Layout, LeafInputs, Params
 
@@ -106,6 +107,8 @@ class Member(BaseSGT):
         self.relax_impurity: float | None = None
         self.blind_after: float | None = None  # (Params.blind_after: the ensemble's `_blind`)
         self.blind_impurity: float = Params.blind_impurity
+        # a classifier's trees bound an adaptive leaf's other level step (Params.level_step_bound)
+        self.level_step_bound = None if context.outputs_for_classes is None else CLASSIFIER_LEVEL_STEP_BOUND
         super().__init__(**tree_params)
         self._context = context
         self._delta_scale = 1.0  # the young ensemble's factor on its split confidence (see Youth)
@@ -259,6 +262,7 @@ class Member(BaseSGT):
             relax_impurity=self.relax_impurity,
             blind_after=self.blind_after,
             blind_impurity=self.blind_impurity,
+            level_step_bound=self.level_step_bound,
         )
 
     def changes(self) -> int:
