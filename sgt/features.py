@@ -400,22 +400,19 @@ class FeatureSpace:
                 codes[:, j] = self._code_column(j, dense[:, k], learn)
             return codes
         columns = {name: [x.get(name) for x in rows] for name in keys}
-        missing: set[FeatureName] = set()  # the numeric columns holding None
         for name, values in columns.items():  # (all checked before any is coded: coding grows the grids)
             if self.vocab[self.index[name]] is None:
                 kinds = set(map(type, values))
                 if not kinds <= _PLAIN_NUMBERS:
                     return None  # anything else (numpy scalars, arrays, strings): the row-by-row path decides
                 if type(None) in kinds:
-                    missing.add(name)
+                    columns[name] = [math.nan if v is None else v for v in values]
         for name, values in columns.items():
             j = self.index[name]
             if self.vocab[j] is not None:
                 learned = learn.tolist()
                 codes[:, j] = [self._category_code(j, name, v, learned[i]) for i, v in enumerate(values)]
                 continue
-            if name in missing:
-                values = [math.nan if v is None else v for v in values]
             codes[:, j] = self._code_column(j, np.array(values, dtype=np.float64), learn)
         return codes
 
