@@ -83,6 +83,33 @@ class EncodedRows(NamedTuple):
     regrids: dict[int, list[Regrid]]
 
 
+class LastRecord(NamedTuple):
+    """The record a single model last scored to predict it, kept while the model has learned nothing
+    since: a River-style loop predicts each record, then learns it, and learning takes the codes, the
+    leaves and the raw scores the prediction found instead of encoding and routing it again
+    (`BaseSGT._learn_one`; about 1.2 times the loop's records/s: docs/decisions.md). Kept only for a dict
+    that learning would encode as predicting did, changing nothing (`FeatureSpace.settled`), whose
+    routes stopped at no nominal branch."""
+
+    record: dict[Any, Any]  # the dict itself, matched by identity,
+    # its names and values, by identity too: a dict changed in place is another record
+    items: list[tuple[Any, Any]]
+    n_seen: int  # the records the model had learned, and its space's revision, when it scored it
+    revision: int
+    codes: list[int]
+    nodes: list[int]
+    raw: list[float]  # `_raw_one`'s scores
+
+    def holds(self, x: Any, n_seen: int, revision: int) -> bool:
+        """Whether `x` is this record, unchanged, and the model and its space are as they were."""
+        if x is not self.record or (n_seen, revision) != (self.n_seen, self.revision):
+            return False
+        if len(x) != len(self.items):
+            return False
+        pairs = zip(x.items(), self.items)
+        return all(name is was and value is then for (name, value), (was, then) in pairs)
+
+
 class BaseSGT:
     """Base class of the SGT estimators; not used directly."""
 
@@ -94,6 +121,11 @@ class BaseSGT:
     #: a new model's `bound_block` (Params.bound_block; None: a leaf at the depth bound attempts every
     #: grace period). A restored model takes what it was saved with (none if saved without it)
     _bound_block: ClassVar[int | None] = None
+    #: whether `_predict_raw_one` keeps the record it scored for `_learn_one` (`LastRecord`); an
+    #: ensemble, which predicts and learns its own way, does not
+    _keeps_last: ClassVar[bool] = True
+    #: the record last scored, while it may be learned as it was predicted (`LastRecord`)
+    _last: LastRecord | None = None
 
     def __init__(
         self,
@@ -584,12 +616,38 @@ class BaseSGT:
         return g[:, 0].tolist(), h[:, 0].tolist()
 
     def _predict_raw_one(self, x: Any) -> list[float]:
-        return self._predict_raw_codes(self._space.encode_one(x, learn=False))
+        if not self._keeps_last:
+            return self._predict_raw_codes(self._space.encode_one(x, learn=False))
+        return self._published(self._scored_one(x)[2])
 
     def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
         """`_predict_raw_one` of a record already encoded in the model's space (a model that also
         needs the codes for something else, or shares its space with another, encodes it once)."""
-        return self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes)
+        return self._published(self._raw_one([tree.route_one(codes)[0] for tree in self._trees], codes))
+
+    def _published(self, raw: list[float]) -> list[float]:
+        """The raw scores a prediction gives from the trees' (`_raw_one`; the regressor adds its trend
+        offset)."""
+        return raw
+
+    def _scored_one(self, x: Any) -> tuple[list[int], list[int], list[float]]:
+        """One record's codes, the leaves it reaches and the trees' raw scores (`_raw_one`), as a
+        prediction finds them; kept for `_learn_one` where learning would encode it alike
+        (`LastRecord`), and taken again while it holds."""
+        last, space = self._last, self._space
+        if last is not None and last.holds(x, self._n_seen, space.revision):
+            return last.codes, last.nodes, last.raw
+        codes = space.encode_one(x, learn=False)
+        routes = [tree.route_one(codes) for tree in self._trees]
+        nodes = [node for node, _ in routes]
+        raw = self._raw_one(nodes, codes)
+        self._last = None
+        # (not before the first learned record, whose target may set the base score in the raw scores)
+        if self._keeps_last and self._n_seen and type(x) is dict and not any(s for _, s in routes):
+            items = list(x.items())
+            if space.settled(items):
+                self._last = LastRecord(x, items, self._n_seen, space.revision, codes, nodes, raw)
+        return codes, nodes, raw
 
     def _learn_codes(
         self,
@@ -634,7 +692,12 @@ class BaseSGT:
         return target
 
     def _learn_one(self, x: Any, y: Any) -> None:
+        last, self._last = self._last, None
         target = self._prepare_target_one(y)
+        if last is not None and last.holds(x, self._n_seen, self._space.revision):
+            # as just predicted: learning encodes it alike and changes nothing in the space (LastRecord)
+            self._learn_codes(last.codes, self._tree_target_one(target), (last.nodes, last.raw))
+            return
         codes = self._space.encode_one(x, learn=True)  # (a bad record raises here, before any learning)
         self._sync_layout()
         self._apply_regrids(self._space.take_regrids())

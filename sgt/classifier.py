@@ -409,9 +409,8 @@ class SGTClassifier(BaseSGT):
             raw = self._predict_raw_one(x)
             proba = softmax_one(raw) if self._calibrator is None else self._calibrator.proba_one(raw)
             return dict(zip(self._classes, proba))
-        codes = self._space.encode_one(x, learn=False)
-        nodes = [tree.route_one(codes)[0] for tree in self._trees]
-        return dict(zip(self._classes, self._proba_one(nodes, self._raw_one(nodes, codes), codes)))
+        codes, nodes, raw = self._scored_one(x)
+        return dict(zip(self._classes, self._proba_one(nodes, raw, codes)))
 
     def explain_one(self, x: Any) -> dict[Any, Explanation]:
         """Each class's logit against the first class (whose logit is 0), before calibration or

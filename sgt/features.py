@@ -343,6 +343,26 @@ class FeatureSpace:
                 codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
         return codes
 
+    def settled(self, items: Sequence[tuple[Any, Any]]) -> bool:
+        """Whether learning a record of these (name, value) items would give the codes predicting it
+        gives and change nothing in the space: every name a plain string or int (True would find
+        feature 1) and a known numeric feature past its warm-up (whose grid no longer grows), every
+        value a plain float or int (what `encode_one` takes without a check). A model may then learn
+        the codes it predicted the record with."""
+        index, numeric, warm_up = self.index, self.numeric, self.warm_up
+        for name, value in items:
+            kind = type(name)
+            j = index.get(name) if kind is str or kind is int else None
+            if j is None:
+                return False
+            state = numeric[j]
+            if state is None or state.seen < warm_up:
+                return False
+            kind = type(value)
+            if kind is not float and kind is not int:
+                return False
+        return True
+
     def encode_rows(self, rows: Sequence[Any], learn: np.ndarray | None) -> np.ndarray:
         """Codes of many records (dicts or sequences); `learn[i]` says whether row i is learned.
 

@@ -416,9 +416,8 @@ class SGTRegressor(BaseSGT):
         learns it (`TrendOffset.take`, as `_run_codes` takes a batch's)."""
         return target if self._trend is None else self._trend.take(target)
 
-    def _predict_raw_codes(self, codes: Sequence[int] | np.ndarray) -> list[float]:
+    def _published(self, raw: list[float]) -> list[float]:
         """The trees' raw scores of one record, plus the trend offset (an identity link: a score)."""
-        raw = super()._predict_raw_codes(codes)
         if self._trend is None:
             return raw  # (as they are: adding `_offset()`'s 0.0 would turn a score of -0.0 into 0.0)
         offset = self._offset()

@@ -64,6 +64,8 @@ class _Core(_Estimator):
     """What the boosted classifier and regressor share: the ensembles, their drift response and the hooks."""
 
     _is_classifier = False
+    #: an ensemble keeps the scores of the record it last scored its own way (`_predict_raw_codes`)
+    _keeps_last = False
     #: the share of the features each split attempt of a member may split on (None: all); the boosted
     #: classes take it as a constructor option, the adaptive single trees keep None
     feature_share: float | None = None
