@@ -346,20 +346,24 @@ class FeatureSpace:
     def settled(self, items: Sequence[tuple[Any, Any]]) -> bool:
         """Whether learning a record of these (name, value) items would give the codes predicting it
         gives and change nothing in the space: every name a plain string or int (True would find
-        feature 1) and a known numeric feature past its warm-up (whose grid no longer grows), every
-        value a plain float or int (what `encode_one` takes without a check). A model may then learn
-        the codes it predicted the record with."""
-        index, numeric, warm_up = self.index, self.numeric, self.warm_up
+        feature 1) of a known feature; a numeric one's value a plain float or int (what `encode_one`
+        takes without a check), its grid past its warm-up (no longer growing); a nominal one's value a
+        string among its categories (no new one to register). A model may then learn the codes it
+        predicted the record with."""
+        index, numeric, vocab, warm_up = self.index, self.numeric, self.vocab, self.warm_up
         for name, value in items:
             kind = type(name)
             j = index.get(name) if kind is str or kind is int else None
             if j is None:
                 return False
-            state = numeric[j]
-            if state is None or state.seen < warm_up:
-                return False
             kind = type(value)
-            if kind is not float and kind is not int:
+            categories = vocab[j]
+            if categories is not None:
+                if kind is not str or value not in categories:
+                    return False
+                continue
+            state = numeric[j]
+            if state is None or state.seen < warm_up or (kind is not float and kind is not int):
                 return False
         return True
 

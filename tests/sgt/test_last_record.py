@@ -26,16 +26,17 @@ PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 VALUES = st.one_of(
     st.floats(-3.0, 3.0, allow_nan=False),
     st.integers(-3, 3),
-    st.sampled_from([math.nan, math.inf, True, "a"]),
+    st.sampled_from([math.nan, math.inf, True, "a", "u", "z", None]),
 )
-#: what the caller does with a record: predict then learn it; predict it, change it in place, learn it;
-#: predict it, learn another, learn it; predict it twice, then learn it; predict another in between
-ACTIONS = st.sampled_from(["plain", "mutate", "learn-between", "twice", "predict-between"])
-STEPS = st.lists(
-    st.tuples(st.fixed_dictionaries({"a": st.floats(-3.0, 3.0), "b": st.floats(-3.0, 3.0)}), ACTIONS, VALUES),
-    min_size=30,
-    max_size=90,
+#: a record: two numeric features and a nominal one
+RECORDS = st.fixed_dictionaries(
+    {"a": st.floats(-3.0, 3.0), "b": st.floats(-3.0, 3.0), "c": st.sampled_from(["u", "v", "w"])}
 )
+#: what the caller does with a record: predict then learn it; predict it, change one of its values in
+#: place, learn it; predict it, learn another, learn it; predict it twice, then learn it; predict
+#: another in between
+ACTIONS = st.sampled_from(["plain", "mutate-a", "mutate-c", "learn-between", "twice", "predict-between"])
+STEPS = st.lists(st.tuples(RECORDS, ACTIONS, VALUES), min_size=30, max_size=90)
 
 MODELS = {
     "classifier": lambda: SGTClassifier(**SMALL),
@@ -47,7 +48,7 @@ MODELS = {
 
 def _label(kind: str, x: dict[str, Any]) -> Any:
     a = x.get("a", 0.0)
-    signal = a if isinstance(a, float) and math.isfinite(a) else 0.0
+    signal = (a if isinstance(a, float) and math.isfinite(a) else 0.0) + (1.0 if x.get("c") == "u" else -0.5)
     return int(signal > 0.0) if kind.startswith("classifier") else 2.0 * signal + 1.0
 
 
@@ -81,14 +82,14 @@ def _run(kind: str, steps: list[tuple[dict[str, Any], str, Any]], fresh: bool) -
     def give(x: dict[str, Any]) -> dict[str, Any]:
         return dict(x) if fresh else x
 
-    other = {"a": 0.5, "b": -0.5}
+    other = {"a": 0.5, "b": -0.5, "c": "v"}
     for template, action, value in steps:
         x = dict(template)
         seen.append(_predict(model, give(x)))
         if action == "twice":
             seen.append(_predict(model, give(x)))
-        elif action == "mutate":
-            x["a"] = value
+        elif action.startswith("mutate"):
+            x[action[-1]] = value
         elif action == "learn-between":
             _learn(model, give(other), _label(kind, other), fresh)
         elif action == "predict-between":
