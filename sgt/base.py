@@ -10,6 +10,7 @@ widen the layout under a memory budget runs as parts cut where a loop widens it 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -87,13 +88,15 @@ class LastRecord(NamedTuple):
     """The record a single model last scored to predict it, kept while the model has learned nothing
     since: a River-style loop predicts each record, then learns it, and learning takes the codes, the
     leaves and the raw scores the prediction found instead of encoding and routing it again
-    (`BaseSGT._learn_one`; about 1.2 times the loop's records/s: docs/decisions.md). Kept only for a dict
-    that learning would encode as predicting did, changing nothing (`FeatureSpace.settled`), whose
-    routes stopped at no nominal branch."""
+    (`BaseSGT._learn_one`; about 1.2 times the loop's records/s: docs/decisions.md). Kept for a dict
+    whose routes stopped at no nominal branch; taken only where learning would encode it as
+    predicting did, changing nothing (`FeatureSpace.settled`, checked when it is taken, so that a
+    prediction alone pays for the two tuples of its names and values only)."""
 
     record: dict[Any, Any]  # the dict itself, matched by identity,
     # its names and values, by identity too: a dict changed in place is another record
-    items: list[tuple[Any, Any]]
+    names: tuple[Any, ...]
+    values: tuple[Any, ...]
     n_seen: int  # the records the model had learned, and its space's revision, when it scored it
     revision: int
     codes: list[int]
@@ -104,10 +107,9 @@ class LastRecord(NamedTuple):
         """Whether `x` is this record, unchanged, and the model and its space are as they were."""
         if x is not self.record or (n_seen, revision) != (self.n_seen, self.revision):
             return False
-        if len(x) != len(self.items):
+        if len(x) != len(self.names):
             return False
-        pairs = zip(x.items(), self.items)
-        return all(name is was and value is then for (name, value), (was, then) in pairs)
+        return all(map(operator.is_, x, self.names)) and all(map(operator.is_, x.values(), self.values))
 
 
 class BaseSGT:
@@ -632,11 +634,11 @@ class BaseSGT:
 
     def _scored_one(self, x: Any) -> tuple[list[int], list[int], list[float]]:
         """One record's codes, the leaves it reaches and the trees' raw scores (`_raw_one`), as a
-        prediction finds them; kept for `_learn_one` where learning would encode it alike
-        (`LastRecord`), and taken again while it holds."""
-        last, space = self._last, self._space
-        if last is not None and last.holds(x, self._n_seen, space.revision):
+        prediction finds them; kept for `_learn_one` (`LastRecord`), and taken again while it holds."""
+        last = self._kept(x)
+        if last is not None:
             return last.codes, last.nodes, last.raw
+        space = self._space
         codes = space.encode_one(x, learn=False)
         routes = [tree.route_one(codes) for tree in self._trees]
         nodes = [node for node, _ in routes]
@@ -644,10 +646,18 @@ class BaseSGT:
         self._last = None
         # (not before the first learned record, whose target may set the base score in the raw scores)
         if self._keeps_last and self._n_seen and type(x) is dict and not any(s for _, s in routes):
-            items = list(x.items())
-            if space.settled(items):
-                self._last = LastRecord(x, items, self._n_seen, space.revision, codes, nodes, raw)
+            names, values = tuple(x), tuple(x.values())
+            self._last = LastRecord(x, names, values, self._n_seen, space.revision, codes, nodes, raw)
         return codes, nodes, raw
+
+    def _kept(self, x: Any) -> LastRecord | None:
+        """The kept record if `x` is it, unchanged, the model and its space as they were, and learning
+        would encode it as predicting did (`FeatureSpace.settled`: its grids no longer grow, so its
+        codes are as they were however the space is shared); else None."""
+        last = self._last
+        if last is None or not last.holds(x, self._n_seen, self._space.revision):
+            return None
+        return last if self._space.settled(zip(last.names, last.values)) else None
 
     def _learn_codes(
         self,
@@ -692,9 +702,10 @@ class BaseSGT:
         return target
 
     def _learn_one(self, x: Any, y: Any) -> None:
-        last, self._last = self._last, None
+        last = self._kept(x)
+        self._last = None
         target = self._prepare_target_one(y)
-        if last is not None and last.holds(x, self._n_seen, self._space.revision):
+        if last is not None:
             # as just predicted: learning encodes it alike and changes nothing in the space (LastRecord)
             self._learn_codes(last.codes, self._tree_target_one(target), (last.nodes, last.raw))
             return

@@ -343,7 +343,7 @@ class FeatureSpace:
                 codes[j] = 1 if not z >= 0.0 else bins if z >= last else 1 + int(z)  # nan: bin 1
         return codes
 
-    def settled(self, items: Sequence[tuple[Any, Any]]) -> bool:
+    def settled(self, items: Iterable[tuple[Any, Any]]) -> bool:
         """Whether learning a record of these (name, value) items would give the codes predicting it
         gives and change nothing in the space: every name a plain string or int (True would find
         feature 1) of a known feature; a numeric one's value a plain float or int (what `encode_one`
@@ -352,8 +352,8 @@ class FeatureSpace:
         predicted the record with."""
         index, numeric, vocab, warm_up = self.index, self.numeric, self.vocab, self.warm_up
         for name, value in items:
-            kind = type(name)
-            j = index.get(name) if kind is str or kind is int else None
+            named = type(name)
+            j = index.get(name) if named is str or named is int else None
             if j is None:
                 return False
             kind = type(value)
