@@ -15,6 +15,7 @@ from sgt.bayes_moments import PSEUDO_WEIGHT
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
+from sgt.leaf_bayes import LeafBayes, Log, trees_label
 from sgt.linear_term import CLASSIFIER_LEVEL_STEP_BOUND
 from sgt.retirement import Retirement, Tournament
 from sgt.smoothing import MODES, Smoother
@@ -130,6 +131,13 @@ class SGTClassifier(BaseSGT):
         a term fitted where the classes do not vary linearly, which the leaf's children would inherit
         (Bananas' Brier score 0.290 without it, 0.283 with it). None: every term is kept (the model
         before the gate; a model saved before it restores so). It costs about 1% of the batched time.
+    leaf_bayes
+        True: every leaf also keeps a Gaussian naive Bayes over the numeric features, and where it has
+        predicted the leaf's learned records better than the trees (more often right), the published
+        probabilities are the mean of the model's and its own (sgt.leaf_bayes): curved class boundaries
+        inside a leaf, from its first records. False (default): none. docs/decisions.md has the
+        measurements. Exact like the rest; batches replay its part row by row in Python, which costs
+        most where batches are fastest.
 
     Examples
     --------
@@ -172,11 +180,14 @@ class SGTClassifier(BaseSGT):
         proba: str = "calibrated",
         linear_gate: float | None = 1.5,
         max_bytes: int | None = None,
+        leaf_bayes: bool = False,
     ) -> None:
         if proba not in PROBA_MODES:
             raise ValueError(f"proba must be one of {', '.join(map(repr, PROBA_MODES))}, got {proba!r}")
         if linear_gate is not None:
             _check_real("linear_gate", linear_gate, low=0.0, low_open=True, allowed="None or a number > 0")
+        if not isinstance(leaf_bayes, bool):
+            raise ValueError(f"leaf_bayes must be True or False, got {leaf_bayes!r}")
         super().__init__(
             delta,
             grace_period,
@@ -199,6 +210,11 @@ class SGTClassifier(BaseSGT):
         self.proba = proba
         self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
+        self.leaf_bayes = leaf_bayes
+        self._leaf_bayes = LeafBayes(self.bins) if leaf_bayes else None
+        self._leaf_splits = 0  # the trees' splits when the leaf naive Bayes last forgot split leaves
+        # while a batch runs with the leaf naive Bayes: what its hooks saw, replayed once the trees ran
+        self._leaf_log: Log | None = None
         # (a feature of two values is a Bernoulli variable to the naive Bayes of a new model)
         self._bayes = (
             NaiveBayes(self.bins, two_valued=True, pseudo=self._bayes_pseudo)
@@ -221,7 +237,12 @@ class SGTClassifier(BaseSGT):
         return list(self._classes)
 
     def get_params(self) -> dict[str, Any]:
-        return {**super().get_params(), "proba": self.proba, "linear_gate": self.linear_gate}
+        return {
+            **super().get_params(),
+            "proba": self.proba,
+            "linear_gate": self.linear_gate,
+            "leaf_bayes": self.leaf_bayes,
+        }
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
@@ -241,17 +262,28 @@ class SGTClassifier(BaseSGT):
             params.pop("proba", None)  # absent where a subclass has no such parameter (the ensemble)
         if self.linear_gate is None:
             params.pop("linear_gate", None)  # so too without the gate (the parameter's absence means None)
+        if not self.leaf_bayes:
+            params.pop("leaf_bayes", None)  # (absent: the bytes of the format before the parameter)
         return params
 
     @property
     def nbytes(self) -> int:
         """Bytes of the model's live arrays, the smoothing's or the naive Bayes' statistics included."""
+        return self._side_nbytes() + self._leaf_nbytes()
+
+    def _side_nbytes(self) -> int:
         if self._bayes is not None:
             return super().nbytes + self._bayes.nbytes()
         if self._smoother is None:
             return super().nbytes
         self._smoother.sync(self._trees, len(self._classes))
         return super().nbytes + self._smoother.nbytes()
+
+    def _leaf_nbytes(self) -> int:
+        if self._leaf_bayes is None:
+            return 0
+        self._leaf_bayes.prune(self._trees)
+        return self._leaf_bayes.nbytes()
 
     def _state_extra(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"classes": list(self._classes)}
@@ -266,8 +298,13 @@ class SGTClassifier(BaseSGT):
 
     def _state_arrays(self) -> list[tuple[str, np.ndarray]]:
         if self._bayes is not None:
-            return self._bayes.arrays()
-        return [] if self._smoother is None else self._smoother.arrays()
+            arrays = self._bayes.arrays()
+        else:
+            arrays = [] if self._smoother is None else self._smoother.arrays()
+        if self._leaf_bayes is not None:  # every cell, as the model now has classes and features
+            self._leaf_bayes.prune(self._trees)
+            arrays += self._leaf_bayes.arrays(len(self._trees), len(self._classes), self._layout.n_features)
+        return arrays
 
     def _restore_extra(self, extra: dict[str, Any]) -> None:
         classes = [_check_label(label) for label in extra["classes"]]
@@ -293,6 +330,10 @@ class SGTClassifier(BaseSGT):
             self.proba, self._smoother, self._bayes, self._calibrator = "tree", None, None, None
         elif self._smoother is not None:
             self._smoother = Smoother.restore(extra["smoothing"], arrays, self._trees, len(self._classes))
+        if self._leaf_bayes is not None and "leaf_bayes.keys" in arrays:
+            self._leaf_bayes = LeafBayes.restore(
+                self.bins, arrays, len(self._trees), len(self._classes), self._layout.n_features
+            )
 
     def _restored_bayes(self, extra: dict[str, Any], arrays: dict[str, np.ndarray]) -> NaiveBayes:
         bayes = NaiveBayes.restore(self.bins, extra["bayes"], arrays)
@@ -404,13 +445,18 @@ class SGTClassifier(BaseSGT):
         """P(class | x) for every class seen so far ({} before the first label)."""
         if len(self._classes) < 2:
             return {c: 1.0 for c in self._classes}
-        if self._smoother is None and self._bayes is None:
+        if self._smoother is None and self._bayes is None and self._leaf_bayes is None:
             # the trees' softmax, maybe calibrated (an ensemble overrides _predict_raw_one)
             raw = self._predict_raw_one(x)
             proba = softmax_one(raw) if self._calibrator is None else self._calibrator.proba_one(raw)
             return dict(zip(self._classes, proba))
         codes, nodes, raw = self._scored_one(x)
-        return dict(zip(self._classes, self._proba_one(nodes, raw, codes)))
+        proba = self._proba_one(nodes, raw, codes)
+        if self._leaf_bayes is not None:
+            k = len(self._classes)
+            estimate = self._leaf_bayes.predict(tuple(nodes), codes, self._layout.numeric_list, k)
+            proba = LeafBayes.served(proba, estimate)
+        return dict(zip(self._classes, proba))
 
     def explain_one(self, x: Any) -> dict[Any, Explanation]:
         """Each class's logit against the first class (whose logit is 0), before calibration or
@@ -422,7 +468,12 @@ class SGTClassifier(BaseSGT):
         """The most probable class (the earliest seen on ties); None before the first label."""
         if len(self._classes) < 2:
             return self._classes[0] if self._classes else None
-        if self._smoother is not None or self._bayes is not None or self._calibrator is not None:
+        if (
+            self._smoother is not None
+            or self._bayes is not None
+            or self._calibrator is not None
+            or self._leaf_bayes is not None
+        ):
             p = list(self.predict_proba_one(x).values())
             return self._classes[p.index(max(p))]
         z = [0.0, *self._predict_raw_one(x)]
@@ -439,6 +490,12 @@ class SGTClassifier(BaseSGT):
 
     def _apply_regrids(self, regrids: Sequence[Regrid]) -> None:
         super()._apply_regrids(regrids)
+        if self._leaf_bayes is not None and regrids:
+            features = [regrid.feature for regrid in regrids]
+            if self._leaf_log is not None:
+                self._leaf_log.regridded(features)
+            else:
+                self._leaf_bayes.regrid(features)
         # a batch's estimate has regridded already
         if self._bayes is not None and self._mixing is None and self._calibrating is None:
             for regrid in regrids:
@@ -447,6 +504,8 @@ class SGTClassifier(BaseSGT):
     def _observe_learn(
         self, nodes: list[int], raw: list[float], target: Any, codes: Sequence[int] | np.ndarray
     ) -> None:
+        if self._leaf_bayes is not None:
+            self._leaf_learn(nodes, raw, int(target), codes)
         if self._calibrator is not None:
             if self._calibrating is not None:  # a batch calibrates every row at its end (_run_codes)
                 self._calibrating.learned[self._calibrating.row] = list(raw)
@@ -468,6 +527,22 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _leaf_learn(
+        self, nodes: list[int], raw: list[float], target: int, codes: Sequence[int] | np.ndarray
+    ) -> None:
+        """The leaves' naive Bayes learns a record (a batch logs it, to replay once its trees ran)."""
+        assert self._leaf_bayes is not None
+        k = len(self._classes)
+        if self._leaf_log is not None:
+            self._leaf_log.learned(nodes, codes, target, raw, k)
+            return
+        splits = sum(tree.n_splits for tree in self._trees)
+        if splits != self._leaf_splits:  # (memory only: no record reaches a split leaf again)
+            self._leaf_splits = splits
+            self._leaf_bayes.prune(self._trees)
+        row = [int(c) for c in codes]
+        self._leaf_bayes.learn(tuple(nodes), row, self._layout.numeric_list, target, trees_label(raw), k)
+
     def _learn_young(self, raw: list[float], target: int, codes: Sequence[int] | np.ndarray) -> None:
         """The young naive Bayes learns a record (the calibration not yet); it retires if it is time."""
         assert self._bayes is not None and self._calibrator is not None and self._retirement is not None
@@ -485,7 +560,7 @@ class SGTClassifier(BaseSGT):
     def _leafwise(self) -> bool:
         # the calibration's and its young naive Bayes's batches need only the event rows' scores
         quiet = self._bayes is None or self._calibrator is not None
-        return super()._leafwise() and self._smoother is None and quiet
+        return super()._leafwise() and self._smoother is None and self._leaf_bayes is None and quiet
 
     def _folds_fills(self) -> bool:
         return self._smoother is None  # the smoothing's hooks are then silent
@@ -493,6 +568,8 @@ class SGTClassifier(BaseSGT):
     def _observe_row(
         self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> None:
+        if self._leaf_log is not None:
+            self._leaf_log.predicted(nodes, codes, len(self._classes))
         if isinstance(out, _Mixing):
             out.row = row  # learned next, if labelled
             return
@@ -512,6 +589,9 @@ class SGTClassifier(BaseSGT):
         learn: np.ndarray,
         codes: np.ndarray,
     ) -> None:
+        if self._leaf_log is not None:
+            rows = np.where(learn[start:end], targets[start:end], -1)
+            self._leaf_log.block(nodes, raw, codes, rows, len(self._classes))
         if self._bayes is not None:  # the batch mixes every row at its end (_run_codes)
             return
         if self._smoother is None:
@@ -602,7 +682,23 @@ class SGTClassifier(BaseSGT):
         return raw, outputs_at
 
     def _run_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
-        """`_run`, returning probabilities [rows, classes] as `proba` asks."""
+        """`_run`, returning probabilities [rows, classes] as `proba` asks (the leaves' naive Bayes served
+        in where it leads)."""
+        if self._leaf_bayes is None:
+            return self._run_trees_proba(X, y)
+        if self._leaf_log is not None:  # a part of a batch that a memory budget cuts: the batch replays
+            return self._run_trees_proba(X, y)
+        self._leaf_log = log = Log()
+        try:
+            proba = self._run_trees_proba(X, y)
+        finally:
+            self._leaf_log = None
+        self._leaf_bayes.replay(log, self._layout.numeric_list, proba)
+        self._leaf_bayes.prune(self._trees)
+        return proba
+
+    def _run_trees_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:
+        """`_run_proba` without the leaves' naive Bayes."""
         if self._smoother is None and self._bayes is None and self._calibrator is None:
             raw, classes_at = self._run(X, y)
             return self._proba_rows(raw, classes_at)

@@ -144,6 +144,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
     def get_params(self) -> dict[str, Any]:
         params = SGTClassifier.get_params(self)
         del params["linear_gate"]  # not a parameter of the ensemble
+        del params["leaf_bayes"]  # nor is the leaves' naive Bayes
         if self._delta_by_classes:
             params["delta"] = None
         return {

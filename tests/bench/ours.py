@@ -179,6 +179,11 @@ def huber(spec: StreamSpec) -> dict[str, Any]:
     return {"loss": Huber()} if spec.is_regression else {}
 
 
+def leaf_bayes(spec: StreamSpec) -> dict[str, Any]:
+    """``leaf_bayes=True`` for a classifier (the regressor has no such parameter)."""
+    return {} if spec.is_regression else {"leaf_bayes": True}
+
+
 def blind_single(spec: StreamSpec, blind: tuple[float, float] | None) -> Any:
     """The single classifier with another blind split (Params.blind_after, blind_impurity; None: none);
     the regressor's default on a regression stream."""
@@ -250,6 +255,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
     Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
     Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),
+    # the classifier with a naive Bayes per leaf served where it leads (leaf_bayes=True; sgt.leaf_bayes)
+    Variant("ours-leaf-bayes", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **leaf_bayes(spec))),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
     Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),

@@ -6,7 +6,8 @@ before learning, no aliasing of the input, clones (same class, parameters, indep
 probabilities (a distribution over every label seen; True and False for binary models) and bounded
 memory growth. They run on River's small built-in data sets (Phishing, ImageSegments, TrumpApproval;
 shipped with River, nothing downloaded), with the small grace periods of `SMALL` so that the trees
-grow inside them.
+grow inside them. The classifier's leaf naive Bayes (an option that changes what it predicts and
+saves) runs them too.
 """
 
 from __future__ import annotations
@@ -18,12 +19,20 @@ from typing import Any
 import pytest
 from river import checks
 
+from sgt import SGTClassifier
 from sgt.registry import MODEL_TYPES
 from tests.sgt.river_adapter import SMALL, adapter
 
+#: every model class with its defaults, and the options that change what a model predicts and saves
+CONFIGS: dict[str, tuple[type, dict[str, Any]]] = {
+    **{name: (cls, {}) for name, cls in MODEL_TYPES.items()},
+    "SGTClassifier-leaf_bayes": (SGTClassifier, {"leaf_bayes": True}),
+}
+
 
 def _estimator(name: str) -> Any:
-    return adapter(MODEL_TYPES[name], **SMALL)
+    cls, params = CONFIGS[name]
+    return adapter(cls, **SMALL, **params)
 
 
 def _checks(name: str) -> Iterator[tuple[str, Callable[[Any], None]]]:
@@ -38,7 +47,7 @@ def _checks(name: str) -> Iterator[tuple[str, Callable[[Any], None]]]:
         yield f"{check.__name__}{dataset}", check
 
 
-CASES = [(name, check_id) for name in sorted(MODEL_TYPES) for check_id, _ in _checks(name)]
+CASES = [(name, check_id) for name in sorted(CONFIGS) for check_id, _ in _checks(name)]
 
 
 @pytest.mark.parametrize(("name", "check_id"), CASES, ids=[f"{n}-{c}" for n, c in CASES])
