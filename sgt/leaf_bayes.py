@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, VARIANCE_FLOOR
+from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, moments, priors
 from sgt.tree import Tree
 
 __all__ = ["LeafBayes", "Log", "trees_label"]
@@ -185,7 +185,7 @@ class LeafBayes:
             if isinstance(event, Predicted):
                 estimate = self.predict(event.key, event.codes, numeric, event.k)
                 if estimate is not None:
-                    proba[row, : event.k] = (proba[row, : event.k] + np.array(estimate)) / 2
+                    proba[row, : event.k] = self.served(proba[row, : event.k], estimate)
                 row += 1
             elif isinstance(event, Learned):
                 self.learn(event.key, event.codes, numeric, event.target, event.trees_label, event.k)
@@ -193,34 +193,29 @@ class LeafBayes:
                 self.regrid(event.features)
 
     @staticmethod
-    def served(proba: list[float], estimate: list[float] | None) -> list[float]:
+    def served(proba: Sequence[float] | np.ndarray, estimate: list[float] | None) -> list[float]:
         """The model's probabilities of one record with the naive Bayes served in where it leads."""
         if estimate is None:
-            return proba
-        mean: list[float] = ((np.array(proba) + np.array(estimate)) / 2).tolist()
+            return list(proba)
+        mean: list[float] = ((np.asarray(proba) + np.array(estimate)) / 2).tolist()
         return mean
 
     # -- the estimate -------------------------------------------------------------------------
     def _estimate(self, cell: Cell, codes: Sequence[int], numeric: Sequence[int], k: int) -> list[float]:
         """sgt.bayes_moments' Gaussian naive Bayes of one row of codes over `k` classes, on the cell."""
-        centre, spread = (self.bins + 1) / 2.0, self.bins * self.bins / 12.0
-        extra, prior = PSEUDO_WEIGHT * (centre * centre + spread), PSEUDO_WEIGHT * centre
         counts = cell.counts
         present = [
             j
             for j in numeric
             if j < len(codes) and codes[j] > 0 and any(j < len(row) and row[j] for row in counts)
         ]
-        total = sum(cell.classes)
         scores = []
-        for c in range(k):
-            n = cell.classes[c] if c < len(cell.classes) else 0
-            score = math.log((n + 1.0) / (total + k))
-            for j in present:
-                m, s, q = (0, 0, 0) if c >= len(counts) or j >= len(counts[c]) else _stats(cell, c, j)
-                weight = m + PSEUDO_WEIGHT
-                mean = (s + prior) / weight
-                variance = (q + extra) / weight - mean * mean + VARIANCE_FLOOR
+        for c, prior in enumerate(priors([*cell.classes, *[0] * (k - len(cell.classes))])):
+            score = math.log(prior)
+            stats = [_stats(cell, c, j) for j in present]
+            counts_c, sums_c, squares_c = ([row[i] for row in stats] for i in range(3))
+            means, variances = moments(self.bins, counts_c, sums_c, squares_c, PSEUDO_WEIGHT)
+            for j, mean, variance in zip(present, means, variances, strict=True):
                 z = codes[j] - mean
                 score += -0.5 * (math.log(variance) + z * z / variance)
             scores.append(score)
@@ -316,4 +311,7 @@ class LeafBayes:
 
 
 def _stats(cell: Cell, c: int, j: int) -> tuple[int, int, int]:
+    """Class c's count, sum and sum of squares of feature j in the cell (0 where it has none yet)."""
+    if c >= len(cell.counts) or j >= len(cell.counts[c]):
+        return 0, 0, 0
     return cell.counts[c][j], cell.sums[c][j], cell.squares[c][j]
