@@ -33,6 +33,7 @@ __all__ = [
     "UNIFORM_SHARE",
     "VARIANCE_FLOOR",
     "Moments",
+    "PseudoRecord",
     "bernoulli_terms",
     "moments",
     "normalised",
@@ -178,16 +179,30 @@ def moments(
     """The means and variances of statistics `counts`, `sums` and `squares` on a grid of `bins` bins with
     a pseudo record of weight `pseudo`, as `state_moments` computes them (with weight 1 the same bits as
     before the weight: 1.0 times a float is that float)."""
-    centre, spread = (bins + 1) / 2.0, bins * bins / 12.0
-    extra = pseudo * (centre * centre + spread)
-    prior = pseudo * centre
+    record = PseudoRecord.of(bins, pseudo)
     means, variances = [], []
     for n, s, q in zip(counts, sums, squares, strict=True):
-        weight = n + pseudo
-        mean = (s + prior) / weight
+        weight = n + record.weight
+        mean = (s + record.sum) / weight
         means.append(mean)
-        variances.append((q + extra) / weight - mean * mean + VARIANCE_FLOOR)
+        variances.append((q + record.square) / weight - mean * mean + VARIANCE_FLOOR)
     return means, variances
+
+
+@dataclass(frozen=True)
+class PseudoRecord:
+    """The pseudo record's part in a feature's moments (`moments`): its weight, and its weight times the
+    grid's centre (`sum`) and times the centre's square plus the grid's variance (`square`), on a grid
+    of `bins` bins."""
+
+    weight: float
+    sum: float
+    square: float
+
+    @classmethod
+    def of(cls, bins: int, weight: float) -> PseudoRecord:
+        centre, spread = (bins + 1) / 2.0, bins * bins / 12.0
+        return cls(weight, weight * centre, weight * (centre * centre + spread))
 
 
 def priors(classes: list[int]) -> list[float]:

@@ -15,7 +15,8 @@ from sgt.bayes_moments import PSEUDO_WEIGHT
 from sgt.calibration import Calibrator
 from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
-from sgt.leaf_bayes import LeafBayes, Log, trees_label
+from sgt.leaf_bayes import LeafBayes, trees_label
+from sgt.leaf_bayes_batch import Log, replay
 from sgt.linear_term import CLASSIFIER_LEVEL_STEP_BOUND
 from sgt.retirement import Retirement, Tournament
 from sgt.smoothing import MODES, Smoother
@@ -283,7 +284,7 @@ class SGTClassifier(BaseSGT):
         if self._leaf_bayes is None:
             return 0
         self._leaf_bayes.prune(self._trees)
-        return self._leaf_bayes.nbytes()
+        return self._leaf_bayes.nbytes(len(self._classes), self._layout.n_features)
 
     def _state_extra(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"classes": list(self._classes)}
@@ -540,7 +541,7 @@ class SGTClassifier(BaseSGT):
         if splits != self._leaf_splits:  # (memory only: no record reaches a split leaf again)
             self._leaf_splits = splits
             self._leaf_bayes.prune(self._trees)
-        row = [int(c) for c in codes]
+        row = codes if type(codes) is list else [int(c) for c in codes]
         self._leaf_bayes.learn(tuple(nodes), row, self._layout.numeric_list, target, trees_label(raw), k)
 
     def _learn_young(self, raw: list[float], target: int, codes: Sequence[int] | np.ndarray) -> None:
@@ -693,7 +694,7 @@ class SGTClassifier(BaseSGT):
             proba = self._run_trees_proba(X, y)
         finally:
             self._leaf_log = None
-        self._leaf_bayes.replay(log, self._layout.numeric_list, proba)
+        replay(self._leaf_bayes, log, self._layout.numeric_list, proba)
         self._leaf_bayes.prune(self._trees)
         return proba
 

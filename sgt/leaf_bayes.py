@@ -19,108 +19,122 @@ Measured on 45 classification streams (docs/decisions.md, "A naive Bayes per lea
 the leaf's naive Bayes where it leads gained most on streams with curved class boundaries in few
 features (sine, checkerboard, random RBF with drift) and lost little anywhere.
 
-Exactness: the statistics are integers; an estimate and a learned record take the same Python
-arithmetic (`_estimate`, `_learn`) on the one-record path and in a batch, where the classifier logs
-what its hooks see (`Log`) and replays it in row order after the trees have run: so any batching and
-a restore give the same bits. A grown grid clears its feature's statistics in every cell (grids grow
+Exactness: the statistics are integers, and a mean, a variance and a log variance are functions of
+one class's count, sum and sum of squares of one feature (sgt.bayes_moments' formulas, numpy's log).
+One record is estimated on Python floats from the moments each cell keeps (refreshed as it learns);
+a batch logs what the classifier's hooks see (sgt.leaf_bayes_batch) and replays it after the trees
+ran, on numpy arrays, with the same operations in the same order: the log prior, then each feature's
+term in feature order, numpy's exp, the sum over classes in class order. So any batching and a
+restore give the same bits. A grown grid clears its feature's statistics in every cell (grids grow
 during the warm-up only, while the trees have few leaves).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
-from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, moments, priors
+from sgt.bayes_moments import (
+    PSEUDO_WEIGHT,
+    UNIFORM_SHARE,
+    VARIANCE_FLOOR,
+    PseudoRecord,
+    moments,
+    priors,
+    state_moments,
+)
 from sgt.tree import Tree
 
-__all__ = ["LeafBayes", "Log", "trees_label"]
+__all__ = ["Cell", "Key", "LeafBayes", "Packed", "estimate", "trees_label"]
 
 Key = tuple[int, ...]
 
 
 @dataclass
 class Cell:
-    """One cell's statistics (per class, then per code column) and its tally of right predictions."""
+    """One cell's statistics and the moments they give, per class (rows) and code column (all rows of
+    the cell as wide as `known`), its records per class, and its tally of right predictions."""
 
     classes: list[int] = field(default_factory=list)
     counts: list[list[int]] = field(default_factory=list)
     sums: list[list[int]] = field(default_factory=list)
     squares: list[list[int]] = field(default_factory=list)
+    means: list[list[float]] = field(default_factory=list)
+    variances: list[list[float]] = field(default_factory=list)
+    logs: list[list[float]] = field(default_factory=list)  # the log variances
+    known: list[bool] = field(default_factory=list)  # per column: some class has a value of it
     bayes_right: int = 0
     trees_right: int = 0
 
-
-class Predicted(NamedTuple):
-    """A row as predicted in a batch: its cell and codes, and the classes known then."""
-
-    key: Key
-    codes: list[int]
-    k: int
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The classes and code columns its statistics hold."""
+        return len(self.classes), len(self.known)
 
 
-class Learned(NamedTuple):
-    """A row as learned in a batch: its cell and codes, its class, the trees' most probable class and
-    the classes known then (its own included)."""
+@dataclass
+class Packed:
+    """A cell as a batch or a restore leaves it: its records per class [K], statistics [3, K, width]
+    (count, sum, sum of squares per class and code column) and tally, as arrays; unpacked into a `Cell`
+    (its moments computed) when a record at a time needs its estimate. A multiclass committee's cells
+    are many and small (RBF-5: 9,900 of 20,000 records), and building a Cell for every cell a batch
+    touched cost ten times the rest of the replay."""
 
-    key: Key
-    codes: list[int]
-    target: int
-    trees_label: int
-    k: int
+    classes: np.ndarray
+    stats: np.ndarray
+    bayes_right: int
+    trees_right: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """The classes and code columns its statistics hold."""
+        return self.classes.shape[0], self.stats.shape[2]
+
+    def unpacked(self, bins: int) -> Cell:
+        k, width = self.classes.shape[0], self.stats.shape[2]
+        states = self.stats.transpose(1, 0, 2).reshape(k, 3 * width)  # [class, count | sum | square]
+        means, variances, logs = (a.T.tolist() for a in state_moments(states, bins, PSEUDO_WEIGHT))
+        return Cell(
+            classes=self.classes.tolist(),
+            counts=self.stats[0].tolist(),
+            sums=self.stats[1].tolist(),
+            squares=self.stats[2].tolist(),
+            means=means,
+            variances=variances,
+            logs=logs,
+            known=(self.stats[0] > 0).any(axis=0).tolist(),
+            bayes_right=self.bayes_right,
+            trees_right=self.trees_right,
+        )
 
 
-class Regridded(NamedTuple):
-    """Grids grown before the next row is learned: the features whose statistics are cleared."""
+@dataclass(frozen=True)
+class Empty:
+    """The moments of a class with no value of a feature: the pseudo record's alone."""
 
-    features: list[int]
+    mean: float
+    variance: float
+    log: float
+
+    @classmethod
+    def of(cls, bins: int) -> Empty:
+        means, variances = moments(bins, [0], [0], [0], PSEUDO_WEIGHT)
+        return cls(means[0], variances[0], float(np.log(np.array(variances))[0]))
 
 
-class Log:
-    """What a batch's hooks saw, in the order the one-record path would see it."""
-
-    def __init__(self) -> None:
-        self.events: list[Predicted | Learned | Regridded] = []
-
-    def predicted(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray, k: int) -> None:
-        self.events.append(Predicted(tuple(nodes), [int(c) for c in codes], k))
-
-    def learned(
-        self,
-        nodes: Sequence[int],
-        codes: Sequence[int] | np.ndarray,
-        target: int,
-        raw: Sequence[float],
-        k: int,
-    ) -> None:
-        self.events.append(Learned(tuple(nodes), [int(c) for c in codes], target, trees_label(raw), k))
-
-    def regridded(self, features: list[int]) -> None:
-        self.events.append(Regridded(features))
-
-    def block(
-        self,
-        nodes: Sequence[np.ndarray],
-        raw: np.ndarray | None,
-        codes: np.ndarray,
-        targets: np.ndarray,
-        k: int,
-    ) -> None:
-        """Rows of a block that the trees predict, then learn, at fixed leaves (`nodes[t]`: each row's
-        leaf in tree t; `raw` [trees, rows]; `targets`: each row's class, -1 for a row only predicted):
-        each row predicted, then learned if labelled, as the one-record path takes them."""
-        n = codes.shape[0]
-        keys = list(zip(*(a.tolist() for a in nodes))) if nodes else [()] * n
-        # the first class's logit is 0, the earliest class wins ties (`trees_label`)
-        labels = [0] * n if raw is None else np.vstack([np.zeros((1, n)), raw]).argmax(axis=0).tolist()
-        for key, row, target, label in zip(keys, codes.tolist(), targets.tolist(), labels, strict=True):
-            self.events.append(Predicted(key, row, k))
-            if target >= 0:
-                self.events.append(Learned(key, row, target, label, k))
+def estimate(scores: list[float]) -> list[float]:
+    """The probabilities of a naive Bayes' `scores` (`LeafBayes._scores`): numpy's exp of each score
+    less the top one, normalised by their sum in class order (Python's sum of floats is compensated
+    from 3.12 on), with a share of the uniform distribution."""
+    top = max(scores)
+    e = np.exp(np.array([score - top for score in scores])).tolist()
+    norm = e[0]
+    for v in e[1:]:
+        norm += v
+    k = len(scores)
+    return [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
 
 
 def trees_label(raw: Sequence[float]) -> int:
@@ -142,106 +156,150 @@ class LeafBayes:
 
     def __init__(self, bins: int) -> None:
         self.bins = bins
-        self.cells: dict[Key, Cell] = {}
+        self.cells: dict[Key, Cell | Packed] = {}
+        self.empty = Empty.of(bins)
+        self.pseudo = PseudoRecord.of(bins, PSEUDO_WEIGHT)
+        # the last scores (cell, classes, codes): a record predicted, then learned, is scored once
+        self._last: tuple[Key, int, list[int], list[float]] | None = None
 
     # -- one record ---------------------------------------------------------------------------
-    def predict(self, key: Key, codes: Sequence[int], numeric: Sequence[int], k: int) -> list[float] | None:
-        """The naive Bayes estimate of a record at cell `key` over `k` classes if it leads there."""
+    def predict(self, key: Key, codes: list[int], numeric: Sequence[int], k: int) -> list[float] | None:
+        """The naive Bayes estimate of a record with `codes` (Python ints) at cell `key` over `k`
+        classes if it leads there."""
         cell = self.cells.get(key)
         if cell is None or k < 2 or cell.bayes_right <= cell.trees_right:
             return None
-        return self._estimate(cell, codes, numeric, k)
+        if isinstance(cell, Packed):
+            cell = self.cells[key] = cell.unpacked(self.bins)
+        return estimate(self._scores(key, cell, codes, numeric, k))
 
     def learn(
-        self, key: Key, codes: Sequence[int], numeric: Sequence[int], target: int, trees_label: int, k: int
+        self, key: Key, codes: list[int], numeric: Sequence[int], target: int, trees_label: int, k: int
     ) -> None:
         """Tally the cell's two predictions of a record of class `target` (`k` classes known), then
-        learn it."""
+        learn it (`codes`: Python ints, kept by the cache of the last scores, so not changed after)."""
         cell = self.cells.get(key)
         if cell is None:
             cell = self.cells[key] = Cell()
+        elif isinstance(cell, Packed):
+            cell = self.cells[key] = cell.unpacked(self.bins)
         if k >= 2:
-            estimate = self._estimate(cell, codes, numeric, k)
-            cell.bayes_right += estimate.index(max(estimate)) == target
+            scores = self._scores(key, cell, codes, numeric, k)
+            cell.bayes_right += scores.index(max(scores)) == target
             cell.trees_right += trees_label == target
         self._learn(cell, codes, numeric, target)
 
     def regrid(self, features: Iterable[int]) -> None:
         """Clear the statistics of features whose grid grew (their codes changed meaning)."""
+        self._last = None
+        empty = self.empty
         for j in features:
             for cell in self.cells.values():
-                for stats in (cell.counts, cell.sums, cell.squares):
-                    for row in stats:
-                        if j < len(row):
-                            row[j] = 0
-
-    # -- a batch ------------------------------------------------------------------------------
-    def replay(self, log: Log, numeric: Sequence[int], proba: np.ndarray) -> None:
-        """Take a batch's events in order: learn its learned rows, and serve the naive Bayes into the
-        rows of `proba` [rows, classes] (the model's probabilities of every predicted row, in row
-        order) where it leads, as `served` does for one record."""
-        row = 0
-        for event in log.events:
-            if isinstance(event, Predicted):
-                estimate = self.predict(event.key, event.codes, numeric, event.k)
-                if estimate is not None:
-                    proba[row, : event.k] = self.served(proba[row, : event.k], estimate)
-                row += 1
-            elif isinstance(event, Learned):
-                self.learn(event.key, event.codes, numeric, event.target, event.trees_label, event.k)
-            else:
-                self.regrid(event.features)
+                if isinstance(cell, Packed):
+                    if j < cell.stats.shape[2]:
+                        cell.stats[:, :, j] = 0
+                    continue
+                if j >= len(cell.known):
+                    continue
+                cell.known[j] = False
+                for c in range(len(cell.classes)):
+                    cell.counts[c][j] = cell.sums[c][j] = cell.squares[c][j] = 0
+                    cell.means[c][j], cell.variances[c][j], cell.logs[c][j] = (
+                        empty.mean,
+                        empty.variance,
+                        empty.log,
+                    )
 
     @staticmethod
     def served(proba: Sequence[float] | np.ndarray, estimate: list[float] | None) -> list[float]:
         """The model's probabilities of one record with the naive Bayes served in where it leads."""
         if estimate is None:
             return list(proba)
-        mean: list[float] = ((np.asarray(proba) + np.array(estimate)) / 2).tolist()
-        return mean
+        return [(p + q) / 2 for p, q in zip(proba, estimate, strict=True)]  # (numpy's bits: IEEE + and /)
 
     # -- the estimate -------------------------------------------------------------------------
-    def _estimate(self, cell: Cell, codes: Sequence[int], numeric: Sequence[int], k: int) -> list[float]:
-        """sgt.bayes_moments' Gaussian naive Bayes of one row of codes over `k` classes, on the cell."""
-        counts = cell.counts
-        present = [
-            j
-            for j in numeric
-            if j < len(codes) and codes[j] > 0 and any(j < len(row) and row[j] for row in counts)
-        ]
-        scores = []
-        for c, prior in enumerate(priors([*cell.classes, *[0] * (k - len(cell.classes))])):
-            score = math.log(prior)
-            stats = [_stats(cell, c, j) for j in present]
-            counts_c, sums_c, squares_c = ([row[i] for row in stats] for i in range(3))
-            means, variances = moments(self.bins, counts_c, sums_c, squares_c, PSEUDO_WEIGHT)
-            for j, mean, variance in zip(present, means, variances, strict=True):
-                z = codes[j] - mean
-                score += -0.5 * (math.log(variance) + z * z / variance)
-            scores.append(score)
-        top = max(scores)
-        e = [math.exp(score - top) for score in scores]
-        norm = sum(e)
-        return [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
+    def _scores(self, key: Key, cell: Cell, codes: list[int], numeric: Sequence[int], k: int) -> list[float]:
+        """Each of `k` classes' log prior plus log likelihood of one row of codes on the cell (the
+        present features' terms added in feature order, as the batch adds them); its most probable
+        class is the naive Bayes' prediction, `estimate` its probabilities."""
+        last = self._last
+        if last is not None and last[0] == key and last[1] == k and last[2] == codes:
+            return last[3]
+        known, width = cell.known, min(len(codes), len(cell.known))
+        present = [j for j in numeric if j < width and known[j] and codes[j] > 0]
+        classes = cell.classes if len(cell.classes) == k else [*cell.classes, *[0] * (k - len(cell.classes))]
+        scores = np.log(np.array(priors(classes))).tolist()
+        for c in range(len(cell.classes)):
+            means, variances, logs = cell.means[c], cell.variances[c], cell.logs[c]
+            score = scores[c]
+            for j in present:
+                z = codes[j] - means[j]
+                score = score + -0.5 * (logs[j] + z * z / variances[j])
+            scores[c] = score
+        empty = self.empty
+        for c in range(len(cell.classes), k):
+            score = scores[c]
+            for j in present:
+                z = codes[j] - empty.mean
+                score = score + -0.5 * (empty.log + z * z / empty.variance)
+            scores[c] = score
+        self._last = (key, k, codes, scores)
+        return scores
 
-    @staticmethod
-    def _learn(cell: Cell, codes: Sequence[int], numeric: Sequence[int], target: int) -> None:
-        width = len(codes)
-        while len(cell.classes) <= target:
-            cell.classes.append(0)
-            for stats in (cell.counts, cell.sums, cell.squares):
-                stats.append([])
+    def _learn(self, cell: Cell, codes: list[int], numeric: Sequence[int], target: int) -> None:
+        self._last = None
+        if len(codes) > len(cell.known) or target >= len(cell.classes):
+            widen(cell, len(codes), target + 1, self.empty)
         cell.classes[target] += 1
-        counts, sums, squares = cell.counts[target], cell.sums[target], cell.squares[target]
-        if len(counts) < width:
-            for row in (counts, sums, squares):
-                row.extend([0] * (width - len(row)))
+        counts, sums, squares, known = (
+            cell.counts[target],
+            cell.sums[target],
+            cell.squares[target],
+            cell.known,
+        )
+        means, variances, pseudo = cell.means[target], cell.variances[target], self.pseudo
+        present = []
         for j in numeric:
-            v = int(codes[j]) if j < width else 0
-            if v > 0:
-                counts[j] += 1
-                sums[j] += v
-                squares[j] += v * v
+            if j < len(codes) and (v := codes[j]) > 0:
+                n = counts[j] = counts[j] + 1
+                s = sums[j] = sums[j] + v
+                q = squares[j] = squares[j] + v * v
+                known[j] = True
+                # sgt.bayes_moments.moments' arithmetic, written out: a call per record cost a sixth of
+                # the one-record path's time here (its argument lists), and state_moments checks it
+                weight = n + pseudo.weight
+                mean = means[j] = (s + pseudo.sum) / weight
+                variances[j] = (q + pseudo.square) / weight - mean * mean + VARIANCE_FLOOR
+                present.append(j)
+        if present:
+            logs = cell.logs[target]
+            for j, log in zip(
+                present, np.log(np.array([variances[j] for j in present])).tolist(), strict=True
+            ):
+                logs[j] = log
+
+    # -- a batch ------------------------------------------------------------------------------
+    def put(self, key: Key, classes: np.ndarray, stats: np.ndarray, tally: tuple[int, int]) -> None:
+        """Set a cell's records per class `classes` [K], statistics `stats` [3, K, width] (count, sum,
+        sum of squares per class and column) and tally (a batch's end, a restore; copied)."""
+        self.cells[key] = Packed(classes.copy(), stats.copy(), tally[0], tally[1])
+        self._last = None
+
+    def stats(self, key: Key, k: int, width: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+        """A cell's records per class [k], statistics [3, k, width] and tally (zeros if it has none)."""
+        classes, stats = np.zeros(k, dtype=np.int64), np.zeros((3, k, width), dtype=np.int64)
+        cell = self.cells.get(key)
+        if cell is None:
+            return classes, stats, (0, 0)
+        if isinstance(cell, Packed):
+            have, wide = cell.stats.shape[1:]
+            classes[:have], stats[:, :have, :wide] = cell.classes, cell.stats
+            return classes, stats, (cell.bayes_right, cell.trees_right)
+        classes[: len(cell.classes)] = cell.classes
+        for s, rows in enumerate((cell.counts, cell.sums, cell.squares)):
+            for c, row in enumerate(rows):
+                stats[s, c, : len(row)] = row
+        return classes, stats, (cell.bayes_right, cell.trees_right)
 
     # -- memory and saving ----------------------------------------------------------------------
     def prune(self, trees: Sequence[Tree]) -> None:
@@ -253,12 +311,12 @@ class LeafBayes:
         ]
         for key in dead:
             del self.cells[key]
+        self._last = None
 
-    def nbytes(self) -> int:
-        """Bytes of the statistics as saved (eight per integer)."""
-        return sum(
-            8 * (2 + len(c.classes) + sum(3 * len(row) for row in c.counts)) for c in self.cells.values()
-        )
+    def nbytes(self, k: int, width: int) -> int:
+        """Bytes of the statistics as saved with `k` classes and `width` code columns (eight per
+        integer): the same whatever the order the cells learned in."""
+        return len(self.cells) * 8 * (2 + k + 3 * k * width)
 
     def arrays(self, n_trees: int, k: int, width: int) -> list[tuple[str, np.ndarray]]:
         """The cells in key order, padded to `k` classes and `width` code columns."""
@@ -267,12 +325,7 @@ class LeafBayes:
         classes = np.zeros((len(keys), k), dtype=np.int64)
         tally = np.zeros((len(keys), 2), dtype=np.int64)
         for i, key in enumerate(keys):
-            cell = self.cells[key]
-            classes[i, : len(cell.classes)] = cell.classes
-            tally[i] = cell.bayes_right, cell.trees_right
-            for s, rows in enumerate((cell.counts, cell.sums, cell.squares)):
-                for c, row in enumerate(rows):
-                    stats[i, s, c, : len(row)] = row
+            classes[i], stats[i], tally[i] = self.stats(key, k, width)
         return [
             ("leaf_bayes.keys", np.array(keys, dtype=np.int64).reshape(len(keys), n_trees)),
             ("leaf_bayes.classes", classes),
@@ -299,19 +352,28 @@ class LeafBayes:
             raise ValueError("leaf naive Bayes statistics out of range")
         bayes = cls(bins)
         for i, key in enumerate(keys.tolist()):
-            bayes.cells[tuple(key)] = Cell(
-                classes=classes[i].tolist(),
-                counts=stats[i, 0].tolist(),
-                sums=stats[i, 1].tolist(),
-                squares=stats[i, 2].tolist(),
-                bayes_right=int(tally[i, 0]),
-                trees_right=int(tally[i, 1]),
-            )
+            bayes.put(tuple(key), classes[i], stats[i], (int(tally[i, 0]), int(tally[i, 1])))
         return bayes
 
 
-def _stats(cell: Cell, c: int, j: int) -> tuple[int, int, int]:
-    """Class c's count, sum and sum of squares of feature j in the cell (0 where it has none yet)."""
-    if c >= len(cell.counts) or j >= len(cell.counts[c]):
-        return 0, 0, 0
-    return cell.counts[c][j], cell.sums[c][j], cell.squares[c][j]
+def widen(cell: Cell, width: int, k: int, empty: Empty) -> None:
+    """Make the cell's rows at least `width` columns wide and at least `k` classes long (zeros, and the
+    moments of no value)."""
+    have = len(cell.known)
+    if width > have:
+        grow = width - have
+        cell.known.extend([False] * grow)
+        for c in range(len(cell.classes)):
+            for stats in (cell.counts[c], cell.sums[c], cell.squares[c]):
+                stats.extend([0] * grow)
+            cell.means[c].extend([empty.mean] * grow)
+            cell.variances[c].extend([empty.variance] * grow)
+            cell.logs[c].extend([empty.log] * grow)
+    width = len(cell.known)
+    while len(cell.classes) < k:
+        cell.classes.append(0)
+        for rows in (cell.counts, cell.sums, cell.squares):
+            rows.append([0] * width)
+        cell.means.append([empty.mean] * width)
+        cell.variances.append([empty.variance] * width)
+        cell.logs.append([empty.log] * width)
