@@ -136,9 +136,11 @@ class SGTClassifier(BaseSGT):
         True: every leaf also keeps a Gaussian naive Bayes over the numeric features, and where it has
         predicted the leaf's learned records better than the trees (more often right), the published
         probabilities are the mean of the model's and its own (sgt.leaf_bayes): curved class boundaries
-        inside a leaf, from its first records. False (default): none. docs/decisions.md has the
-        measurements. Exact like the rest; batches replay its part row by row in Python, which costs
-        most where batches are fastest.
+        inside a leaf, from its first records. A leaf whose naive Bayes has been right 50 times fewer
+        than the trees stops keeping it. False (default): none; so too with a memory budget
+        (`max_bytes`), which bounds the trees' statistics. docs/decisions.md has the measurements.
+        Exact like the rest; a batch replays its part on arrays once its trees ran
+        (sgt.leaf_bayes_batch).
 
     Examples
     --------
@@ -212,7 +214,9 @@ class SGTClassifier(BaseSGT):
         self.linear_gate = None if linear_gate is None else float(linear_gate)
         self._smoother = Smoother() if proba in ("blend", "hgs") else None
         self.leaf_bayes = leaf_bayes
-        self._leaf_bayes = LeafBayes(self.bins) if leaf_bayes else None
+        # (not within a memory budget, which bounds the trees' statistics alone: none, as the boosted
+        # ensembles' side models)
+        self._leaf_bayes = LeafBayes(self.bins) if leaf_bayes and max_bytes is None else None
         self._leaf_splits = 0  # the trees' splits when the leaf naive Bayes last forgot split leaves
         # while a batch runs with the leaf naive Bayes: what its hooks saw, replayed once the trees ran
         self._leaf_log: Log | None = None

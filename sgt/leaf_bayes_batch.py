@@ -167,6 +167,12 @@ class Events:
         proba_row = np.where(predicted, first_row + np.cumsum(predicted) - 1, -1)
         return cls(keys, codes, target, label, k, proba_row)
 
+    def only(self, rows: np.ndarray) -> Events:
+        """The events `rows` (a mask) of these."""
+        return Events(
+            *(a[rows] for a in (self.keys, self.codes, self.target, self.label, self.k, self.proba_row))
+        )
+
     def key(self, e: int) -> Key:
         return tuple(v for v in self.keys[e].tolist() if v >= 0)
 
@@ -258,6 +264,14 @@ class Sorted(NamedTuple):
 def _replay_arrays(bayes: LeafBayes, events: Events, numeric: Sequence[int], proba: np.ndarray) -> None:
     uniques, cell = _cells(events.keys)
     keys = [tuple(v for v in row if v >= 0) for row in uniques.tolist()]
+    if bayes.retired:  # a retired cell's rows take no part
+        gone = np.array([key in bayes.retired for key in keys])
+        if gone.any():
+            events = events.only(~gone[cell])
+            if events.k.shape[0] == 0:
+                return
+            uniques, cell = _cells(events.keys)
+            keys = [tuple(v for v in row if v >= 0) for row in uniques.tolist()]
     old = [bayes.cells[key] for key in keys if key in bayes.cells]
     k_most = max([int(events.k.max()), *(c.shape[0] for c in old)])
     width = max([events.codes.shape[1], *(c.shape[1] for c in old)])
@@ -289,13 +303,24 @@ def _replay_arrays(bayes: LeafBayes, events: Events, numeric: Sequence[int], pro
     right[tallied, 1] = e.label[tallied] == e.target[tallied]
     right_before = running.before(right)
     tally = base.tally[running.cell] + right_before
-    served = np.flatnonzero((e.proba_row >= 0) & (e.k >= 2) & (tally[:, 0] > tally[:, 1]))
+    # a cell retires at its first row whose tally leaves its naive Bayes `behind` the trees: its later
+    # rows take no part (their estimates above are of no use)
+    lead_after = tally[:, 0] + right[:, 0] - tally[:, 1] - right[:, 1]
+    events_n = e.k.shape[0]
+    retires = np.full(len(keys), events_n)
+    falls = np.flatnonzero(tallied & (lead_after <= -bayes.behind))
+    np.minimum.at(retires, running.cell[falls], falls)
+    live = np.arange(events_n) <= retires[running.cell]
+    served = np.flatnonzero(live & (e.proba_row >= 0) & (e.k >= 2) & (tally[:, 0] > tally[:, 1]))
     _serve(proba, e.proba_row[served], e.k[served], estimate[served])
 
     # the cells that learned: their statistics and tallies after the piece
     final_classes = base.classes + running.totals(one_hot)
     final_tally = base.tally + running.totals(right, right_before)
-    touched = np.unique(running.cell[learned])
+    for i in np.flatnonzero(retires < events_n).tolist():
+        bayes.cells.pop(keys[i], None)
+        bayes.retired.add(keys[i])
+    touched = np.unique(running.cell[learned & (retires[running.cell] == events_n)])
     stats = np.zeros((touched.shape[0], 3, k_most, width), dtype=np.int64)  # (0 in other features' columns)
     stats[:, :, :, columns] = states[touched].reshape(-1, k_most, 3, f).transpose(0, 2, 1, 3)
     for i, t in enumerate(touched.tolist()):

@@ -1,6 +1,7 @@
 """The leaves' naive Bayes (`SGTClassifier(leaf_bayes=True)`, sgt.leaf_bayes): served only where it has
-out-predicted the trees at a leaf; any batching, a memory budget's cuts and a restore give the same
-probabilities and the same bytes as a one-record loop; a model without it saves the bytes it did."""
+out-predicted the trees at a leaf, retired where it has fallen far behind them; any batching and a
+restore give the same probabilities and the same bytes as a one-record loop, a batch on arrays as one
+record at a time; a model without it saves the bytes it did; none within a memory budget."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgt import SerializationError, SGTClassifier, leaf_bayes_batch
+from sgt import SerializationError, SGTClassifier, leaf_bayes, leaf_bayes_batch
 from sgt.leaf_bayes import LeafBayes
 from tests.sgt.sgt_testkit import (
     as_dicts,
@@ -117,43 +118,60 @@ def test_any_batching_gives_the_same_model(cuts: list[int], methods: list[str]) 
         assert bits(np.array(a[: len(values)])).tolist() == bits(np.array(values)).tolist(), row
 
 
-def test_a_memory_budget_cuts_batches_alike() -> None:
-    X, y = mixed_records(900, seed=2)
-    for x in X[400:]:
-        x["late"] = 1.0  # a feature first learned mid-batch: the budget cuts the batch there
-    params = {**SMALL, "max_bytes": 200_000, "leaf_bayes": True}
-    loop = SGTClassifier(**params)
-    expected = predicted_then_learned(loop, X, y)
-    batch = SGTClassifier(**params)
-    got = batch.predict_learn_many(X, y)
-    assert batch.to_bytes() == loop.to_bytes()
-    assert [list(p.values()) for p in expected[-5:]] == got[-5:].tolist()
+def test_none_within_a_memory_budget() -> None:
+    model = SGTClassifier(**SMALL, max_bytes=200_000, leaf_bayes=True)
+    assert model._leaf_bayes is None and model.get_params()["leaf_bayes"] is True
 
 
-@pytest.mark.parametrize("budget", [None, 200_000])
-def test_the_array_replay_is_the_one_record_replay(
-    monkeypatch: pytest.MonkeyPatch, budget: int | None
-) -> None:
+@pytest.mark.parametrize("behind", [leaf_bayes.BEHIND, 4])
+def test_the_array_replay_is_the_one_record_replay(monkeypatch: pytest.MonkeyPatch, behind: int) -> None:
     """A batch's log replayed on arrays gives the bits of the same log replayed one record at a time
-    (`SHORT` picks the path per piece); with a budget, rows the hooks logged one by one (a cut batch)
-    are in the pieces too."""
+    (`SHORT` picks the path per piece); with cells retiring early, cells retire within pieces."""
     X, y = _circle(1200, seed=4)
-    for x in X[500:]:
-        x["late"] = 1.0  # a feature first learned mid-batch: a budget cuts the batch there
-    params = {**SMALL, "leaf_bayes": True, "max_bytes": budget}
+    params = {**SMALL, "leaf_bayes": True}
+    monkeypatch.setattr(leaf_bayes, "BEHIND", behind)
     runs = []
     for short in (0, 10**9):
         monkeypatch.setattr(leaf_bayes_batch, "SHORT", short)
         model = SGTClassifier(**params)
-        pieces = [model.predict_learn_many(X[a : a + 300], y[a : a + 300]) for a in range(0, 1200, 300)]
+        pieces, saved, retired = [], [], 0
+        for a in range(0, 1200, 150):
+            pieces.append(model.predict_learn_many(X[a : a + 150], y[a : a + 150]))
+            saved.append(model.to_bytes())
+            assert model._leaf_bayes is not None
+            retired += len(model._leaf_bayes.retired)
         proba = np.concatenate([np.pad(p, ((0, 0), (0, 3 - p.shape[1]))) for p in pieces])
-        runs.append((bits(proba).tolist(), model.to_bytes()))
+        runs.append((bits(proba).tolist(), saved))
+        assert (retired > 0) == (behind < 10)  # (the early retirement is not vacuous)
     assert runs[0] == runs[1]
+
+
+def test_a_cell_far_behind_the_trees_retires() -> None:
+    """A cell whose naive Bayes has been right `behind` times fewer than the trees stops learning and is
+    never served; it stays retired through a save, and is forgotten when its leaf splits."""
+    bayes = LeafBayes(bins=8)
+    bayes.behind = 3
+    for x, y in [([2], 0), ([7], 1)] * 3:
+        bayes.learn((1,), x, [0], y, trees_label=y, k=2)  # both right
+    for _ in range(3):
+        bayes.learn((1,), [2], [0], 1, trees_label=1, k=2)  # the naive Bayes wrong, the trees right
+    assert (1,) in bayes.retired and (1,) not in bayes.cells
+    bayes.learn((1,), [2], [0], 1, trees_label=0, k=2)
+    assert (1,) not in bayes.cells and bayes.predict((1,), [2], [0], 2) is None
+    assert bayes.nbytes(2, 1) == 8
+    restored = LeafBayes.restore(8, dict(bayes.arrays(1, 2, 1)), 1, 2, 1)
+    assert restored.retired == {(1,)}
+
+    class Split:
+        feature = (-1, 0)  # node 1 split, node 0 a leaf
+
+    bayes.prune([Split()])  # type: ignore[list-item]  # a stand-in with the one attribute prune reads
+    assert not bayes.retired
 
 
 def test_without_it_nothing_changes() -> None:
     X, y = mixed_records(600, seed=1)
-    plain = SGTClassifier(**SMALL)
+    plain = SGTClassifier(**SMALL, leaf_bayes=False)
     plain.learn_many(X, y)
     assert "leaf_bayes" not in plain.to_bytes()[:4096].decode("latin-1")  # the format before it
     assert SGTClassifier.from_bytes(plain.to_bytes()).get_params()["leaf_bayes"] is False
@@ -163,13 +181,13 @@ def test_it_helps_on_a_curved_boundary() -> None:
     X, y = _circle(3000, seed=7)
     rows = [(x, label) for x, label in zip(X, y, strict=True) if label is not None]
     right = {}
-    for leaf_bayes in (False, True):
-        model = SGTClassifier(leaf_bayes=leaf_bayes)
+    for with_it in (False, True):
+        model = SGTClassifier(leaf_bayes=with_it)
         hits = 0
         for x, label in rows:
             hits += model.predict_one(x) == label
             model.learn_one(x, label)
-        right[leaf_bayes] = hits / len(rows)
+        right[with_it] = hits / len(rows)
     assert right[True] > right[False]
 
 
