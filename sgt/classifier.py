@@ -457,7 +457,7 @@ class SGTClassifier(BaseSGT):
             return dict(zip(self._classes, proba))
         codes, nodes, raw = self._scored_one(x)
         proba = self._proba_one(nodes, raw, codes)
-        if self._leaf_bayes is not None:
+        if self._leaf_bayes is not None and self._at_leaves(nodes):
             k = len(self._classes)
             estimate = self._leaf_bayes.predict(tuple(nodes), codes, self._layout.numeric_list, k)
             proba = LeafBayes.served(proba, estimate)
@@ -532,6 +532,12 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _at_leaves(self, nodes: Sequence[int]) -> bool:
+        """Whether a record's route ended at a leaf of every tree, not at a branch that has not seen one
+        of its categories: the leaves' naive Bayes serves only the first (a branch's cell is gone, or
+        goes once the model notices the split)."""
+        return all(tree.feature[node] < 0 for tree, node in zip(self._trees, nodes))
+
     def _leaf_learn(
         self, nodes: list[int], raw: list[float], target: int, codes: Sequence[int] | np.ndarray
     ) -> None:
@@ -573,8 +579,8 @@ class SGTClassifier(BaseSGT):
     def _observe_row(
         self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> None:
-        if self._leaf_log is not None:
-            self._leaf_log.predicted(nodes, codes, len(self._classes))
+        if self._leaf_log is not None:  # (k = 0: a row the naive Bayes does not serve, as predict_proba_one)
+            self._leaf_log.predicted(nodes, codes, len(self._classes) if self._at_leaves(nodes) else 0)
         if isinstance(out, _Mixing):
             out.row = row  # learned next, if labelled
             return
