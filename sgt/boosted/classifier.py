@@ -134,6 +134,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             max_bytes=max_bytes,
             proba=proba,  # the members keep no class counts to smooth with: "tree" or "calibrated"
             linear_gate=None,  # the members' trees have their own parameters
+            leaf_bayes=False,
         )
         self._init_boosting(
             n_members, learning_rate, poisson_rate, drift_threshold, drift_delta, seed, policy, outputs
@@ -922,8 +923,9 @@ class BoostedClassifier(_ClassifierEnsemble):
 
     def _new_single(self) -> SGTClassifier:
         """The single classifier beside the members: SGTClassifier's own defaults, with the ensemble's
-        settings of the data (its grid, depth, feature names and categories)."""
-        return SGTClassifier(**self._data_settings())
+        settings of the data (its grid, depth, feature names and categories), but for the leaves'
+        naive Bayes, which gave the ensemble nothing (docs/decisions.md)."""
+        return SGTClassifier(**self._data_settings(), leaf_bayes=False)
 
     def _new_forest(self) -> ForestClassifier:
         """The forest beside the members: `CLASSIFIER_FOREST`, with the ensemble's settings of the data
@@ -1310,7 +1312,8 @@ class BoostedClassifier(_ClassifierEnsemble):
         params.setdefault("multiclass_trees", "per-class")  # saved before the parameter: a tree per class
         params.setdefault("proba", "tree")  # saved before the parameter, or with "tree": the raw softmax
         params = super()._params_from_saved(params, loss)
-        del params["linear_gate"]  # SGTClassifier's default for its saves, not a parameter of the ensemble
+        del params["linear_gate"]  # SGTClassifier's defaults for its saves, not parameters of the ensemble
+        del params["leaf_bayes"]
         return params
 
 

@@ -179,9 +179,9 @@ def huber(spec: StreamSpec) -> dict[str, Any]:
     return {"loss": Huber()} if spec.is_regression else {}
 
 
-def leaf_bayes(spec: StreamSpec) -> dict[str, Any]:
-    """``leaf_bayes=True`` for a classifier (the regressor has no such parameter)."""
-    return {} if spec.is_regression else {"leaf_bayes": True}
+def no_leaf_bayes(spec: StreamSpec) -> dict[str, Any]:
+    """``leaf_bayes=False`` for a classifier (the regressor has no such parameter)."""
+    return {} if spec.is_regression else {"leaf_bayes": False}
 
 
 def blind_single(spec: StreamSpec, blind: tuple[float, float] | None) -> Any:
@@ -211,8 +211,9 @@ RELEASE_0_1_0 = {"grace_start": 100, "leaf_model": "constant", "proba": "tree"}
 VARIANTS: tuple[Variant, ...] = (
     Variant("ours", lambda spec: by_task(spec, SGTClassifier, SGTRegressor)),
     # single trees: the paper's model and the previous release's, then one change to the defaults each
-    Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS)),
-    Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0)),
+    # (neither the paper nor the release had the leaves' naive Bayes)
+    Variant("ours-paper", lambda spec: single(spec, proba="tree", **PAPER_DEFAULTS, **no_leaf_bayes(spec))),
+    Variant("ours-0.1.0", lambda spec: single(spec, **RELEASE_0_1_0, **no_leaf_bayes(spec))),
     Variant("ours-mixed", lambda spec: single(spec, proba="mixed")),
     Variant("ours-calibrated-alone", calibrated_alone),
     # the young naive Bayes: as before the tournament and two-valued features (retired by the bounded
@@ -255,8 +256,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-huber", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **huber(spec))),
     Variant("ours-fading-0.25", lambda spec: fading(spec, 0.25)),
     Variant("ours-fading-0.9", lambda spec: fading(spec, 0.9)),
-    # the classifier with a naive Bayes per leaf served where it leads (leaf_bayes=True; sgt.leaf_bayes)
-    Variant("ours-leaf-bayes", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **leaf_bayes(spec))),
+    # the classifier without the naive Bayes per leaf (leaf_bayes=False; sgt.leaf_bayes): the default before
+    Variant(
+        "ours-no-leaf-bayes", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **no_leaf_bayes(spec))
+    ),
     Variant("ours-blend", lambda spec: single(spec, proba="blend")),
     Variant("ours-hgs", lambda spec: single(spec, proba="hgs")),
     Variant("ours-lambda-0.1", lambda spec: single(spec, linear_lambda=0.1)),

@@ -175,6 +175,7 @@ def test_without_it_nothing_changes() -> None:
     plain.learn_many(X, y)
     assert "leaf_bayes" not in plain.to_bytes()[:4096].decode("latin-1")  # the format before it
     assert SGTClassifier.from_bytes(plain.to_bytes()).get_params()["leaf_bayes"] is False
+    assert SGTClassifier().get_params()["leaf_bayes"] is True  # the default
 
 
 def test_it_helps_on_a_curved_boundary() -> None:

@@ -91,8 +91,11 @@ def same_predictions(batch: list[Any], loop: list[Any]) -> bool:
 
 TINY = {"grace_period": 6, "warm_up": 10, "delta": 0.2, "nominal": ["c"]}
 MODELS: dict[str, Callable[[int, int], Any]] = {
-    "classifier": lambda start, _: SGTClassifier(grace_start=start, **TINY),
-    "constant classifier": lambda start, _: SGTClassifier(grace_start=start, leaf_model="constant", **TINY),
+    # (without the leaves' naive Bayes, whose hooks watch the rows in order: the chunked path)
+    "classifier": lambda start, _: SGTClassifier(grace_start=start, leaf_bayes=False, **TINY),
+    "constant classifier": lambda start, _: SGTClassifier(
+        grace_start=start, leaf_model="constant", leaf_bayes=False, **TINY
+    ),
     "regressor": lambda start, _: SGTRegressor(grace_start=start, **TINY),
     # (the members alone: the single tree's and forest's leaves are the single trees' above, the
     # Mondrian forest's walk test_boosted_mondrian.py's)
@@ -184,7 +187,7 @@ class PassSpy:
 def test_the_streams_run_many_events_per_pass_and_defer_some(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = PassSpy(monkeypatch)
     records, labels = stream(5, 400, regression=False)
-    model = SGTClassifier(grace_start=1, **TINY)
+    model = SGTClassifier(grace_start=1, leaf_bayes=False, **TINY)
     model.predict_learn_many(records, labels)
     assert model.n_splits >= 10
     assert max(spy.found) >= 5  # several leaves filled in one pass
@@ -197,9 +200,12 @@ def test_models_whose_hooks_watch_the_rows_in_order_keep_the_chunked_path(
     spy = PassSpy(monkeypatch)
     records, labels = stream(6, 300, regression=False)
     for proba in ("mixed", "hgs", "blend"):
-        SGTClassifier(grace_start=2, proba=proba, **TINY).predict_learn_many(records, labels)
+        SGTClassifier(grace_start=2, proba=proba, leaf_bayes=False, **TINY).predict_learn_many(
+            records, labels
+        )
     multiclass = [None if y is None else (y + i) % 3 for i, y in enumerate(labels)]
-    SGTClassifier(grace_start=2, **TINY).predict_learn_many(records, multiclass)
+    SGTClassifier(grace_start=2, leaf_bayes=False, **TINY).predict_learn_many(records, multiclass)
+    SGTClassifier(grace_start=2, **TINY).predict_learn_many(records, labels)  # the leaves' naive Bayes
     assert spy.found == []
-    SGTClassifier(grace_start=2, **TINY).predict_learn_many(records, labels)
+    SGTClassifier(grace_start=2, leaf_bayes=False, **TINY).predict_learn_many(records, labels)
     assert spy.found
