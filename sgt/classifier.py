@@ -581,8 +581,8 @@ class SGTClassifier(BaseSGT):
     def _observe_row(
         self, out: Any, row: int, nodes: list[int], raw: list[float], codes: Sequence[int] | np.ndarray
     ) -> None:
-        if self._leaf_log is not None:  # (k = 0: a row the naive Bayes does not serve, as predict_proba_one)
-            self._leaf_log.predicted(nodes, codes, len(self._classes) if self._at_leaves(nodes) else 0)
+        if self._leaf_log is not None:  # (before the row is learned: the trees as they predicted it)
+            self._leaf_log.predicted(nodes, codes, len(self._classes), self._at_leaves(nodes))
         if isinstance(out, _Mixing):
             out.row = row  # learned next, if labelled
             return
@@ -604,7 +604,11 @@ class SGTClassifier(BaseSGT):
     ) -> None:
         if self._leaf_log is not None:
             rows = np.where(learn[start:end], targets[start:end], -1)
-            self._leaf_log.block(nodes, raw, codes, rows, len(self._classes))
+            # (before the block is learned: a node that has split is where a row's route stopped)
+            at_leaves = np.ones(end - start, dtype=bool)
+            for grown, at in zip(self._trees, nodes, strict=True):
+                at_leaves &= grown.feature[at] < 0
+            self._leaf_log.block(nodes, raw, codes, rows, len(self._classes), at_leaves)
         if self._bayes is not None:  # the batch mixes every row at its end (_run_codes)
             return
         if self._smoother is None:

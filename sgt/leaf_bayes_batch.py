@@ -38,7 +38,8 @@ SHORT = 48
 class Piece(NamedTuple):
     """Rows the hooks saw together: each row's cell (`keys` [rows, trees]), codes [rows, width], class
     (`targets`, -1 for a row not learned), the trees' most probable class (`labels`) and the classes
-    known then (`k`); whether each row was predicted before it was learned (`predicted`)."""
+    known then (`k`); whether each row was predicted before it was learned (`predicted`), and whether
+    its route ended at leaves (`at_leaves`: a row stopped at a branch is not served)."""
 
     keys: np.ndarray
     codes: np.ndarray
@@ -46,6 +47,7 @@ class Piece(NamedTuple):
     labels: np.ndarray
     k: int
     predicted: bool
+    at_leaves: np.ndarray
 
 
 class Regridded(NamedTuple):
@@ -60,8 +62,11 @@ class Log:
     def __init__(self) -> None:
         self.entries: list[Piece | Regridded] = []
 
-    def predicted(self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray, k: int) -> None:
-        self.entries.append(Piece(_row(nodes), _row(codes), np.array([-1]), np.array([0]), k, True))
+    def predicted(
+        self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray, k: int, at_leaves: bool
+    ) -> None:
+        row = Piece(_row(nodes), _row(codes), np.array([-1]), np.array([0]), k, True, np.array([at_leaves]))
+        self.entries.append(row)
 
     def learned(
         self,
@@ -72,7 +77,8 @@ class Log:
         k: int,
     ) -> None:
         label = np.array([trees_label(raw)])
-        self.entries.append(Piece(_row(nodes), _row(codes), np.array([target]), label, k, False))
+        row = Piece(_row(nodes), _row(codes), np.array([target]), label, k, False, np.ones(1, dtype=bool))
+        self.entries.append(row)
 
     def regridded(self, features: list[int]) -> None:
         self.entries.append(Regridded(features))
@@ -84,16 +90,19 @@ class Log:
         codes: np.ndarray,
         targets: np.ndarray,
         k: int,
+        at_leaves: np.ndarray,
     ) -> None:
         """Rows of a block that the trees predict, then learn, at fixed leaves (`nodes[t]`: each row's
-        leaf in tree t; `raw` [trees, rows]; `targets`: each row's class, -1 for a row only predicted)."""
+        leaf in tree t, or the branch where its route stopped, `at_leaves` false; `raw` [trees, rows];
+        `targets`: each row's class, -1 for a row only predicted)."""
         n = codes.shape[0]
         keys = np.stack(nodes, axis=1) if nodes else np.zeros((n, 0), dtype=np.int64)
         # the first class's logit is 0, the earliest class wins ties (`trees_label`)
         labels = (
             np.zeros(n, dtype=np.int64) if raw is None else np.vstack([np.zeros((1, n)), raw]).argmax(axis=0)
         )
-        self.entries.append(Piece(keys, np.array(codes, dtype=np.int64), targets.copy(), labels, k, True))
+        codes = np.array(codes, dtype=np.int64)
+        self.entries.append(Piece(keys, codes, targets.copy(), labels, k, True, at_leaves.copy()))
 
 
 def _row(values: Sequence[int] | Sequence[float] | np.ndarray) -> np.ndarray:
@@ -133,6 +142,7 @@ class Events:
     label: np.ndarray  # the trees' most probable class, for a learned row
     k: np.ndarray  # the classes known
     proba_row: np.ndarray  # the row of the batch's probabilities, -1 for a row only learned
+    at_leaves: np.ndarray  # a predicted row's route ended at leaves (else it is not served)
 
     @classmethod
     def of(cls, pieces: list[Piece], first_row: int) -> Events:
@@ -146,10 +156,11 @@ class Events:
                 p.labels,
                 np.full(p.targets.shape[0], p.k),
                 np.full(p.targets.shape[0], p.predicted),
+                p.at_leaves,
             )
             for p in pieces
         ]
-        keys, codes, target, label, k, predicted = (
+        keys, codes, target, label, k, predicted, at_leaves = (
             np.concatenate(column) for column in zip(*columns, strict=True)
         )
         # a row predicted alone (the one-record path's hooks), then learned at the same cell with the same
@@ -161,17 +172,16 @@ class Events:
             target[at], label[at] = target[at + 1], label[at + 1]
             kept = np.ones(target.shape[0], dtype=bool)
             kept[at + 1] = False
-            keys, codes, target, label, k, predicted = (
-                a[kept] for a in (keys, codes, target, label, k, predicted)
+            keys, codes, target, label, k, predicted, at_leaves = (
+                a[kept] for a in (keys, codes, target, label, k, predicted, at_leaves)
             )
         proba_row = np.where(predicted, first_row + np.cumsum(predicted) - 1, -1)
-        return cls(keys, codes, target, label, k, proba_row)
+        return cls(keys, codes, target, label, k, proba_row, at_leaves)
 
     def only(self, rows: np.ndarray) -> Events:
         """The events `rows` (a mask) of these."""
-        return Events(
-            *(a[rows] for a in (self.keys, self.codes, self.target, self.label, self.k, self.proba_row))
-        )
+        columns = (self.keys, self.codes, self.target, self.label, self.k, self.proba_row, self.at_leaves)
+        return Events(*(a[rows] for a in columns))
 
     def key(self, e: int) -> Key:
         return tuple(v for v in self.keys[e].tolist() if v >= 0)
@@ -187,7 +197,7 @@ def _replay_one_by_one(bayes: LeafBayes, events: Events, numeric: Sequence[int],
     for e in range(events.k.shape[0]):
         key, codes, k = events.key(e), events.codes[e].tolist(), int(events.k[e])
         row = int(events.proba_row[e])
-        if row >= 0:
+        if row >= 0 and events.at_leaves[e]:
             estimate = bayes.predict(key, codes, numeric, k)
             if estimate is not None:
                 proba[row, :k] = bayes.served(proba[row, :k], estimate)
@@ -249,6 +259,7 @@ class Sorted(NamedTuple):
     label: np.ndarray
     k: np.ndarray
     proba_row: np.ndarray
+    at_leaves: np.ndarray
 
     @classmethod
     def of(cls, events: Events, order: np.ndarray, width: int, columns: np.ndarray) -> Sorted:
@@ -258,6 +269,7 @@ class Sorted(NamedTuple):
             events.label[order],
             events.k[order],
             events.proba_row[order],
+            events.at_leaves[order],
         )
 
 
@@ -291,7 +303,8 @@ def _replay_arrays(bayes: LeafBayes, events: Events, numeric: Sequence[int], pro
 
     # the estimates of the rows learned or predicted (a prediction's, where it is served)
     tallied = learned & (e.k >= 2)
-    at = np.flatnonzero(tallied | ((e.proba_row >= 0) & (e.k >= 2)))
+    servable = (e.proba_row >= 0) & (e.k >= 2) & e.at_leaves
+    at = np.flatnonzero(tallied | servable)
     estimate, best = np.zeros((e.k.shape[0], k_most)), np.zeros(e.k.shape[0], dtype=np.int64)
     estimate[at], best[at], states = _estimates(
         bayes.bins, at, e, (e.x > 0) & (known > 0), classes, base, running, brought
@@ -311,7 +324,7 @@ def _replay_arrays(bayes: LeafBayes, events: Events, numeric: Sequence[int], pro
     falls = np.flatnonzero(tallied & (lead_after <= -bayes.behind))
     np.minimum.at(retires, running.cell[falls], falls)
     live = np.arange(events_n) <= retires[running.cell]
-    served = np.flatnonzero(live & (e.proba_row >= 0) & (e.k >= 2) & (tally[:, 0] > tally[:, 1]))
+    served = np.flatnonzero(live & servable & (tally[:, 0] > tally[:, 1]))
     _serve(proba, e.proba_row[served], e.k[served], estimate[served])
 
     # the cells that learned: their statistics and tallies after the piece

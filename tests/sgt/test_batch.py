@@ -78,6 +78,8 @@ CUTS = st.lists(st.integers(1, 299), max_size=6, unique=True).map(sorted)
 # a record whose category the root's branch had not seen stopped there, and a batch served it the cell
 # of the root before its split, which the loop had forgotten
 @example(n=25, seed=129108399, cuts=[])
+# so too a row of a block (the chunked path's rows at fixed leaves) whose route stopped at a branch
+@example(n=129, seed=4294967294, cuts=[])
 def test_a_tree_proba_classifier_batches_as_the_loop(
     leaf_bayes: bool, n: int, seed: int, cuts: list[int]
 ) -> None:
