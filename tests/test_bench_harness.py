@@ -493,3 +493,11 @@ def test_each_variant_runs_untimed_once_per_task_before_its_first_timed_stream()
         + [("regression", 4)] * warm
         + [("regression", timestamp)]
     )
+
+
+def test_the_budget_benchmark_runs_unbounded_models_when_told_none() -> None:
+    """`--budgets none` is an unbounded model (a None value had left the worker's default, 32 MiB)."""
+    from tests.bench.bench_budget import settings_for
+
+    assert settings_for("sgt", None).model_max_bytes is None
+    assert settings_for("boosted", 2**20).model_max_bytes == 2**20

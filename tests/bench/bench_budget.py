@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from worker.config import load_settings
+from worker.config.worker_settings import WorkerSettings
 from worker.core.sgt_models import new_model
 from worker.devtools.streams import SEA
 
@@ -63,10 +64,17 @@ def parse_budget(text: str) -> int | None:
     return int(text)
 
 
+def settings_for(model_name: str, budget: int | None) -> WorkerSettings:
+    """The worker's settings of the model with `budget` (None: unbounded, the setting's "none"; a None
+    value would leave the setting at its default, 32 MiB)."""
+    return load_settings(
+        {"model": model_name, "model_max_bytes": "none" if budget is None else budget}, env={}
+    )
+
+
 def run(model_name: str, budget: int | None, records: int, period: int, batch: int) -> Result:
     """Learn the stream prequentially with one model and budget."""
-    settings = load_settings({"model": model_name, "model_max_bytes": budget}, env={})
-    model = new_model(settings)
+    model = new_model(settings_for(model_name, budget))
     stream = SEA(period=period)
     hits, last_hits, most = 0, 0, 0
     last_from = max(0, records - 1_000_000)
