@@ -35,9 +35,12 @@ __all__ = [
     "Moments",
     "PseudoRecord",
     "bernoulli_terms",
+    "log_priors",
     "moments",
     "normalised",
+    "normalised_joint",
     "priors",
+    "probabilities",
     "state_moments",
 ]
 
@@ -163,14 +166,22 @@ class Moments:
                     score = score + self.masses[2 * at + 1]
                 # (a third code of a two-valued feature takes no part: `bernoulli_terms` gives 0.0)
             scores.append(score)
-        top = max(scores)
-        e = np.exp(np.array([score - top for score in scores])).tolist()
-        norm = e[0]
-        for v in e[1:]:
-            norm += v
-        estimate = [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
+        estimate = probabilities(scores)
         self.last = (x, estimate)
         return estimate
+
+
+def probabilities(scores: list[float]) -> list[float]:
+    """One row's estimate from its log joint scores, one per class: numpy's exp of each score less the
+    top one, normalised by their sum in class order (Python's sum of floats is compensated from 3.12
+    on), with a share of the uniform distribution (`normalised_joint`'s arithmetic)."""
+    top = max(scores)
+    e = np.exp(np.array([score - top for score in scores])).tolist()
+    norm = e[0]
+    for v in e[1:]:
+        norm += v
+    k = len(scores)
+    return [(1.0 - UNIFORM_SHARE) * (v / norm) + UNIFORM_SHARE / k for v in e]
 
 
 def moments(
@@ -253,12 +264,25 @@ def normalised(terms: np.ndarray, classes: np.ndarray, known: np.ndarray) -> np.
     [rows, K] the class counts before each row. The log prior, then each feature's term in feature
     order (`Moments.estimate`'s order of operations), normalised in class order.
     """
-    k = classes.shape[1]
-    count = np.maximum(known, 1)[:, None]
-    total = classes.sum(axis=1, keepdims=True)  # integers: exact
-    log_joint = np.log((classes + 1.0) / (total + count))
+    count = np.maximum(known, 1)
+    log_joint = log_priors(classes, count)
     for term in terms:
         log_joint = log_joint + term
+    return normalised_joint(log_joint, count)
+
+
+def log_priors(classes: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """[rows, K] each class's log prior (`priors`) from the class counts `classes` [rows, K] of rows
+    that know `known` [rows] classes (at least one)."""
+    total = classes.sum(axis=1, keepdims=True)  # integers: exact
+    return np.log((classes + 1.0) / (total + known[:, None]))
+
+
+def normalised_joint(log_joint: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """[rows, K] the estimate of each row from its log joint scores [rows, K] over its first `known`
+    classes (at least one; 0 beyond them), normalised in class order (`probabilities` on arrays)."""
+    k = log_joint.shape[1]
+    count = known[:, None]
     mine = np.arange(k)[None, :] < count
     if not mine.all():
         log_joint = np.where(mine, log_joint, -np.inf)

@@ -218,7 +218,8 @@ class SGTClassifier(BaseSGT):
         # (not within a memory budget, which bounds the trees' statistics alone: none, as the boosted
         # ensembles' side models)
         self._leaf_bayes = LeafBayes(self.bins) if leaf_bayes and max_bytes is None else None
-        self._leaf_splits = 0  # the trees' splits when the leaf naive Bayes last forgot split leaves
+        # (trees, their splits) when the leaf naive Bayes last forgot split leaves (`_forget_split_leaves`)
+        self._leaf_splits = (0, 0)
         # while a batch runs with the leaf naive Bayes: what its hooks saw, replayed once the trees ran
         self._leaf_log: Log | None = None
         # (a feature of two values is a Bernoulli variable to the naive Bayes of a new model)
@@ -289,7 +290,7 @@ class SGTClassifier(BaseSGT):
     def _leaf_nbytes(self) -> int:
         if self._leaf_bayes is None:
             return 0
-        self._leaf_bayes.prune(self._trees)
+        self._forget_split_leaves()
         return self._leaf_bayes.nbytes(len(self._classes), self._layout.n_features)
 
     def _state_extra(self) -> dict[str, Any]:
@@ -309,7 +310,7 @@ class SGTClassifier(BaseSGT):
         else:
             arrays = [] if self._smoother is None else self._smoother.arrays()
         if self._leaf_bayes is not None:  # every cell, as the model now has classes and features
-            self._leaf_bayes.prune(self._trees)
+            self._forget_split_leaves()
             arrays += self._leaf_bayes.arrays(len(self._trees), len(self._classes), self._layout.n_features)
         return arrays
 
@@ -534,6 +535,15 @@ class SGTClassifier(BaseSGT):
         tree = softmax_one(raw) if self._trees and self.proba == "blend" else None
         self._smoother.learn_one(nodes, tree, int(target))
 
+    def _forget_split_leaves(self) -> None:
+        """The leaves' naive Bayes forgets the cells of leaves that have split, if a tree has split or
+        been added since it last did (its prune walks every cell; no cell dies otherwise)."""
+        assert self._leaf_bayes is not None
+        shape = (len(self._trees), sum(tree.n_splits for tree in self._trees))
+        if shape != self._leaf_splits:
+            self._leaf_splits = shape
+            self._leaf_bayes.prune(self._trees)
+
     def _at_leaves(self, nodes: Sequence[int]) -> bool:
         """Whether a record's route ended at a leaf of every tree, not at a branch that has not seen one
         of its categories: the leaves' naive Bayes serves only the first (a branch's cell is gone, or
@@ -549,10 +559,7 @@ class SGTClassifier(BaseSGT):
         if self._leaf_log is not None:
             self._leaf_log.learned(nodes, codes, target, raw, k)
             return
-        splits = sum(tree.n_splits for tree in self._trees)
-        if splits != self._leaf_splits:  # (memory only: no record reaches a split leaf again)
-            self._leaf_splits = splits
-            self._leaf_bayes.prune(self._trees)
+        self._forget_split_leaves()  # (memory only: no record reaches a split leaf again)
         row = codes if type(codes) is list else [int(c) for c in codes]
         self._leaf_bayes.learn(tuple(nodes), row, self._layout.numeric_list, target, trees_label(raw), k)
 
@@ -711,7 +718,7 @@ class SGTClassifier(BaseSGT):
         finally:
             self._leaf_log = None
         replay(self._leaf_bayes, log, self._layout.numeric_list, proba)
-        self._leaf_bayes.prune(self._trees)
+        self._forget_split_leaves()
         return proba
 
     def _run_trees_proba(self, X: Any, y: Sequence[Any] | None) -> np.ndarray:

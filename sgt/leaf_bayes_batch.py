@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sgt.bayes_moments import PSEUDO_WEIGHT, UNIFORM_SHARE, state_moments
+from sgt.bayes_moments import PSEUDO_WEIGHT, log_priors, normalised_joint, state_moments
 from sgt.leaf_bayes import Key, LeafBayes, trees_label
 
 __all__ = ["SHORT", "Log", "replay"]
@@ -382,17 +382,14 @@ def _estimates(
     brought: Brought,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[len(at), K] the estimates of sorted events `at` over their classes (0 beyond them) and
-    [len(at)] their most probable classes: `LeafBayes._scores` and `estimate` on arrays, in their
-    order of operations; and, as each class's running statistics are at hand, every cell's
-    statistics after the piece [cells, K, 3 * F]."""
+    [len(at)] their most probable classes: `LeafBayes._scores` on arrays, in its order of operations,
+    then sgt.bayes_moments' normalisation; and, as each class's running statistics are at hand, every
+    cell's statistics after the piece [cells, K, 3 * F]."""
     k_most = classes.shape[1]
     k = e.k[at]
-    counts = classes[at]
-    total = counts.sum(axis=1, keepdims=True)  # integers: exact
-    log_prior = np.log((counts + 1.0) / (total + k[:, None]))
-    mine = np.arange(k_most)[None, :] < k[:, None]
+    log_prior = log_priors(classes[at], k)
     xs, present_at, cells = e.x[at].T, present[at].T, running.cell[at]
-    scores = np.empty((k_most, at.shape[0]))
+    scores = np.empty((at.shape[0], k_most))
     final = base.states.copy()
     for c in range(k_most):
         states = base.states[cells, c]
@@ -407,15 +404,10 @@ def _estimates(
         score = log_prior[:, c]
         for j in range(terms.shape[0]):
             score = score + np.where(present_at[j], terms[j], 0.0)
-        scores[c] = score
-    scores = np.where(mine.T, scores, -np.inf)
-    best = scores.argmax(axis=0)  # (the earliest on ties, as list.index(max(...)))
-    exp = np.exp(scores - scores.max(axis=0))
-    norm = exp[0].copy()
-    for c in range(1, k_most):
-        norm += exp[c]
-    estimate = (1.0 - UNIFORM_SHARE) * (exp / norm) + UNIFORM_SHARE / k
-    return np.where(mine, estimate.T, 0.0), best, final
+        scores[:, c] = score
+    mine = np.arange(k_most)[None, :] < k[:, None]
+    best = np.where(mine, scores, -np.inf).argmax(axis=1)  # (the earliest on ties, as list.index(max(...)))
+    return normalised_joint(scores, k), best, final
 
 
 def _serve(proba: np.ndarray, rows: np.ndarray, k: np.ndarray, estimate: np.ndarray) -> None:
