@@ -198,7 +198,8 @@ def test_a_checkpoint_of_the_previous_release_is_adopted_and_continued_exactly(
         group, topics["features"], topics["labels"], "classification"
     )
     predicted = sorted(
-        orjson.loads(m.value())["offset"] for m in read_all(kafka_bootstrap, topics["predictions"], 1)
+        orjson.loads(m.value())["offset"]
+        for m in read_all(kafka_bootstrap, topics["predictions"], 1, at_least=100)
     )
     assert predicted == list(range(400, 500))  # the fixture's records were predicted before it was written
     assert split_state(payload)[1] != model_blob  # it did learn from the new records

@@ -65,7 +65,7 @@ def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
     assert_matches_offline(ckpt, offline, ends)
     predicted = {
         (m.partition(), orjson.loads(m.value())["offset"])
-        for m in read_all(kafka_bootstrap, topics["predictions"], PARTITIONS)
+        for m in read_all(kafka_bootstrap, topics["predictions"], PARTITIONS, at_least=N)
     }
     assert len(predicted) == N  # duplicates after the restart are allowed, gaps are not
 

@@ -64,10 +64,13 @@ def _with_outputs(bootstrap: str, topics: dict[str, str], tag: str) -> dict[str,
     return out
 
 
-def _predictions(bootstrap: str, topic: str) -> dict[tuple[int, int], list[dict[str, Any]]]:
-    """Every prediction document by (input partition, input offset), without its timestamp."""
+def _predictions(
+    bootstrap: str, topic: str, at_least: int = 0
+) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """Every prediction document by (input partition, input offset), without its timestamp (reading on
+    past silences until ``at_least`` documents arrived)."""
     out: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for m in read_all(bootstrap, topic, PARTITIONS):
+    for m in read_all(bootstrap, topic, PARTITIONS, at_least=at_least):
         doc = orjson.loads(m.value())
         doc.pop("ts")
         out.setdefault((doc["partition"], doc["offset"]), []).append(doc)
@@ -110,8 +113,8 @@ def test_exactly_once_predicts_what_at_least_once_predicts(
     wait_for(lambda: caught_up(eos_ckpt, ends) and caught_up(alos_ckpt, ends), 120, "both to reach the ends")
     assert eos.stop(signal.SIGTERM) == 0 and alos.stop(signal.SIGTERM) == 0
     assert_matches_offline(eos_ckpt, offline, ends)
-    eos_predicted = _predictions(kafka_bootstrap, eos_topics["predictions"])
-    assert eos_predicted == _predictions(kafka_bootstrap, alos_topics["predictions"])
+    eos_predicted = _predictions(kafka_bootstrap, eos_topics["predictions"], at_least=N)
+    assert eos_predicted == _predictions(kafka_bootstrap, alos_topics["predictions"], at_least=N)
     assert len(eos_predicted) == N
     _assert_run_starts_at(eos_predicted, dict.fromkeys(range(PARTITIONS), 0))
     assert (
@@ -178,11 +181,11 @@ def test_sigkill_at_random_moments_then_restart_commits_each_prediction_once(
     if empty_directories:
         sources = {e["source"] for e in worker.log_events("partition restored")}
         assert "topic" in sources, sources
-    uninterrupted = _predictions(kafka_bootstrap, reference_topics["predictions"])
+    uninterrupted = _predictions(kafka_bootstrap, reference_topics["predictions"], at_least=N)
     committed_view: dict[tuple[int, int], list[dict]] = {}
     ends_of_runs = [start for start, _ in runs[1:]] + [ends["features"]]
     for (start, topic), end in zip(runs, ends_of_runs, strict=True):
-        predicted = _predictions(kafka_bootstrap, topic)
+        predicted = _predictions(kafka_bootstrap, topic, at_least=sum(end[p] - start[p] for p in end))
         _assert_run_starts_at(predicted, start)
         for (p, offset), docs in predicted.items():
             if offset < end[p]:  # committed by this run: below what the next run started from
@@ -224,7 +227,12 @@ def test_a_checkpoint_behind_the_committed_offsets_replays_without_producing(
     wait_for(lambda: caught_up(ckpt, ends), 120, "the restarted worker to reach the ends")
     assert second.stop(signal.SIGTERM) == 0
     assert_matches_offline(ckpt, offline, ends)
-    _assert_run_starts_at(_predictions(kafka_bootstrap, second_topics["predictions"]), committed)
+    second_predicted = _predictions(
+        kafka_bootstrap,
+        second_topics["predictions"],
+        at_least=sum(ends["features"][p] - committed[p] for p in committed),
+    )
+    _assert_run_starts_at(second_predicted, committed)
     restored = {e["partition"]: e for e in second.log_events("partition restored")}
     replayed = sorted(p for p, e in restored.items() if e["committed_outputs_until"])
     if state_topic == "none":
@@ -271,7 +279,8 @@ def test_a_second_worker_with_the_same_transactional_id_fences_the_first(
     assert second.stop(signal.SIGTERM) == 0
     assert_matches_offline(second_ckpt, offline, ends)
     _assert_run_starts_at(
-        _predictions(kafka_bootstrap, second_topics["predictions"]), dict.fromkeys(range(PARTITIONS), 0)
+        _predictions(kafka_bootstrap, second_topics["predictions"], at_least=N),
+        dict.fromkeys(range(PARTITIONS), 0),
     )
 
 

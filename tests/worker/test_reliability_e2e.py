@@ -131,7 +131,9 @@ def test_no_output_is_lost_across_an_outage_longer_than_the_delivery_timeout(
     assert _next_offsets(tmp_path) == [300, 0]  # no checkpoint covers an output not delivered
     proxy.release()
     wait_for(lambda: _next_offsets(tmp_path) == [600, 0], 60, "a checkpoint at the end")
-    offsets = {orjson.loads(m.value())["offset"] for m in read_all(bootstrap, topics["predictions"], 1)}
+    offsets = {
+        orjson.loads(m.value())["offset"] for m in read_all(bootstrap, topics["predictions"], 1, at_least=600)
+    }
     assert offsets == set(range(600))
     parsed = samples(worker.metrics.render().decode())
     assert (value(parsed, "sgt_delivery_failures_total", topic=topics["predictions"]) or 0) >= 1

@@ -155,7 +155,7 @@ def test_sigkills_with_an_empty_checkpoint_directory_at_every_restart(
     # A record is predicted once, plus once per later run that restored a state from before it.
     counts = Counter(
         (m.partition(), orjson.loads(m.value())["offset"])
-        for m in read_all(kafka_bootstrap, topics["predictions"], PARTITIONS)
+        for m in read_all(kafka_bootstrap, topics["predictions"], PARTITIONS, at_least=N)
     )
     # How many that is depends on how far a run got past its last checkpoint before its kill (a slow
     # broker or disk under load keeps a checkpoint in flight for longer), not on the restores.
