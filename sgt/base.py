@@ -22,6 +22,7 @@ from sgt.chunked import ROW_BY_ROW_MAX, run_codes, run_parts, widening_rows
 from sgt.explain import importances
 from sgt.features import CODE_DTYPE, MAX_CATEGORIES, FeatureName, FeatureSpace, Regrid
 from sgt.layout import Layout, LeafInputs, Params, checked_bound_block
+from sgt.leafwise import Watched
 from sgt.multioutput import load_tree
 from sgt.serialization import Saved, SerializationError, decode, encode, reading
 from sgt.tree import Tree
@@ -290,6 +291,26 @@ class BaseSGT:
         """Rows [start, end) of a `_run` hold no event: predict them in order, then learn the labelled
         ones (`nodes[t]`: each row's node in tree t; `raw`: [trees, rows], None without trees; `codes`:
         the rows' codes)."""
+
+    def _observe_nodewise(
+        self,
+        start: int,
+        stop: int,
+        watched: Watched,
+        raw: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        codes: np.ndarray,
+    ) -> None:
+        """Rows [start, stop) of a `_run` were taken node by node (sgt.leafwise; one tree, no new target,
+        no grown grid), each predicted at `watched.nodes[row]` with raw scores `raw[row]`; the learned
+        ones at a leaf were learned with them, and those stopped at a nominal branch on the one-record
+        path (`_observe_event`, `_observe_learn`: those hooks saw them during the run, out of row
+        order). Called when `_watches_nodewise`."""
+
+    def _watches_nodewise(self) -> bool:
+        """Whether the hooks follow a node-by-node run's rows through `_observe_nodewise`."""
+        return False
 
     def _leafwise(self) -> bool:
         """Whether a run may take its rows node by node (sgt.leafwise): with one tree, whose

@@ -34,7 +34,7 @@ import numpy as np
 from sgt.batch import Events
 from sgt.features import FeatureSpace, Regrid
 from sgt.layout import LeafInputs, leaf_inputs_of
-from sgt.leafwise import Run, run_leafwise
+from sgt.leafwise import Run, Watched, run_leafwise
 
 if TYPE_CHECKING:
     from sgt.base import BaseSGT
@@ -95,13 +95,16 @@ def run_codes(
         np.union1d(target_events, np.fromiter(regrids, dtype=np.intp, count=len(regrids))),
     )
     fold = model._folds_fills()
+    watched = Watched.of(n) if model._watches_nodewise() else None
     start = 0
     while start < n:
         if model._leafwise():  # up to the next new target or grown grid, node by node
             stop = events.next_fixed(start, n)
             if stop > start:
-                run = Run(*routes[0], codes, targets, learn, raw, outputs_at, inputs)
+                run = Run(*routes[0], codes, targets, learn, raw, outputs_at, inputs, watched)
                 run_leafwise(model, start, stop, run)
+                if watched is not None:
+                    model._observe_nodewise(start, stop, watched, raw, targets, learn, codes)
                 events.forget([0])
                 start = stop
                 continue

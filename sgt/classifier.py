@@ -17,6 +17,7 @@ from sgt.explain import Explanation, explanations
 from sgt.features import Regrid
 from sgt.leaf_bayes import LeafBayes, trees_label
 from sgt.leaf_bayes_batch import Log, replay
+from sgt.leafwise import Watched
 from sgt.linear_term import CLASSIFIER_LEVEL_STEP_BOUND
 from sgt.retirement import Retirement, Tournament
 from sgt.smoothing import MODES, Smoother
@@ -576,11 +577,36 @@ class SGTClassifier(BaseSGT):
     def _observe_event(self, row: int) -> None:
         if self._calibrating is not None:
             self._calibrating.row = row
+        if self._leaf_log is not None:
+            self._leaf_log.event_row = row
 
     def _leafwise(self) -> bool:
-        # the calibration's and its young naive Bayes's batches need only the event rows' scores
+        # the calibration's and its young naive Bayes's batches need only the event rows' scores, the
+        # leaves' naive Bayes each row's leaf (`_observe_nodewise`)
         quiet = self._bayes is None or self._calibrator is not None
-        return super()._leafwise() and self._smoother is None and self._leaf_bayes is None and quiet
+        watched = self._leaf_bayes is None or self._leaf_log is not None
+        return super()._leafwise() and self._smoother is None and watched and quiet
+
+    def _watches_nodewise(self) -> bool:
+        return self._leaf_log is not None
+
+    def _observe_nodewise(
+        self,
+        start: int,
+        stop: int,
+        watched: Watched,
+        raw: np.ndarray,
+        targets: np.ndarray,
+        learn: np.ndarray,
+        codes: np.ndarray,
+    ) -> None:
+        assert self._leaf_log is not None
+        rows = slice(start, stop)
+        at_leaves = watched.at_leaves[rows]
+        # (a learned row stopped at a branch was learned on the one-record path: its hooks logged it)
+        classes = np.where(learn[rows] & at_leaves, targets[rows], -1)
+        nodes, k = watched.nodes[rows], len(self._classes)
+        self._leaf_log.nodewise(start, nodes, raw[rows, :1].T, codes[rows], classes, k, at_leaves)
 
     def _folds_fills(self) -> bool:
         return self._smoother is None  # the smoothing's hooks are then silent

@@ -39,7 +39,8 @@ class Piece(NamedTuple):
     """Rows the hooks saw together: each row's cell (`keys` [rows, trees]), codes [rows, width], class
     (`targets`, -1 for a row not learned), the trees' most probable class (`labels`) and the classes
     known then (`k`); whether each row was predicted before it was learned (`predicted`), and whether
-    its route ended at leaves (`at_leaves`: a row stopped at a branch is not served)."""
+    its route ended at leaves (`at_leaves`: a row stopped at a branch is not served); a row learned on
+    the one-record path during a node-by-node run knows its row of the batch (`row`, else -1)."""
 
     keys: np.ndarray
     codes: np.ndarray
@@ -48,6 +49,7 @@ class Piece(NamedTuple):
     k: int
     predicted: bool
     at_leaves: np.ndarray
+    row: int = -1
 
 
 class Regridded(NamedTuple):
@@ -61,6 +63,7 @@ class Log:
 
     def __init__(self) -> None:
         self.entries: list[Piece | Regridded] = []
+        self.event_row = -1  # the row of the batch learned next on the one-record path
 
     def predicted(
         self, nodes: Sequence[int], codes: Sequence[int] | np.ndarray, k: int, at_leaves: bool
@@ -77,7 +80,10 @@ class Log:
         k: int,
     ) -> None:
         label = np.array([trees_label(raw)])
-        row = Piece(_row(nodes), _row(codes), np.array([target]), label, k, False, np.ones(1, dtype=bool))
+        learned = np.array([target])
+        row = Piece(
+            _row(nodes), _row(codes), learned, label, k, False, np.ones(1, dtype=bool), self.event_row
+        )
         self.entries.append(row)
 
     def regridded(self, features: list[int]) -> None:
@@ -103,6 +109,35 @@ class Log:
         )
         codes = np.array(codes, dtype=np.int64)
         self.entries.append(Piece(keys, codes, targets.copy(), labels, k, True, at_leaves.copy()))
+
+    def nodewise(
+        self,
+        start: int,
+        nodes: np.ndarray,
+        raw: np.ndarray,
+        codes: np.ndarray,
+        targets: np.ndarray,
+        k: int,
+        at_leaves: np.ndarray,
+    ) -> None:
+        """The rows from `start` of a node-by-node run of one tree (sgt.leafwise), as `block` takes them
+        (`nodes`: each row's node as predicted), put in row order: a row that its route stopped at a
+        branch was learned on the one-record path during the run, and logged then (`learned`, after
+        the run's earlier rows had been); its learned twin goes back after its prediction."""
+        events: list[Piece] = []
+        while self.entries and isinstance(last := self.entries[-1], Piece) and last.row >= start:
+            events.append(last)
+            self.entries.pop()
+        cut = 0
+        for event in reversed(events):  # (popped last first)
+            end = event.row - start + 1
+            self.block(
+                [nodes[cut:end]], raw[:, cut:end], codes[cut:end], targets[cut:end], k, at_leaves[cut:end]
+            )
+            self.entries.append(event)
+            cut = end
+        if cut < nodes.shape[0]:
+            self.block([nodes[cut:]], raw[:, cut:], codes[cut:], targets[cut:], k, at_leaves[cut:])
 
 
 def _row(values: Sequence[int] | Sequence[float] | np.ndarray) -> np.ndarray:

@@ -23,9 +23,10 @@ lies at least `need` of their learned rows further on, `need` being the smallest
 nodes (a fresh block after an attempt; 1 where rows stop at a nominal branch). That row is the
 *horizon*: events beyond it wait for the next pass, which takes those remaining rows.
 
-Not for models whose hooks watch the rows in order (the classifier's smoothing and naive Bayes, see
-`BaseSGT._leafwise`), nor for several trees, whose outputs meet in one softmax: there an attempt of any
-tree changes every later row's gradient.
+Not for models whose hooks watch the rows in order (the classifier's smoothing and young naive Bayes,
+see `BaseSGT._leafwise`); hooks that need only the node each row was predicted at get them at the end
+of the run (`Watched`, `BaseSGT._observe_nodewise`). Nor for several trees, whose outputs meet in one
+softmax: there an attempt of any tree changes every later row's gradient.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from sgt.tree import LeafInputs, Tree
 if TYPE_CHECKING:
     from sgt.base import BaseSGT
 
-__all__ = ["run_leafwise"]
+__all__ = ["Run", "Watched", "run_leafwise"]
 
 
 class Run(NamedTuple):
@@ -58,6 +59,20 @@ class Run(NamedTuple):
     raw_out: np.ndarray  # [rows, outputs]: the raw scores each row was predicted with
     outputs_at: np.ndarray
     inputs: LeafInputs
+    watched: Watched | None = None  # where each row was predicted, for hooks that watch the rows
+
+
+class Watched(NamedTuple):
+    """Where each row of a run was predicted (by row): its node then, and whether that node was a leaf
+    (else a nominal branch that stopped the row). For a model whose hooks follow the rows
+    (`BaseSGT._watches_nodewise`): the run moves a row's node in `Run.nodes` as the tree splits."""
+
+    nodes: np.ndarray
+    at_leaves: np.ndarray
+
+    @classmethod
+    def of(cls, n: int) -> Watched:
+        return cls(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,8 +141,32 @@ def _take(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple
     to their leaves (the filling row too: its attempt follows as an event); return the events' rows
     and nodes."""
     tree = context.tree
+    at = run.nodes[rows] if run.watched is not None else None  # (the pass moves no row)
     if kernels.ENABLED and _one_pass(tree):
-        return _take_compiled(context, rows, run, stop)
+        events = _take_compiled(context, rows, run, stop)
+    else:
+        events = _take_planned(context, rows, run, stop)
+    if run.watched is not None and at is not None:
+        _watch(tree, rows, at, events, run.watched, stop)
+    return events
+
+
+def _watch(
+    tree: Tree, rows: np.ndarray, at: np.ndarray, events: list[tuple[int, int]], watched: Watched, stop: int
+) -> None:
+    """Note where the pass predicted its taken rows: each node's rows up to its event, or all of them."""
+    limit = np.full(tree.n_nodes, stop)
+    if events:
+        event_rows, event_nodes = np.array(events, dtype=np.int64).T
+        limit[event_nodes] = event_rows
+    taken = rows <= limit[at]
+    watched.nodes[rows[taken]] = at[taken]
+    watched.at_leaves[rows[taken]] = tree.feature[at[taken]] < 0
+
+
+def _take_planned(context: Context, rows: np.ndarray, run: Run, stop: int) -> list[tuple[int, int]]:
+    """`_take` by sgt.kernels' plan_pass (or numpy), then `_predict_append`."""
+    tree = context.tree
     at = run.nodes[rows]
     if kernels.ENABLED:
         taken, leaf, place, event_rows, event_nodes = kernels.plan_pass(

@@ -205,7 +205,25 @@ def test_models_whose_hooks_watch_the_rows_in_order_keep_the_chunked_path(
         )
     multiclass = [None if y is None else (y + i) % 3 for i, y in enumerate(labels)]
     SGTClassifier(grace_start=2, leaf_bayes=False, **TINY).predict_learn_many(records, multiclass)
-    SGTClassifier(grace_start=2, **TINY).predict_learn_many(records, labels)  # the leaves' naive Bayes
     assert spy.found == []
     SGTClassifier(grace_start=2, leaf_bayes=False, **TINY).predict_learn_many(records, labels)
     assert spy.found
+
+
+def test_the_leaves_naive_bayes_follows_a_node_by_node_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its hooks need only each row's leaf as predicted (sgt.leafwise.Watched): the default binary
+    classifier keeps the node-by-node path, with the one-record loop's bits."""
+    spy = PassSpy(monkeypatch)
+    records, labels = stream(6, 300, regression=False)
+    batched = SGTClassifier(grace_start=2, **TINY)
+    proba = batched.predict_learn_many(records, labels)
+    assert max(spy.found) >= 2
+    looped, classes = SGTClassifier(grace_start=2, **TINY), list(batched.classes_)
+    expected = np.zeros_like(proba)
+    for i, (x, y) in enumerate(zip(records, labels, strict=True)):
+        for c, p in looped.predict_proba_one(x).items():
+            expected[i, classes.index(c)] = p
+        if y is not None:
+            looped.learn_one(x, y)
+    assert np.array_equal(expected, proba)
+    assert looped.to_bytes() == batched.to_bytes()
