@@ -2088,3 +2088,12 @@ VARIANTS += tuple(
     for label, changes in {"": {}, "-grace6": {"grace_period": 6}}.items()
     for k in range(5)
 )
+
+# the forest's members splitting on random feature subspaces (`feature_share`: each attempt searches that
+# share of the features, ARF's diversity): no better on the suite's binary streams or the held-out ones,
+# and slower, since a member with subspaces leaves the fused kernels (docs/decisions.md, "The forest's
+# settings hold with the Mondrian forest beside it")
+VARIANTS += tuple(
+    Variant(f"ours-boosted-forest-share{s}", boosted_class(_forest_class(f"_Share{s}", feature_share=s)))
+    for s in (0.4, 0.6, 0.8)
+)
