@@ -164,8 +164,23 @@ def test_core_bench_sizes_the_ensemble_and_scores_it(capsys: pytest.CaptureFixtu
     for row in rows:
         assert 60.0 < float(row[3].rstrip("%")) <= 100.0
     run = model_alone(encoded_records(2000), 250, settings("boosted", 3))
-    assert (run.records, f"{run.accuracy:.2%}", str(run.drifts)) == (2000, rows[1][3], rows[1][4])
+    assert (run.records, f"{run.score:.2%}", str(run.drifts)) == (2000, rows[1][3], rows[1][4])
     assert settings("boosted", 3).n_members == 3 and settings().n_members is None
+
+
+def test_core_bench_runs_the_regressors_and_scores_their_mae(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--task regression`` runs the worker's regressor on Friedman #1 records and prints its MAE,
+    scored against the records' own targets: a misaligned scoring would be about the targets' spread
+    (their mean absolute deviation is near 4), a model that learned them well below it."""
+    from tests.bench.bench_worker_core import encoded_records, main, model_alone, settings
+
+    assert main(["--records", "3000", "--run", "500", "--rounds", "1", "--task", "regression"]) == 0
+    out = capsys.readouterr().out
+    assert "3,000 records, runs of 500 per partition, 1 rounds, regression, model sgt" in out
+    printed = float(out.split("the models' prequential MAE: ")[1].split()[0])
+    run = model_alone(encoded_records(3000, "regression"), 500, settings(task="regression"))
+    assert f"{run.score:.3f}" == f"{printed:.3f}" and run.records == 3000
+    assert 0.0 < run.score < 3.0
 
 
 def test_soak_helpers_examples() -> None:

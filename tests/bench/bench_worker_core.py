@@ -1,7 +1,8 @@
 """The worker's Kafka-free core, no broker: records/s of decode + process, beside the model alone.
 
 Replays ``--records`` feature records (10 numeric features of the rotating hyperplane, inline labels,
-encoded exactly as ``sgt-worker produce`` encodes them) through what ``sgt-worker run`` does to them
+or with ``--task regression`` of Friedman #1 with drifting relevant features, encoded exactly as
+``sgt-worker produce`` encodes them) through what ``sgt-worker run`` does to them
 between fetch and produce, per run of ``--run`` records of one partition (4 partitions in turn, as a
 consumer's batches mostly hold one partition's records): `PartitionState.decode`, then
 `PartitionState.process`, which predicts, learns, scores and encodes the predictions. Beside it,
@@ -15,10 +16,11 @@ Run from the repository root::
     .venv/bin/python -m tests.bench.bench_worker_core --model boosted    # the boosted ensemble
     .venv/bin/python -m tests.bench.bench_worker_core --members 2,3,4,6  # ensembles of each size
     .venv/bin/python -m tests.bench.bench_worker_core --explain 3        # predictions with explain
+    .venv/bin/python -m tests.bench.bench_worker_core --task regression  # the regressors
 
 ``--members`` measures the boosted ensemble with each number of members (the worker's ``n_members``)
-and prints, beside the two rates, the models' prequential accuracy on the stream and the drifts they
-answered: what a smaller, faster ensemble costs in accuracy.
+and prints, beside the two rates, the models' prequential accuracy (MAE for regression) on the stream
+and the drifts they answered: what a smaller, faster ensemble costs in accuracy.
 """
 
 from __future__ import annotations
@@ -37,18 +39,21 @@ from worker.core.partition_state import PartitionState, StateConfig
 from worker.core.sgt_models import new_model, preload
 from worker.core.values import Record
 from worker.devtools.produce import feature_record
-from worker.devtools.streams import RotatingHyperplane
+from worker.devtools.streams import Friedman, RotatingHyperplane, Stream
 from worker.kafka.loop import _tune_gc
 
 PARTITIONS = 4
 
 
-def settings(model: str | None = None, n_members: int | None = None, explain: int = 0) -> WorkerSettings:
+def settings(
+    model: str | None = None, n_members: int | None = None, explain: int = 0, task: str = "classification"
+) -> WorkerSettings:
     """The settings a worker runs with by default (the model's hyperparameters among them), or with
     ``model`` (``sgt`` or ``boosted``) in place of the default model and ``n_members`` in place of the
-    ensemble's default size."""
+    ensemble's default size, for ``task``."""
     return load_settings(
         {
+            "task": task,
             "bootstrap_servers": "127.0.0.1:9",
             "group_id": "bench",
             "features_topic": "features",
@@ -65,27 +70,26 @@ def settings(model: str | None = None, n_members: int | None = None, explain: in
 
 @dataclass(frozen=True)
 class ModelRun:
-    """One round of the models alone: its seconds, the records the models predicted right before learning
-    them (prequential), of ``records``, and the drifts they answered (the boosted ensemble's)."""
+    """One round of the models alone: its seconds, the models' prequential score over its ``records``
+    (the share predicted right before they were learned; for regression the mean absolute error), and
+    the drifts they answered (the boosted ensemble's)."""
 
     seconds: float
-    correct: int
+    score: float
     records: int
     drifts: int
 
-    @property
-    def accuracy(self) -> float:
-        return self.correct / self.records
+
+def stream(task: str = "classification") -> Stream:
+    """The benchmarks' stream: 10 numeric features, inline labels; for classification the rotating
+    hyperplane (gradual drift, binary labels), for regression Friedman #1 (its relevant features
+    change every 5,000 records)."""
+    return Friedman(seed=7) if task == "regression" else RotatingHyperplane(seed=7, n_features=10)
 
 
-def stream() -> RotatingHyperplane:
-    """The benchmarks' stream: 10 numeric features, gradual drift, binary labels (inline)."""
-    return RotatingHyperplane(seed=7, n_features=10)
-
-
-def encoded_records(n: int) -> list[bytes]:
+def encoded_records(n: int, task: str = "classification") -> list[bytes]:
     """``n`` feature records of `stream` as JSON, as ``sgt-worker produce`` writes them."""
-    rows = stream().take(n)
+    rows = stream(task).take(n)
     return [feature_record(f"r-{i:06d}", x, y, 1.7e9 + i / 1000.0) for i, (x, y) in enumerate(rows)]
 
 
@@ -96,7 +100,7 @@ def runs(n: int, size: int) -> list[tuple[int, range]]:
 
 def core(values: list[bytes], size: int, settings: WorkerSettings) -> float:
     """Seconds to decode and process every record through fresh partition states."""
-    config = StateConfig("classification", None, features_topic="features")
+    config = StateConfig(settings.task, None, features_topic="features")
     states = [PartitionState(p, new_model(settings), config) for p in range(PARTITIONS)]
     offsets = [0] * PARTITIONS
     started = time.perf_counter()
@@ -119,24 +123,27 @@ def model_alone(values: list[bytes], size: int, settings: WorkerSettings) -> Mod
         rows = slice(indices.start, indices.stop)
         predicted.append((p, rows, models[p].predict_learn_many(xs[rows], ys[rows])))
     seconds = time.perf_counter() - started
+    drifts = sum(getattr(model, "n_drifts", 0) for model in models)  # the single tree answers none
+    if settings.task == "regression":
+        error = sum(float(np.abs(value - np.asarray(ys[rows])).sum()) for _, rows, value in predicted)
+        return ModelRun(seconds, error / len(docs), len(docs), drifts)
     correct = 0
     for p, rows, proba in predicted:
         # the stream is binary and each partition's first run holds both classes, so every run's columns
         # are the model's final classes
         labels = np.asarray(models[p].classes_)[np.argmax(proba, axis=1)]
         correct += int((labels == np.asarray(ys[rows])).sum())
-    drifts = sum(getattr(model, "n_drifts", 0) for model in models)  # the single tree answers none
-    return ModelRun(seconds, correct, len(values), drifts)
+    return ModelRun(seconds, correct / len(docs), len(docs), drifts)
 
 
 @dataclass(frozen=True)
 class Rounds:
-    """Each round's seconds for the core and for the models alone, and the models' prequential accuracy
-    and drifts answered (the same in every round: the models are deterministic)."""
+    """Each round's seconds for the core and for the models alone, and the models' prequential score
+    (`ModelRun.score`) and drifts answered (the same in every round: the models are deterministic)."""
 
     core: list[float]
     model: list[float]
-    accuracy: float
+    score: float
     drifts: int
 
     def rate(self, name: str, records: int) -> float:
@@ -144,9 +151,9 @@ class Rounds:
         return records / statistics.median(getattr(self, name))
 
 
-def set_up(records: int) -> list[bytes]:
-    """``records`` encoded records, after the worker's own set-up (done once per process)."""
-    values = encoded_records(records)
+def set_up(records: int, task: str = "classification") -> list[bytes]:
+    """``records`` encoded records of ``task``, after the worker's own set-up (done once per process)."""
+    values = encoded_records(records, task)
     _tune_gc()  # as the worker does before its loop
     preload()
     return values
@@ -154,7 +161,8 @@ def set_up(records: int) -> list[bytes]:
 
 def measure(records: int, run: int, rounds: int, chosen: WorkerSettings | None = None) -> Rounds:
     """``measure_on`` fresh `set_up` records, with the ``chosen`` settings (default: the worker's)."""
-    return measure_on(set_up(records), run, rounds, chosen or settings())
+    chosen = chosen or settings()
+    return measure_on(set_up(records, chosen.task), run, rounds, chosen)
 
 
 def measure_on(values: list[bytes], run: int, rounds: int, chosen: WorkerSettings) -> Rounds:
@@ -164,11 +172,16 @@ def measure_on(values: list[bytes], run: int, rounds: int, chosen: WorkerSetting
         core_seconds.append(core(values, run, chosen))
         model_runs.append(model_alone(values, run, chosen))
     last = model_runs[-1]
-    return Rounds(core_seconds, [m.seconds for m in model_runs], last.accuracy, last.drifts)
+    return Rounds(core_seconds, [m.seconds for m in model_runs], last.score, last.drifts)
 
 
-def report(rounds: Rounds, records: int) -> None:
-    """Each rate's median and best round, and their ratio."""
+def _scored(score: float, task: str) -> str:
+    """A prequential score as printed: an accuracy in percent, or an MAE."""
+    return f"{score:.3f}" if task == "regression" else f"{score:.2%}"
+
+
+def report(rounds: Rounds, records: int, task: str = "classification") -> None:
+    """Each rate's median and best round, their ratio, and the models' prequential score."""
     for name, label in (
         ("model", "sgt predict_learn_many alone"),
         ("core", "worker core (decode + process)"),
@@ -181,18 +194,23 @@ def report(rounds: Rounds, records: int) -> None:
         )
     ratio = rounds.rate("core", records) / rounds.rate("model", records)
     print(f"the core's records/s are {ratio:.0%} of the model's alone (medians)")
+    measure = "MAE" if task == "regression" else "accuracy"
+    print(f"the models' prequential {measure}: {_scored(rounds.score, task)}")
 
 
-def report_sizes(members: list[int], records: int, run: int, rounds: int) -> None:
-    """The boosted ensemble with each number of members: both rates (medians), the accuracy and the
-    drifts answered."""
-    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {'accuracy':>8}  {'drifts':>6}")
-    values = set_up(records)  # the same records for every size
+def report_sizes(
+    members: list[int], records: int, run: int, rounds: int, task: str = "classification"
+) -> None:
+    """The boosted ensemble with each number of members: both rates (medians), the accuracy (MAE) and
+    the drifts answered."""
+    measure = "MAE" if task == "regression" else "accuracy"
+    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {measure:>8}  {'drifts':>6}")
+    values = set_up(records, task)  # the same records for every size
     for size in members:
-        measured = measure_on(values, run, rounds, settings("boosted", size))
+        measured = measure_on(values, run, rounds, settings("boosted", size, task=task))
         model_rate, core_rate = measured.rate("model", records), measured.rate("core", records)
         rates = f"{model_rate:>15,.0f}  {core_rate:>14,.0f}"
-        print(f"{size:>7}  {rates}  {measured.accuracy:>8.2%}  {measured.drifts:>6}", flush=True)
+        print(f"{size:>7}  {rates}  {_scored(measured.score, task):>8}  {measured.drifts:>6}", flush=True)
 
 
 def _sizes(text: str) -> list[int]:
@@ -217,17 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--explain", type=int, default=0, help="the worker's explain setting (default 0: off)"
     )
-    args = parser.parse_args(argv)
-    if args.members:
-        print(f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, boosted")
-        report_sizes(args.members, args.records, args.run, args.rounds)
-        return 0
-    chosen = settings(args.model, explain=args.explain)
-    print(
-        f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, "
-        f"model {chosen.model}"
+    parser.add_argument(
+        "--task",
+        choices=("classification", "regression"),
+        default="classification",
+        help="the worker's task, and the stream's (default: classification)",
     )
-    report(measure(args.records, args.run, args.rounds, chosen), args.records)
+    args = parser.parse_args(argv)
+    head = f"{args.records:,} records, runs of {args.run:,} per partition, {args.rounds} rounds, {args.task}"
+    if args.members:
+        print(f"{head}, boosted")
+        report_sizes(args.members, args.records, args.run, args.rounds, args.task)
+        return 0
+    chosen = settings(args.model, explain=args.explain, task=args.task)
+    print(f"{head}, model {chosen.model}")
+    report(measure(args.records, args.run, args.rounds, chosen), args.records, args.task)
     return 0
 
 
