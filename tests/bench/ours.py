@@ -2097,3 +2097,21 @@ VARIANTS += tuple(
     Variant(f"ours-boosted-forest-share{s}", boosted_class(_forest_class(f"_Share{s}", feature_share=s)))
     for s in (0.4, 0.6, 0.8)
 )
+
+
+def worker_model(model: str) -> Callable[[StreamSpec], Any]:
+    """The model a worker runs with its default settings but ``model`` (``sgt`` or ``boosted``), for the
+    stream's task (worker.core.sgt_models.new_model: within the default memory budget, the boosted
+    classifier without a Mondrian forest)."""
+    from worker.config import load_settings
+    from worker.core.sgt_models import new_model
+
+    def make(spec: StreamSpec) -> Any:
+        task = "regression" if spec.is_regression else "classification"
+        return new_model(load_settings({"task": task, "model": model}, env={}))
+
+    return make
+
+
+# the worker's two models (its `model` setting), side by side on the library's streams: which suits a task
+VARIANTS += (Variant("worker-sgt", worker_model("sgt")), Variant("worker-boosted", worker_model("boosted")))
