@@ -287,8 +287,9 @@ SETTINGS: tuple[Setting, ...] = (
         MODEL_MAX_BYTES,
         "Memory budget of a partition's model, in bytes (what sgt_model_bytes reports): at it, the "
         "least promising leaves stop gathering split statistics (they still predict and learn their "
-        "values); an ensemble's background members count against it. none = unbounded. Applies to "
-        "the models the worker starts; a restored partition keeps its own.",
+        "values); an ensemble's background members count against it. A budget also turns off the "
+        "single classifier's naive Bayes per leaf, whose memory it does not bound. none = unbounded. "
+        "Applies to the models the worker starts; a restored partition keeps its own.",
         optional_int_in(MODEL_MIN_BYTES),
     ),
     Setting(
