@@ -83,7 +83,7 @@ class ModelRun:
 def stream(task: str = "classification") -> Stream:
     """The benchmarks' stream: 10 numeric features, inline labels; for classification the rotating
     hyperplane (gradual drift, binary labels), for regression Friedman #1 (its relevant features
-    change every 5,000 records)."""
+    change every 40,000 records: `DRIFT_PERIOD`)."""
     return Friedman(seed=7) if task == "regression" else RotatingHyperplane(seed=7, n_features=10)
 
 
