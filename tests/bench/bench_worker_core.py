@@ -175,6 +175,11 @@ def measure_on(values: list[bytes], run: int, rounds: int, chosen: WorkerSetting
     return Rounds(core_seconds, [m.seconds for m in model_runs], last.score, last.drifts)
 
 
+def _score_name(task: str) -> str:
+    """What the prequential score of ``task`` is: an MAE or an accuracy."""
+    return "MAE" if task == "regression" else "accuracy"
+
+
 def _scored(score: float, task: str) -> str:
     """A prequential score as printed: an accuracy in percent, or an MAE."""
     return f"{score:.3f}" if task == "regression" else f"{score:.2%}"
@@ -194,8 +199,7 @@ def report(rounds: Rounds, records: int, task: str = "classification") -> None:
         )
     ratio = rounds.rate("core", records) / rounds.rate("model", records)
     print(f"the core's records/s are {ratio:.0%} of the model's alone (medians)")
-    measure = "MAE" if task == "regression" else "accuracy"
-    print(f"the models' prequential {measure}: {_scored(rounds.score, task)}")
+    print(f"the models' prequential {_score_name(task)}: {_scored(rounds.score, task)}")
 
 
 def report_sizes(
@@ -203,8 +207,8 @@ def report_sizes(
 ) -> None:
     """The boosted ensemble with each number of members: both rates (medians), the accuracy (MAE) and
     the drifts answered."""
-    measure = "MAE" if task == "regression" else "accuracy"
-    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {measure:>8}  {'drifts':>6}")
+    score = _score_name(task)
+    print(f"{'members':>7}  {'model records/s':>15}  {'core records/s':>14}  {score:>8}  {'drifts':>6}")
     values = set_up(records, task)  # the same records for every size
     for size in members:
         measured = measure_on(values, run, rounds, settings("boosted", size, task=task))

@@ -2102,13 +2102,13 @@ VARIANTS += tuple(
 def worker_model(model: str) -> Callable[[StreamSpec], Any]:
     """The model a worker runs with its default settings but ``model`` (``sgt`` or ``boosted``), for the
     stream's task (worker.core.sgt_models.new_model: within the default memory budget, the boosted
-    classifier without a Mondrian forest)."""
-    from worker.config import load_settings
+    classifier without a Mondrian forest), as the core benchmark builds it."""
+    from tests.bench.bench_worker_core import settings
     from worker.core.sgt_models import new_model
 
     def make(spec: StreamSpec) -> Any:
         task = "regression" if spec.is_regression else "classification"
-        return new_model(load_settings({"task": task, "model": model}, env={}))
+        return new_model(settings(model, task=task))
 
     return make
 
