@@ -1,13 +1,19 @@
 """A single SGT that answers concept drift: the opt-in drift response of the single trees.
 
 `AdaptiveSGTClassifier` and `AdaptiveSGTRegressor` learn exactly what `SGTClassifier` (with
-``proba="tree"``) and `SGTRegressor` learn, one tree (a committee for more than two classes), until a
-drift is detected. They watch their own prequential errors with the boosted ensemble's drift response
-(sgt.boosted): a Page-Hinkley warning starts a background tree that learns every later record beside
-the main one, and a drift replaces the main tree by it, counted by `n_drifts` (a drift with no warning
-before it starts a fresh tree, which replaces the main one once it makes fewer errors over a period).
-Each is built of the boosted ensemble's parts (sgt.boosted): an ensemble of one member with learning
-rate 1 and no bagging, which is the single tree's own model, answering drift by the one-tree policy
+``leaf_bayes=False``) and `SGTRegressor` (with ``leaf_model="adaptive"``) learn, one tree (a committee
+for more than two classes), until a drift is detected: the same trees bit for bit, and with
+``proba="tree"`` the same probabilities. With ``proba="calibrated"`` the probabilities differ slightly
+(by up to 0.01 on a checkerboard): the calibration learns each record with the scores it was predicted
+with, as the boosted classifier's does, where the single tree's takes the scores it learns the record
+with, which differ while a bin grid grows.
+
+They watch their own prequential errors with the boosted ensemble's drift response (sgt.boosted): a
+Page-Hinkley warning starts a background tree that learns every later record beside the main one, and a
+drift replaces the main tree by it, counted by `n_drifts` (a drift with no warning before it starts a
+fresh tree, which replaces the main one once it makes fewer errors over a period). Each is built of the
+boosted ensemble's parts (sgt.boosted): an ensemble of one member with learning rate 1 and no bagging,
+which is the single tree's own model, answering drift by the one-tree policy
 (`ADAPTIVE_CLASSIFIER_POLICY`, `ADAPTIVE_REGRESSOR_POLICY` in sgt.boosted.policy). They are siblings of
 `BoostedClassifier` and `BoostedRegressor`, not subclasses: the ensemble's parameters are not theirs.
 Every guarantee of the ensemble holds (batch ≡ loop under any batching, save/restore at any point
@@ -21,13 +27,15 @@ lasts, a replacement on drift) and its cost.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from sgt.base import TreeGroup
+from sgt.bayes_moments import PSEUDO_WEIGHT
 from sgt.boosted.classifier import _ClassifierEnsemble
 from sgt.boosted.member import Member
 from sgt.boosted.policy import ADAPTIVE_CLASSIFIER_POLICY, ADAPTIVE_REGRESSOR_POLICY
 from sgt.boosted.regressor import _RegressorEnsemble
+from sgt.classifier import BLIND_SPLIT
 from sgt.losses import Loss
 from sgt.residual import ResidualLevel
 
@@ -64,8 +72,10 @@ class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
     drift_delta
         Tolerated rise of the error rate before it counts towards the alarm. Default 0.02.
 
-    The other parameters are SGTClassifier's, with its defaults; probabilities are the tree's softmax
-    (``proba="tree"``).
+    The other parameters are SGTClassifier's, with its defaults (its blind splits too), but
+    ``leaf_bayes``: the leaves have no naive Bayes. ``proba`` is ``"calibrated"`` (the tree's softmax
+    calibrated online, mixed with a young naive Bayes, as SGTClassifier's default) or ``"tree"`` (the
+    softmax alone).
 
     Examples
     --------
@@ -79,6 +89,12 @@ class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
     >>> model.n_drifts >= 1, bool((np.array(model.classes_)[predicted] == y)[-2000:].mean() > 0.9)
     (True, True)
     """
+
+    #: SGTClassifier's blind split (BaseSGT._blind; a model saved before the adaptive classifier had it
+    #: restores without it)
+    _blind: ClassVar[tuple[float, float] | None] = BLIND_SPLIT
+    #: SGTClassifier's weight of the young naive Bayes' pseudo record (``proba="calibrated"``)
+    _bayes_pseudo: ClassVar[float] = PSEUDO_WEIGHT
 
     def __init__(
         self,
@@ -98,6 +114,8 @@ class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
         leaf_model: str = "linear",
         linear_lambda: float = 0.01,
         max_bytes: int | None = None,
+        linear_gate: float | None = 1.5,
+        proba: str = "calibrated",
     ) -> None:
         _ClassifierEnsemble.__init__(
             self,
@@ -120,18 +138,23 @@ class AdaptiveSGTClassifier(_OneTree, _ClassifierEnsemble):
             linear_start=0,  # the single tree's linear terms step from the first record, as SGTClassifier's
             multiclass_trees="per-class",  # SGTClassifier's committee
             policy=ADAPTIVE_CLASSIFIER_POLICY,  # a fresh tree must win first, no replay
+            linear_gate=linear_gate,  # SGTClassifier's, on its one member's trees
+            proba=proba,
             **_ONE_TREE,
         )
 
     def get_params(self) -> dict[str, Any]:
         params = self._without_ensemble(_ClassifierEnsemble.get_params(self))
-        # always 0, "per-class" and "tree" (see __init__)
-        del params["linear_start"], params["multiclass_trees"], params["proba"]
-        return params
+        # always 0 and "per-class" (see __init__)
+        del params["linear_start"], params["multiclass_trees"]
+        return {**params, "linear_gate": self.linear_gate}
 
     @classmethod
     def _params_from_saved(cls, params: dict[str, Any], loss: Any) -> dict[str, Any]:
-        return params  # no linear_start to default (BoostedClassifier's saves before it had one)
+        # no linear_start to default (BoostedClassifier's saves before it had one); saved before the
+        # gate, its terms are all kept, as then; a save without `proba` was made with "tree" (the only
+        # probabilities before the parameter, and left out of saves as SGTClassifier's "tree" is)
+        return {**params, "linear_gate": params.get("linear_gate"), "proba": params.get("proba", "tree")}
 
 
 class AdaptiveSGTRegressor(_OneTree, _RegressorEnsemble):

@@ -84,6 +84,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         max_bytes: int | None,
         policy: DriftPolicy,
         proba: str = "tree",
+        linear_gate: float | None = None,
     ) -> None:
         if proba not in ENSEMBLE_PROBA_MODES:
             allowed = ", ".join(map(repr, ENSEMBLE_PROBA_MODES))
@@ -133,7 +134,7 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
             linear_lambda=linear_lambda,
             max_bytes=max_bytes,
             proba=proba,  # the members keep no class counts to smooth with: "tree" or "calibrated"
-            linear_gate=None,  # the members' trees have their own parameters
+            linear_gate=linear_gate,  # the members' trees' (`_member_gate`): the adaptive classifier's
             leaf_bayes=False,
         )
         self._init_boosting(
@@ -141,6 +142,9 @@ class _ClassifierEnsemble(_Boosting, SGTClassifier):
         )
         #: the probabilities of each `_run_encoded` of a run, while `_run_proba` collects them
         self._proba_parts: list[np.ndarray] | None = None
+
+    def _member_gate(self) -> float | None:
+        return self.linear_gate
 
     def get_params(self) -> dict[str, Any]:
         params = SGTClassifier.get_params(self)

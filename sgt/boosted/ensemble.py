@@ -318,7 +318,9 @@ class _Core(_Estimator):
             self._member_budget(),
         )
         member.follow_far_terms(self._drop_far_terms)
-        member.set_tree_params(**self._subspaces(position), **self._relaxing(), bound_block=self.bound_block)
+        member.set_tree_params(
+            **self._subspaces(position), **self._leaf_rules(), bound_block=self.bound_block
+        )
         member.set_step_share(self._step_share(position))
         ladder = self._delta_ladder
         if ladder:
@@ -326,14 +328,21 @@ class _Core(_Estimator):
             member.set_tree_params(delta=self._member_delta(member.n_outputs) * member.delta_scale)
         return member
 
-    def _relaxing(self) -> dict[str, Any]:
-        """The tree parameters of the members' split confidence relaxation: the model's, or none (each
-        named, so that a restore can take back what its class gave the members made before it)."""
-        blind = blind_params(self._blind_split)  # (the members' blind split: BaseSGT._blind)
+    def _leaf_rules(self) -> dict[str, Any]:
+        """The tree parameters of the members' leaf rules: their split confidence relaxation, blind split
+        and linear gate, the model's or none (each named, so that a restore can take back what its class
+        gave the members made before it)."""
+        # (the members' blind split: BaseSGT._blind)
+        rules = {**blind_params(self._blind_split), "linear_gate": self._member_gate()}
         if self._relaxed is None:
-            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None, **blind}
+            return {"relax_growth": None, "relax_cap": Params.relax_cap, "relax_impurity": None, **rules}
         growth, cap, impurity = self._relaxed
-        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity, **blind}
+        return {"relax_growth": growth, "relax_cap": cap, "relax_impurity": impurity, **rules}
+
+    def _member_gate(self) -> float | None:
+        """The linear gate of the members' trees (Params.linear_gate): none, but in the adaptive
+        classifier, whose one member is SGTClassifier's tree."""
+        return None
 
     def _subspace_param(self) -> dict[str, Any]:
         """`feature_share` among the parameters of the classes that take it (not the adaptive trees)."""
@@ -439,7 +448,7 @@ class _Core(_Estimator):
             member.set_tree_params(
                 linear_steps=self._linear_steps_now(member.n_outputs),
                 **self._subspaces(position),
-                **self._relaxing(),
+                **self._leaf_rules(),
                 bound_block=self.bound_block,  # (the members made before the restore took the class's)
             )
             if self._delta_ladder:  # (the classifier's follow its classes once they are restored)

@@ -107,6 +107,7 @@ class Member(BaseSGT):
         self.relax_impurity: float | None = None
         self.blind_after: float | None = None  # (Params.blind_after: the ensemble's `_blind`)
         self.blind_impurity: float = Params.blind_impurity
+        self.linear_gate: float | None = None  # (Params.linear_gate)
         # a classifier's trees bound an adaptive leaf's other level step (Params.level_step_bound)
         self.level_step_bound = None if context.outputs_for_classes is None else CLASSIFIER_LEVEL_STEP_BOUND
         super().__init__(**tree_params)
@@ -262,6 +263,7 @@ class Member(BaseSGT):
             relax_impurity=self.relax_impurity,
             blind_after=self.blind_after,
             blind_impurity=self.blind_impurity,
+            linear_gate=self.linear_gate,
             level_step_bound=self.level_step_bound,
         )
 

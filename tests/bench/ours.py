@@ -272,6 +272,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ours-gate-2", lambda spec: by_task(spec, SGTClassifier, SGTRegressor, **gate(spec, 2.0))),
     # the single tree with the opt-in drift response
     Variant("ours-adaptive", lambda spec: by_task(spec, AdaptiveSGTClassifier, AdaptiveSGTRegressor)),
+    # the adaptive classifier's probabilities before they were calibrated (its regressor: the default's)
+    Variant(
+        "ours-adaptive-tree",
+        lambda spec: AdaptiveSGTRegressor() if spec.is_regression else AdaptiveSGTClassifier(proba="tree"),
+    ),
     # the blind split at other settings "k-impurity" (Params.blind_after k, blind_impurity; the default
     # is 1-49): a leaf near a coin toss that found no significant split for k grace periods takes its best
     # split, or a median split where none lowers the loss; none (the default before)

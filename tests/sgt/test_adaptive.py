@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,9 @@ from sgt import (
     SGTClassifier,
     SGTRegressor,
 )
+from tests.fixtures import make_adaptive_fixture
+from tests.fixtures.make_boosted_fixture import checkerboard
+from tests.floats import assert_within_ulps
 from tests.sgt.sgt_testkit import mixed_records, step_regression_stream, threshold_stream
 
 # constant leaves and full blocks, so that the short streams drift past what one tree absorbs
@@ -52,9 +57,17 @@ def _loop() -> tuple[bytes, list[dict]]:
 def test_without_a_drift_it_is_the_single_tree_bit_for_bit() -> None:
     X, y = threshold_stream(6000, seed=93)
     single = SGTClassifier(proba="tree", leaf_bayes=False).predict_learn_many(X, y)
-    adaptive = AdaptiveSGTClassifier()
+    adaptive = AdaptiveSGTClassifier(proba="tree")
     assert np.array_equal(adaptive.predict_learn_many(X, y), single)
     assert adaptive.n_drifts == 0 and adaptive.n_trees == 1
+    # a checkerboard, where the single classifier's blind splits and linear gate both act (the adaptive
+    # classifier before it had them: 59% against 86% on the robustness suite's checkerboard)
+    X, y = checkerboard(4000, seed=5)
+    for gate in (1.5, None):
+        single = SGTClassifier(proba="tree", leaf_bayes=False, linear_gate=gate).predict_learn_many(X, y)
+        adaptive = AdaptiveSGTClassifier(drift_threshold=None, linear_gate=gate, proba="tree")
+        assert np.array_equal(adaptive.predict_learn_many(X, y), single), gate
+        assert adaptive.get_params()["linear_gate"] == gate
     Xr, yr = step_regression_stream(6000, seed=94)
     regressor = AdaptiveSGTRegressor()
     assert np.array_equal(
@@ -107,7 +120,7 @@ def test_any_batching_and_restore_give_a_byte_identical_model(cuts: list[int], m
 def test_parameters_are_the_single_trees_plus_the_drift_test() -> None:
     params = AdaptiveSGTClassifier().get_params()
     single = SGTClassifier().get_params()
-    del single["proba"], single["linear_gate"], single["leaf_bayes"]  # parameters of SGTClassifier only
+    del single["leaf_bayes"]  # a parameter of SGTClassifier only
     assert params == {"drift_threshold": 50.0, "drift_delta": 0.02, **single}
     assert AdaptiveSGTRegressor().get_params() == {
         "drift_threshold": 50.0,
@@ -141,3 +154,27 @@ def test_an_adaptive_tree_is_a_one_member_ensemble_with_its_policy_not_a_boosted
     model = adaptive()
     assert len(model._members) == 1 and model.n_trees == (0 if adaptive is AdaptiveSGTClassifier else 1)
     assert model._policy.fresh_must_win and model._policy.replay == 0
+
+
+BEFORE_BLIND = Path(__file__).resolve().parents[1] / "fixtures" / "adaptive-before-blind"
+
+
+def test_a_model_saved_before_the_blind_split_and_the_gate_restores_without_them() -> None:
+    """tests/fixtures/adaptive-before-blind: saved by the code before the adaptive classifier had the
+    single classifier's blind split, linear gate and calibrated probabilities (make_adaptive_fixture.py);
+    restored, it has none of them, saves the same bytes and predicts the rest of the stream as that
+    code did."""
+    blob = (BEFORE_BLIND / "classifier.sgt").read_bytes()
+    model = sgt.load(blob)
+    assert isinstance(model, AdaptiveSGTClassifier)
+    params = model.get_params()
+    assert (params["linear_gate"], params["proba"], model._blind_split) == (None, "tree", None)
+    assert model.to_bytes() == blob
+    X, y = checkerboard(make_adaptive_fixture.ROWS, seed=make_adaptive_fixture.SEED)
+    half = make_adaptive_fixture.ROWS // 2
+    got = model.predict_learn_many(X[half:], y[half:])
+    # (figures from the machine that wrote the fixture: within a few ulps, as tests/floats.py explains)
+    assert_within_ulps(got, json.loads((BEFORE_BLIND / "expected.json").read_text())["proba"])
+    fresh = AdaptiveSGTClassifier(**make_adaptive_fixture.PARAMS, proba="tree")
+    fresh.learn_many(X[:half], y[:half])
+    assert fresh.predict_learn_many(X[half:], y[half:]).tobytes() != got.tobytes()
