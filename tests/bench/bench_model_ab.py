@@ -36,6 +36,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.config import MODELS
+
 #: what each process runs, in the source tree whose path is its first argument
 _CHILD = """
 import hashlib, json, sys, time
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--old", type=Path, required=True, help="the source tree to compare with")
     parser.add_argument("--new", type=Path, default=Path("."), help="the source tree measured (default: .)")
-    parser.add_argument("--model", choices=("sgt", "boosted"), default="boosted")
+    parser.add_argument("--model", choices=MODELS, default="boosted")
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=500, help="records per predict_learn_many (default 500)")
     parser.add_argument("--pairs", type=int, default=5)

@@ -44,6 +44,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from tests.bench.bench_worker import ClientTuning, bench_session, http_get, record_index, stop
 from tests.bench.bench_worker_core import stream
+from worker.config import MODELS
 from worker.devtools.produce import MAX_BURST_RECORDS, TokenBucket, feature_record
 
 DEFAULT_RATE = 1000.0
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--input-linger-ms", type=int, default=INPUT_LINGER_MS, help="input producer's linger.ms"
     )
-    parser.add_argument("--model", choices=("sgt", "boosted"), default="sgt")
+    parser.add_argument("--model", choices=MODELS, default="sgt")
     parser.add_argument("--keep", action="store_true", help="keep the logs (the worker's and Tansu's)")
     args = parser.parse_args(argv)
     if not (args.minutes > 0 and args.rate > 0 and args.partitions >= 1 and args.interval > 0):

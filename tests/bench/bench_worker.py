@@ -23,9 +23,9 @@ Run from the repository root::
     ``--exactly-once`` each round also runs the worker with ``--processing-guarantee exactly_once``
     right after the default one (at_least_once) and reports the ratio per round: the cost of the
     transactions (one per checkpoint, so ``--checkpoint-seconds`` matters here too). With ``--boosted``
-    each round also runs the worker with ``--model boosted`` right after the default one (the single
-    tree, unless SGT_MODEL says otherwise) and reports the ensemble's rates over the tree's per round
-    and their median: the ensemble's cost in the same run.
+    each round also runs the worker with ``--model boosted`` right after the default one (one tree,
+    adaptive for classification, unless SGT_MODEL says otherwise) and reports the ensemble's rates over
+    the tree's per round and their median: the ensemble's cost in the same run.
 (b) latency: records produced at a steady 1,000/s while the worker runs, after 500 warm-up records
     came back (proving it fetches) and 2,000 more that are not measured (a new idempotent producer's
     first records wait for its producer id). The measure that matters to a consumer, record timestamp

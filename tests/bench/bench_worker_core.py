@@ -14,6 +14,7 @@ Run from the repository root::
 
     .venv/bin/python -m tests.bench.bench_worker_core                    # 200,000 records, 3 rounds
     .venv/bin/python -m tests.bench.bench_worker_core --model boosted    # the boosted ensemble
+    .venv/bin/python -m tests.bench.bench_worker_core --model adaptive   # the tree answering drift
     .venv/bin/python -m tests.bench.bench_worker_core --members 2,3,4,6  # ensembles of each size
     .venv/bin/python -m tests.bench.bench_worker_core --explain 3        # predictions with explain
     .venv/bin/python -m tests.bench.bench_worker_core --task regression  # the regressors
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 
-from worker.config import WorkerSettings, load_settings
+from worker.config import MODELS, WorkerSettings, load_settings
 from worker.core.merge import FEATURES
 from worker.core.partition_state import PartitionState, StateConfig
 from worker.core.sgt_models import new_model, preload
@@ -49,8 +50,8 @@ def settings(
     model: str | None = None, n_members: int | None = None, explain: int = 0, task: str = "classification"
 ) -> WorkerSettings:
     """The settings a worker runs with by default (the model's hyperparameters among them), or with
-    ``model`` (``sgt`` or ``boosted``) in place of the default model and ``n_members`` in place of the
-    ensemble's default size, for ``task``."""
+    ``model`` (one of ``worker.config.MODELS``) in place of the default model and ``n_members`` in
+    place of the ensemble's default size, for ``task``."""
     return load_settings(
         {
             "task": task,
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=int, default=2000, help="records per process() call (default 2,000)")
     parser.add_argument("--rounds", type=int, default=3)
     chosen_model = parser.add_mutually_exclusive_group()
-    chosen_model.add_argument("--model", choices=("sgt", "boosted"), help="the model (default: the worker's)")
+    chosen_model.add_argument("--model", choices=MODELS, help="the model (default: the worker's)")
     chosen_model.add_argument(
         "--members", type=_sizes, help="comma-separated member counts: the boosted ensemble with each"
     )
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         report_sizes(args.members, args.records, args.run, args.rounds, args.task)
         return 0
     chosen = settings(args.model, explain=args.explain, task=args.task)
-    print(f"{head}, model {chosen.model}")
+    print(f"{head}, model {chosen.partition_model}")
     report(measure(args.records, args.run, args.rounds, chosen), args.records, args.task)
     return 0
 

@@ -2105,9 +2105,9 @@ VARIANTS += tuple(
 
 
 def worker_model(model: str) -> Callable[[StreamSpec], Any]:
-    """The model a worker runs with its default settings but ``model`` (``sgt`` or ``boosted``), for the
-    stream's task (worker.core.sgt_models.new_model: within the default memory budget, the boosted
-    classifier without a Mondrian forest), as the core benchmark builds it."""
+    """The model a worker runs with its default settings but ``model`` (``sgt``, ``adaptive`` or
+    ``boosted``), for the stream's task (worker.core.sgt_models.new_model: within the default memory
+    budget, the boosted classifier without a Mondrian forest), as the core benchmark builds it."""
     from tests.bench.bench_worker_core import settings
     from worker.core.sgt_models import new_model
 
@@ -2118,5 +2118,5 @@ def worker_model(model: str) -> Callable[[StreamSpec], Any]:
     return make
 
 
-# the worker's two models (its `model` setting), side by side on the library's streams: which suits a task
-VARIANTS += (Variant("worker-sgt", worker_model("sgt")), Variant("worker-boosted", worker_model("boosted")))
+# the worker's three models (its `model` setting), side by side on the library's streams: which suits a task
+VARIANTS += tuple(Variant(f"worker-{model}", worker_model(model)) for model in ("sgt", "adaptive", "boosted"))

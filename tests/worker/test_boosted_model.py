@@ -1,6 +1,6 @@
-"""The worker's `model` setting: the boosted ensemble built from the settings, restored from a
-partition's state, and its drifts and size exported. (End to end against the broker: the SIGTERM
-proof of test_checkpoint_proofs.py runs with either model.)"""
+"""The worker's `model` setting: the boosted ensemble and the adaptive tree built from the settings,
+restored from a partition's state, and their drifts and size exported. (End to end against the
+broker: the SIGTERM proof of test_checkpoint_proofs.py runs with each model.)"""
 
 from __future__ import annotations
 
@@ -11,19 +11,29 @@ import sys
 import numpy as np
 import pytest
 
-from sgt import BoostedClassifier, BoostedRegressor, SGTClassifier
+from sgt import (
+    AdaptiveSGTClassifier,
+    AdaptiveSGTRegressor,
+    BoostedClassifier,
+    BoostedRegressor,
+    SGTClassifier,
+    SGTRegressor,
+)
 from sgt.registry import MODEL_TYPES
 from sgt.serialization import decode
 from tests.worker.worker_util import samples, value
 from worker.checkpoints.restore import state_config
-from worker.config import ConfigError, load_settings
+from worker.config import MODEL_MAX_BYTES, ConfigError, load_settings
 from worker.core.partition_state import PartitionState
 from worker.core.sgt_models import new_model
 from worker.metrics import WorkerMetrics
 
 
 def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None:
-    assert type(new_model(load_settings({}, env={}))) is SGTClassifier
+    # none: by task (DEFAULT_MODEL)
+    assert type(new_model(load_settings({}, env={}))) is AdaptiveSGTClassifier
+    assert type(new_model(load_settings({"task": "regression"}, env={}))) is SGTRegressor
+    assert type(new_model(load_settings({"model": "sgt"}, env={}))) is SGTClassifier
     settings = load_settings(
         {"learning_rate": "0.25", "poisson_rate": "2"},
         env={"SGT_MODEL": "boosted", "SGT_N_MEMBERS": "4", "SGT_DRIFT_THRESHOLD": "30"},
@@ -46,6 +56,31 @@ def test_the_model_setting_picks_the_ensemble_with_its_hyperparameters() -> None
             assert params[name] == defaults[name], (cls.__name__, name)
 
 
+def test_the_adaptive_model_is_the_drift_answering_tree_with_its_hyperparameters() -> None:
+    for cls, task in ((AdaptiveSGTClassifier, "classification"), (AdaptiveSGTRegressor, "regression")):
+        params = new_model(load_settings({"model": "adaptive", "task": task}, env={})).get_params()
+        assert params == {**cls(max_categories=256, max_bytes=MODEL_MAX_BYTES).get_params()}, cls
+        chosen = load_settings(
+            {"model": "adaptive", "task": task, "drift_threshold": "20", "leaf_model": "constant"}, env={}
+        )
+        model = new_model(chosen)
+        assert type(model) is cls
+        assert (model.get_params()["drift_threshold"], model.get_params()["leaf_model"]) == (20.0, "constant")
+    # the single classifier's probabilities and gate; the ensemble's settings are not the adaptive tree's
+    flags = {"model": "adaptive", "n_members": "3", "proba": "tree", "linear_gate": "none"}
+    params = new_model(load_settings(flags, env={})).get_params()
+    assert (params["proba"], params["linear_gate"]) == ("tree", None) and "n_members" not in params
+
+
+@pytest.mark.parametrize("model", [None, "adaptive"])
+def test_a_probability_mode_the_adaptive_classifier_lacks_is_named(model: str | None) -> None:
+    flags = {"proba": "hgs", **({} if model is None else {"model": model})}
+    with pytest.raises(ConfigError, match=r"setting proba.*allowed are calibrated, tree"):
+        load_settings(flags, env={})
+    assert load_settings({**flags, "task": "regression"}, env={}).proba == "hgs"  # (not used there)
+    assert type(new_model(load_settings({"proba": "hgs", "model": "sgt"}, env={}))) is SGTClassifier
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -61,8 +96,15 @@ def test_bad_ensemble_settings_are_named(flags: dict, message: str) -> None:
         load_settings(flags, env={})
 
 
-def test_a_partition_state_with_the_ensemble_restores_exactly() -> None:
-    settings = load_settings({"model": "boosted", "n_members": "3"}, env={})
+@pytest.mark.parametrize(
+    ("flags", "cls"),
+    [
+        ({"model": "boosted", "n_members": "3"}, BoostedClassifier),
+        ({"model": "adaptive"}, AdaptiveSGTClassifier),
+    ],
+)
+def test_a_partition_state_with_the_model_restores_exactly(flags: dict, cls: type) -> None:
+    settings = load_settings(flags, env={})
     model = new_model(settings)
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, (3000, 2))
@@ -70,7 +112,7 @@ def test_a_partition_state_with_the_ensemble_restores_exactly() -> None:
     state = PartitionState(0, model, state_config(settings))
     blob = state.to_bytes()
     restored = PartitionState.from_bytes(blob, state_config(settings), MODEL_TYPES)
-    assert type(restored.model) is BoostedClassifier
+    assert type(restored.model) is cls
     assert restored.to_bytes() == blob
 
 
@@ -107,6 +149,9 @@ for make, stream in [
     (sgt.BoostedClassifier, threshold_stream),
     (sgt.BoostedClassifier, multiclass_stream),
     (sgt.BoostedRegressor, step_regression_stream),
+    (sgt.AdaptiveSGTClassifier, threshold_stream),
+    (sgt.AdaptiveSGTClassifier, multiclass_stream),
+    (sgt.AdaptiveSGTRegressor, step_regression_stream),
 ]:
     X, y = stream(3000)
     make(warm_up=100).predict_learn_many(X, y)
@@ -127,7 +172,7 @@ def test_preload_loads_every_kernel_the_models_call() -> None:
     assert int(count) >= 7 and int(least) >= 1 and unchanged == "True", result.stdout
 
 
-@pytest.mark.parametrize("model_name", ["sgt", "boosted"])
+@pytest.mark.parametrize("model_name", ["sgt", "adaptive", "boosted"])
 def test_a_partition_model_keeps_to_model_max_bytes_and_its_state_is_exact(model_name: str) -> None:
     """With the smallest budget the setting allows, a partition's model (what sgt_model_bytes reports)
     stays within it on a drifting stream, and the state is the same whether the records came in one

@@ -40,15 +40,20 @@ from tests.worker.worker_util import (  # start_worker_fixture provides the star
 )
 from worker.checkpoints.file_store import checkpoint_path, previous_path, read_file
 
-# the boosted ensemble, small (3 members) and with a drift threshold low enough to act on this stream
-BOOSTED = {"model": "boosted", "n_members": 3, "drift_threshold": 2.0}
+# each model's flags: the boosted ensemble small (3 members), the models answering drift with a drift
+# threshold low enough to act on this stream
+MODEL_FLAGS: dict[str, dict] = {
+    "sgt": {"model": "sgt"},
+    "adaptive": {"model": "adaptive", "drift_threshold": 2.0},
+    "boosted": {"model": "boosted", "n_members": 3, "drift_threshold": 2.0},
+}
 
 
-@pytest.mark.parametrize("model", ["sgt", "boosted"])
+@pytest.mark.parametrize("model", sorted(MODEL_FLAGS))
 def test_sigterm_mid_stream_then_restart_gives_the_uninterrupted_result(
     kafka_bootstrap: str, tmp_path: Path, start_worker: Callable, model: str
 ) -> None:
-    flags = BOOSTED if model == "boosted" else {}
+    flags = MODEL_FLAGS[model]
     topics, _ = proof_topics(kafka_bootstrap, separate_labels=False, seed=1)
     offline, ends = offline_reference(kafka_bootstrap, topics, flags)
     ckpt, group = tmp_path / "ckpt", f"proof-a-{uuid.uuid4().hex[:8]}"

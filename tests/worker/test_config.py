@@ -301,9 +301,12 @@ def test_model_defaults_are_the_librarys() -> None:
         ({"model": "boosted"}, {"multiclass_trees": "multi-output"}),
         ({"model": "boosted", "multiclass_trees": "per-class"}, {"multiclass_trees": "per-class"}),
         (
-            {"leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
+            {"model": "sgt", "leaf_model": "constant", "proba": "hgs", "grace_start": "50"},
             {"leaf_model": "constant", "proba": "hgs", "grace_start": 50},
         ),
+        ({"model": "sgt"}, {"leaf_model": "linear", "proba": "calibrated", "linear_gate": 1.5}),
+        ({"drift_threshold": "20"}, {"drift_threshold": 20.0}),  # the default classifier answers drift
+        ({}, {"drift_threshold": 50.0}),
         ({"model": "boosted"}, {"leaf_model": "linear", "grace_start": 10}),
         (
             {"model": "boosted", "task": "regression"},

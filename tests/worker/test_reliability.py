@@ -584,7 +584,7 @@ def test_the_work_of_one_model_call_is_bounded_by_the_number_of_classes(tmp_path
     assert whole.prequential.to_dict() == owned.state.prequential.to_dict()
 
 
-@pytest.mark.parametrize("model", ["sgt", "boosted"])
+@pytest.mark.parametrize("model", ["sgt", "adaptive", "boosted"])
 def test_model_calls_cut_by_the_class_count_give_the_model_of_one_call(tmp_path: Path, model: str) -> None:
     """The real models, 600 records of 150 classes, cut into calls of at most 67 rows: the same model
     bytes and prequential state as one call over all of them."""

@@ -38,6 +38,14 @@ from worker.core.schema import MAX_FEATURES
 GUARANTEES = ("at_least_once", "exactly_once")
 """The values of ``processing_guarantee`` (Kafka Streams' names; see docs/reliability.md)."""
 
+MODELS = ("sgt", "adaptive", "boosted")
+"""The values of ``model``: the model of each partition (worker.core.sgt_models.new_model)."""
+
+DEFAULT_MODEL = {"classification": "adaptive", "regression": "sgt"}
+"""The model of each partition by task where ``model`` is none (`WorkerSettings.partition_model`): the
+classifier that answers drift was as accurate as the plain one on stationary streams and far more so on
+drifting ones; the regressor that does lost on stationary ones (docs/worker.md, "Which model")."""
+
 MODEL_MAX_BYTES = 32 * 1024 * 1024
 """Default ``model_max_bytes``: 32 MiB a partition, room for what the models take on long runs while
 bounding a worker's partitions (a dozen in a few hundred MB). On a drifting SEA stream the default
@@ -324,10 +332,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "proba",
         "calibrated",
-        "SGT classification (model sgt): how probabilities are made: calibrated (the trees' softmax "
-        "with a temperature and per-class biases fitted online on its log loss, mixed with a Gaussian "
-        "naive Bayes while the trees are young), tree (the trees' "
-        "softmax), mixed (the softmax mixed with a Gaussian naive Bayes by their log losses), blend "
+        "SGT classification (models sgt and adaptive; adaptive: calibrated or tree): how probabilities "
+        "are made: calibrated (the trees' softmax with a temperature and per-class biases fitted online "
+        "on its log loss, mixed with a Gaussian naive Bayes while the trees are young), tree (the "
+        "trees' softmax), mixed (the softmax mixed with a Gaussian naive Bayes by their log losses), blend "
         "(the softmax and the hierarchically smoothed class counts of the record's path) or hgs (the "
         "counts alone).",
         one_of(*PROBA_MODES),
@@ -335,9 +343,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "linear_gate",
         1.5,
-        "SGT classification (model sgt): a linear leaf's term is dropped when the leaf's new block, "
-        "which it was not fitted on, has a lower loss without it with a t statistic above this (> 0); "
-        "none keeps every term.",
+        "SGT classification (models sgt and adaptive): a linear leaf's term is dropped when the leaf's "
+        "new block, which it was not fitted on, has a lower loss without it with a t statistic above "
+        "this (> 0); none keeps every term.",
         optional_float_in(0.0, open_low=True),
     ),
     Setting(
@@ -350,10 +358,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "model",
-        "sgt",
-        "Model of each partition: sgt (one tree, a committee for more than two classes) or boosted "
-        "(a boosted ensemble of trees that answers concept drift).",
-        one_of("sgt", "boosted"),
+        None,
+        "Model of each partition: sgt (one tree, a committee for more than two classes), adaptive (the "
+        "same tree answering concept drift: a warning grows a background tree, a drift swaps it in) or "
+        "boosted (a boosted ensemble of trees that answers concept drift); none = by task: adaptive for "
+        "classification, sgt for regression.",
+        optional_one_of(*MODELS),
     ),
     Setting(
         "n_members",
@@ -379,8 +389,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "drift_threshold",
         None,
-        "Boosted: Page-Hinkley drift alarm level; none = the library's default (35 classification, 50 "
-        "regression).",
+        "Boosted and adaptive: Page-Hinkley drift alarm level; none = the library's default (boosted: 35 "
+        "classification, 50 regression; adaptive: 50).",
         optional_float_in(0.0, open_low=True),
     ),
     Setting("metrics_window", 1000, "Records in the 'recent' prequential error window.", int_in(1)),

@@ -1,5 +1,6 @@
 """`WorkerSettings`: the validated value of every setting, and the checks between settings (topics
-that must differ, a prediction's worst-case size, the transaction's time, the group's timings).
+that must differ, a prediction's worst-case size, the transaction's time, the group's timings, the
+probabilities a model makes).
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from sgt.boosted.classifier import ENSEMBLE_PROBA_MODES as ADAPTIVE_PROBA
 from worker.config.parsers import STATE_TOPIC_AUTO, TOPIC_NAME, ConfigError
-from worker.config.table import BY_NAME, MAX_TRANSACTION_SECONDS, check, describe
+from worker.config.table import BY_NAME, DEFAULT_MODEL, MAX_TRANSACTION_SECONDS, check, describe
 from worker.core.outputs import annotation_bound, prediction_bound
 
 
@@ -64,7 +66,7 @@ class WorkerSettings:
     max_depth: int | None
     max_categories: int
     model_max_bytes: int | None
-    model: str
+    model: str | None
     n_members: int | None
     learning_rate: float | None
     poisson_rate: float | None
@@ -86,6 +88,12 @@ class WorkerSettings:
         _check_prediction_bound(self)
         _check_guarantee(self)
         _check_group_timings(self)
+        _check_proba(self)
+
+    @property
+    def partition_model(self) -> str:
+        """The model of each partition: ``model``, or where it is none the task's (`DEFAULT_MODEL`)."""
+        return DEFAULT_MODEL[self.task] if self.model is None else self.model
 
     @property
     def state_topic_name(self) -> str | None:
@@ -156,6 +164,17 @@ def _check_guarantee(settings: WorkerSettings) -> None:
             f"{describe('checkpoint_seconds')}: {settings.checkpoint_seconds:g} with processing_guarantee "
             f"exactly_once; allowed are values up to {MAX_TRANSACTION_SECONDS:g} (a transaction stays open "
             "that long, and its timeout of three times that must stay within the broker's 15-minute maximum)"
+        )
+
+
+def _check_proba(settings: WorkerSettings) -> None:
+    """The adaptive classifier makes its probabilities calibrated or as the trees' softmax alone (its
+    class's `proba`), not by the single classifier's other modes."""
+    model = settings.partition_model
+    if settings.task == "classification" and model == "adaptive" and settings.proba not in ADAPTIVE_PROBA:
+        raise ConfigError(
+            f"{describe('proba')}: {settings.proba} with model {model}; allowed are "
+            f"{', '.join(ADAPTIVE_PROBA)} (the other modes are model sgt's)"
         )
 
 

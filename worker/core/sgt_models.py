@@ -16,16 +16,23 @@ from worker.core.model_protocol import StreamModel
 
 #: settings whose none means the model class's own default (which differs between the classes)
 _DEFAULT_WHEN_NONE = ("delta", "leaf_model", "lambda_", "gamma", "linear_lambda")
-#: the same, for the boosted ensembles only
-_ENSEMBLE_DEFAULT_WHEN_NONE = ("poisson_rate", "n_members", "learning_rate", "drift_threshold")
+#: the same, for the parameters each model adds to one tree's
+_MODEL_DEFAULT_WHEN_NONE = {
+    "sgt": (),
+    "adaptive": ("drift_threshold",),
+    "boosted": ("poisson_rate", "n_members", "learning_rate", "drift_threshold"),
+}
+#: the class of each `model` setting, before its task's suffix (a name of sgt.registry.MODEL_TYPES)
+_CLASS_PREFIX = {"sgt": "SGT", "adaptive": "AdaptiveSGT", "boosted": "Boosted"}
 
 
 def new_model(settings: WorkerSettings) -> StreamModel:
     """A fresh model for the configured task and hyperparameters."""
     kind = "Classifier" if settings.task == "classification" else "Regressor"
-    boosted = settings.model == "boosted"
-    cls = MODEL_TYPES[("Boosted" if boosted else "SGT") + kind]
-    names = _DEFAULT_WHEN_NONE + (_ENSEMBLE_DEFAULT_WHEN_NONE if boosted else ())
+    model = settings.partition_model
+    boosted = model == "boosted"
+    cls = MODEL_TYPES[_CLASS_PREFIX[model] + kind]
+    names = _DEFAULT_WHEN_NONE + _MODEL_DEFAULT_WHEN_NONE[model]
     chosen: dict[str, Any] = {name: getattr(settings, name) for name in names}
     params = {name: value for name, value in chosen.items() if value is not None}
     if settings.task == "regression" and settings.interval_coverage is not None:
@@ -40,11 +47,11 @@ def new_model(settings: WorkerSettings) -> StreamModel:
             # anyway, and saying so keeps the checkpoints' parameters, and without a budget the
             # partitions' rate and state, what they were (`preload` loads no Mondrian kernel)
             params["mondrian"] = False
-        else:
+        else:  # the single trees', with or without the drift response
             params["proba"] = settings.proba
             params["linear_gate"] = settings.linear_gate  # none is a value here: every term kept
-    # the SGT and Boosted classes are stream models (the registry's MILClassifier, which is not, is never
-    # picked here)
+    # the SGT, AdaptiveSGT and Boosted classes are stream models (the registry's MILClassifier, which is
+    # not, is never picked here)
     return cast(
         StreamModel,
         cls(
@@ -62,20 +69,21 @@ def new_model(settings: WorkerSettings) -> StreamModel:
 
 def preload() -> None:
     """Load what the models load on first use: scipy's F distribution (the split test) and sgt's
-    compiled kernels, which numba reads from its cache on their first call (about 0.3 s in all on the
-    benchmark machine), or compiles there on a fresh install or container (about 13 s).
+        compiled kernels, which numba reads from its cache on their first call (about 0.3 s in all on the
+        benchmark machine), or compiles there on a fresh install or container (about 13 s).
 
-    The worker calls this while its consumer group join runs, which takes seconds anyway, so that a
-    partition's first batch does not stall its pipeline, nor its first prediction after a restore
-    wait, for them. The kernels load with the argument types of their calls, so small models of each
-    shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
-    ensembles of two and of three classes (whose members' trees have one output, and several), a
-    regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
-    the others never call), constant-leaf trees one split deep, whose leaves at the depth bound
-    merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
-    classifier's with a linear gate step by step, a regressor's in one call with the null candidate
-    (sgt.kernels' evaluate_bound, as a boosted forest's trees do it). Not a Mondrian forest: the
-    worker's models never have one (`new_model` asks for none; `mondrian` is not among its settings)."""
+        The worker calls this while its consumer group join runs, which takes seconds anyway, so that a
+        partition's first batch does not stall its pipeline, nor its first prediction after a restore
+        wait, for them. The kernels load with the argument types of their calls, so small models of each
+        shape the worker runs learn a few hundred synthetic records here: a single tree, boosted
+        ensembles of two and of three classes (whose members' trees have one output, and several), a
+        regressor with adaptive leaves (`leaf_model` may name them; their pass appends rows by a kernel
+        the others never call), constant-leaf trees one split deep, whose leaves at the depth bound
+        merge their blocks into their totals alone (as the leaves a memory budget makes inactive do): a
+        classifier's with a linear gate step by step, a regressor's in one call with the null candidate
+        (sgt.kernels' evaluate_bound, as a boosted forest's trees do it). The adaptive trees, one-member
+    ensembles, call no kernel with types these have not. Not a Mondrian forest: the
+        worker's models never have one (`new_model` asks for none; `mondrian` is not among its settings)."""
     from sgt import BoostedClassifier, SGTClassifier, SGTRegressor, kernels
     from sgt.split import f_test
 

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from worker.checkpoints import file_store
-from worker.config import ConfigError, WorkerSettings, load_settings, read_toml
+from worker.config import MODELS, ConfigError, WorkerSettings, load_settings, read_toml
 from worker.kafka.loop import Worker
 from worker.logs import configure_logging
 from worker.metrics import Health, MetricsServer, WorkerMetrics
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", choices=sorted(STREAMS), default=DEMO_STREAM, help="Synthetic stream.")
     parser.add_argument(
         "--model",
-        choices=("sgt", "boosted"),
+        choices=MODELS,
         default=None,
         help="Model of each partition (default: the worker's, see the 'model' setting).",
     )
