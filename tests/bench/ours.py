@@ -2104,19 +2104,25 @@ VARIANTS += tuple(
 )
 
 
-def worker_model(model: str) -> Callable[[StreamSpec], Any]:
+def worker_model(model: str, **changes: Any) -> Callable[[StreamSpec], Any]:
     """The model a worker runs with its default settings but ``model`` (``sgt``, ``adaptive`` or
-    ``boosted``), for the stream's task (worker.core.sgt_models.new_model: within the default memory
-    budget, the boosted classifier without a Mondrian forest), as the core benchmark builds it."""
+    ``boosted``) and the settings ``changes``, for the stream's task (worker.core.sgt_models.new_model:
+    within the default memory budget, the boosted classifier without a Mondrian forest), as the core
+    benchmark builds it."""
     from tests.bench.bench_worker_core import settings
     from worker.core.sgt_models import new_model
 
     def make(spec: StreamSpec) -> Any:
         task = "regression" if spec.is_regression else "classification"
-        return new_model(settings(model, task=task))
+        return new_model(settings(model, task=task).replace(**changes))
 
     return make
 
 
 # the worker's three models (its `model` setting), side by side on the library's streams: which suits a task
 VARIANTS += tuple(Variant(f"worker-{model}", worker_model(model)) for model in ("sgt", "adaptive", "boosted"))
+# the worker's default classifier at other drift alarm levels (the default 50 kept: docs/decisions.md)
+VARIANTS += tuple(
+    Variant(f"worker-adaptive-drift{level}", worker_model("adaptive", drift_threshold=level))
+    for level in (20, 35, 75, 100)
+)

@@ -44,7 +44,7 @@ MODELS = ("sgt", "adaptive", "boosted")
 DEFAULT_MODEL = {"classification": "adaptive", "regression": "sgt"}
 """The model of each partition by task where ``model`` is none (`WorkerSettings.partition_model`): the
 classifier that answers drift was as accurate as the plain one on stationary streams and far more so on
-drifting ones; the regressor that does lost on stationary ones (docs/worker.md, "Which model")."""
+drifting ones; the regressor that does lost on stationary ones (docs/decisions.md, "The worker's model")."""
 
 MODEL_MAX_BYTES = 32 * 1024 * 1024
 """Default ``model_max_bytes``: 32 MiB a partition, room for what the models take on long runs while
