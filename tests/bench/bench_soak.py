@@ -271,7 +271,7 @@ class SoakOptions:
     stall_s: float = DEFAULT_STALL_S
     fetch_wait_ms: int = WORKER_FETCH_WAIT_MS
     input_linger_ms: int = INPUT_LINGER_MS
-    model: str = "sgt"
+    model: str | None = None  # (None: the worker's default)
     keep: bool = False
 
 
@@ -306,7 +306,8 @@ def soak(options: SoakOptions) -> list[SoakRow]:
     """Run the soak; print and return one row per interval. Raises Stalled on a stall."""
     rows: list[SoakRow] = []
     timing = ClientTuning(linger_ms=WORKER_LINGER_MS)
-    extra = ("--fetch-wait-max-ms", str(options.fetch_wait_ms), "--model", options.model)
+    chosen = () if options.model is None else ("--model", options.model)
+    extra = ("--fetch-wait-max-ms", str(options.fetch_wait_ms), *chosen)
     with bench_session(options.keep, timing, extra) as bench:
         topics = bench.topics(options.partitions, "features", "predictions", "dead")
         process, port = bench.start_worker(
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--input-linger-ms", type=int, default=INPUT_LINGER_MS, help="input producer's linger.ms"
     )
-    parser.add_argument("--model", choices=MODELS, default="sgt")
+    parser.add_argument("--model", choices=MODELS, help="the worker's model (default: the worker's default)")
     parser.add_argument("--keep", action="store_true", help="keep the logs (the worker's and Tansu's)")
     args = parser.parse_args(argv)
     if not (args.minutes > 0 and args.rate > 0 and args.partitions >= 1 and args.interval > 0):

@@ -319,7 +319,8 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "SGT: what a leaf predicts: linear (its value plus a linear term in the numeric features) or "
         "constant; none = the model's default (for sgt regression a tree of each leaf model, the one "
-        "that predicted the latest records best serving; else linear).",
+        "that predicted the latest records best serving; for adaptive regression a leaf's choice "
+        "between the two; else linear).",
         optional_one_of("linear", "constant"),
     ),
     Setting(
