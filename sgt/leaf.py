@@ -30,6 +30,7 @@ the candidates), and rather than a part of `Tree` so that the structure and rout
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +79,10 @@ class LeafLearner(LinearTermSteps):
     """
 
     def __init__(self, tree: Tree) -> None:
-        self.tree = tree
+        # a weak reference: the tree owns its learner, and a strong one both ways would make every tree a
+        # reference cycle, freed only by the cyclic collector, which the worker runs seldom; trees a drift
+        # replaced then held their arrays for minutes (the soak's RSS grew 8 MB a minute)
+        self._tree = weakref.ref(tree)
 
     def append(
         self,

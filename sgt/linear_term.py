@@ -16,6 +16,7 @@ own: everything it reads and writes is the tree's.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -49,8 +50,15 @@ class LinearTermSteps:
     pass), the gate's drop, an adaptive leaf's choice and tally. The base of `LeafLearner`, which
     calls them in its attempt."""
 
-    #: the tree whose leaves it learns (set by LeafLearner)
-    tree: Tree
+    #: the tree whose leaves it learns, weakly (set by LeafLearner, which the tree owns)
+    _tree: weakref.ref[Tree]
+
+    @property
+    def tree(self) -> Tree:
+        """The tree whose leaves it learns."""
+        tree = self._tree()
+        assert tree is not None, "a learner outlived its tree"
+        return tree
 
     def _choose(self, node: int, slot: int) -> np.ndarray | None:
         """An adaptive leaf's choice between its linear term and its constant, on its full block; the

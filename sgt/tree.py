@@ -133,6 +133,15 @@ class Tree:
         self.learner = self.learner_type(self)
         self._new_leaf(parent=NO_NODE, value=root_value, depth=0)
 
+    # a copy (copy.deepcopy, pickle) gets a learner of its own: the learner refers to its tree weakly,
+    # and a copied weak reference would still point at the original tree
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in self.__dict__.items() if name != "learner"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.learner = self.learner_type(self)
+
     def output_axes(self) -> tuple[int, ...]:
         """The axes values, linear terms, statistics and gradients have per output: none for one."""
         return ()

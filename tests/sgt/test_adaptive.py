@@ -6,8 +6,10 @@ guarantees (any batching, save and restore anywhere) with one tree.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import json
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +180,23 @@ def test_a_model_saved_before_the_blind_split_and_the_gate_restores_without_them
     fresh = AdaptiveSGTClassifier(**make_adaptive_fixture.PARAMS, proba="tree")
     fresh.learn_many(X[:half], y[:half])
     assert fresh.predict_learn_many(X[half:], y[half:]).tobytes() != got.tobytes()
+
+
+def test_a_tree_a_drift_replaced_is_freed_at_once() -> None:
+    """Catches a reference cycle in every tree (a tree and its leaf learner referring to each other):
+    a tree replaced on a drift then waits for Python's cyclic collector, which the worker runs seldom
+    (worker.kafka.loop._tune_gc), and the worker's memory grew about 8 MB a minute in the soak."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(12000, 2))
+    y = np.where(np.arange(12000) < 6000, X[:, 0] > 0, X[:, 0] < 0)
+    model = AdaptiveSGTClassifier(warm_up=200)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        model.learn_many(X[:6000], y[:6000])
+        first = weakref.ref(model._members[0].trees[0])
+        model.learn_many(X[6000:], y[6000:])
+        assert model.n_drifts >= 1 and first() is None
+    finally:
+        if enabled:
+            gc.enable()

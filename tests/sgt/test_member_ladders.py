@@ -153,13 +153,14 @@ def test_relaxing_members_split_where_strict_ones_do_not() -> None:
 def test_the_level_relaxes_with_the_records_gathered_between_delta_and_the_cap() -> None:
     space = FeatureSpace(bins=8, warm_up=10)
     params = Params(1e-3, 100, 0.1, 0.0, None, relax_growth=10.0, relax_cap=0.5)
-    learner = Tree(params, Layout(space)).learner
+    tree = Tree(params, Layout(space))  # (kept: a learner refers to its tree weakly)
+    learner = tree.learner
     assert learner._level(0, 0.0) == 1e-3
     assert learner._level(0, 100.0) == pytest.approx(1e-2)
     assert learner._level(0, 250.0) == pytest.approx(1e-3 * 10**2.5)
     assert learner._level(0, 1e6) == 0.5  # (no overflow)
-    strict = Tree(Params(1e-3, 100, 0.1, 0.0, None), Layout(space)).learner
-    assert strict._level(0, 1e6) == 1e-3
+    strict_tree = Tree(Params(1e-3, 100, 0.1, 0.0, None), Layout(space))
+    assert strict_tree.learner._level(0, 1e6) == 1e-3
 
 
 def test_only_a_leaf_whose_predictions_are_uncertain_relaxes() -> None:
